@@ -1,0 +1,219 @@
+#pragma once
+
+// libmemd: the client library of memd, the per-node memory broker.
+//
+//   auto client = memd::Client::Connect();                 // MEMD_SOCKET_DIR or default
+//   auto buffer = (*client)->Create("frames/0", 1 << 20);  // persistent, mode 0600
+//   std::memcpy(buffer->mutable_data().data(), src, n);
+//   buffer->Seal();                                        // contents final
+//   ...in another process...
+//   auto frame = (*client)->Open("frames/0", {.wait = absl::Seconds(5)});
+//   consume(frame->data());                                // read-only mapping
+//
+// Every call returns absl::Status / absl::StatusOr with the daemon's code:
+// INVALID_ARGUMENT (bad name, size, mode, location), NOT_FOUND,
+// ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION (wrong state, e.g.
+// not sealed yet), RESOURCE_EXHAUSTED (limits, memory), UNAVAILABLE (no
+// daemon), DEADLINE_EXCEEDED (a wait ran out), UNAUTHENTICATED (the session
+// ended, e.g. the daemon restarted; the next call reconnects).
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace memd {
+
+enum class BufferState { kCreating, kSealed };
+enum class Persistence { kPersistent, kEphemeral };
+enum class Access { kRead, kReadWrite };
+
+// What the daemon says about a buffer.
+struct BufferInfo {
+  std::string name;
+  std::uint64_t id = 0;  // Unique for the daemon's lifetime.
+  std::uint64_t size = 0;
+  std::string location;  // "host", "pinned", "device:N".
+  uid_t owner_uid = 0;
+  gid_t owner_gid = 0;
+  std::uint32_t mode = 0600;
+  BufferState state = BufferState::kCreating;
+  Persistence persistence = Persistence::kPersistent;
+  std::uint32_t lease_count = 0;
+  bool unlinked = false;
+  absl::Time created;
+  std::optional<absl::Time> sealed;
+  pid_t creator_pid = 0;
+};
+
+struct CreateOptions {
+  std::string location = "host";
+  // Permission bits like a file's: 0600 owner only, 0640 group may read,
+  // 0666 everyone may read and write.
+  std::uint32_t mode = 0600;
+  Persistence persistence = Persistence::kPersistent;
+};
+
+struct OpenOptions {
+  // kRead opens sealed buffers; kReadWrite joins a buffer still being
+  // written.
+  Access access = Access::kRead;
+  // How long a kRead open waits for the buffer to exist and be sealed;
+  // zero fails at once.
+  absl::Duration wait = absl::ZeroDuration();
+};
+
+struct PoolStats {
+  std::string location;
+  std::uint64_t reserved_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t hit_count = 0;
+  std::uint64_t miss_count = 0;
+  std::uint64_t segments = 0;
+  std::uint64_t limit_bytes = 0;
+};
+
+struct DaemonStats {
+  std::string version;
+  std::string backend;
+  std::vector<PoolStats> pools;
+  std::uint64_t buffers = 0;
+  std::uint64_t sessions = 0;
+  std::uint64_t leases = 0;
+  std::string metrics_address;  // HOST:PORT, empty when off.
+  absl::Time started;
+};
+
+struct SessionInfo {
+  std::uint64_t id = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string command;
+  std::uint32_t lease_count = 0;
+  absl::Time started;
+};
+
+struct ConnectOptions {
+  // Empty: $MEMD_SOCKET_DIR, else /run/memd for root, else
+  // $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID.
+  std::string socket_dir;
+  // Upper bound on each call that does not wait for a seal.
+  absl::Duration call_timeout = absl::Seconds(30);
+};
+
+namespace internal {
+class ClientCore;
+struct Mapping;
+}  // namespace internal
+
+/// A lease on a named buffer and its mapping into this process. Releasing
+/// (explicitly or on destruction) ends the lease; the mapping is shared by
+/// every Buffer of this process on the same memory and unmapped with the
+/// last of them. Move-only. Not thread-safe (use one Buffer per thread, or
+/// guard it); Buffers on different threads are independent. A Buffer may
+/// outlive its Client.
+class Buffer {
+ public:
+  Buffer();
+  Buffer(Buffer&&) noexcept;
+  Buffer& operator=(Buffer&&) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();  // Releases; errors are dropped (use Release() to see them).
+
+  // The buffer's bytes (info().size of them), mapped read-only for kRead.
+  std::span<const std::byte> data() const;
+  // The same bytes, writable; empty for a read-only lease.
+  std::span<std::byte> mutable_data();
+
+  // As of the call that granted the lease (and Seal()); Stat() is fresh.
+  const BufferInfo& info() const { return info_; }
+  const std::string& name() const { return info_.name; }
+  std::uint64_t size() const { return info_.size; }
+  Access access() const { return access_; }
+  bool writable() const { return access_ == Access::kReadWrite; }
+  // OpenOrCreate: whether this call created the buffer.
+  bool created() const { return created_; }
+  std::uint64_t lease_id() const { return lease_; }
+  explicit operator bool() const { return core_ != nullptr; }
+
+  // Makes the contents final and wakes waiting readers. Needs a kReadWrite
+  // lease. Errors: FAILED_PRECONDITION (read-only lease, sealed already,
+  // unlinked), NOT_FOUND (lease gone, e.g. after a daemon restart).
+  absl::Status Seal();
+
+  // Ends the lease and unmaps (when no other Buffer here shares the
+  // mapping). Releasing an empty or released Buffer is FAILED_PRECONDITION.
+  absl::Status Release();
+
+ private:
+  friend class internal::ClientCore;
+
+  std::shared_ptr<internal::ClientCore> core_;
+  std::shared_ptr<internal::Mapping> mapping_;
+  BufferInfo info_;
+  Access access_ = Access::kRead;
+  std::uint64_t lease_ = 0;
+  std::uint64_t session_generation_ = 0;
+  bool created_ = false;
+};
+
+/// A connection to the local memd: a session (credentials, liveness,
+/// descriptor passing) and a gRPC channel bound to it. When the process
+/// exits or dies, the daemon releases every lease it held. If the daemon
+/// restarts, the next call opens a new session (leases of the old one are
+/// gone, mappings stay valid). Thread-safe.
+class Client {
+ public:
+  // Errors: UNAVAILABLE (no daemon on the socket directory), PERMISSION_DENIED
+  // (the socket's mode refuses this user), RESOURCE_EXHAUSTED (the daemon's
+  // session limit).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      ConnectOptions options = {});
+  ~Client();
+
+  // Creates a buffer and returns a writable lease on it (state kCreating).
+  absl::StatusOr<Buffer> Create(std::string_view name, std::uint64_t size,
+                                const CreateOptions& options = {});
+
+  absl::StatusOr<Buffer> Open(std::string_view name,
+                              const OpenOptions& options = {});
+
+  // Creates the buffer if the name is free (writable, created() true), else
+  // opens it read-only, waiting up to `wait` for the seal.
+  absl::StatusOr<Buffer> OpenOrCreate(std::string_view name, std::uint64_t size,
+                                      const CreateOptions& options = {},
+                                      absl::Duration wait = absl::ZeroDuration());
+
+  // Removes the name; leased memory lives until its last lease ends.
+  absl::Status Unlink(std::string_view name);
+
+  absl::StatusOr<BufferInfo> Stat(std::string_view name);
+  // Buffers this user may read, by name.
+  absl::StatusOr<std::vector<BufferInfo>> List(std::string_view prefix = "");
+  absl::StatusOr<DaemonStats> Stats();
+  absl::StatusOr<std::vector<SessionInfo>> Sessions();
+
+  // One round trip to the daemon, nothing else.
+  absl::Status Ping();
+
+  std::uint64_t session_id() const;
+  const std::string& socket_dir() const;
+
+ private:
+  explicit Client(std::shared_ptr<internal::ClientCore> core);
+  std::shared_ptr<internal::ClientCore> core_;
+};
+
+}  // namespace memd

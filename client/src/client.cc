@@ -1,0 +1,231 @@
+#include "memd/client.h"
+
+#include "absl/strings/str_cat.h"
+#include "client/src/client_core.h"
+#include "common/paths.h"
+
+namespace memd {
+
+using internal::ClientCore;
+using internal::Connection;
+
+// ---- Buffer ----
+
+Buffer::Buffer() = default;
+Buffer::Buffer(Buffer&&) noexcept = default;
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    (void)Release();
+    core_ = std::move(other.core_);
+    mapping_ = std::move(other.mapping_);
+    info_ = std::move(other.info_);
+    access_ = other.access_;
+    lease_ = other.lease_;
+    session_generation_ = other.session_generation_;
+    created_ = other.created_;
+  }
+  return *this;
+}
+
+Buffer::~Buffer() { (void)Release(); }
+
+std::span<const std::byte> Buffer::data() const {
+  if (mapping_ == nullptr) return {};
+  return {static_cast<const std::byte*>(mapping_->base), info_.size};
+}
+
+std::span<std::byte> Buffer::mutable_data() {
+  if (mapping_ == nullptr || access_ != Access::kReadWrite) return {};
+  return {static_cast<std::byte*>(mapping_->base), info_.size};
+}
+
+absl::Status Buffer::Seal() {
+  if (core_ == nullptr) {
+    return absl::FailedPreconditionError("this Buffer holds no lease");
+  }
+  return core_->Seal(session_generation_, lease_, &info_);
+}
+
+absl::Status Buffer::Release() {
+  if (core_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this Buffer holds no lease (released already, or moved from)");
+  }
+  std::shared_ptr<ClientCore> core = std::move(core_);
+  core_.reset();
+  absl::Status status = core->Release(session_generation_, lease_);
+  mapping_.reset();
+  return status;
+}
+
+// ---- Client ----
+
+Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ConnectOptions options) {
+  std::string dir =
+      options.socket_dir.empty() ? ClientSocketDir() : options.socket_dir;
+  auto core = std::make_shared<ClientCore>(std::move(dir), options.call_timeout);
+  auto connection = core->Current();
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<Client>(new Client(std::move(core)));
+}
+
+std::uint64_t Client::session_id() const {
+  auto connection = core_->Current();
+  return connection.ok() ? (*connection)->session->id() : 0;
+}
+
+const std::string& Client::socket_dir() const { return core_->socket_dir(); }
+
+namespace {
+
+void SetCreate(std::string_view name, std::uint64_t size,
+               const CreateOptions& options, v1::CreateRequest* request) {
+  request->set_name(std::string(name));
+  request->set_size_bytes(size);
+  request->set_location(options.location);
+  request->set_mode(options.mode);
+  request->set_persistence(options.persistence == Persistence::kEphemeral
+                               ? v1::EPHEMERAL
+                               : v1::PERSISTENT);
+}
+
+std::uint64_t WaitMillis(absl::Duration wait) {
+  if (wait <= absl::ZeroDuration()) return 0;
+  return static_cast<std::uint64_t>(absl::ToInt64Milliseconds(wait + absl::Nanoseconds(999999)));
+}
+
+// One unary call on the current connection: token, deadline, status.
+template <typename Request, typename Reply, typename Method>
+absl::Status Call(ClientCore& core, Method method, const Request& request,
+                  Reply* reply, std::shared_ptr<Connection>* used = nullptr,
+                  absl::Duration extra = absl::ZeroDuration()) {
+  auto connection = core.Current();
+  if (!connection.ok()) return connection.status();
+  grpc::ClientContext context;
+  core.Prepare(**connection, context, extra);
+  grpc::Status status = ((*connection)->stub.get()->*method)(&context, request, reply);
+  if (used != nullptr) *used = *connection;
+  return core.FromGrpc(status);
+}
+
+}  // namespace
+
+absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
+                                      const CreateOptions& options) {
+  v1::CreateRequest request;
+  SetCreate(name, size, options, &request);
+  v1::Lease lease;
+  std::shared_ptr<Connection> connection;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::Create, request, &lease,
+                             &connection);
+  if (!status.ok()) return status;
+  return core_->Adopt(*connection, lease);
+}
+
+absl::StatusOr<Buffer> Client::Open(std::string_view name,
+                                    const OpenOptions& options) {
+  v1::OpenRequest request;
+  request.set_name(std::string(name));
+  request.set_access(options.access == Access::kReadWrite ? v1::READ_WRITE
+                                                          : v1::READ);
+  request.set_wait_timeout_ms(WaitMillis(options.wait));
+  v1::Lease lease;
+  std::shared_ptr<Connection> connection;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::Open, request, &lease,
+                             &connection, options.wait);
+  if (!status.ok()) return status;
+  return core_->Adopt(*connection, lease);
+}
+
+absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
+                                            std::uint64_t size,
+                                            const CreateOptions& options,
+                                            absl::Duration wait) {
+  v1::OpenOrCreateRequest request;
+  SetCreate(name, size, options, request.mutable_create());
+  request.set_wait_timeout_ms(WaitMillis(wait));
+  v1::Lease lease;
+  std::shared_ptr<Connection> connection;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::OpenOrCreate, request,
+                             &lease, &connection, wait);
+  if (!status.ok()) return status;
+  return core_->Adopt(*connection, lease);
+}
+
+absl::Status Client::Unlink(std::string_view name) {
+  v1::UnlinkRequest request;
+  request.set_name(std::string(name));
+  v1::UnlinkReply reply;
+  return Call(*core_, &v1::Memd::Stub::Unlink, request, &reply);
+}
+
+absl::StatusOr<BufferInfo> Client::Stat(std::string_view name) {
+  v1::StatRequest request;
+  request.set_name(std::string(name));
+  v1::BufferInfo reply;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::Stat, request, &reply);
+  if (!status.ok()) return status;
+  return internal::FromProto(reply);
+}
+
+absl::StatusOr<std::vector<BufferInfo>> Client::List(std::string_view prefix) {
+  v1::ListRequest request;
+  request.set_prefix(std::string(prefix));
+  v1::ListReply reply;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::List, request, &reply);
+  if (!status.ok()) return status;
+  std::vector<BufferInfo> buffers;
+  buffers.reserve(reply.buffers_size());
+  for (const auto& info : reply.buffers()) buffers.push_back(internal::FromProto(info));
+  return buffers;
+}
+
+absl::StatusOr<DaemonStats> Client::Stats() {
+  v1::StatsRequest request;
+  v1::StatsReply reply;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::Stats, request, &reply);
+  if (!status.ok()) return status;
+  DaemonStats stats;
+  stats.version = reply.version();
+  stats.backend = reply.backend();
+  stats.buffers = reply.buffers();
+  stats.sessions = reply.sessions();
+  stats.leases = reply.leases();
+  stats.metrics_address = reply.metrics_address();
+  stats.started = absl::FromUnixNanos(reply.started_unix_ns());
+  for (const auto& pool : reply.pools()) {
+    stats.pools.push_back(PoolStats{pool.location(), pool.reserved_bytes(),
+                                    pool.used_bytes(), pool.hit_count(),
+                                    pool.miss_count(), pool.segments(),
+                                    pool.limit_bytes()});
+  }
+  return stats;
+}
+
+absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
+  v1::ListSessionsRequest request;
+  v1::ListSessionsReply reply;
+  absl::Status status =
+      Call(*core_, &v1::Memd::Stub::ListSessions, request, &reply);
+  if (!status.ok()) return status;
+  std::vector<SessionInfo> sessions;
+  for (const auto& session : reply.sessions()) {
+    sessions.push_back(SessionInfo{session.id(), static_cast<pid_t>(session.pid()),
+                                   session.uid(), session.gid(), session.command(),
+                                   session.lease_count(),
+                                   absl::FromUnixNanos(session.started_unix_ns())});
+  }
+  return sessions;
+}
+
+absl::Status Client::Ping() {
+  v1::PingRequest request;
+  v1::PingReply reply;
+  return Call(*core_, &v1::Memd::Stub::Ping, request, &reply);
+}
+
+}  // namespace memd

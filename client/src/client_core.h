@@ -1,0 +1,93 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/src/session_channel.h"
+#include "grpcpp/grpcpp.h"
+#include "memd/client.h"
+#include "memd/v1/memd.grpc.pb.h"
+
+namespace memd::internal {
+
+/// One mmap of a buffer's memory in this process, shared by every Buffer on
+/// it; unmapped when the last one lets go. Not thread-safe (immutable after
+/// construction).
+struct Mapping {
+  Mapping(void* base, std::size_t length, bool writable)
+      : base(base), length(length), writable(writable) {}
+  ~Mapping();
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  void* const base;
+  const std::size_t length;
+  const bool writable;
+};
+
+// A session and the gRPC channel its calls travel on; replaced as a whole
+// when the daemon restarts.
+struct Connection {
+  std::unique_ptr<SessionChannel> session;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Memd::Stub> stub;
+  std::uint64_t generation = 0;
+};
+
+/// What Client and Buffer share: the current connection and the mapping
+/// cache. Owned jointly by the Client and its Buffers. Thread-safe.
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
+ public:
+  ClientCore(std::string socket_dir, absl::Duration call_timeout)
+      : socket_dir_(std::move(socket_dir)), call_timeout_(call_timeout) {}
+
+  // The live connection, reconnecting first when the daemon hung up.
+  // Errors: as SessionChannel::Connect.
+  absl::StatusOr<std::shared_ptr<Connection>> Current();
+
+  // Prepares a call context: session token and deadline.
+  void Prepare(const Connection& connection, grpc::ClientContext& context,
+               absl::Duration extra = absl::ZeroDuration()) const;
+
+  // Takes the lease's descriptor, maps it (or reuses this process's mapping
+  // of the same memory) and makes the Buffer.
+  absl::StatusOr<Buffer> Adopt(const Connection& connection,
+                               const v1::Lease& lease);
+
+  absl::Status Seal(std::uint64_t generation, std::uint64_t lease,
+                    BufferInfo* info);
+  absl::Status Release(std::uint64_t generation, std::uint64_t lease);
+
+  const std::string& socket_dir() const { return socket_dir_; }
+  absl::Duration call_timeout() const { return call_timeout_; }
+
+  // gRPC status -> absl::Status, saying which daemon when it is unreachable.
+  absl::Status FromGrpc(const grpc::Status& status) const;
+
+ private:
+  using MappingKey = std::tuple<std::uint64_t, std::uint64_t, bool>;
+
+  absl::StatusOr<std::shared_ptr<Connection>> ConnectLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string socket_dir_;
+  const absl::Duration call_timeout_;
+
+  absl::Mutex mu_;
+  std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
+  // (generation, buffer id, writable) -> mapping. Buffer ids restart with
+  // the daemon, so the connection generation is part of the key.
+  absl::flat_hash_map<MappingKey, std::weak_ptr<Mapping>> mappings_
+      ABSL_GUARDED_BY(mu_);
+};
+
+BufferInfo FromProto(const v1::BufferInfo& info);
+
+}  // namespace memd::internal

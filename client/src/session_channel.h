@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/unique_fd.h"
+
+namespace memd::internal {
+
+/// The client's end of the session socket: the daemon's greeting (session
+/// id and token) and the descriptors the daemon sends, matched to calls by
+/// sequence number. Owns the socket; the daemon ends the session when it
+/// closes. Thread-safe.
+class SessionChannel {
+ public:
+  // Connects and reads the greeting. Errors: UNAVAILABLE (no daemon),
+  // PERMISSION_DENIED (socket mode), the daemon's refusal (e.g.
+  // RESOURCE_EXHAUSTED), DATA_LOSS (a greeting memd would not send).
+  static absl::StatusOr<std::unique_ptr<SessionChannel>> Connect(
+      const std::string& socket_dir, absl::Duration timeout);
+
+  std::uint64_t id() const { return id_; }
+  const std::string& token() const { return token_; }
+
+  // The descriptor sent with `seq`; descriptors for other calls that arrive
+  // first are kept for them. Errors: UNAVAILABLE (the daemon hung up),
+  // DEADLINE_EXCEEDED (nothing within `timeout`), DATA_LOSS.
+  absl::StatusOr<UniqueFd> TakeFd(std::uint64_t seq, absl::Duration timeout);
+
+  // Whether the daemon closed its end (it exited or restarted).
+  bool HungUp() const;
+
+ private:
+  SessionChannel(UniqueFd socket, std::uint64_t id, std::string token)
+      : socket_(std::move(socket)), id_(id), token_(std::move(token)) {}
+
+  const UniqueFd socket_;
+  const std::uint64_t id_;
+  const std::string token_;
+  absl::Mutex mu_;
+  // Descriptors that arrived for calls still on their way back. Capped: an
+  // entry is orphaned only when its call's reply was lost.
+  std::map<std::uint64_t, UniqueFd> waiting_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace memd::internal

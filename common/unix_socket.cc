@@ -1,0 +1,169 @@
+#include "common/unix_socket.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+
+namespace memd {
+namespace {
+
+absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket path '", path, "' is ", path.size(),
+                     " bytes long; the limit is ",
+                     sizeof(address.sun_path) - 1));
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return address;
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type,
+                                    unsigned mode, int backlog) {
+  auto address = UnixAddress(path);
+  if (!address.ok()) return address.status();
+  UniqueFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoStatus("socket", errno);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*address),
+             sizeof(*address)) != 0) {
+    return ErrnoStatus(absl::StrCat("bind ", path), errno);
+  }
+  if (::chmod(path.c_str(), mode) != 0) {
+    return ErrnoStatus(absl::StrCat("chmod ", path), errno);
+  }
+  if (::listen(fd.get(), backlog) != 0) {
+    return ErrnoStatus(absl::StrCat("listen ", path), errno);
+  }
+  return fd;
+}
+
+absl::StatusOr<UniqueFd> ConnectUnix(const std::string& path, int type) {
+  auto address = UnixAddress(path);
+  if (!address.ok()) return address.status();
+  UniqueFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoStatus("socket", errno);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*address),
+                sizeof(*address)) != 0) {
+    int error = errno;
+    if (error == ENOENT || error == ECONNREFUSED) {
+      return absl::UnavailableError(absl::StrCat(
+          "no memd listens on ", path, " (", std::strerror(error),
+          "); is the daemon running, and is the socket directory right?"));
+    }
+    return ErrnoStatus(absl::StrCat("connect ", path), error);
+  }
+  return fd;
+}
+
+absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd) {
+  ucred cred{};
+  socklen_t length = sizeof(cred);
+  if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+    return ErrnoStatus("getsockopt(SO_PEERCRED)", errno);
+  }
+  PeerCredentials peer{cred.pid, cred.uid, cred.gid, {}};
+  std::vector<gid_t> groups(64);
+  for (;;) {
+    length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(),
+                     &length) == 0) {
+      groups.resize(length / sizeof(gid_t));
+      break;
+    }
+    if (errno != ERANGE) return ErrnoStatus("getsockopt(SO_PEERGROUPS)", errno);
+    groups.resize(length / sizeof(gid_t) + 1);
+  }
+  peer.groups = std::move(groups);
+  return peer;
+}
+
+absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
+                        int flags) {
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  }
+  for (;;) {
+    ssize_t sent = ::sendmsg(socket_fd, &message, flags | MSG_NOSIGNAL);
+    if (sent >= 0) return absl::OkStatus();
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) {
+      return absl::UnavailableError(
+          "the session socket is full: the peer is not reading it");
+    }
+    return ErrnoStatus("sendmsg", errno);
+  }
+}
+
+absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
+    int socket_fd, std::size_t max_bytes, int flags) {
+  ReceivedPacket packet;
+  packet.bytes.resize(max_bytes);
+  iovec iov{packet.bytes.data(), packet.bytes.size()};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  // Room for a few descriptors so that a peer sending too many cannot leave
+  // any of them open in this process (MSG_CTRUNC would drop them unclosed).
+  constexpr int kMaxFds = 8;
+  alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))];
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  ssize_t received;
+  do {
+    received = ::recvmsg(socket_fd, &message, flags | MSG_CMSG_CLOEXEC);
+  } while (received < 0 && errno == EINTR);
+  if (received < 0) {
+    if (errno == EAGAIN) return std::nullopt;
+    return ErrnoStatus("recvmsg", errno);
+  }
+  int fd_count = 0;
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+       header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
+      continue;
+    }
+    std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+      if (fd_count++ == 0) {
+        packet.fd.reset(fd);
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+  if (fd_count > 1 || (message.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "malformed packet on the session socket: ", fd_count,
+        " descriptors, flags 0x", absl::Hex(message.msg_flags)));
+  }
+  if (received == 0 && fd_count == 0) {
+    return absl::UnavailableError("the peer closed the session socket");
+  }
+  packet.bytes.resize(static_cast<std::size_t>(received));
+  return std::optional<ReceivedPacket>(std::move(packet));
+}
+
+}  // namespace memd

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace memd {
+
+// Who is on the other end of a Unix socket, as the kernel reports it.
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  // Supplementary groups (SO_PEERGROUPS); includes `gid` where the kernel does.
+  std::vector<gid_t> groups;
+};
+
+// One packet read from a SOCK_SEQPACKET socket and the descriptor that came
+// with it, if any.
+struct ReceivedPacket {
+  std::string bytes;
+  UniqueFd fd;
+};
+
+// Creates, binds and listens on a Unix socket of `type` (SOCK_STREAM,
+// SOCK_SEQPACKET) at `path`, with `mode` permission bits. Errors: the errno
+// mapping of ErrnoStatus; INVALID_ARGUMENT when the path is too long.
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type,
+                                    unsigned mode, int backlog = 128);
+
+// Connects a CLOEXEC socket of `type` to `path`. Errors: UNAVAILABLE when
+// nothing listens there (ENOENT, ECONNREFUSED), else the errno mapping.
+absl::StatusOr<UniqueFd> ConnectUnix(const std::string& path, int type);
+
+// Reads SO_PEERCRED and SO_PEERGROUPS of a connected Unix socket.
+absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd);
+
+// Sends one packet with an optional descriptor (SCM_RIGHTS; fd < 0 sends
+// none). Never raises SIGPIPE. `flags` go to sendmsg (MSG_DONTWAIT...).
+// Errors: UNAVAILABLE when the peer is gone or the socket is full (EAGAIN),
+// else the errno mapping.
+absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
+                        int flags = 0);
+
+// Receives one packet of at most `max_bytes` and at most one descriptor;
+// extra or truncated descriptors are closed and reported as DATA_LOSS.
+// Returns std::nullopt when no packet is waiting on a non-blocking read.
+// Errors: UNAVAILABLE when the peer hung up, the errno mapping otherwise.
+absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
+    int socket_fd, std::size_t max_bytes, int flags = 0);
+
+}  // namespace memd

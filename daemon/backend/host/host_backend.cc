@@ -1,0 +1,37 @@
+#include "daemon/backend/host/host_backend.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/backend/host/memfd_segment.h"
+
+namespace memd::backend {
+
+HostBackend::HostBackend()
+    : page_size_(static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE))) {}
+
+std::vector<Location> HostBackend::locations() const {
+  return {Location::Host(), Location::Pinned()};
+}
+
+std::uint64_t HostBackend::alignment(const Location&) const { return page_size_; }
+
+absl::StatusOr<std::unique_ptr<Segment>> HostBackend::Reserve(
+    const Location& location, std::uint64_t bytes) {
+  if (location.kind == Location::Kind::kDevice) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the host backend has no device memory (asked for ",
+        location.ToString(), ")"));
+  }
+  if (bytes == 0 || bytes % page_size_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment size ", bytes, " is not a positive multiple of the page size ",
+        page_size_));
+  }
+  auto segment =
+      MemfdSegment::Create(bytes, location.kind == Location::Kind::kPinned);
+  if (!segment.ok()) return segment.status();
+  return std::unique_ptr<Segment>(std::move(*segment));
+}
+
+}  // namespace memd::backend

@@ -1,0 +1,84 @@
+#include "daemon/backend/host/memfd_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/bytes.h"
+#include "common/errno_status.h"
+
+namespace memd::backend {
+namespace {
+
+absl::StatusOr<UniqueFd> Dup(int fd) {
+  UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!copy) return ErrnoStatus("fcntl(F_DUPFD_CLOEXEC)", errno);
+  return copy;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
+    std::uint64_t bytes, bool pin) {
+  UniqueFd fd(::memfd_create(pin ? "memd:pinned" : "memd:host",
+                             MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return ErrnoStatus("memfd_create", errno);
+  // fallocate commits the pages now: out of memory is an error here, not a
+  // SIGBUS in a client later.
+  int rc;
+  do {
+    rc = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(bytes));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int error = errno;
+    if (error == ENOSPC || error == ENOMEM) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "host memory: cannot commit ", bytes, " bytes (",
+          FormatBytes(bytes), "): fallocate: ", std::strerror(error)));
+    }
+    return ErrnoStatus("fallocate", error);
+  }
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return ErrnoStatus("fcntl(F_ADD_SEALS)", errno);
+  }
+  std::unique_ptr<MemfdSegment> segment(new MemfdSegment(std::move(fd), bytes));
+  if (pin) {
+    void* address = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                           segment->fd_.get(), 0);
+    if (address == MAP_FAILED) return ErrnoStatus("mmap", errno);
+    if (::mlock(address, bytes) != 0) {
+      int error = errno;
+      ::munmap(address, bytes);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "pinned memory: cannot lock ", bytes, " bytes (", FormatBytes(bytes),
+          "): mlock: ", std::strerror(error),
+          "; raise the daemon's RLIMIT_MEMLOCK (LimitMEMLOCK= in systemd)"));
+    }
+    segment->pinned_ = address;
+  }
+  return segment;
+}
+
+MemfdSegment::~MemfdSegment() {
+  if (pinned_ != nullptr) ::munmap(pinned_, size_);
+}
+
+absl::StatusOr<UniqueFd> MemfdSegment::Export(Access access) {
+  if (access == Access::kReadWrite) return Dup(fd_.get());
+  absl::MutexLock lock(&mu_);
+  if (!read_only_) {
+    // A memfd has no path to reopen but its /proc/self/fd link; opening that
+    // O_RDONLY makes a new open file description that mmap refuses to map
+    // writable, while sharing the same pages.
+    std::string path = absl::StrCat("/proc/self/fd/", fd_.get());
+    read_only_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!read_only_) return ErrnoStatus(absl::StrCat("open ", path), errno);
+  }
+  return Dup(read_only_.get());
+}
+
+}  // namespace memd::backend

@@ -1,0 +1,532 @@
+#include "daemon/broker/broker.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/bytes.h"
+#include "common/names.h"
+#include "common/status_macros.h"
+#include "daemon/broker/permissions.h"
+
+namespace memd::broker {
+namespace {
+
+std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
+
+const char* AccessName(Access access) {
+  return access == Access::kReadWrite ? "read-write" : "read";
+}
+
+absl::Status PermissionDenied(const PeerCredentials& peer,
+                              const BufferInfo& buffer, std::string_view what) {
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "uid %d may not %s buffer %s (owner uid %d, gid %d, mode 0%o)", peer.uid,
+      std::string(what), Quoted(buffer.name), buffer.owner_uid, buffer.owner_gid,
+      buffer.mode));
+}
+
+// A prefix is any start of a valid name, so only its length and bytes are
+// checked.
+absl::Status ValidatePrefix(const std::string& prefix) {
+  if (prefix.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefix is ", prefix.size(), " bytes long; the limit is ", kMaxNameBytes));
+  }
+  std::size_t bad = prefix.find_first_not_of(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-");
+  if (bad != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "prefix has byte 0x%02x at position %d; names use only [A-Za-z0-9._/-]",
+        static_cast<unsigned char>(prefix[bad]), bad));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Broker::Deferred::~Deferred() {
+  for (auto& [pool, buffer] : freed) {
+    pool->Free(std::move(buffer->allocation), buffer->exclusive);
+  }
+  for (auto& wake : wakes) wake();
+}
+
+Broker::Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock)
+    : pools_(pools), limits_(limits), clock_(clock) {}
+
+Broker::~Broker() {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, buffer] : buffers_) {
+    deferred.freed.emplace_back(buffer->pool, std::move(buffer));
+  }
+  buffers_.clear();
+  // Waiting opens are the service's to end before the broker goes; their
+  // callbacks must not run into a broker being destroyed.
+  watches_.clear();
+}
+
+absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
+                                               std::string command) {
+  absl::MutexLock lock(&mu_);
+  if (sessions_.size() >= limits_.max_sessions) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "too many sessions: ", sessions_.size(), " are open; the limit is ",
+        limits_.max_sessions));
+  }
+  SessionId id = next_session_id_++;
+  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, 0});
+  return id;
+}
+
+void Broker::EndSession(SessionId session) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
+  for (LeaseId lease : leases) ReleaseLocked(lease, deferred);
+  for (auto watch = watches_.begin(); watch != watches_.end();) {
+    if (watch->second.session != session) {
+      ++watch;
+      continue;
+    }
+    auto& ids = watches_by_name_[watch->second.name];
+    ids.erase(std::remove(ids.begin(), ids.end(), watch->first), ids.end());
+    if (ids.empty()) watches_by_name_.erase(watch->second.name);
+    deferred.wakes.push_back(std::move(watch->second.wake));
+    watches_.erase(watch++);
+  }
+  sessions_.erase(it);
+}
+
+absl::StatusOr<Broker::Session*> Broker::FindSessionLocked(SessionId session) {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("session ", session, " has ended; reconnect"));
+  }
+  return &it->second;
+}
+
+Broker::Buffer* Broker::FindNamedLocked(const std::string& name) {
+  auto it = names_.find(name);
+  return it == names_.end() ? nullptr : buffers_.at(it->second).get();
+}
+
+absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
+    const CreateParams& params) const {
+  RETURN_IF_ERROR(ValidateBufferName(params.name));
+  if (params.size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer ", Quoted(params.name), ": size is 0"));
+  }
+  if (params.size > limits_.max_buffer_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer ", Quoted(params.name), ": size ", params.size, " bytes (",
+        FormatBytes(params.size), ") exceeds the maximum of ",
+        limits_.max_buffer_bytes, " bytes (",
+        FormatBytes(limits_.max_buffer_bytes), ")"));
+  }
+  RETURN_IF_ERROR(ValidateMode(params.mode));
+  pool::Pool* pool = pools_.Find(params.location);
+  if (pool == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "location ", params.location.ToString(),
+        " is not available on this node (available: ", pools_.LocationNames(),
+        ")"));
+  }
+  return pool;
+}
+
+absl::StatusOr<Grant> Broker::Create(SessionId session,
+                                     const CreateParams& params) {
+  ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
+  uid_t uid;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    if (names_.contains(params.name)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("buffer ", Quoted(params.name), " already exists"));
+    }
+    uid = caller->peer.uid;
+  }
+  // Allocation may reach the backend (a system call, page zeroing): never
+  // under the registry mutex. A racing Create of the same name is caught
+  // below and its memory goes back.
+  ASSIGN_OR_RETURN(pool::Allocation allocation,
+                   pool->Allocate(params.size, pool::Domain{uid}));
+  Deferred deferred;
+  return CreateWithAllocation(session, params, pool, std::move(allocation),
+                              deferred);
+}
+
+absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
+                                                   const CreateParams& params,
+                                                   pool::Pool* pool,
+                                                   pool::Allocation allocation,
+                                                   Deferred& deferred) {
+  // Until the buffer owns it, the allocation goes back on every error path.
+  auto buffer = std::make_unique<Buffer>();
+  buffer->pool = pool;
+  buffer->allocation = std::move(allocation);
+  absl::MutexLock lock(&mu_);
+  auto give_back = [&](absl::Status status) {
+    deferred.freed.emplace_back(pool, std::move(buffer));
+    return status;
+  };
+  auto caller = FindSessionLocked(session);
+  if (!caller.ok()) return give_back(caller.status());
+  if (names_.contains(params.name)) {
+    return give_back(absl::AlreadyExistsError(
+        absl::StrCat("buffer ", Quoted(params.name), " already exists")));
+  }
+  if (buffers_.size() >= limits_.max_buffers) {
+    return give_back(absl::ResourceExhaustedError(
+        absl::StrCat("too many buffers: ", buffers_.size(),
+                     " exist; the limit is ", limits_.max_buffers)));
+  }
+  const PeerCredentials& peer = (*caller)->peer;
+  BufferInfo& info = buffer->info;
+  info.name = params.name;
+  info.id = next_buffer_id_++;
+  info.size = params.size;
+  info.location = params.location;
+  info.owner_uid = peer.uid;
+  info.owner_gid = peer.gid;
+  info.mode = params.mode;
+  info.state = BufferState::kCreating;
+  info.persistence = params.persistence;
+  info.created = clock_.Now();
+  info.creator_pid = peer.pid;
+  Buffer& stored = *buffer;
+  auto grant = GrantLocked(session, **caller, stored, Access::kReadWrite);
+  if (!grant.ok()) return give_back(grant.status());
+  names_.emplace(info.name, info.id);
+  buffers_.emplace(info.id, std::move(buffer));
+  grant->created = true;
+  return grant;
+}
+
+absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
+                                          Buffer& buffer, Access access) {
+  if (holder.leases.size() >= limits_.max_leases_per_session) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "session ", session, " holds ", holder.leases.size(),
+        " leases; the limit is ", limits_.max_leases_per_session,
+        ": release some first"));
+  }
+  ASSIGN_OR_RETURN(UniqueFd fd, buffer.allocation.segment->Export(access));
+  LeaseId id = next_lease_id_++;
+  leases_.emplace(id, Lease{session, buffer.info.id, access});
+  holder.leases.insert(id);
+  ++buffer.info.lease_count;
+  if (holder.peer.uid != 0 && holder.peer.uid != buffer.info.owner_uid) {
+    buffer.exclusive = false;
+  }
+  Grant grant;
+  grant.lease = id;
+  grant.access = access;
+  grant.buffer = buffer.info;
+  grant.handle_type = buffer.allocation.segment->handle_type();
+  grant.fd = std::move(fd);
+  grant.offset = buffer.allocation.offset;
+  grant.mapped_bytes = buffer.allocation.bytes;
+  return grant;
+}
+
+absl::StatusOr<Grant> Broker::Open(SessionId session, const OpenParams& params) {
+  RETURN_IF_ERROR(ValidateBufferName(params.name));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  ASSIGN_OR_RETURN(std::optional<Grant> grant,
+                   OpenLocked(session, *caller, params, 0, nullptr));
+  return std::move(*grant);  // Without a wake, OpenLocked never waits.
+}
+
+absl::StatusOr<std::optional<Grant>> Broker::OpenOrWatch(
+    SessionId session, const OpenParams& params, WatchId watch,
+    std::function<void()> wake) {
+  RETURN_IF_ERROR(ValidateBufferName(params.name));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  return OpenLocked(session, *caller, params, watch, &wake);
+}
+
+absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
+    SessionId session, Session& caller, const OpenParams& params,
+    WatchId watch, std::function<void()>* wake) {
+  const bool may_wait =
+      wake != nullptr && *wake && params.access == Access::kRead;
+  auto wait = [&]() -> absl::StatusOr<std::optional<Grant>> {
+    if (caller.watches >= limits_.max_waits_per_session) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "session ", session, " already waits on ", caller.watches,
+          " opens; the limit is ", limits_.max_waits_per_session));
+    }
+    ++caller.watches;
+    watches_.emplace(watch, Watch{session, params.name, std::move(*wake)});
+    watches_by_name_[params.name].push_back(watch);
+    return std::nullopt;
+  };
+  Buffer* buffer = FindNamedLocked(params.name);
+  if (buffer == nullptr) {
+    if (may_wait) return wait();
+    return absl::NotFoundError(
+        absl::StrCat("no buffer named ", Quoted(params.name)));
+  }
+  if (!MayAccess(caller.peer, buffer->info, params.access)) {
+    return PermissionDenied(caller.peer, buffer->info,
+                            params.access == Access::kReadWrite ? "write" : "read");
+  }
+  if (params.access == Access::kRead && buffer->info.state != BufferState::kSealed) {
+    if (may_wait) return wait();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer ", Quoted(params.name),
+        " is still being written (not sealed); open it with a wait timeout "
+        "to wait for the seal"));
+  }
+  if (params.access == Access::kReadWrite &&
+      buffer->info.state == BufferState::kSealed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer ", Quoted(params.name),
+        " is sealed; sealed buffers open read-only"));
+  }
+  ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, *buffer, params.access));
+  return std::optional<Grant>(std::move(grant));
+}
+
+absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
+    SessionId session, const CreateParams& params, WatchId watch,
+    std::function<void()> wake) {
+  ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
+  // Open what exists; the lock is dropped only to allocate for a new one.
+  // Runs with mu_ held.
+  auto open_existing = [&](Session& caller, Buffer& existing)
+      -> absl::StatusOr<std::optional<Grant>> {
+    if (existing.info.size != params.size ||
+        !(existing.info.location == params.location)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "buffer ", Quoted(params.name), " exists with size ",
+          existing.info.size, " at ", existing.info.location.ToString(),
+          "; asked for size ", params.size, " at ", params.location.ToString()));
+    }
+    return OpenLocked(session, caller, OpenParams{params.name, Access::kRead},
+                      watch, &wake);
+  };
+  uid_t uid;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    if (Buffer* existing = FindNamedLocked(params.name)) {
+      return open_existing(*caller, *existing);
+    }
+    uid = caller->peer.uid;
+  }
+  ASSIGN_OR_RETURN(pool::Allocation allocation,
+                   pool->Allocate(params.size, pool::Domain{uid}));
+  Deferred deferred;
+  auto created = CreateWithAllocation(session, params, pool,
+                                      std::move(allocation), deferred);
+  if (created.ok() || !absl::IsAlreadyExists(created.status())) {
+    if (!created.ok()) return created.status();
+    return std::optional<Grant>(std::move(*created));
+  }
+  // Another session created the name while this one allocated.
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  Buffer* existing = FindNamedLocked(params.name);
+  if (existing == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "buffer ", Quoted(params.name),
+        " was created and removed concurrently; try again"));
+  }
+  return open_existing(*caller, *existing);
+}
+
+WatchId Broker::NewWatchId() {
+  absl::MutexLock lock(&mu_);
+  return next_watch_id_++;
+}
+
+bool Broker::CancelWatch(WatchId id) {
+  absl::MutexLock lock(&mu_);
+  auto watch = watches_.find(id);
+  if (watch == watches_.end()) return false;
+  auto& ids = watches_by_name_[watch->second.name];
+  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  if (ids.empty()) watches_by_name_.erase(watch->second.name);
+  auto session = sessions_.find(watch->second.session);
+  if (session != sessions_.end()) --session->second.watches;
+  watches_.erase(watch);
+  return true;
+}
+
+void Broker::WakeWatchersLocked(const std::string& name, Deferred& deferred) {
+  auto by_name = watches_by_name_.find(name);
+  if (by_name == watches_by_name_.end()) return;
+  for (WatchId id : by_name->second) {
+    auto watch = watches_.find(id);
+    auto session = sessions_.find(watch->second.session);
+    if (session != sessions_.end()) --session->second.watches;
+    deferred.wakes.push_back(std::move(watch->second.wake));
+    watches_.erase(watch);
+  }
+  watches_by_name_.erase(by_name);
+}
+
+absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(FindSessionLocked(session).status());
+  auto lease = leases_.find(lease_id);
+  if (lease == leases_.end() || lease->second.session != session) {
+    return absl::NotFoundError(absl::StrCat(
+        "lease ", lease_id, " is not held by this session (released already, "
+        "or never granted)"));
+  }
+  Buffer& buffer = *buffers_.at(lease->second.buffer);
+  if (lease->second.access != Access::kReadWrite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease ", lease_id, " on buffer ", Quoted(buffer.info.name),
+        " is read-only; only a read-write lease can seal"));
+  }
+  if (buffer.info.unlinked) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer ", Quoted(buffer.info.name),
+        " was unlinked; there is nothing left to seal"));
+  }
+  if (buffer.info.state == BufferState::kSealed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("buffer ", Quoted(buffer.info.name), " is sealed already"));
+  }
+  buffer.info.state = BufferState::kSealed;
+  buffer.info.sealed = clock_.Now();
+  WakeWatchersLocked(buffer.info.name, deferred);
+  return buffer.info;
+}
+
+absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(FindSessionLocked(session).status());
+  auto lease = leases_.find(lease_id);
+  if (lease == leases_.end() || lease->second.session != session) {
+    return absl::NotFoundError(absl::StrCat(
+        "lease ", lease_id, " is not held by this session (released already, "
+        "or never granted)"));
+  }
+  ReleaseLocked(lease_id, deferred);
+  return absl::OkStatus();
+}
+
+void Broker::ReleaseLocked(LeaseId lease_id, Deferred& deferred) {
+  auto lease = leases_.find(lease_id);
+  Lease released = lease->second;
+  leases_.erase(lease);
+  auto session = sessions_.find(released.session);
+  if (session != sessions_.end()) session->second.leases.erase(lease_id);
+  Buffer& buffer = *buffers_.at(released.buffer);
+  if (--buffer.info.lease_count > 0) return;
+  // The last lease: ephemeral buffers go, and so do buffers nobody sealed,
+  // since nobody is left who could finish writing them.
+  if (!buffer.info.unlinked &&
+      (buffer.info.persistence == Persistence::kEphemeral ||
+       buffer.info.state != BufferState::kSealed)) {
+    UnlinkLocked(buffer, deferred);
+    return;
+  }
+  FreeIfUnusedLocked(buffer.info.id, deferred);
+}
+
+void Broker::UnlinkLocked(Buffer& buffer, Deferred& deferred) {
+  names_.erase(buffer.info.name);
+  buffer.info.unlinked = true;
+  FreeIfUnusedLocked(buffer.info.id, deferred);
+}
+
+void Broker::FreeIfUnusedLocked(BufferId id, Deferred& deferred) {
+  auto it = buffers_.find(id);
+  if (!it->second->info.unlinked || it->second->info.lease_count > 0) return;
+  pool::Pool* pool = it->second->pool;
+  deferred.freed.emplace_back(pool, std::move(it->second));
+  buffers_.erase(it);
+}
+
+absl::Status Broker::Unlink(SessionId session, const std::string& name) {
+  RETURN_IF_ERROR(ValidateBufferName(name));
+  Deferred deferred;
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  Buffer* buffer = FindNamedLocked(name);
+  if (buffer == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
+  }
+  if (caller->peer.uid != 0 && caller->peer.uid != buffer->info.owner_uid) {
+    return PermissionDenied(caller->peer, buffer->info,
+                            "unlink (only its owner and root may)");
+  }
+  UnlinkLocked(*buffer, deferred);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
+                                                     const std::string& prefix) {
+  RETURN_IF_ERROR(ValidatePrefix(prefix));
+  std::vector<BufferInfo> listed;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    for (const auto& [name, id] : names_) {
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      const BufferInfo& info = buffers_.at(id)->info;
+      if (MayAccess(caller->peer, info, Access::kRead)) listed.push_back(info);
+    }
+  }
+  std::sort(listed.begin(), listed.end(),
+            [](const BufferInfo& a, const BufferInfo& b) { return a.name < b.name; });
+  return listed;
+}
+
+absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
+                                        const std::string& name) {
+  RETURN_IF_ERROR(ValidateBufferName(name));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  Buffer* buffer = FindNamedLocked(name);
+  if (buffer == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
+  }
+  if (!MayAccess(caller->peer, buffer->info, Access::kRead)) {
+    return PermissionDenied(caller->peer, buffer->info, "inspect");
+  }
+  return buffer->info;
+}
+
+absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
+  std::vector<SessionInfo> listed;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    for (const auto& [id, other] : sessions_) {
+      if (caller->peer.uid != 0 && other.peer.uid != caller->peer.uid) continue;
+      listed.push_back(SessionInfo{id, other.peer.pid, other.peer.uid,
+                                   other.peer.gid, other.command,
+                                   static_cast<std::uint32_t>(other.leases.size()),
+                                   other.started});
+    }
+  }
+  std::sort(listed.begin(), listed.end(),
+            [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
+  return listed;
+}
+
+BrokerCounts Broker::Counts() const {
+  absl::MutexLock lock(&mu_);
+  return BrokerCounts{buffers_.size(), sessions_.size(), leases_.size()};
+}
+
+}  // namespace memd::broker

@@ -1,0 +1,192 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/unix_socket.h"
+#include "daemon/broker/types.h"
+#include "daemon/pool/pool.h"
+#include "daemon/pool/pool_set.h"
+
+namespace memd::broker {
+
+/// The named-buffer registry: buffers by name, the leases that keep them
+/// alive and the sessions that hold those leases.
+///
+/// Owns every buffer's memory (an allocation from the pools, which it
+/// borrows and which must outlive it). A buffer's memory goes back to its
+/// pool when it is unlinked (explicitly, or implicitly: ephemeral buffers and
+/// never-sealed buffers when their last lease ends) and no lease is left.
+///
+/// Thread-safe: one mutex guards the registry; pools are called outside it
+/// for allocations that may reach the backend, and watch callbacks run
+/// outside it.
+///
+/// Errors (each with a message that names the buffer, lease and numbers):
+/// INVALID_ARGUMENT (bad name, size, mode, location), NOT_FOUND (unknown
+/// name, unknown lease), ALREADY_EXISTS, PERMISSION_DENIED (mode forbids the
+/// caller), FAILED_PRECONDITION (wrong state: not sealed yet, sealed already,
+/// unlinked, read-only lease), RESOURCE_EXHAUSTED (limits, pool),
+/// UNAUTHENTICATED (the session is unknown or has ended).
+class Broker {
+ public:
+  Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock);
+  ~Broker();
+
+  // Registers a session for a connected peer. Errors: RESOURCE_EXHAUSTED
+  // (max_sessions).
+  absl::StatusOr<SessionId> StartSession(const PeerCredentials& peer,
+                                         std::string command);
+
+  // Releases every lease of the session and wakes its waiting opens (which
+  // then fail with UNAUTHENTICATED). Unknown ids are ignored.
+  void EndSession(SessionId session);
+
+  // Creates a buffer and a READ_WRITE lease on it for the session.
+  absl::StatusOr<Grant> Create(SessionId session, const CreateParams& params);
+
+  // Opens a buffer: READ for sealed buffers, READ_WRITE for buffers still
+  // being written.
+  absl::StatusOr<Grant> Open(SessionId session, const OpenParams& params);
+
+  // Like Open with READ, but when the only obstacle is that the buffer does
+  // not exist yet or is not sealed, registers `wake` under `watch` and
+  // returns std::nullopt. `wake` runs once, on another thread, after the name
+  // is sealed, or the session ends, or CancelWatch; the caller then tries
+  // again. `watch` ids come from NewWatchId(). Errors: as Open, and
+  // RESOURCE_EXHAUSTED (max_waits_per_session).
+  absl::StatusOr<std::optional<Grant>> OpenOrWatch(SessionId session,
+                                                   const OpenParams& params,
+                                                   WatchId watch,
+                                                   std::function<void()> wake);
+
+  // Creates the buffer when the name is free (a READ_WRITE grant with
+  // created=true), else opens it READ like OpenOrWatch (a size or location
+  // that differs from the existing buffer is FAILED_PRECONDITION).
+  absl::StatusOr<std::optional<Grant>> OpenOrCreate(SessionId session,
+                                                    const CreateParams& params,
+                                                    WatchId watch,
+                                                    std::function<void()> wake);
+
+  WatchId NewWatchId();
+  // Forgets a watch without running its callback. Returns false when the
+  // callback has run or is about to (the wake won the race).
+  bool CancelWatch(WatchId watch);
+
+  // Seals the buffer of a READ_WRITE lease of the session.
+  absl::StatusOr<BufferInfo> Seal(SessionId session, LeaseId lease);
+
+  // Ends a lease of the session. Errors: NOT_FOUND (not held: released
+  // already or never granted), UNAUTHENTICATED.
+  absl::Status Release(SessionId session, LeaseId lease);
+
+  // Removes a name (owner or root). Leased memory lives on until the last
+  // lease ends.
+  absl::Status Unlink(SessionId session, const std::string& name);
+
+  // Buffers whose names start with `prefix` that the session may read,
+  // ordered by name.
+  absl::StatusOr<std::vector<BufferInfo>> List(SessionId session,
+                                               const std::string& prefix);
+
+  absl::StatusOr<BufferInfo> Stat(SessionId session, const std::string& name);
+
+  // Sessions of the caller's uid; all of them for root.
+  absl::StatusOr<std::vector<SessionInfo>> Sessions(SessionId session);
+
+  BrokerCounts Counts() const;
+
+ private:
+  struct Buffer {
+    BufferInfo info;
+    pool::Pool* pool = nullptr;
+    pool::Allocation allocation;
+    // False once a handle went to a uid other than the owner's (and root's).
+    bool exclusive = true;
+  };
+  struct Lease {
+    SessionId session = 0;
+    BufferId buffer = 0;
+    Access access = Access::kRead;
+  };
+  struct Watch {
+    SessionId session = 0;
+    std::string name;
+    std::function<void()> wake;
+  };
+  struct Session {
+    PeerCredentials peer;
+    std::string command;
+    absl::Time started;
+    absl::flat_hash_set<LeaseId> leases;
+    std::uint64_t watches = 0;
+  };
+  // What to free and whom to wake once the mutex is released.
+  struct Deferred {
+    std::vector<std::pair<pool::Pool*, std::unique_ptr<Buffer>>> freed;
+    std::vector<std::function<void()>> wakes;
+    ~Deferred();
+  };
+
+  absl::StatusOr<Session*> FindSessionLocked(SessionId session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks name, size, mode and location; returns the pool.
+  absl::StatusOr<pool::Pool*> ValidateCreate(const CreateParams& params) const;
+  // Registers a new buffer around `allocation` (freed through `deferred` on
+  // error) and grants the caller a READ_WRITE lease.
+  absl::StatusOr<Grant> CreateWithAllocation(SessionId session,
+                                             const CreateParams& params,
+                                             pool::Pool* pool,
+                                             pool::Allocation allocation,
+                                             Deferred& deferred);
+  // Open under the lock. Returns std::nullopt when it would wait (and then
+  // registers `wake` if given).
+  absl::StatusOr<std::optional<Grant>> OpenLocked(
+      SessionId session, Session& caller, const OpenParams& params,
+      WatchId watch, std::function<void()>* wake)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Grant> GrantLocked(SessionId session, Session& holder,
+                                    Buffer& buffer, Access access)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLocked(LeaseId lease, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnlinkLocked(Buffer& buffer, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeIfUnusedLocked(BufferId id, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WakeWatchersLocked(const std::string& name, Deferred& deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Buffer* FindNamedLocked(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  pool::PoolSet& pools_;
+  const BrokerLimits limits_;
+  const Clock& clock_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, BufferId> names_ ABSL_GUARDED_BY(mu_);
+  // Every buffer with a name or a lease.
+  absl::flat_hash_map<BufferId, std::unique_ptr<Buffer>> buffers_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<LeaseId, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SessionId, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<WatchId, Watch> watches_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<WatchId>> watches_by_name_
+      ABSL_GUARDED_BY(mu_);
+  BufferId next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
+  LeaseId next_lease_id_ ABSL_GUARDED_BY(mu_) = 1;
+  SessionId next_session_id_ ABSL_GUARDED_BY(mu_) = 1;
+  WatchId next_watch_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace memd::broker

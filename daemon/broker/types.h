@@ -1,0 +1,97 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/location.h"
+#include "common/unique_fd.h"
+#include "daemon/backend/backend.h"
+
+namespace memd::broker {
+
+using SessionId = std::uint64_t;
+using LeaseId = std::uint64_t;
+using BufferId = std::uint64_t;
+using WatchId = std::uint64_t;
+using backend::Access;
+
+enum class BufferState { kCreating, kSealed };
+enum class Persistence { kPersistent, kEphemeral };
+
+inline constexpr std::uint32_t kDefaultMode = 0600;
+
+// What anyone allowed to see a buffer may know about it.
+struct BufferInfo {
+  std::string name;
+  BufferId id = 0;
+  std::uint64_t size = 0;
+  Location location;
+  uid_t owner_uid = 0;
+  gid_t owner_gid = 0;
+  std::uint32_t mode = kDefaultMode;
+  BufferState state = BufferState::kCreating;
+  Persistence persistence = Persistence::kPersistent;
+  std::uint32_t lease_count = 0;
+  bool unlinked = false;
+  absl::Time created;
+  std::optional<absl::Time> sealed;
+  pid_t creator_pid = 0;
+};
+
+struct CreateParams {
+  std::string name;
+  std::uint64_t size = 0;
+  Location location;
+  std::uint32_t mode = kDefaultMode;
+  Persistence persistence = Persistence::kPersistent;
+};
+
+struct OpenParams {
+  std::string name;
+  Access access = Access::kRead;
+};
+
+// A lease the broker granted, with a descriptor for the caller to pass on.
+struct Grant {
+  LeaseId lease = 0;
+  Access access = Access::kRead;
+  BufferInfo buffer;
+  bool created = false;  // OpenOrCreate: this call created the buffer.
+  backend::HandleType handle_type = backend::HandleType::kHostMemfd;
+  UniqueFd fd;
+  std::uint64_t offset = 0;        // Of the buffer inside the exported memory.
+  std::uint64_t mapped_bytes = 0;  // How much of it the lease may map.
+};
+
+struct SessionInfo {
+  SessionId id = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string command;
+  std::uint32_t lease_count = 0;
+  absl::Time started;
+};
+
+struct BrokerCounts {
+  std::uint64_t buffers = 0;   // Named or still leased after unlink.
+  std::uint64_t sessions = 0;
+  std::uint64_t leases = 0;
+};
+
+// Limits that keep one client from exhausting the daemon. Exceeding one is
+// RESOURCE_EXHAUSTED (sizes: INVALID_ARGUMENT) with the numbers.
+struct BrokerLimits {
+  std::uint64_t max_buffer_bytes = std::uint64_t{64} << 30;
+  std::uint64_t max_buffers = 65536;
+  std::uint64_t max_sessions = 4096;
+  std::uint64_t max_leases_per_session = 65536;
+  std::uint64_t max_waits_per_session = 256;
+};
+
+}  // namespace memd::broker

@@ -1,0 +1,246 @@
+#include "daemon/config.h"
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/bytes.h"
+#include "common/status_macros.h"
+#include "common/version.h"
+#include "toml++/toml.h"
+
+namespace memd {
+namespace {
+
+// How an option's text becomes a value.
+enum class Kind { kText, kBytes, kCount, kMode };
+
+struct Option {
+  const char* key;  // TOML key; the flag is --key with '-' for '_'.
+  Kind kind;
+  const char* help;
+  std::string Config::*text = nullptr;
+  std::uint64_t Config::*number = nullptr;
+  std::uint32_t Config::*mode = nullptr;
+};
+
+const std::vector<Option>& Options() {
+  static const std::vector<Option> options = {
+      {"socket_dir", Kind::kText,
+       "directory of memd.sock and session.sock (default /run/memd as root, "
+       "else $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID)",
+       &Config::socket_dir},
+      {"socket_mode", Kind::kMode,
+       "permission bits of the sockets, octal (default 0660)", nullptr, nullptr,
+       &Config::socket_mode},
+      {"metrics_address", Kind::kText,
+       "HOST:PORT of the Prometheus /metrics endpoint; port 0 picks one; "
+       "empty turns it off (default 127.0.0.1:9477)",
+       &Config::metrics_address},
+      {"backend", Kind::kText, "auto|host|cuda|level_zero (default auto)",
+       &Config::backend},
+      {"log_level", Kind::kText,
+       "trace|debug|info|warn|error|critical|off (default info)",
+       &Config::log_level},
+      {"max_buffer_bytes", Kind::kBytes,
+       "largest buffer, bytes or with a unit: 64GiB (default 64GiB)", nullptr,
+       &Config::max_buffer_bytes},
+      {"host_pool_limit_bytes", Kind::kBytes,
+       "most memory the host pool reserves (default: half of RAM)", nullptr,
+       &Config::host_pool_limit_bytes},
+      {"pinned_pool_limit_bytes", Kind::kBytes,
+       "most memory the pinned pool reserves (default: a quarter of RAM)",
+       nullptr, &Config::pinned_pool_limit_bytes},
+      {"pool_cache_bytes", Kind::kBytes,
+       "freed memory kept per location for reuse (default 1GiB)", nullptr,
+       &Config::pool_cache_bytes},
+      {"max_buffers", Kind::kCount, "most buffers at once (default 65536)",
+       nullptr, &Config::max_buffers},
+      {"max_sessions", Kind::kCount, "most client sessions (default 4096)",
+       nullptr, &Config::max_sessions},
+      {"max_leases_per_session", Kind::kCount,
+       "most leases one session holds (default 65536)", nullptr,
+       &Config::max_leases_per_session},
+      {"max_waits_per_session", Kind::kCount,
+       "most opens one session may have waiting for a seal (default 256)",
+       nullptr, &Config::max_waits_per_session},
+  };
+  return options;
+}
+
+std::string FlagName(const char* key) {
+  std::string flag = absl::StrCat("--", key);
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+absl::Status Apply(const Option& option, const std::string& text,
+                   const std::string& origin, Config& config) {
+  auto invalid = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", why));
+  };
+  switch (option.kind) {
+    case Kind::kText:
+      config.*option.text = text;
+      return absl::OkStatus();
+    case Kind::kBytes: {
+      auto bytes = ParseBytes(text);
+      if (!bytes.ok()) return invalid(std::string(bytes.status().message()));
+      config.*option.number = *bytes;
+      return absl::OkStatus();
+    }
+    case Kind::kCount: {
+      std::uint64_t count;
+      if (!absl::SimpleAtoi(text, &count) || count == 0) {
+        return invalid(absl::StrCat("'", text, "' is not a positive whole number"));
+      }
+      config.*option.number = count;
+      return absl::OkStatus();
+    }
+    case Kind::kMode: {
+      std::uint32_t mode = 0;
+      bool octal = !text.empty() &&
+                   text.find_first_not_of("01234567") == std::string::npos &&
+                   text.size() <= 4;
+      if (octal) mode = static_cast<std::uint32_t>(std::stoul(text, nullptr, 8));
+      if (!octal || mode > 0777) {
+        return invalid(absl::StrCat("'", text, "' is not an octal mode like 0660"));
+      }
+      config.*option.mode = mode;
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A TOML value as the text a flag would carry; integers written in TOML
+// octal (0o660) stay octal for modes.
+std::optional<std::string> TomlText(const toml::node& node, Kind kind) {
+  if (auto text = node.value<std::string>()) return *text;
+  if (auto number = node.value<std::int64_t>()) {
+    if (*number < 0) return std::nullopt;
+    if (kind == Kind::kMode) {
+      return absl::StrFormat("%o", *number);
+    }
+    return absl::StrCat(*number);
+  }
+  return std::nullopt;
+}
+
+absl::Status LoadFile(const std::string& path, Config& config,
+                      const std::set<std::string>& set_by_flags) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& error) {
+    const auto& where = error.source().begin;
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", where.line, ":", where.column, ": ",
+                     std::string(error.description())));
+  }
+  std::map<std::string, const Option*> by_key;
+  for (const Option& option : Options()) by_key[option.key] = &option;
+  for (const auto& [key, node] : table) {
+    std::string name(key.str());
+    auto option = by_key.find(name);
+    if (option == by_key.end()) {
+      std::vector<std::string> known;
+      for (const auto& [k, o] : by_key) known.push_back(k);
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": unknown key '", name, "'; known keys: ",
+          absl::StrJoin(known, ", ")));
+    }
+    if (set_by_flags.contains(name)) continue;
+    std::optional<std::string> text = TomlText(node, option->second->kind);
+    std::string origin = absl::StrCat(path, ": ", name);
+    if (!text) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ": expected a string or a non-negative integer"));
+    }
+    RETURN_IF_ERROR(Apply(*option->second, *text, origin, config));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const Config& config) {
+  static const std::set<std::string> kBackends = {"auto", "host", "cuda",
+                                                  "level_zero"};
+  static const std::set<std::string> kLevels = {
+      "trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (!kBackends.contains(config.backend)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend '", config.backend, "' is not one of auto, host, cuda, level_zero"));
+  }
+  if (!kLevels.contains(config.log_level)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "log level '", config.log_level,
+        "' is not one of trace, debug, info, warn, error, critical, off"));
+  }
+  if (!config.metrics_address.empty()) {
+    std::size_t colon = config.metrics_address.rfind(':');
+    int port = -1;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(config.metrics_address.substr(colon + 1), &port) ||
+        port < 0 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metrics address '", config.metrics_address,
+          "' is not HOST:PORT (port 0..65535)"));
+    }
+  }
+  if (config.max_buffer_bytes == 0) {
+    return absl::InvalidArgumentError("max_buffer_bytes must be positive");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
+  Config config;
+  CLI::App app("memd: per-node GPU and shared-memory broker", "memd");
+  app.set_version_flag("--version", std::string(kVersion));
+  app.add_option("--config", config.config_file,
+                 "TOML file with any of the keys below (flags win)");
+  std::map<std::string, std::string> flag_values;
+  std::map<std::string, CLI::Option*> flags;
+  for (const Option& option : Options()) {
+    flags[option.key] =
+        app.add_option(FlagName(option.key), flag_values[option.key], option.help);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {
+    std::ostringstream text;
+    text << app.help();
+    return absl::CancelledError(text.str());
+  } catch (const CLI::CallForVersion&) {
+    return absl::CancelledError(absl::StrCat("memd ", kVersion, "\n"));
+  } catch (const CLI::CallForHelp&) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::ParseError& error) {
+    return absl::InvalidArgumentError(error.what());
+  }
+  std::set<std::string> set_by_flags;
+  for (const auto& [key, flag] : flags) {
+    if (flag->count() > 0) set_by_flags.insert(key);
+  }
+  if (!config.config_file.empty()) {
+    RETURN_IF_ERROR(LoadFile(config.config_file, config, set_by_flags));
+  }
+  for (const Option& option : Options()) {
+    if (!set_by_flags.contains(option.key)) continue;
+    RETURN_IF_ERROR(Apply(option, flag_values[option.key],
+                          FlagName(option.key), config));
+  }
+  RETURN_IF_ERROR(Validate(config));
+  return config;
+}
+
+}  // namespace memd

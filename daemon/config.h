@@ -1,0 +1,44 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace memd {
+
+// Everything memd can be told, from flags or the TOML file given by
+// --config (flags win). deploy/memd.toml documents every key.
+struct Config {
+  std::string config_file;
+  // Where memd.sock and session.sock live; empty means DefaultSocketDir().
+  std::string socket_dir;
+  // Permission bits of the two sockets: whoever may connect may use memd.
+  std::uint32_t socket_mode = 0660;
+  // HOST:PORT for Prometheus /metrics; port 0 picks a free port; empty
+  // turns the endpoint off.
+  std::string metrics_address = "127.0.0.1:9477";
+  std::string backend = "auto";
+  std::string log_level = "info";
+  // The largest single buffer.
+  std::uint64_t max_buffer_bytes = std::uint64_t{64} << 30;
+  // Most bytes the host pool reserves; 0 means half of physical memory.
+  std::uint64_t host_pool_limit_bytes = 0;
+  // Most bytes the pinned pool reserves; 0 means a quarter of physical memory.
+  std::uint64_t pinned_pool_limit_bytes = 0;
+  // Freed memory kept per location for reuse.
+  std::uint64_t pool_cache_bytes = std::uint64_t{1} << 30;
+  std::uint64_t max_buffers = 65536;
+  std::uint64_t max_sessions = 4096;
+  std::uint64_t max_leases_per_session = 65536;
+  std::uint64_t max_waits_per_session = 256;
+};
+
+// Parses the command line (argv[0] first) and the config file it names.
+// Returns the config, or a status: INVALID_ARGUMENT with the message to print
+// (unknown flag, bad value, unreadable or malformed file, unknown key).
+// `--help` and `--version` yield CANCELLED with the text to print (exit 0).
+absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv);
+
+}  // namespace memd

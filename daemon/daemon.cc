@@ -1,0 +1,162 @@
+#include "daemon/daemon.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/errno_status.h"
+#include "common/location.h"
+#include "common/paths.h"
+#include "common/status_macros.h"
+#include "common/unix_socket.h"
+#include "common/version.h"
+#include "daemon/backend/factory.h"
+#include "daemon/broker/broker.h"
+#include "daemon/metrics/daemon_collectable.h"
+#include "daemon/metrics/metrics_server.h"
+#include "daemon/pool/pool_set.h"
+#include "daemon/pool/segment_cache_pool.h"
+#include "daemon/service/memd_service.h"
+#include "daemon/session/session_server.h"
+#include "daemon/socket_dir.h"
+#include "grpcpp/grpcpp.h"
+#include "spdlog/spdlog.h"
+
+namespace memd {
+
+// Declared in the order they start; destroyed in reverse.
+struct Daemon::Parts {
+  RealClock clock;
+  std::string socket_dir_path;
+  std::unique_ptr<SocketDir> socket_dir;
+  std::unique_ptr<backend::Backend> backend;
+  std::string backend_name;
+  pool::PoolSet pools;
+  std::unique_ptr<broker::Broker> broker;
+  std::unique_ptr<session::SessionServer> sessions;
+  std::unique_ptr<service::MemdService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<metrics::MetricsServer> metrics;
+  std::string metrics_address;
+  bool stopped = false;
+};
+
+namespace {
+
+std::uint64_t PhysicalMemory() {
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page : 0;
+}
+
+std::uint64_t PoolLimit(const Config& config, const Location& location) {
+  if (location.kind == Location::Kind::kPinned) {
+    return config.pinned_pool_limit_bytes ? config.pinned_pool_limit_bytes
+                                          : PhysicalMemory() / 4;
+  }
+  return config.host_pool_limit_bytes ? config.host_pool_limit_bytes
+                                      : PhysicalMemory() / 2;
+}
+
+// gRPC creates its socket with the process umask; give it the configured
+// mode like the session socket.
+absl::Status ChmodSocket(const std::string& path, std::uint32_t mode) {
+  if (::chmod(path.c_str(), mode) != 0) {
+    return ErrnoStatus(absl::StrCat("chmod ", path), errno);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
+  auto parts = std::make_unique<Parts>();
+  const std::string dir =
+      config.socket_dir.empty() ? DefaultSocketDir() : config.socket_dir;
+  parts->socket_dir_path = dir;
+  ASSIGN_OR_RETURN(parts->socket_dir, SocketDir::Claim(dir));
+
+  ASSIGN_OR_RETURN(parts->backend, backend::CreateBackend(config.backend));
+  parts->backend_name = std::string(parts->backend->name());
+  for (const Location& location : parts->backend->locations()) {
+    pool::SegmentCacheOptions options{PoolLimit(config, location),
+                                      config.pool_cache_bytes};
+    parts->pools.Add(std::make_unique<pool::SegmentCachePool>(
+        *parts->backend, location, options));
+  }
+
+  broker::BrokerLimits limits{config.max_buffer_bytes, config.max_buffers,
+                              config.max_sessions, config.max_leases_per_session,
+                              config.max_waits_per_session};
+  parts->broker =
+      std::make_unique<broker::Broker>(parts->pools, limits, parts->clock);
+
+  ASSIGN_OR_RETURN(UniqueFd listener,
+                   ListenUnix(SessionSocketPath(dir), SOCK_SEQPACKET,
+                              config.socket_mode));
+  broker::Broker& broker = *parts->broker;
+  parts->sessions = std::make_unique<session::SessionServer>(
+      std::move(listener),
+      session::SessionHooks{
+          [&broker](const PeerCredentials& peer, const std::string& command) {
+            return broker.StartSession(peer, command);
+          },
+          [&broker](std::uint64_t id) { broker.EndSession(id); }});
+  RETURN_IF_ERROR(parts->sessions->Start());
+
+  if (!config.metrics_address.empty()) {
+    auto collectable = std::make_shared<metrics::DaemonCollectable>(
+        parts->pools, *parts->broker, kVersion);
+    ASSIGN_OR_RETURN(parts->metrics,
+                     metrics::MetricsServer::Start(config.metrics_address,
+                                                   std::move(collectable)));
+    parts->metrics_address = parts->metrics->address();
+  }
+
+  parts->service = std::make_unique<service::MemdService>(
+      *parts->broker, parts->pools, *parts->sessions,
+      service::DaemonInfo{kVersion, parts->backend_name, parts->metrics_address,
+                          parts->clock.Now()});
+  const std::string control = ControlSocketPath(dir);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", control),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(parts->service.get());
+  parts->server = builder.BuildAndStart();
+  if (parts->server == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("gRPC could not listen on ", control));
+  }
+  RETURN_IF_ERROR(ChmodSocket(control, config.socket_mode));
+  return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
+}
+
+void Daemon::Shutdown() {
+  if (parts_ == nullptr || parts_->stopped) return;
+  parts_->stopped = true;
+  // Calls first (waiting opens are cancelled), then sessions (their leases
+  // go back), then memory; the socket directory is cleaned last.
+  parts_->server->Shutdown(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(500));
+  parts_->server.reset();
+  parts_->sessions->Stop();
+  parts_->metrics.reset();
+  parts_->service.reset();
+  parts_->sessions.reset();
+  parts_->broker.reset();
+  parts_->pools = pool::PoolSet();
+  parts_->backend.reset();
+  parts_->socket_dir.reset();
+}
+
+const std::string& Daemon::socket_dir() const { return parts_->socket_dir_path; }
+const std::string& Daemon::metrics_address() const { return parts_->metrics_address; }
+const std::string& Daemon::backend_name() const { return parts_->backend_name; }
+
+}  // namespace memd

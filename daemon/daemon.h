@@ -1,0 +1,40 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/config.h"
+
+namespace memd {
+
+/// A running memd, wired from a Config: socket directory claim, backend,
+/// pools, broker, session socket, gRPC service and metrics endpoint. Owns all
+/// of them. main() and in-process tests both start the daemon through it.
+/// Thread-safe to query; Shutdown is for one thread.
+class Daemon {
+ public:
+  // Errors: what any part returns while starting (FAILED_PRECONDITION for a
+  // live daemon on the socket directory or an unusable backend, UNAVAILABLE
+  // for a metrics address in use...).
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const Config& config);
+
+  // Stops accepting calls and sessions, ends every session (releasing its
+  // leases), frees all memory and removes the sockets. Idempotent; the
+  // destructor calls it.
+  void Shutdown();
+  ~Daemon();
+
+  const std::string& socket_dir() const;
+  // HOST:PORT actually bound; empty when metrics are off.
+  const std::string& metrics_address() const;
+  const std::string& backend_name() const;
+
+ private:
+  struct Parts;
+  explicit Daemon(std::unique_ptr<Parts> parts);
+
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace memd

@@ -1,0 +1,92 @@
+#include "daemon/metrics/daemon_collectable.h"
+
+#include <string>
+
+namespace memd::metrics {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  return MetricFamily{std::move(name), std::move(help), type, {}};
+}
+
+void AddGauge(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+              double value) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  family.metric.push_back(std::move(metric));
+}
+
+void AddCounter(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+                double value) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.counter.value = value;
+  family.metric.push_back(std::move(metric));
+}
+
+}  // namespace
+
+DaemonCollectable::DaemonCollectable(const pool::PoolSet& pools,
+                                     const broker::Broker& broker,
+                                     std::string version)
+    : pools_(pools), broker_(broker), version_(std::move(version)) {}
+
+std::vector<MetricFamily> DaemonCollectable::Collect() const {
+  auto reserved = Family("memd_pool_reserved_bytes",
+                         "Bytes the pool holds from the backend, used or not.",
+                         MetricType::Gauge);
+  auto used = Family("memd_pool_used_bytes", "Bytes handed out in live buffers.",
+                     MetricType::Gauge);
+  auto free = Family("memd_pool_free_bytes",
+                     "Reserved bytes not in use (kept for reuse).",
+                     MetricType::Gauge);
+  auto limit = Family("memd_pool_limit_bytes",
+                      "Most bytes the pool may reserve.", MetricType::Gauge);
+  auto segments = Family("memd_pool_segments",
+                         "Backend segments the pool holds.", MetricType::Gauge);
+  auto requests = Family(
+      "memd_pool_requests_total",
+      "Allocations by result: hit = served without the backend, miss = not.",
+      MetricType::Counter);
+  auto hit_ratio = Family("memd_pool_hit_ratio",
+                          "hits / (hits + misses) since start; 0 before any.",
+                          MetricType::Gauge);
+  for (const pool::PoolStats& stats : pools_.Stats()) {
+    const std::string location = stats.location.ToString();
+    std::vector<ClientMetric::Label> labels = {{"location", location}};
+    AddGauge(reserved, labels, static_cast<double>(stats.reserved_bytes));
+    AddGauge(used, labels, static_cast<double>(stats.used_bytes));
+    AddGauge(free, labels,
+             static_cast<double>(stats.reserved_bytes - stats.used_bytes));
+    AddGauge(limit, labels, static_cast<double>(stats.limit_bytes));
+    AddGauge(segments, labels, static_cast<double>(stats.segments));
+    AddCounter(requests, {{"location", location}, {"result", "hit"}},
+               static_cast<double>(stats.hit_count));
+    AddCounter(requests, {{"location", location}, {"result", "miss"}},
+               static_cast<double>(stats.miss_count));
+    const double total = static_cast<double>(stats.hit_count + stats.miss_count);
+    AddGauge(hit_ratio, labels,
+             total == 0 ? 0.0 : static_cast<double>(stats.hit_count) / total);
+  }
+  broker::BrokerCounts counts = broker_.Counts();
+  auto buffers = Family("memd_buffers", "Buffers alive (named or still leased).",
+                        MetricType::Gauge);
+  AddGauge(buffers, {}, static_cast<double>(counts.buffers));
+  auto sessions = Family("memd_sessions", "Connected client sessions.",
+                         MetricType::Gauge);
+  AddGauge(sessions, {}, static_cast<double>(counts.sessions));
+  auto leases = Family("memd_leases", "Leases held by clients.", MetricType::Gauge);
+  AddGauge(leases, {}, static_cast<double>(counts.leases));
+  auto build = Family("memd_build_info", "Always 1; the labels say the build.",
+                      MetricType::Gauge);
+  AddGauge(build, {{"version", version_}}, 1.0);
+  return {reserved, used,    free,     limit,  segments, requests,
+          hit_ratio, buffers, sessions, leases, build};
+}
+
+}  // namespace memd::metrics

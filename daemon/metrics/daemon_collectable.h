@@ -1,0 +1,30 @@
+#pragma once
+
+#include <vector>
+
+#include "daemon/broker/broker.h"
+#include "daemon/pool/pool_set.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
+
+namespace memd::metrics {
+
+/// Builds memd's metric families from live state each time Prometheus
+/// scrapes: no background thread, nothing to lag. Borrows the pools and the
+/// broker, which outlive it. Thread-safe (reads only thread-safe snapshots).
+class DaemonCollectable : public prometheus::Collectable {
+ public:
+  DaemonCollectable(const pool::PoolSet& pools, const broker::Broker& broker,
+                    std::string version);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const pool::PoolSet& pools_;
+  const broker::Broker& broker_;
+  const std::string version_;
+};
+
+}  // namespace memd::metrics

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+
+namespace memd::metrics {
+
+/// Serves /metrics over HTTP (prometheus-cpp's pull exposer) for one
+/// collectable. Owns the exposer (its threads) and shares the collectable.
+/// Thread-safe.
+class MetricsServer {
+ public:
+  // Binds HOST:PORT (port 0 picks a free one). Errors: UNAVAILABLE when the
+  // address cannot be bound (in use, bad host).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& address,
+      std::shared_ptr<prometheus::Collectable> collectable);
+
+  // HOST:PORT with the port actually bound.
+  const std::string& address() const { return address_; }
+
+ private:
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
+                std::shared_ptr<prometheus::Collectable> collectable,
+                std::string address)
+      : exposer_(std::move(exposer)),
+        collectable_(std::move(collectable)),
+        address_(std::move(address)) {}
+
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Collectable> collectable_;
+  std::string address_;
+};
+
+}  // namespace memd::metrics

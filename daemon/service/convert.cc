@@ -1,0 +1,88 @@
+#include "daemon/service/convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+
+namespace memd::service {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
+  out->set_name(info.name);
+  out->set_id(info.id);
+  out->set_size_bytes(info.size);
+  out->set_location(info.location.ToString());
+  out->set_owner_uid(info.owner_uid);
+  out->set_owner_gid(info.owner_gid);
+  out->set_mode(info.mode);
+  out->set_state(info.state == broker::BufferState::kSealed ? v1::SEALED
+                                                            : v1::CREATING);
+  out->set_persistence(info.persistence == broker::Persistence::kEphemeral
+                           ? v1::EPHEMERAL
+                           : v1::PERSISTENT);
+  out->set_lease_count(info.lease_count);
+  out->set_unlinked(info.unlinked);
+  out->set_created_unix_ns(absl::ToUnixNanos(info.created));
+  out->set_sealed_unix_ns(info.sealed ? absl::ToUnixNanos(*info.sealed) : 0);
+  out->set_creator_pid(static_cast<std::uint32_t>(info.creator_pid));
+}
+
+void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out) {
+  out->set_id(info.id);
+  out->set_pid(static_cast<std::uint32_t>(info.pid));
+  out->set_uid(info.uid);
+  out->set_gid(info.gid);
+  out->set_command(info.command);
+  out->set_lease_count(info.lease_count);
+  out->set_started_unix_ns(absl::ToUnixNanos(info.started));
+}
+
+void ToProto(const pool::PoolStats& stats, v1::PoolStats* out) {
+  out->set_location(stats.location.ToString());
+  out->set_reserved_bytes(stats.reserved_bytes);
+  out->set_used_bytes(stats.used_bytes);
+  out->set_hit_count(stats.hit_count);
+  out->set_miss_count(stats.miss_count);
+  out->set_segments(stats.segments);
+  out->set_limit_bytes(stats.limit_bytes);
+}
+
+absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request) {
+  broker::CreateParams params;
+  params.name = request.name();
+  params.size = request.size_bytes();
+  ASSIGN_OR_RETURN(params.location, Location::Parse(request.location()));
+  params.mode = request.has_mode() ? request.mode() : broker::kDefaultMode;
+  switch (request.persistence()) {
+    case v1::PERSISTENCE_UNSPECIFIED:
+    case v1::PERSISTENT:
+      params.persistence = broker::Persistence::kPersistent;
+      break;
+    case v1::EPHEMERAL:
+      params.persistence = broker::Persistence::kEphemeral;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown persistence ", request.persistence()));
+  }
+  return params;
+}
+
+absl::StatusOr<broker::Access> FromProto(v1::Access access) {
+  switch (access) {
+    case v1::ACCESS_UNSPECIFIED:
+    case v1::READ:
+      return broker::Access::kRead;
+    case v1::READ_WRITE:
+      return broker::Access::kReadWrite;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown access ", access));
+  }
+}
+
+}  // namespace memd::service

@@ -1,0 +1,29 @@
+#pragma once
+
+// Conversions between the broker's plain types and the wire protocol; the
+// only place besides the handlers that sees protobuf or gRPC types.
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/broker/types.h"
+#include "daemon/pool/pool.h"
+#include "grpcpp/support/status.h"
+#include "memd/v1/memd.pb.h"
+
+namespace memd::service {
+
+// absl and gRPC share code numbers; the message carries over unchanged.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out);
+void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out);
+void ToProto(const pool::PoolStats& stats, v1::PoolStats* out);
+
+// Validates and converts a CreateRequest. Errors: INVALID_ARGUMENT (unknown
+// location or persistence); names and sizes are the broker's to check.
+absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request);
+
+// Errors: INVALID_ARGUMENT for an access value outside the enum.
+absl::StatusOr<broker::Access> FromProto(v1::Access access);
+
+}  // namespace memd::service

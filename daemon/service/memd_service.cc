@@ -1,0 +1,247 @@
+#include "daemon/service/memd_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/service/convert.h"
+#include "daemon/service/waiting_open.h"
+#include "spdlog/spdlog.h"
+
+namespace memd::service {
+namespace {
+
+// Runs a handler body that finishes at once and answers with its status.
+template <typename Body>
+grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* context,
+                                  Body&& body) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = body();
+  if (!status.ok()) spdlog::debug("rpc failed: {}", status.ToString());
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status ValidateWait(std::uint64_t wait_ms) {
+  if (absl::Milliseconds(wait_ms) > kMaxOpenWait) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait_timeout_ms ", wait_ms, " exceeds the maximum of ",
+        absl::ToInt64Milliseconds(kMaxOpenWait), " ms"));
+  }
+  return absl::OkStatus();
+}
+
+v1::Access ToProto(broker::Access access) {
+  return access == broker::Access::kReadWrite ? v1::READ_WRITE : v1::READ;
+}
+
+}  // namespace
+
+MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
+                         const session::SessionServer& sessions,
+                         DaemonInfo info)
+    : broker_(broker), pools_(pools), sessions_(sessions), info_(std::move(info)) {}
+
+absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
+    grpc::CallbackServerContext* context) const {
+  const auto& metadata = context->client_metadata();
+  auto token = metadata.find(kSessionMetadataKey);
+  if (token == metadata.end()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the call carries no '", kSessionMetadataKey,
+        "' token; connect through the session socket first"));
+  }
+  std::shared_ptr<session::Session> session =
+      sessions_.Find(std::string(token->second.data(), token->second.size()));
+  if (session == nullptr) {
+    return absl::UnauthenticatedError(
+        "the session token is unknown or its session has ended; reconnect");
+  }
+  return session;
+}
+
+absl::Status MemdService::Deliver(session::Session& session,
+                                  broker::Grant grant, v1::Lease* reply) {
+  auto seq = session.SendFd(grant.fd.get());
+  if (!seq.ok()) {
+    absl::Status released = broker_.Release(session.id(), grant.lease);
+    if (!released.ok()) spdlog::debug("undo lease: {}", released.ToString());
+    return absl::UnavailableError(absl::StrCat(
+        "could not pass the buffer's descriptor to the client: ",
+        seq.status().message()));
+  }
+  reply->set_lease_id(grant.lease);
+  reply->set_access(ToProto(grant.access));
+  reply->set_created(grant.created);
+  ToProto(grant.buffer, reply->mutable_buffer());
+  v1::Handle* handle = reply->mutable_handle();
+  handle->set_type(v1::HOST_MEMFD);
+  handle->set_fd_seq(*seq);
+  handle->set_offset(grant.offset);
+  handle->set_mapped_bytes(grant.mapped_bytes);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* context,
+                                              const v1::CreateRequest* request,
+                                              v1::Lease* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
+    ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
+    return Deliver(*session, std::move(grant), reply);
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
+    grpc::CallbackServerContext* context, std::string name,
+    std::uint64_t wait_ms, v1::Lease* reply,
+    std::function<absl::StatusOr<std::optional<broker::Grant>>(
+        broker::SessionId, broker::WatchId, std::function<void()>)>
+        attempt) {
+  auto session = Authenticate(context);
+  absl::Status valid = session.ok() ? ValidateWait(wait_ms) : session.status();
+  if (!valid.ok() || wait_ms == 0) {
+    return Respond(context, [&]() -> absl::Status {
+      RETURN_IF_ERROR(valid);
+      ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
+                       attempt((*session)->id(), 0, nullptr));
+      // Without a wake the broker answers at once.
+      return Deliver(**session, std::move(*grant), reply);
+    });
+  }
+  std::shared_ptr<session::Session> holder = std::move(*session);
+  return WaitingOpen::Start(
+      broker_, std::move(name), absl::Milliseconds(wait_ms),
+      [holder, attempt = std::move(attempt)](broker::WatchId watch,
+                                             std::function<void()> wake) {
+        return attempt(holder->id(), watch, std::move(wake));
+      },
+      [this, holder, reply](broker::Grant grant) {
+        return Deliver(*holder, std::move(grant), reply);
+      });
+}
+
+grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context,
+                                            const v1::OpenRequest* request,
+                                            v1::Lease* reply) {
+  auto access = FromProto(request->access());
+  if (!access.ok()) {
+    return Respond(context, [&] { return access.status(); });
+  }
+  broker::OpenParams params{request->name(), *access};
+  return OpenMaybeWaiting(
+      context, request->name(), request->wait_timeout_ms(), reply,
+      [this, params](broker::SessionId session, broker::WatchId watch,
+                     std::function<void()> wake)
+          -> absl::StatusOr<std::optional<broker::Grant>> {
+        return broker_.OpenOrWatch(session, params, watch, std::move(wake));
+      });
+}
+
+grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
+    grpc::CallbackServerContext* context, const v1::OpenOrCreateRequest* request,
+    v1::Lease* reply) {
+  auto params = FromProto(request->create());
+  if (!params.ok()) {
+    return Respond(context, [&] { return params.status(); });
+  }
+  return OpenMaybeWaiting(
+      context, request->create().name(), request->wait_timeout_ms(), reply,
+      [this, params = *params](broker::SessionId session, broker::WatchId watch,
+                               std::function<void()> wake) {
+        return broker_.OpenOrCreate(session, params, watch, std::move(wake));
+      });
+}
+
+grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context,
+                                            const v1::SealRequest* request,
+                                            v1::SealReply* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    ASSIGN_OR_RETURN(broker::BufferInfo info,
+                     broker_.Seal(session->id(), request->lease_id()));
+    ToProto(info, reply->mutable_buffer());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Release(grpc::CallbackServerContext* context,
+                                               const v1::ReleaseRequest* request,
+                                               v1::ReleaseReply* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    return broker_.Release(session->id(), request->lease_id());
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Unlink(grpc::CallbackServerContext* context,
+                                              const v1::UnlinkRequest* request,
+                                              v1::UnlinkReply* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    return broker_.Unlink(session->id(), request->name());
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::List(grpc::CallbackServerContext* context,
+                                            const v1::ListRequest* request,
+                                            v1::ListReply* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    ASSIGN_OR_RETURN(auto buffers, broker_.List(session->id(), request->prefix()));
+    for (const auto& info : buffers) ToProto(info, reply->add_buffers());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Stat(grpc::CallbackServerContext* context,
+                                            const v1::StatRequest* request,
+                                            v1::BufferInfo* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    ASSIGN_OR_RETURN(auto info, broker_.Stat(session->id(), request->name()));
+    ToProto(info, reply);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* context,
+                                             const v1::StatsRequest* request,
+                                             v1::StatsReply* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    RETURN_IF_ERROR(Authenticate(context).status());
+    reply->set_version(info_.version);
+    reply->set_backend(info_.backend);
+    reply->set_metrics_address(info_.metrics_address);
+    reply->set_started_unix_ns(absl::ToUnixNanos(info_.started));
+    for (const auto& stats : pools_.Stats()) ToProto(stats, reply->add_pools());
+    broker::BrokerCounts counts = broker_.Counts();
+    reply->set_buffers(counts.buffers);
+    reply->set_sessions(counts.sessions);
+    reply->set_leases(counts.leases);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::ListSessions(
+    grpc::CallbackServerContext* context, const v1::ListSessionsRequest* request,
+    v1::ListSessionsReply* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    ASSIGN_OR_RETURN(auto sessions, broker_.Sessions(session->id()));
+    for (const auto& info : sessions) ToProto(info, reply->add_sessions());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Ping(grpc::CallbackServerContext* context,
+                                            const v1::PingRequest* request,
+                                            v1::PingReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reply->set_payload(request->payload());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace memd::service

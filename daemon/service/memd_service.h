@@ -1,0 +1,99 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/broker/broker.h"
+#include "daemon/pool/pool_set.h"
+#include "daemon/session/session_server.h"
+#include "memd/v1/memd.grpc.pb.h"
+
+namespace memd::service {
+
+// What Stats reports about the daemon itself.
+struct DaemonInfo {
+  std::string version;
+  std::string backend;
+  std::string metrics_address;
+  absl::Time started;
+};
+
+inline constexpr char kSessionMetadataKey[] = "memd-session";
+// The longest an Open may wait for a seal.
+inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
+
+/// The memd.v1.Memd gRPC service: authenticates each call by its session
+/// token, validates what the broker does not, calls the broker, sends
+/// descriptors over the caller's session socket and converts statuses. The
+/// only code that sees gRPC. Borrows the broker, pools and session server
+/// (they outlive the gRPC server). Thread-safe.
+/// Errors: UNAUTHENTICATED (missing or unknown token), the broker's errors,
+/// INVALID_ARGUMENT (bad enum values, wait beyond kMaxOpenWait),
+/// UNAVAILABLE (a descriptor could not reach the client),
+/// DEADLINE_EXCEEDED (a waiting Open ran out of time).
+class MemdService final : public v1::Memd::CallbackService {
+ public:
+  MemdService(broker::Broker& broker, const pool::PoolSet& pools,
+              const session::SessionServer& sessions, DaemonInfo info);
+
+  grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* context,
+                                   const v1::CreateRequest* request,
+                                   v1::Lease* reply) override;
+  grpc::ServerUnaryReactor* Open(grpc::CallbackServerContext* context,
+                                 const v1::OpenRequest* request,
+                                 v1::Lease* reply) override;
+  grpc::ServerUnaryReactor* OpenOrCreate(grpc::CallbackServerContext* context,
+                                         const v1::OpenOrCreateRequest* request,
+                                         v1::Lease* reply) override;
+  grpc::ServerUnaryReactor* Seal(grpc::CallbackServerContext* context,
+                                 const v1::SealRequest* request,
+                                 v1::SealReply* reply) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseReply* reply) override;
+  grpc::ServerUnaryReactor* Unlink(grpc::CallbackServerContext* context,
+                                   const v1::UnlinkRequest* request,
+                                   v1::UnlinkReply* reply) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const v1::ListRequest* request,
+                                 v1::ListReply* reply) override;
+  grpc::ServerUnaryReactor* Stat(grpc::CallbackServerContext* context,
+                                 const v1::StatRequest* request,
+                                 v1::BufferInfo* reply) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
+                                  const v1::StatsRequest* request,
+                                  v1::StatsReply* reply) override;
+  grpc::ServerUnaryReactor* ListSessions(
+      grpc::CallbackServerContext* context,
+      const v1::ListSessionsRequest* request,
+      v1::ListSessionsReply* reply) override;
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
+                                 const v1::PingRequest* request,
+                                 v1::PingReply* reply) override;
+
+ private:
+  absl::StatusOr<std::shared_ptr<session::Session>> Authenticate(
+      grpc::CallbackServerContext* context) const;
+
+  // Sends the grant's descriptor to the session's client and fills `reply`.
+  // When the descriptor cannot be sent the lease is released again.
+  absl::Status Deliver(session::Session& session, broker::Grant grant,
+                       v1::Lease* reply);
+
+  // Finishes an Open-like call now (wait == 0) or after waiting.
+  grpc::ServerUnaryReactor* OpenMaybeWaiting(
+      grpc::CallbackServerContext* context, std::string name,
+      std::uint64_t wait_ms, v1::Lease* reply,
+      std::function<absl::StatusOr<std::optional<broker::Grant>>(
+          broker::SessionId, broker::WatchId, std::function<void()>)>
+          attempt);
+
+  broker::Broker& broker_;
+  const pool::PoolSet& pools_;
+  const session::SessionServer& sessions_;
+  const DaemonInfo info_;
+};
+
+}  // namespace memd::service
