@@ -144,9 +144,12 @@ void Daemon::Shutdown() {
   // go back), then memory; the socket directory is cleaned last.
   parts_->server->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::milliseconds(500));
+  spdlog::debug("shutdown: grpc server stopped");
   parts_->server.reset();
   parts_->sessions->Stop();
+  spdlog::debug("shutdown: sessions ended");
   parts_->metrics.reset();
+  spdlog::debug("shutdown: metrics stopped");
   parts_->service.reset();
   parts_->sessions.reset();
   parts_->broker.reset();

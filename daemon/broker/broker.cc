@@ -111,6 +111,19 @@ absl::StatusOr<Broker::Session*> Broker::FindSessionLocked(SessionId session) {
   return &it->second;
 }
 
+absl::StatusOr<Broker::Lease*> Broker::FindLeaseLocked(SessionId session,
+                                                       LeaseId lease_id) {
+  RETURN_IF_ERROR(FindSessionLocked(session).status());
+  auto lease = leases_.find(lease_id);
+  // Another session's lease is as unknown to this one as a made-up id.
+  if (lease == leases_.end() || lease->second.session != session) {
+    return absl::NotFoundError(absl::StrCat(
+        "lease ", lease_id, " is not held by this session (released already, "
+        "or never granted)"));
+  }
+  return &lease->second;
+}
+
 Broker::Buffer* Broker::FindNamedLocked(const std::string& name) {
   auto it = names_.find(name);
   return it == names_.end() ? nullptr : buffers_.at(it->second).get();
@@ -381,15 +394,9 @@ void Broker::WakeWatchersLocked(const std::string& name, Deferred& deferred) {
 absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(FindSessionLocked(session).status());
-  auto lease = leases_.find(lease_id);
-  if (lease == leases_.end() || lease->second.session != session) {
-    return absl::NotFoundError(absl::StrCat(
-        "lease ", lease_id, " is not held by this session (released already, "
-        "or never granted)"));
-  }
-  Buffer& buffer = *buffers_.at(lease->second.buffer);
-  if (lease->second.access != Access::kReadWrite) {
+  ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
+  Buffer& buffer = *buffers_.at(lease->buffer);
+  if (lease->access != Access::kReadWrite) {
     return absl::FailedPreconditionError(absl::StrCat(
         "lease ", lease_id, " on buffer ", Quoted(buffer.info.name),
         " is read-only; only a read-write lease can seal"));
@@ -412,13 +419,7 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
 absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(FindSessionLocked(session).status());
-  auto lease = leases_.find(lease_id);
-  if (lease == leases_.end() || lease->second.session != session) {
-    return absl::NotFoundError(absl::StrCat(
-        "lease ", lease_id, " is not held by this session (released already, "
-        "or never granted)"));
-  }
+  RETURN_IF_ERROR(FindLeaseLocked(session, lease_id).status());
   ReleaseLocked(lease_id, deferred);
   return absl::OkStatus();
 }

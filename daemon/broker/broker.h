@@ -140,6 +140,9 @@ class Broker {
 
   absl::StatusOr<Session*> FindSessionLocked(SessionId session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session's lease. Errors: UNAUTHENTICATED, NOT_FOUND.
+  absl::StatusOr<Lease*> FindLeaseLocked(SessionId session, LeaseId lease)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks name, size, mode and location; returns the pool.
   absl::StatusOr<pool::Pool*> ValidateCreate(const CreateParams& params) const;
   // Registers a new buffer around `allocation` (freed through `deferred` on

@@ -1,0 +1,485 @@
+// libmemd against a real daemon started in this process (the daemon's own
+// code runs here too, so the sanitizer build checks both sides).
+
+#include "memd/client.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "common/paths.h"
+#include "common/unix_socket.h"
+#include "daemon/daemon.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "memd/v1/memd.grpc.pb.h"
+#include "tests/client/pattern.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.socket_dir = dir_.Join("run");
+    config_.metrics_address = "";
+    config_.max_buffer_bytes = 64 * kMiB;
+    config_.host_pool_limit_bytes = 256 * kMiB;
+    StartDaemon();
+    client_ = Connect();
+  }
+
+  void StartDaemon() {
+    auto daemon = Daemon::Start(config_);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+  }
+
+  std::unique_ptr<Client> Connect() {
+    auto client = Client::Connect({.socket_dir = config_.socket_dir});
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // A sealed buffer with the pattern of `seed`.
+  void Publish(const std::string& name, std::uint64_t size, std::uint32_t seed) {
+    auto buffer = client_->Create(name, size);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    testing::FillPattern(buffer->mutable_data(), seed);
+    ASSERT_TRUE(buffer->Seal().ok());
+  }
+
+  // A raw stub on the control socket, for calls libmemd would never make.
+  std::unique_ptr<v1::Memd::Stub> RawStub() {
+    return v1::Memd::NewStub(grpc::CreateChannel(
+        "unix:" + ControlSocketPath(config_.socket_dir),
+        grpc::InsecureChannelCredentials()));
+  }
+
+  // A session made by hand: its socket (keep it open to keep the session)
+  // and the token for raw calls. Descriptors the daemon sends pile up
+  // unread in the socket, which these tests do not need.
+  struct RawSession {
+    UniqueFd socket;
+    std::string token;
+    std::unique_ptr<v1::Memd::Stub> stub;
+
+    template <typename Method, typename Request, typename Reply>
+    grpc::Status Call(Method method, const Request& request, Reply* reply) {
+      grpc::ClientContext context;
+      context.AddMetadata("memd-session", token);
+      return (stub.get()->*method)(&context, request, reply);
+    }
+  };
+
+  RawSession OpenRawSession() {
+    RawSession raw;
+    auto socket = ConnectUnix(SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET);
+    EXPECT_TRUE(socket.ok()) << socket.status();
+    auto packet = ReceivePacket(socket->get(), 4096);
+    EXPECT_TRUE(packet.ok() && packet->has_value());
+    v1::SessionMessage hello;
+    EXPECT_TRUE(hello.ParseFromString((*packet)->bytes));
+    raw.socket = std::move(*socket);
+    raw.token = hello.hello().token();
+    raw.stub = RawStub();
+    return raw;
+  }
+
+  testing::TempDir dir_;
+  Config config_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientTest, CreateWriteSealThenOpenReadsTheSameBytes) {
+  Publish("frames/0", 3 * kMiB + 5, 7);
+  auto other = Connect();
+  auto buffer = other->Open("frames/0");
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(buffer->size(), 3 * kMiB + 5);
+  EXPECT_EQ(buffer->data().size(), 3 * kMiB + 5);
+  EXPECT_FALSE(buffer->writable());
+  EXPECT_TRUE(buffer->mutable_data().empty());
+  EXPECT_EQ(buffer->info().state, BufferState::kSealed);
+  EXPECT_TRUE(testing::MatchesPattern(buffer->data(), 7));
+}
+
+TEST_F(ClientTest, OpeningTheSameBufferTwiceMapsItOnce) {
+  Publish("a", kMiB, 1);
+  auto first = client_->Open("a");
+  auto second = client_->Open("a");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_NE(first->lease_id(), second->lease_id());
+  EXPECT_EQ(first->data().data(), second->data().data());
+  ASSERT_TRUE(first->Release().ok());
+  // The mapping lives on with the second lease.
+  EXPECT_TRUE(testing::MatchesPattern(second->data(), 1));
+  EXPECT_EQ(client_->Stat("a")->lease_count, 1u);
+}
+
+TEST_F(ClientTest, WriterSeesItsOwnWritesThroughAReadOpenAfterSeal) {
+  auto writer = client_->Create("w", 16);
+  ASSERT_TRUE(writer.ok());
+  std::memcpy(writer->mutable_data().data(), "0123456789abcdef", 16);
+  ASSERT_TRUE(writer->Seal().ok());
+  EXPECT_EQ(writer->info().state, BufferState::kSealed);
+  auto reader = client_->Open("w");
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(std::memcmp(reader->data().data(), "0123456789abcdef", 16), 0);
+}
+
+TEST_F(ClientTest, DestroyingTheBufferReleasesItsLease) {
+  Publish("a", 4096, 1);
+  {
+    auto buffer = client_->Open("a");
+    ASSERT_TRUE(buffer.ok());
+    EXPECT_EQ(client_->Stats()->leases, 1u);
+  }
+  EXPECT_EQ(client_->Stats()->leases, 0u);
+}
+
+TEST_F(ClientTest, ReleasingTwiceIsFailedPreconditionLocallyAndNotFoundRemotely) {
+  Publish("a", 4096, 1);
+  auto buffer = client_->Open("a");
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(buffer->Release().ok());
+  EXPECT_EQ(buffer->Release().code(), absl::StatusCode::kFailedPrecondition);
+
+  // The daemon's answer to a lease released twice, asked directly.
+  RawSession raw = OpenRawSession();
+  v1::Lease lease;
+  v1::OpenRequest open;
+  open.set_name("a");
+  ASSERT_TRUE(raw.Call(&v1::Memd::Stub::Open, open, &lease).ok());
+  v1::ReleaseRequest release;
+  release.set_lease_id(lease.lease_id());
+  v1::ReleaseReply reply;
+  ASSERT_TRUE(raw.Call(&v1::Memd::Stub::Release, release, &reply).ok());
+  grpc::Status twice = raw.Call(&v1::Memd::Stub::Release, release, &reply);
+  EXPECT_EQ(twice.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(twice.error_message(), HasSubstr("released already"));
+}
+
+TEST_F(ClientTest, MissingTokenIsUnauthenticated) {
+  grpc::ClientContext context;
+  v1::ListRequest request;
+  v1::ListReply reply;
+  grpc::Status status = RawStub()->List(&context, request, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(status.error_message(), HasSubstr("no 'memd-session' token"));
+}
+
+TEST_F(ClientTest, ForgedTokenIsUnauthenticated) {
+  grpc::ClientContext context;
+  context.AddMetadata("memd-session", "00112233445566778899aabbccddeeff");
+  v1::ListRequest request;
+  v1::ListReply reply;
+  grpc::Status status = RawStub()->List(&context, request, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(status.error_message(), HasSubstr("unknown"));
+}
+
+TEST_F(ClientTest, TokenOfAnEndedSessionIsUnauthenticated) {
+  RawSession raw = OpenRawSession();
+  raw.socket.reset();  // Hang up: the daemon ends the session.
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  grpc::Status status;
+  v1::StatsReply reply;
+  do {
+    status = raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &reply);
+  } while (status.ok() && absl::Now() < deadline);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(ClientTest, PingNeedsNoSession) {
+  grpc::ClientContext context;
+  v1::PingRequest request;
+  request.set_payload("echo");
+  v1::PingReply reply;
+  ASSERT_TRUE(RawStub()->Ping(&context, request, &reply).ok());
+  EXPECT_EQ(reply.payload(), "echo");
+  EXPECT_TRUE(client_->Ping().ok());
+}
+
+TEST_F(ClientTest, ValuesOnlyAHandMadeRequestCanCarryAreInvalidArgument) {
+  RawSession raw = OpenRawSession();
+  v1::Lease lease;
+
+  v1::OpenRequest too_long;
+  too_long.set_name("a");
+  too_long.set_wait_timeout_ms(25ull * 3600 * 1000);
+  grpc::Status status = raw.Call(&v1::Memd::Stub::Open, too_long, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("90000000"));
+
+  v1::OpenRequest bad_access;
+  bad_access.set_name("a");
+  bad_access.set_access(static_cast<v1::Access>(7));
+  status = raw.Call(&v1::Memd::Stub::Open, bad_access, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("unknown access 7"));
+
+  v1::CreateRequest bad_persistence;
+  bad_persistence.set_name("a");
+  bad_persistence.set_size_bytes(1);
+  bad_persistence.set_persistence(static_cast<v1::Persistence>(9));
+  status = raw.Call(&v1::Memd::Stub::Create, bad_persistence, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("unknown persistence 9"));
+
+  v1::SealRequest seal;
+  seal.set_lease_id(123456);
+  v1::SealReply sealed;
+  status = raw.Call(&v1::Memd::Stub::Seal, seal, &sealed);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("lease 123456"));
+}
+
+TEST_F(ClientTest, EveryBadInputGetsTheMatchingCodeAndAReason) {
+  struct Case {
+    const char* what;
+    absl::Status status;
+    absl::StatusCode code;
+    const char* reason;
+  };
+  Publish("exists", 4096, 1);
+  auto unsealed = client_->Create("wip", 4096);
+  ASSERT_TRUE(unsealed.ok());
+  std::vector<Case> cases = {
+      {"empty name", client_->Create("", 1).status(),
+       absl::StatusCode::kInvalidArgument, "empty"},
+      {"long name", client_->Create(std::string(256, 'a'), 1).status(),
+       absl::StatusCode::kInvalidArgument, "256 bytes"},
+      {"bad byte", client_->Create("a b", 1).status(),
+       absl::StatusCode::kInvalidArgument, "[A-Za-z0-9._/-]"},
+      {"dot dot", client_->Create("a/../b", 1).status(),
+       absl::StatusCode::kInvalidArgument, "'..'"},
+      {"size 0", client_->Create("z", 0).status(),
+       absl::StatusCode::kInvalidArgument, "size is 0"},
+      {"too big", client_->Create("big", 64 * kMiB + 1).status(),
+       absl::StatusCode::kInvalidArgument, "67108865"},
+      {"bad mode", client_->Create("m", 1, {.mode = 01777}).status(),
+       absl::StatusCode::kInvalidArgument, "01777"},
+      {"bad location", client_->Create("l", 1, {.location = "gpu"}).status(),
+       absl::StatusCode::kInvalidArgument, "unknown location 'gpu'"},
+      {"absent device", client_->Create("d", 1, {.location = "device:0"}).status(),
+       absl::StatusCode::kInvalidArgument, "device:0 is not available"},
+      {"unknown name", client_->Open("nope").status(),
+       absl::StatusCode::kNotFound, "no buffer named 'nope'"},
+      {"unknown stat", client_->Stat("nope").status(),
+       absl::StatusCode::kNotFound, "'nope'"},
+      {"unknown unlink", client_->Unlink("nope"),
+       absl::StatusCode::kNotFound, "'nope'"},
+      {"name exists", client_->Create("exists", 1).status(),
+       absl::StatusCode::kAlreadyExists, "'exists' already exists"},
+      {"not sealed", client_->Open("wip").status(),
+       absl::StatusCode::kFailedPrecondition, "not sealed"},
+      {"write sealed", client_->Open("exists", {.access = Access::kReadWrite}).status(),
+       absl::StatusCode::kFailedPrecondition, "read-only"},
+      {"bad prefix", client_->List("a b").status(),
+       absl::StatusCode::kInvalidArgument, "prefix"},
+      {"size mismatch", client_->OpenOrCreate("exists", 99).status(),
+       absl::StatusCode::kFailedPrecondition, "exists with size 4096"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.status.code(), c.code) << c.what << ": " << c.status;
+    EXPECT_THAT(std::string(c.status.message()), HasSubstr(c.reason)) << c.what;
+  }
+  // None of it left anything behind.
+  EXPECT_EQ(client_->Stats()->buffers, 2u);
+}
+
+TEST_F(ClientTest, CallsAfterUnlink) {
+  auto buffer = client_->Create("gone", 4096);
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(client_->Unlink("gone").ok());
+  EXPECT_EQ(client_->Open("gone").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Stat("gone").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Unlink("gone").code(), absl::StatusCode::kNotFound);
+  absl::Status sealed = buffer->Seal();
+  EXPECT_EQ(sealed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(sealed.message()), HasSubstr("unlinked"));
+  // The memory is still ours until we let go.
+  std::memset(buffer->mutable_data().data(), 1, 4096);
+  EXPECT_TRUE(buffer->Release().ok());
+  EXPECT_EQ(client_->Stats()->buffers, 0u);
+}
+
+TEST_F(ClientTest, OpenWaitsForTheSeal) {
+  auto writer = client_->Create("slow", 64);
+  ASSERT_TRUE(writer.ok());
+  absl::Notification opened;
+  absl::StatusOr<Buffer> waited;
+  std::thread reader([&] {
+    auto other = Connect();
+    waited = other->Open("slow", {.wait = absl::Seconds(30)});
+    opened.Notify();
+  });
+  // The reader cannot finish before the seal, however long it runs.
+  EXPECT_FALSE(opened.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  testing::FillPattern(writer->mutable_data(), 9);
+  ASSERT_TRUE(writer->Seal().ok());
+  reader.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_TRUE(testing::MatchesPattern(waited->data(), 9));
+}
+
+TEST_F(ClientTest, OpenWaitsForANameThatDoesNotExistYet) {
+  absl::StatusOr<Buffer> waited;
+  std::thread reader([&] {
+    auto other = Connect();
+    waited = other->Open("future", {.wait = absl::Seconds(30)});
+  });
+  Publish("future", 100, 3);
+  reader.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_TRUE(testing::MatchesPattern(waited->data(), 3));
+}
+
+TEST_F(ClientTest, OpenWaitEndsWithDeadlineExceeded) {
+  auto waited = client_->Open("never", {.wait = absl::Milliseconds(50)});
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(waited.status().message()), HasSubstr("'never'"));
+  // The daemon forgot the wait: the session can wait again at once.
+  EXPECT_EQ(client_->Open("never", {.wait = absl::Milliseconds(1)}).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ClientTest, OpenOrCreateCreatesForOneAndWaitsForTheOther) {
+  auto first = client_->OpenOrCreate("shared", 128);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->created());
+  EXPECT_TRUE(first->writable());
+  absl::StatusOr<Buffer> second;
+  std::thread other([&] {
+    auto client = Connect();
+    second = client->OpenOrCreate("shared", 128, {}, absl::Seconds(30));
+  });
+  testing::FillPattern(first->mutable_data(), 5);
+  ASSERT_TRUE(first->Seal().ok());
+  other.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(second->created());
+  EXPECT_TRUE(testing::MatchesPattern(second->data(), 5));
+}
+
+TEST_F(ClientTest, ReleasedMemoryIsReusedAndCountedAsAHit) {
+  for (int i = 0; i < 3; ++i) {
+    auto buffer = client_->Create("tmp", kMiB,
+                                  {.persistence = Persistence::kEphemeral});
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+  }
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  const PoolStats* host = nullptr;
+  for (const auto& pool : stats->pools) {
+    if (pool.location == "host") host = &pool;
+  }
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->miss_count, 1u);
+  EXPECT_EQ(host->hit_count, 2u);
+  EXPECT_EQ(host->used_bytes, 0u);
+  EXPECT_EQ(host->reserved_bytes, kMiB);
+}
+
+TEST_F(ClientTest, ListStatStatsAndSessionsDescribeTheDaemon) {
+  Publish("job/a", 10, 1);
+  Publish("job/b", 20, 2);
+  Publish("other", 30, 3);
+  auto listed = client_->List("job/");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].name, "job/a");
+  EXPECT_EQ((*listed)[1].size, 20u);
+  auto info = client_->Stat("other");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->owner_uid, ::geteuid());
+  EXPECT_EQ(info->mode, 0600u);
+  EXPECT_EQ(info->location, "host");
+  EXPECT_TRUE(info->sealed.has_value());
+
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->backend, "host");
+  EXPECT_EQ(stats->buffers, 3u);
+  EXPECT_EQ(stats->sessions, 1u);
+  EXPECT_FALSE(stats->version.empty());
+
+  auto sessions = client_->Sessions();
+  ASSERT_TRUE(sessions.ok());
+  ASSERT_EQ(sessions->size(), 1u);
+  EXPECT_EQ((*sessions)[0].pid, ::getpid());
+  EXPECT_EQ((*sessions)[0].id, client_->session_id());
+}
+
+TEST_F(ClientTest, ClientDisconnectReleasesItsLeases) {
+  Publish("a", 4096, 1);
+  {
+    auto other = Connect();
+    auto buffer = other->Open("a");
+    ASSERT_TRUE(buffer.ok());
+    EXPECT_EQ(client_->Stat("a")->lease_count, 1u);
+    // The Buffer outlives its Client here; the session ends with the Client
+    // only once both are gone.
+  }
+  // Session end is noticed by the daemon's session thread: wait for it.
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (client_->Stat("a")->lease_count != 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(client_->Stat("a")->lease_count, 0u);
+  EXPECT_EQ(client_->Stats()->sessions, 1u);
+}
+
+TEST_F(ClientTest, ClientSurvivesADaemonRestart) {
+  Publish("a", 4096, 1);
+  auto held = client_->Open("a");
+  ASSERT_TRUE(held.ok());
+  std::uint64_t old_session = client_->session_id();
+  daemon_->Shutdown();
+  daemon_.reset();
+  EXPECT_EQ(client_->Stats().status().code(), absl::StatusCode::kUnavailable);
+  StartDaemon();
+  // A new session, the old buffer gone with the old daemon, the old mapping
+  // still readable, and releasing the old lease is harmless.
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_NE(client_->session_id(), 0u);
+  (void)old_session;
+  EXPECT_EQ(stats->buffers, 0u);
+  EXPECT_TRUE(testing::MatchesPattern(held->data(), 1));
+  EXPECT_TRUE(held->Release().ok());
+  EXPECT_TRUE(client_->Create("b", 10).ok());
+}
+
+TEST_F(ClientTest, SessionsBeyondTheLimitAreRefusedWithTheNumbers) {
+  daemon_.reset();
+  client_.reset();
+  config_.max_sessions = 1;
+  StartDaemon();
+  client_ = Connect();
+  ASSERT_NE(client_, nullptr);
+  auto second = Client::Connect({.socket_dir = config_.socket_dir});
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("too many sessions: 1 are open; the limit is 1"));
+}
+
+TEST_F(ClientTest, ConnectWithoutADaemonIsUnavailableAndSaysWhere) {
+  auto client = Client::Connect({.socket_dir = dir_.Join("nothing-here")});
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(client.status().message()), HasSubstr("nothing-here"));
+}
+
+}  // namespace
+}  // namespace memd

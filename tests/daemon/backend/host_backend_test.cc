@@ -1,0 +1,149 @@
+#include "daemon/backend/host/host_backend.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace memd::backend {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+std::string LinkOf(int fd) {
+  char target[256] = {};
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  ssize_t length = ::readlink(path.c_str(), target, sizeof(target) - 1);
+  return length > 0 ? std::string(target, length) : "";
+}
+
+TEST(HostBackendTest, ServesHostAndPinnedAtPageAlignment) {
+  HostBackend backend;
+  EXPECT_EQ(backend.name(), "host");
+  EXPECT_THAT(backend.locations(),
+              ::testing::ElementsAre(Location::Host(), Location::Pinned()));
+  EXPECT_EQ(backend.alignment(Location::Host()),
+            static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+}
+
+TEST(HostBackendTest, SegmentIsASealedAnonymousMemfdOfTheRightSize) {
+  HostBackend backend;
+  auto segment = backend.Reserve(Location::Host(), kMiB);
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  EXPECT_EQ((*segment)->size(), kMiB);
+  EXPECT_EQ((*segment)->handle_type(), HandleType::kHostMemfd);
+
+  auto fd = (*segment)->Export(Access::kReadWrite);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  struct stat info;
+  ASSERT_EQ(::fstat(fd->get(), &info), 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(info.st_size), kMiB);
+  // Committed: fallocate allocated every block.
+  EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, kMiB);
+  // Not a file anyone could find in /dev/shm.
+  EXPECT_THAT(LinkOf(fd->get()), StartsWith("/memfd:memd:host"));
+
+  int seals = ::fcntl(fd->get(), F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  // A client holding the descriptor can neither shrink nor grow it...
+  EXPECT_EQ(::ftruncate(fd->get(), 4096), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::ftruncate(fd->get(), 2 * kMiB), -1);
+  EXPECT_EQ(errno, EPERM);
+  // ...nor add a seal that would break the daemon's reuse of it.
+  EXPECT_EQ(::fcntl(fd->get(), F_ADD_SEALS, F_SEAL_WRITE), -1);
+}
+
+TEST(HostBackendTest, ReadOnlyExportSharesBytesButRefusesWritableMappings) {
+  HostBackend backend;
+  auto segment = backend.Reserve(Location::Host(), kMiB);
+  ASSERT_TRUE(segment.ok());
+  auto writable = (*segment)->Export(Access::kReadWrite);
+  auto readable = (*segment)->Export(Access::kRead);
+  ASSERT_TRUE(writable.ok() && readable.ok());
+
+  void* write_map = ::mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED,
+                           writable->get(), 0);
+  ASSERT_NE(write_map, MAP_FAILED);
+  std::memcpy(write_map, "memd", 4);
+
+  EXPECT_EQ(::mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   readable->get(), 0),
+            MAP_FAILED);
+  EXPECT_EQ(errno, EACCES);
+  void* read_map = ::mmap(nullptr, kMiB, PROT_READ, MAP_SHARED, readable->get(), 0);
+  ASSERT_NE(read_map, MAP_FAILED);
+  EXPECT_EQ(std::memcmp(read_map, "memd", 4), 0);
+  // Nor can mprotect turn the read-only mapping writable.
+  EXPECT_EQ(::mprotect(read_map, kMiB, PROT_READ | PROT_WRITE), -1);
+  ::munmap(write_map, kMiB);
+  ::munmap(read_map, kMiB);
+}
+
+TEST(HostBackendTest, RejectsDeviceLocationsAndUnalignedSizes) {
+  HostBackend backend;
+  auto device = backend.Reserve(Location::Device(0), kMiB);
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(device.status().message(), HasSubstr("device:0"));
+  EXPECT_EQ(backend.Reserve(Location::Host(), 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend.Reserve(Location::Host(), 4097).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HostBackendTest, PinnedSegmentIsLockedInRam) {
+  HostBackend backend;
+  auto segment = backend.Reserve(Location::Pinned(), kMiB);
+  if (!segment.ok() && absl::IsResourceExhausted(segment.status())) {
+    GTEST_SKIP() << "RLIMIT_MEMLOCK too small here: " << segment.status();
+  }
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  auto fd = (*segment)->Export(Access::kReadWrite);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_THAT(LinkOf(fd->get()), StartsWith("/memfd:memd:pinned"));
+}
+
+TEST(HostBackendTest, PinnedBeyondTheMemlockLimitIsResourceExhausted) {
+  // In a child, so that lowering the limit cannot affect other tests.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit limit{64 * 1024, 64 * 1024};
+    if (::setrlimit(RLIMIT_MEMLOCK, &limit) != 0) ::_exit(10);
+    // Root locks past any limit (CAP_IPC_LOCK): become nobody, who cannot.
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) {
+      ::_exit(10);
+    }
+    HostBackend backend;
+    auto segment = backend.Reserve(Location::Pinned(), 64 * kMiB);
+    if (segment.ok()) ::_exit(11);  // The limit did not bind (privileged).
+    bool clear = absl::IsResourceExhausted(segment.status()) &&
+                 segment.status().message().find("LimitMEMLOCK") !=
+                     absl::string_view::npos;
+    ::_exit(clear ? 0 : 12);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 11) {
+    GTEST_SKIP() << "this process may lock memory beyond RLIMIT_MEMLOCK "
+                    "(CAP_IPC_LOCK), so the limit cannot be exercised here";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace memd::backend

@@ -1,0 +1,615 @@
+#include "daemon/broker/broker.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "daemon/pool/segment_cache_pool.h"
+#include "tests/daemon/fake_backend.h"
+
+namespace memd::broker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+constexpr uid_t kAlice = 1000;
+constexpr uid_t kBob = 1001;
+constexpr gid_t kStaff = 50;
+constexpr gid_t kOther = 60;
+
+class FakeClock : public Clock {
+ public:
+  absl::Time Now() const override { return now; }
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+};
+
+PeerCredentials Peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
+  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, gid, std::move(groups)};
+}
+
+CreateParams Params(std::string name, std::uint64_t size = kMiB,
+                    std::uint32_t mode = kDefaultMode,
+                    Persistence persistence = Persistence::kPersistent) {
+  return CreateParams{std::move(name), size, Location::Host(), mode, persistence};
+}
+
+class BrokerTest : public ::testing::Test {
+ protected:
+  BrokerTest() { MakeBroker(BrokerLimits{}); }
+
+  void MakeBroker(BrokerLimits limits) {
+    broker_.reset();
+    pools_ = std::make_unique<pool::PoolSet>();
+    pools_->Add(std::make_unique<pool::SegmentCachePool>(
+        backend_, Location::Host(),
+        pool::SegmentCacheOptions{256 * kMiB, 256 * kMiB}));
+    broker_ = std::make_unique<Broker>(*pools_, limits, clock_);
+  }
+
+  SessionId Start(PeerCredentials peer) {
+    auto session = broker_->StartSession(peer, "test");
+    EXPECT_TRUE(session.ok()) << session.status();
+    return *session;
+  }
+
+  // Creates, writes `text` and seals.
+  Grant Publish(SessionId session, const std::string& name,
+                const std::string& text, std::uint32_t mode = kDefaultMode) {
+    auto grant = broker_->Create(session, Params(name, text.size(), mode));
+    EXPECT_TRUE(grant.ok()) << grant.status();
+    Write(*grant, text);
+    EXPECT_TRUE(broker_->Seal(session, grant->lease).ok());
+    return std::move(*grant);
+  }
+
+  static void Write(const Grant& grant, const std::string& text) {
+    void* map = ::mmap(nullptr, grant.mapped_bytes, PROT_READ | PROT_WRITE,
+                       MAP_SHARED, grant.fd.get(), grant.offset);
+    ASSERT_NE(map, MAP_FAILED);
+    std::memcpy(map, text.data(), text.size());
+    ::munmap(map, grant.mapped_bytes);
+  }
+
+  static std::string Read(const Grant& grant, std::size_t size) {
+    void* map = ::mmap(nullptr, grant.mapped_bytes, PROT_READ, MAP_SHARED,
+                       grant.fd.get(), grant.offset);
+    EXPECT_NE(map, MAP_FAILED);
+    std::string text(static_cast<const char*>(map), size);
+    ::munmap(map, grant.mapped_bytes);
+    return text;
+  }
+
+  FakeClock clock_;
+  testing::FakeBackend backend_;
+  std::unique_ptr<pool::PoolSet> pools_;
+  std::unique_ptr<Broker> broker_;
+};
+
+// ---- Create ----
+
+TEST_F(BrokerTest, CreateGrantsAWritableLeaseOnANewBuffer) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto grant = broker_->Create(alice, Params("frames/0", 1000, 0640));
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  EXPECT_EQ(grant->access, Access::kReadWrite);
+  EXPECT_TRUE(grant->created);
+  EXPECT_TRUE(grant->fd.valid());
+  EXPECT_EQ(grant->offset, 0u);
+  EXPECT_EQ(grant->mapped_bytes, 4096u);
+  const BufferInfo& info = grant->buffer;
+  EXPECT_EQ(info.name, "frames/0");
+  EXPECT_EQ(info.size, 1000u);
+  EXPECT_EQ(info.owner_uid, kAlice);
+  EXPECT_EQ(info.owner_gid, kStaff);
+  EXPECT_EQ(info.mode, 0640u);
+  EXPECT_EQ(info.state, BufferState::kCreating);
+  EXPECT_EQ(info.lease_count, 1u);
+  EXPECT_EQ(info.created, clock_.now);
+  EXPECT_EQ(info.creator_pid, 4000 + static_cast<pid_t>(kAlice));
+  EXPECT_EQ(broker_->Counts().buffers, 1u);
+  EXPECT_EQ(broker_->Counts().leases, 1u);
+}
+
+TEST_F(BrokerTest, CreateOfAnExistingNameIsAlreadyExists) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->Create(alice, Params("a")).ok());
+  auto again = broker_->Create(alice, Params("a"));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.status().message(), HasSubstr("'a'"));
+  // The losing create's memory went back.
+  EXPECT_EQ(pools_->Stats()[0].used_bytes, kMiB);
+}
+
+TEST_F(BrokerTest, CreateValidatesNameSizeModeAndLocation) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  EXPECT_EQ(broker_->Create(alice, Params("")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker_->Create(alice, Params("a/../b")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker_->Create(alice, Params(std::string(256, 'n'))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto zero = broker_->Create(alice, Params("z", 0));
+  EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(zero.status().message(), HasSubstr("size is 0"));
+
+  auto huge = broker_->Create(alice, Params("h", BrokerLimits{}.max_buffer_bytes + 1));
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(huge.status().message(), HasSubstr("68719476737"));
+  EXPECT_THAT(huge.status().message(), HasSubstr("maximum of 68719476736"));
+
+  auto mode = broker_->Create(alice, Params("m", kMiB, 04755));
+  EXPECT_EQ(mode.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(mode.status().message(), HasSubstr("04755"));
+
+  CreateParams pinned = Params("p");
+  pinned.location = Location::Pinned();
+  auto location = broker_->Create(alice, pinned);
+  EXPECT_EQ(location.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(location.status().message(), HasSubstr("pinned is not available"));
+  EXPECT_THAT(location.status().message(), HasSubstr("available: host"));
+  EXPECT_EQ(broker_->Counts().buffers, 0u);
+  EXPECT_EQ(pools_->Stats()[0].used_bytes, 0u);
+}
+
+TEST_F(BrokerTest, PoolExhaustionIsResourceExhaustedAndCreatesNothing) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  backend_.FailNextReserve(absl::ResourceExhaustedError("fake: out of memory"));
+  auto grant = broker_->Create(alice, Params("a"));
+  EXPECT_EQ(grant.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(broker_->Stat(alice, "a").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(BrokerTest, TooManyBuffersIsResourceExhaustedWithTheLimit) {
+  BrokerLimits limits;
+  limits.max_buffers = 2;
+  MakeBroker(limits);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->Create(alice, Params("a", 10)).ok());
+  ASSERT_TRUE(broker_->Create(alice, Params("b", 10)).ok());
+  auto third = broker_->Create(alice, Params("c", 10));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("the limit is 2"));
+}
+
+TEST_F(BrokerTest, TooManyLeasesIsResourceExhaustedWithTheLimit) {
+  BrokerLimits limits;
+  limits.max_leases_per_session = 2;
+  MakeBroker(limits);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  Publish(alice, "a", "x");  // The writer's lease is the first.
+  ASSERT_TRUE(broker_->Open(alice, {"a", Access::kRead}).ok());
+  auto third = broker_->Open(alice, {"a", Access::kRead});
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("holds 2 leases; the limit is 2"));
+}
+
+TEST_F(BrokerTest, TooManySessionsIsResourceExhausted) {
+  BrokerLimits limits;
+  limits.max_sessions = 1;
+  MakeBroker(limits);
+  Start(Peer(kAlice, kStaff));
+  auto second = broker_->StartSession(Peer(kBob, kStaff), "b");
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(second.status().message(), HasSubstr("the limit is 1"));
+}
+
+// ---- Open, Seal ----
+
+TEST_F(BrokerTest, ReaderSeesTheWrittenBytesAfterSeal) {
+  SessionId producer = Start(Peer(kAlice, kStaff));
+  SessionId consumer = Start(Peer(kAlice, kStaff));
+  Publish(producer, "greeting", "hello, memd");
+  auto grant = broker_->Open(consumer, {"greeting", Access::kRead});
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  EXPECT_EQ(grant->access, Access::kRead);
+  EXPECT_FALSE(grant->created);
+  EXPECT_EQ(grant->buffer.state, BufferState::kSealed);
+  EXPECT_EQ(grant->buffer.lease_count, 2u);
+  EXPECT_EQ(Read(*grant, 11), "hello, memd");
+  // The reader's descriptor cannot be mapped writable.
+  EXPECT_EQ(::mmap(nullptr, grant->mapped_bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED, grant->fd.get(), 0),
+            MAP_FAILED);
+}
+
+TEST_F(BrokerTest, OpenOfAnUnknownNameIsNotFound) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto grant = broker_->Open(alice, {"nope", Access::kRead});
+  EXPECT_EQ(grant.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(grant.status().message(), HasSubstr("no buffer named 'nope'"));
+}
+
+TEST_F(BrokerTest, ReadOpenOfAnUnsealedBufferIsFailedPrecondition) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->Create(alice, Params("wip")).ok());
+  auto grant = broker_->Open(alice, {"wip", Access::kRead});
+  EXPECT_EQ(grant.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(grant.status().message(), HasSubstr("not sealed"));
+}
+
+TEST_F(BrokerTest, WritableOpenJoinsAnUnsealedBufferButNotASealedOne) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto created = broker_->Create(alice, Params("wip", 4));
+  ASSERT_TRUE(created.ok());
+  auto joined = broker_->Open(alice, {"wip", Access::kReadWrite});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  Write(*joined, "abcd");
+  EXPECT_EQ(Read(*created, 4), "abcd");
+  ASSERT_TRUE(broker_->Seal(alice, joined->lease).ok());
+  auto late = broker_->Open(alice, {"wip", Access::kReadWrite});
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(late.status().message(), HasSubstr("sealed buffers open read-only"));
+}
+
+TEST_F(BrokerTest, SealTwiceOrWithAReadLeaseIsFailedPrecondition) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  Grant writer = Publish(alice, "a", "x");
+  auto again = broker_->Seal(alice, writer.lease);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr("sealed already"));
+
+  auto reader = broker_->Open(alice, {"a", Access::kRead});
+  ASSERT_TRUE(reader.ok());
+  auto by_reader = broker_->Seal(alice, reader->lease);
+  EXPECT_EQ(by_reader.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(by_reader.status().message(), HasSubstr("read-only"));
+}
+
+TEST_F(BrokerTest, SealRecordsTheTime) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto grant = broker_->Create(alice, Params("a"));
+  clock_.now += absl::Seconds(5);
+  auto sealed = broker_->Seal(alice, grant->lease);
+  ASSERT_TRUE(sealed.ok());
+  EXPECT_EQ(sealed->state, BufferState::kSealed);
+  ASSERT_TRUE(sealed->sealed.has_value());
+  EXPECT_EQ(*sealed->sealed, clock_.now);
+}
+
+// ---- Release, Unlink, lifetimes ----
+
+TEST_F(BrokerTest, ReleasingTwiceIsNotFound) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  Grant grant = Publish(alice, "a", "x");
+  ASSERT_TRUE(broker_->Release(alice, grant.lease).ok());
+  absl::Status twice = broker_->Release(alice, grant.lease);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(twice.message(), HasSubstr("released already"));
+}
+
+TEST_F(BrokerTest, ASessionCannotReleaseOrSealAnotherSessionsLease) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId mallory = Start(Peer(kAlice, kStaff));
+  auto grant = broker_->Create(alice, Params("a"));
+  ASSERT_TRUE(grant.ok());
+  EXPECT_EQ(broker_->Release(mallory, grant->lease).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->Seal(mallory, grant->lease).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->Counts().leases, 1u);
+}
+
+TEST_F(BrokerTest, PersistentSealedBufferOutlivesItsLeases) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  Grant grant = Publish(alice, "keep", "data");
+  ASSERT_TRUE(broker_->Release(alice, grant.lease).ok());
+  auto info = broker_->Stat(alice, "keep");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->lease_count, 0u);
+  EXPECT_EQ(pools_->Stats()[0].used_bytes, 4096u);
+  auto again = broker_->Open(alice, {"keep", Access::kRead});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Read(*again, 4), "data");
+}
+
+TEST_F(BrokerTest, EphemeralBufferGoesWithItsLastLease) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto grant = broker_->Create(
+      alice, Params("tmp", kMiB, kDefaultMode, Persistence::kEphemeral));
+  ASSERT_TRUE(grant.ok());
+  ASSERT_TRUE(broker_->Seal(alice, grant->lease).ok());
+  auto reader = broker_->Open(alice, {"tmp", Access::kRead});
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE(broker_->Release(alice, grant->lease).ok());
+  EXPECT_TRUE(broker_->Stat(alice, "tmp").ok());  // The reader still holds it.
+  ASSERT_TRUE(broker_->Release(alice, reader->lease).ok());
+  EXPECT_EQ(broker_->Stat(alice, "tmp").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->Counts().buffers, 0u);
+  EXPECT_EQ(pools_->Stats()[0].used_bytes, 0u);
+}
+
+TEST_F(BrokerTest, UnsealedBufferWhoseLastLeaseEndsIsRemoved) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto grant = broker_->Create(alice, Params("abandoned"));
+  ASSERT_TRUE(grant.ok());
+  ASSERT_TRUE(broker_->Release(alice, grant->lease).ok());
+  EXPECT_EQ(broker_->Stat(alice, "abandoned").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(pools_->Stats()[0].used_bytes, 0u);
+  // The name is free again.
+  EXPECT_TRUE(broker_->Create(alice, Params("abandoned")).ok());
+}
+
+TEST_F(BrokerTest, UnlinkRemovesTheNameAndLeasedMemoryLivesUntilReleased) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  Grant writer = Publish(alice, "a", "live");
+  auto reader = broker_->Open(alice, {"a", Access::kRead});
+  ASSERT_TRUE(reader.ok());
+  ASSERT_TRUE(broker_->Unlink(alice, "a").ok());
+
+  // Calls after unlink.
+  EXPECT_EQ(broker_->Open(alice, {"a", Access::kRead}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->Stat(alice, "a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->Unlink(alice, "a").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(broker_->List(alice, "")->empty());
+
+  EXPECT_EQ(Read(*reader, 4), "live");
+  EXPECT_EQ(broker_->Counts().buffers, 1u);
+  // The name can be taken by a new buffer while the old memory lives on.
+  ASSERT_TRUE(broker_->Create(alice, Params("a")).ok());
+  ASSERT_TRUE(broker_->Release(alice, writer.lease).ok());
+  ASSERT_TRUE(broker_->Release(alice, reader->lease).ok());
+  EXPECT_EQ(broker_->Counts().buffers, 1u);  // Only the new one.
+  EXPECT_EQ(pools_->Stats()[0].used_bytes, kMiB);
+}
+
+TEST_F(BrokerTest, SealAfterUnlinkIsFailedPrecondition) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto grant = broker_->Create(alice, Params("a"));
+  ASSERT_TRUE(grant.ok());
+  ASSERT_TRUE(broker_->Unlink(alice, "a").ok());
+  auto sealed = broker_->Seal(alice, grant->lease);
+  EXPECT_EQ(sealed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(sealed.status().message(), HasSubstr("unlinked"));
+  EXPECT_TRUE(broker_->Release(alice, grant->lease).ok());
+  EXPECT_EQ(broker_->Counts().buffers, 0u);
+}
+
+TEST_F(BrokerTest, EndSessionReleasesEveryLeaseOfIt) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId client = Start(Peer(kAlice, kStaff));
+  Publish(alice, "a", "x");
+  auto tmp = broker_->Create(client, Params("tmp", 10, kDefaultMode,
+                                            Persistence::kEphemeral));
+  ASSERT_TRUE(tmp.ok());
+  ASSERT_TRUE(broker_->Open(client, {"a", Access::kRead}).ok());
+  ASSERT_TRUE(broker_->Open(client, {"a", Access::kRead}).ok());
+  EXPECT_EQ(broker_->Counts().leases, 4u);
+
+  broker_->EndSession(client);
+  EXPECT_EQ(broker_->Counts().leases, 1u);
+  EXPECT_EQ(broker_->Counts().sessions, 1u);
+  EXPECT_EQ(broker_->Stat(alice, "a")->lease_count, 1u);
+  EXPECT_EQ(broker_->Stat(alice, "tmp").status().code(), absl::StatusCode::kNotFound);
+  // Whatever the ended session tries now is refused.
+  EXPECT_EQ(broker_->Open(client, {"a", Access::kRead}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  broker_->EndSession(client);  // Idempotent.
+}
+
+// ---- Permissions ----
+
+TEST_F(BrokerTest, OwnerOnlyBufferIsRefusedToOtherUsersWithTheReason) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  Publish(alice, "private", "secret");
+  auto grant = broker_->Open(bob, {"private", Access::kRead});
+  EXPECT_EQ(grant.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(grant.status().message(),
+              HasSubstr("uid 1001 may not read buffer 'private' (owner uid 1000"));
+  EXPECT_THAT(grant.status().message(), HasSubstr("mode 0600"));
+  EXPECT_EQ(broker_->Stat(bob, "private").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(broker_->List(bob, "")->empty());
+  EXPECT_EQ(broker_->Unlink(bob, "private").code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(BrokerTest, GroupModeAdmitsMembersOfTheOwnersGroupOnly) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob_staff = Start(Peer(kBob, kOther, {kOther, kStaff}));
+  SessionId bob_other = Start(Peer(kBob, kOther, {kOther}));
+  Publish(alice, "team", "shared", 0640);
+  EXPECT_TRUE(broker_->Open(bob_staff, {"team", Access::kRead}).ok());
+  EXPECT_EQ(broker_->Open(bob_other, {"team", Access::kRead}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Group members may read but not unlink: only the owner and root may.
+  EXPECT_EQ(broker_->Unlink(bob_staff, "team").code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(BrokerTest, WriteNeedsTheWriteBit) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  ASSERT_TRUE(broker_->Create(alice, Params("ro-for-group", kMiB, 0640)).ok());
+  ASSERT_TRUE(broker_->Create(alice, Params("rw-for-group", kMiB, 0660)).ok());
+  EXPECT_EQ(broker_->Open(bob, {"ro-for-group", Access::kReadWrite}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(broker_->Open(bob, {"rw-for-group", Access::kReadWrite}).ok());
+}
+
+TEST_F(BrokerTest, RootMayReadAndUnlinkAnything) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId root = Start(Peer(0, 0));
+  Publish(alice, "private", "secret");
+  EXPECT_TRUE(broker_->Open(root, {"private", Access::kRead}).ok());
+  EXPECT_THAT(*broker_->List(root, ""), ::testing::SizeIs(1));
+  EXPECT_TRUE(broker_->Unlink(root, "private").ok());
+}
+
+TEST_F(BrokerTest, MemoryAnotherUserMappedIsNotReused) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  Grant shared = Publish(alice, "shared", "x", 0644);
+  auto reader = broker_->Open(bob, {"shared", Access::kRead});
+  ASSERT_TRUE(reader.ok());
+  broker_->EndSession(bob);
+  ASSERT_TRUE(broker_->Release(alice, shared.lease).ok());
+  ASSERT_TRUE(broker_->Unlink(alice, "shared").ok());
+  EXPECT_EQ(backend_.alive(), 0);  // Bob may still map it: never reuse.
+
+  Grant own = Publish(alice, "own", "y");
+  ASSERT_TRUE(broker_->Release(alice, own.lease).ok());
+  ASSERT_TRUE(broker_->Unlink(alice, "own").ok());
+  EXPECT_EQ(backend_.alive(), 1);  // Only Alice saw it: cached for her.
+  Publish(alice, "own2", "z");
+  EXPECT_EQ(pools_->Stats()[0].hit_count, 1u);
+}
+
+// ---- List, Stat, Sessions ----
+
+TEST_F(BrokerTest, ListFiltersByPrefixAndSortsByName) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  for (const char* name : {"job/b", "job/a", "other", "job2"}) {
+    Publish(alice, name, "x");
+  }
+  auto listed = broker_->List(alice, "job/");
+  ASSERT_TRUE(listed.ok());
+  std::vector<std::string> names;
+  for (const auto& info : *listed) names.push_back(info.name);
+  EXPECT_THAT(names, ElementsAre("job/a", "job/b"));
+  EXPECT_EQ(broker_->List(alice, "")->size(), 4u);
+  EXPECT_EQ(broker_->List(alice, "bad prefix").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker_->List(alice, std::string(256, 'x')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(BrokerTest, SessionsShowsOwnUidToUsersAndEverythingToRoot) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  Start(Peer(kBob, kStaff));
+  SessionId root = Start(Peer(0, 0));
+  Publish(alice, "a", "x");
+  auto mine = broker_->Sessions(alice);
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->size(), 1u);
+  EXPECT_EQ((*mine)[0].id, alice);
+  EXPECT_EQ((*mine)[0].uid, kAlice);
+  EXPECT_EQ((*mine)[0].lease_count, 1u);
+  EXPECT_EQ((*mine)[0].command, "test");
+  EXPECT_EQ(broker_->Sessions(root)->size(), 3u);
+}
+
+TEST_F(BrokerTest, CallsOfAnUnknownSessionAreUnauthenticated) {
+  EXPECT_EQ(broker_->Create(42, Params("a")).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(broker_->Release(42, 1).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(broker_->List(42, "").status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+// ---- Waiting opens ----
+
+TEST_F(BrokerTest, WatchWakesOnSealAndTheRetryGetsTheBuffer) {
+  SessionId producer = Start(Peer(kAlice, kStaff));
+  SessionId consumer = Start(Peer(kAlice, kStaff));
+  std::atomic<int> woken{0};
+  WatchId watch = broker_->NewWatchId();
+  auto first = broker_->OpenOrWatch(consumer, {"late", Access::kRead}, watch,
+                                    [&] { ++woken; });
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->has_value());  // Not there yet: waiting.
+
+  auto grant = broker_->Create(producer, Params("late", 2));
+  ASSERT_TRUE(grant.ok());
+  EXPECT_EQ(woken.load(), 0);  // Created is not enough.
+  ASSERT_TRUE(broker_->Seal(producer, grant->lease).ok());
+  EXPECT_EQ(woken.load(), 1);
+
+  auto retry = broker_->OpenOrWatch(consumer, {"late", Access::kRead},
+                                    broker_->NewWatchId(), [&] { ++woken; });
+  ASSERT_TRUE(retry.ok());
+  ASSERT_TRUE(retry->has_value());
+  EXPECT_EQ((*retry)->buffer.state, BufferState::kSealed);
+  EXPECT_FALSE(broker_->CancelWatch(watch));  // Already woken.
+}
+
+TEST_F(BrokerTest, CancelledWatchDoesNotWake) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  bool woken = false;
+  WatchId watch = broker_->NewWatchId();
+  ASSERT_TRUE(broker_->OpenOrWatch(alice, {"x", Access::kRead}, watch,
+                                   [&] { woken = true; }).ok());
+  EXPECT_TRUE(broker_->CancelWatch(watch));
+  Publish(alice, "x", "1");
+  EXPECT_FALSE(woken);
+}
+
+TEST_F(BrokerTest, EndingTheSessionWakesItsWatchesToFail) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  bool woken = false;
+  ASSERT_TRUE(broker_->OpenOrWatch(alice, {"x", Access::kRead},
+                                   broker_->NewWatchId(), [&] { woken = true; })
+                  .ok());
+  broker_->EndSession(alice);
+  EXPECT_TRUE(woken);
+}
+
+TEST_F(BrokerTest, WatchesPerSessionAreLimited) {
+  BrokerLimits limits;
+  limits.max_waits_per_session = 1;
+  MakeBroker(limits);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->OpenOrWatch(alice, {"x", Access::kRead},
+                                   broker_->NewWatchId(), [] {}).ok());
+  auto second = broker_->OpenOrWatch(alice, {"y", Access::kRead},
+                                     broker_->NewWatchId(), [] {});
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(second.status().message(), HasSubstr("the limit is 1"));
+}
+
+TEST_F(BrokerTest, WatchDoesNotHidePermissionDenied) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  Publish(alice, "private", "x");
+  auto attempt = broker_->OpenOrWatch(bob, {"private", Access::kRead},
+                                      broker_->NewWatchId(), [] {});
+  EXPECT_EQ(attempt.status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+// ---- OpenOrCreate ----
+
+TEST_F(BrokerTest, OpenOrCreateCreatesOnceThenOpens) {
+  SessionId first = Start(Peer(kAlice, kStaff));
+  SessionId second = Start(Peer(kAlice, kStaff));
+  auto created = broker_->OpenOrCreate(first, Params("shared", 8),
+                                       broker_->NewWatchId(), nullptr);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(created->has_value());
+  EXPECT_TRUE((*created)->created);
+  EXPECT_EQ((*created)->access, Access::kReadWrite);
+
+  // Unsealed and no wake: the second caller hears why it cannot read yet.
+  auto early = broker_->OpenOrCreate(second, Params("shared", 8),
+                                     broker_->NewWatchId(), nullptr);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(broker_->Seal(first, (*created)->lease).ok());
+  auto opened = broker_->OpenOrCreate(second, Params("shared", 8),
+                                      broker_->NewWatchId(), nullptr);
+  ASSERT_TRUE(opened.ok());
+  ASSERT_TRUE(opened->has_value());
+  EXPECT_FALSE((*opened)->created);
+  EXPECT_EQ((*opened)->access, Access::kRead);
+}
+
+TEST_F(BrokerTest, OpenOrCreateWithADifferentSizeIsFailedPrecondition) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  Publish(alice, "a", "1234");
+  auto mismatch = broker_->OpenOrCreate(alice, Params("a", 5),
+                                        broker_->NewWatchId(), nullptr);
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(mismatch.status().message(), HasSubstr("exists with size 4"));
+}
+
+}  // namespace
+}  // namespace memd::broker

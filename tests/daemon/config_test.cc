@@ -1,0 +1,114 @@
+#include "daemon/config.h"
+
+#include <fstream>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<Config> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "memd");
+  std::vector<const char*> argv;
+  for (const auto& arg : args) argv.push_back(arg.c_str());
+  return ParseConfig(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(ConfigTest, DefaultsAreSensible) {
+  auto config = Parse({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->socket_dir, "");
+  EXPECT_EQ(config->socket_mode, 0660u);
+  EXPECT_EQ(config->metrics_address, "127.0.0.1:9477");
+  EXPECT_EQ(config->backend, "auto");
+  EXPECT_EQ(config->log_level, "info");
+  EXPECT_EQ(config->max_buffer_bytes, std::uint64_t{64} << 30);
+}
+
+TEST(ConfigTest, FlagsTakeUnitsAndOctalModes) {
+  auto config = Parse({"--socket-dir", "/tmp/x", "--socket-mode", "0600",
+                       "--max-buffer-bytes", "2GiB", "--pool-cache-bytes", "0",
+                       "--max-sessions", "10", "--metrics-address", "",
+                       "--backend", "host", "--log-level", "debug"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->socket_dir, "/tmp/x");
+  EXPECT_EQ(config->socket_mode, 0600u);
+  EXPECT_EQ(config->max_buffer_bytes, std::uint64_t{2} << 30);
+  EXPECT_EQ(config->pool_cache_bytes, 0u);
+  EXPECT_EQ(config->max_sessions, 10u);
+  EXPECT_EQ(config->metrics_address, "");
+  EXPECT_EQ(config->backend, "host");
+}
+
+TEST(ConfigTest, BadValuesNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* reason;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--socket-mode", "0999"}, "--socket-mode"},
+           {{"--socket-mode", "01777"}, "octal mode"},
+           {{"--max-sessions", "0"}, "positive whole number"},
+           {{"--max-sessions", "-3"}, "--max-sessions"},
+           {{"--max-buffer-bytes", "0"}, "max_buffer_bytes must be positive"},
+           {{"--metrics-address", "localhost"}, "HOST:PORT"},
+           {{"--metrics-address", "h:70000"}, "HOST:PORT"},
+           {{"--log-level", "loud"}, "'loud'"},
+           {{"--backend", "tpu"}, "'tpu'"},
+       }) {
+    auto config = Parse(c.args);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.args[0];
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.reason))
+        << c.args[0];
+  }
+}
+
+TEST(ConfigTest, FileSetsEveryKindOfKeyAndFlagsWin) {
+  testing::TempDir dir;
+  std::string path = dir.Join("memd.toml");
+  std::ofstream(path) << "socket_dir = \"/srv/memd\"\n"
+                         "socket_mode = 0o640\n"
+                         "max_buffer_bytes = 4096\n"
+                         "host_pool_limit_bytes = \"8 GiB\"\n"
+                         "max_leases_per_session = 7\n"
+                         "log_level = \"warn\"\n";
+  auto config = Parse({"--config", path, "--log-level", "error"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->socket_dir, "/srv/memd");
+  EXPECT_EQ(config->socket_mode, 0640u);
+  EXPECT_EQ(config->max_buffer_bytes, 4096u);
+  EXPECT_EQ(config->host_pool_limit_bytes, std::uint64_t{8} << 30);
+  EXPECT_EQ(config->max_leases_per_session, 7u);
+  EXPECT_EQ(config->log_level, "error");
+}
+
+TEST(ConfigTest, FileErrorsSayWhereAndWhat) {
+  testing::TempDir dir;
+  std::string path = dir.Join("memd.toml");
+  std::ofstream(path) << "socket_mode = \"rw\"\n";
+  auto bad_mode = Parse({"--config", path});
+  EXPECT_THAT(std::string(bad_mode.status().message()), HasSubstr("socket_mode"));
+
+  std::ofstream(path, std::ios::trunc) << "max_buffers = -1\n";
+  auto negative = Parse({"--config", path});
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("max_buffers"));
+
+  std::ofstream(path, std::ios::trunc) << "[pool]\nlimit = 1\n";
+  auto table = Parse({"--config", path});
+  EXPECT_THAT(std::string(table.status().message()), HasSubstr("unknown key 'pool'"));
+}
+
+TEST(ConfigTest, ShippedExampleConfigParses) {
+  auto config = Parse({"--config", MEMD_SOURCE_DIR "/deploy/memd.toml"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->socket_dir, "/run/memd");
+}
+
+}  // namespace
+}  // namespace memd

@@ -1,0 +1,272 @@
+// build/bin/memd as a process: start-up, systemd notifications, signals,
+// refusing to run twice, stale sockets, bad flags.
+
+#include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "common/paths.h"
+#include "common/unix_socket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/client.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/run_program.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BinDir;
+using testing::DaemonProcess;
+using testing::ProgramResult;
+using testing::RunProgram;
+
+bool Exists(const std::string& path) {
+  struct stat info;
+  return ::lstat(path.c_str(), &info) == 0;
+}
+
+std::unique_ptr<DaemonProcess> StartOrDie(std::vector<std::string> args = {}) {
+  auto daemon = DaemonProcess::Start(std::move(args));
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  return daemon.ok() ? std::move(*daemon) : nullptr;
+}
+
+TEST(MemdProcessTest, SocketsExistWithTheConfiguredModeOnceReady) {
+  auto daemon = StartOrDie({"--socket-mode", "0640"});
+  ASSERT_NE(daemon, nullptr);
+  for (const std::string& path : {ControlSocketPath(daemon->socket_dir()),
+                                  SessionSocketPath(daemon->socket_dir())}) {
+    struct stat info;
+    ASSERT_EQ(::stat(path.c_str(), &info), 0) << path;
+    EXPECT_TRUE(S_ISSOCK(info.st_mode)) << path;
+    EXPECT_EQ(info.st_mode & 0777, 0640u) << path;
+  }
+  EXPECT_THAT(daemon->Log(), HasSubstr("metrics http://127.0.0.1:"));
+}
+
+TEST(MemdProcessTest, SigtermStopsCleanlyNotifiesAndRemovesItsSockets) {
+  auto daemon = StartOrDie();
+  ASSERT_NE(daemon, nullptr);
+  auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+  ASSERT_TRUE(client.ok());
+  auto buffer = (*client)->Create("held", 4096);
+  ASSERT_TRUE(buffer.ok());
+
+  EXPECT_EQ(daemon->Stop(SIGTERM), 0) << daemon->Log();
+  std::string notes;
+  for (std::string note = daemon->NextNotification(absl::ZeroDuration());
+       !note.empty(); note = daemon->NextNotification(absl::ZeroDuration())) {
+    notes += note;
+  }
+  EXPECT_THAT(notes, HasSubstr("STOPPING=1"));
+  EXPECT_FALSE(Exists(ControlSocketPath(daemon->socket_dir())));
+  EXPECT_FALSE(Exists(SessionSocketPath(daemon->socket_dir())));
+  EXPECT_FALSE(Exists(daemon->socket_dir() + "/memd.lock"));
+  EXPECT_THAT(daemon->Log(), HasSubstr("stopped"));
+  // The client sees the daemon gone, and says where it looked.
+  EXPECT_EQ((*client)->Stats().status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(MemdProcessTest, SigintStopsToo) {
+  auto daemon = StartOrDie();
+  ASSERT_NE(daemon, nullptr);
+  EXPECT_EQ(daemon->Stop(SIGINT), 0) << daemon->Log();
+}
+
+TEST(MemdProcessTest, ReadyNotificationSaysWhereItServes) {
+  testing::TempDir dir;
+  auto daemon = StartOrDie();
+  ASSERT_NE(daemon, nullptr);
+  // Start() consumed READY=1; the log says the same in words.
+  EXPECT_THAT(daemon->Log(), HasSubstr(ControlSocketPath(daemon->socket_dir())));
+  EXPECT_THAT(daemon->Log(), HasSubstr(SessionSocketPath(daemon->socket_dir())));
+}
+
+TEST(MemdProcessTest, RefusesToRunOverALiveDaemon) {
+  auto daemon = StartOrDie();
+  ASSERT_NE(daemon, nullptr);
+  ProgramResult second = RunProgram(
+      BinDir() + "/memd",
+      {"--socket-dir", daemon->socket_dir(), "--metrics-address", ""});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_THAT(second.err, HasSubstr("another memd (pid " +
+                                    std::to_string(daemon->pid()) + ")"));
+  // The first one is unharmed.
+  auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Ping().ok());
+}
+
+TEST(MemdProcessTest, CleansUpStaleSocketsOfAKilledDaemon) {
+  auto daemon = StartOrDie();
+  ASSERT_NE(daemon, nullptr);
+  const std::string dir = daemon->socket_dir();
+  ASSERT_EQ(daemon->Stop(SIGKILL), 128 + SIGKILL);
+  ASSERT_TRUE(Exists(ControlSocketPath(dir)));  // Left behind.
+
+  auto again = DaemonProcess::Start({"--socket-dir", dir});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT((*again)->Log(), HasSubstr("removing stale socket"));
+  auto client = Client::Connect({.socket_dir = dir});
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Ping().ok());
+}
+
+TEST(MemdProcessTest, RefusesASocketSomeoneElseListensOn) {
+  testing::TempDir dir;
+  auto squatter = ListenUnix(ControlSocketPath(dir.path()), SOCK_STREAM, 0600);
+  ASSERT_TRUE(squatter.ok());
+  ProgramResult result = RunProgram(
+      BinDir() + "/memd", {"--socket-dir", dir.path(), "--metrics-address", ""});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("is accepting connections on"));
+}
+
+TEST(MemdProcessTest, BadFlagsExitWithUsageError) {
+  ProgramResult unknown = RunProgram(BinDir() + "/memd", {"--no-such-flag"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("no-such-flag"));
+
+  ProgramResult backend = RunProgram(BinDir() + "/memd", {"--backend", "tpu"});
+  EXPECT_EQ(backend.exit_code, 2);
+  EXPECT_THAT(backend.err, HasSubstr("'tpu'"));
+
+  ProgramResult size = RunProgram(BinDir() + "/memd", {"--max-buffer-bytes", "lots"});
+  EXPECT_EQ(size.exit_code, 2);
+  EXPECT_THAT(size.err, HasSubstr("--max-buffer-bytes"));
+}
+
+TEST(MemdProcessTest, HelpAndVersionExitZero) {
+  ProgramResult help = RunProgram(BinDir() + "/memd", {"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--socket-dir"));
+  EXPECT_THAT(help.out, HasSubstr("--metrics-address"));
+  ProgramResult version = RunProgram(BinDir() + "/memd", {"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, HasSubstr("memd "));
+}
+
+TEST(MemdProcessTest, UnavailableBackendRefusesToStartAndSaysWhy) {
+  testing::TempDir dir;
+  ProgramResult result = RunProgram(
+      BinDir() + "/memd", {"--socket-dir", dir.Join("run"), "--backend", "cuda",
+                           "--metrics-address", ""});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("backend 'cuda'"));
+  EXPECT_FALSE(Exists(ControlSocketPath(dir.Join("run"))));
+}
+
+TEST(MemdProcessTest, MetricsAddressInUseRefusesToStart) {
+  auto daemon = StartOrDie();
+  ASSERT_NE(daemon, nullptr);
+  auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+  ASSERT_TRUE(client.ok());
+  std::string taken = (*client)->Stats()->metrics_address;
+  ASSERT_FALSE(taken.empty());
+  testing::TempDir dir;
+  ProgramResult result = RunProgram(
+      BinDir() + "/memd",
+      {"--socket-dir", dir.Join("run"), "--metrics-address", taken});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("cannot serve metrics on " + taken));
+}
+
+// GET /metrics over a plain TCP socket: the body, or empty on failure.
+std::string Scrape(const std::string& address) {
+  std::size_t colon = address.rfind(':');
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &target.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string request = "GET /metrics HTTP/1.0\r\nHost: memd\r\n\r\n";
+  (void)::write(fd, request.data(), request.size());
+  std::string response;
+  char chunk[4096];
+  for (ssize_t got; (got = ::read(fd, chunk, sizeof(chunk))) > 0;) {
+    response.append(chunk, got);
+  }
+  ::close(fd);
+  return response;
+}
+
+TEST(MemdProcessTest, MetricsEndpointServesLiveState) {
+  auto daemon = StartOrDie();
+  ASSERT_NE(daemon, nullptr);
+  auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+  ASSERT_TRUE(client.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto buffer = (*client)->Create("m", 4096, {.persistence = Persistence::kEphemeral});
+    ASSERT_TRUE(buffer.ok());
+  }
+  auto kept = (*client)->Create("kept", 8192);
+  ASSERT_TRUE(kept.ok());
+  std::string body = Scrape((*client)->Stats()->metrics_address);
+  EXPECT_THAT(body, HasSubstr("200 OK"));
+  EXPECT_THAT(body, HasSubstr("memd_pool_requests_total{location=\"host\",result=\"hit\"} 1"));
+  EXPECT_THAT(body, HasSubstr("memd_pool_requests_total{location=\"host\",result=\"miss\"} 2"));
+  EXPECT_THAT(body, HasSubstr("memd_pool_used_bytes{location=\"host\"} 8192"));
+  EXPECT_THAT(body, HasSubstr("memd_sessions 1"));
+  EXPECT_THAT(body, HasSubstr("memd_leases 1"));
+  EXPECT_THAT(body, HasSubstr("memd_buffers 1"));
+  EXPECT_THAT(body, HasSubstr("memd_build_info{version=\""));
+}
+
+TEST(MemdProcessTest, ConfigFileSetsKeysAndFlagsWin) {
+  testing::TempDir dir;
+  const std::string config = dir.Join("memd.toml");
+  std::ofstream(config) << "max_buffer_bytes = \"1MiB\"\n"
+                           "socket_mode = 0o600\n"
+                           "log_level = \"debug\"\n";
+  auto daemon = StartOrDie({"--config", config, "--socket-mode", "0660"});
+  ASSERT_NE(daemon, nullptr);
+  struct stat info;
+  ASSERT_EQ(::stat(ControlSocketPath(daemon->socket_dir()).c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0660u);  // The flag won.
+  auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+  ASSERT_TRUE(client.ok());
+  auto big = (*client)->Create("big", (1 << 20) + 1);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("maximum of 1048576"));
+  EXPECT_THAT(daemon->Log(), HasSubstr("debug"));
+}
+
+TEST(MemdProcessTest, BadConfigFileExitsWithTheReason) {
+  testing::TempDir dir;
+  const std::string config = dir.Join("memd.toml");
+  std::ofstream(config) << "max_bufer_bytes = 10\n";
+  ProgramResult typo = RunProgram(BinDir() + "/memd", {"--config", config});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("unknown key 'max_bufer_bytes'"));
+
+  std::ofstream(config, std::ios::trunc) << "backend = [1, 2]\n";
+  ProgramResult type = RunProgram(BinDir() + "/memd", {"--config", config});
+  EXPECT_EQ(type.exit_code, 2);
+  EXPECT_THAT(type.err, HasSubstr("backend"));
+
+  std::ofstream(config, std::ios::trunc) << "this is not toml\n";
+  ProgramResult syntax = RunProgram(BinDir() + "/memd", {"--config", config});
+  EXPECT_EQ(syntax.exit_code, 2);
+  EXPECT_THAT(syntax.err, HasSubstr("memd.toml:1"));
+
+  ProgramResult missing =
+      RunProgram(BinDir() + "/memd", {"--config", dir.Join("absent.toml")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("absent.toml"));
+}
+
+}  // namespace
+}  // namespace memd

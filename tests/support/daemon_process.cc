@@ -1,0 +1,137 @@
+#include "tests/support/daemon_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/support/run_program.h"
+
+namespace memd::testing {
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
+    std::vector<std::string> extra_args, absl::Duration timeout, int cpu) {
+  std::unique_ptr<DaemonProcess> daemon(new DaemonProcess);
+  daemon->socket_dir_ = daemon->dir_.Join("run");
+  daemon->log_path_ = daemon->dir_.Join("memd.log");
+  const std::string notify_path = daemon->dir_.Join("notify");
+
+  daemon->notify_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, notify_path.c_str(), sizeof(address.sun_path) - 1);
+  if (::bind(daemon->notify_.get(), reinterpret_cast<sockaddr*>(&address),
+             sizeof(address)) != 0) {
+    return absl::InternalError(absl::StrCat("bind notify socket: ", std::strerror(errno)));
+  }
+
+  // Flags the caller gives win over the harness's defaults.
+  auto given = [&](const std::string& flag) -> const std::string* {
+    for (std::size_t i = 0; i + 1 < extra_args.size(); ++i) {
+      if (extra_args[i] == flag) return &extra_args[i + 1];
+    }
+    return nullptr;
+  };
+  std::vector<std::string> args = {BinDir() + "/memd"};
+  if (const std::string* dir = given("--socket-dir")) {
+    daemon->socket_dir_ = *dir;
+  } else {
+    args.insert(args.end(), {"--socket-dir", daemon->socket_dir_});
+  }
+  if (given("--metrics-address") == nullptr) {
+    args.insert(args.end(), {"--metrics-address", "127.0.0.1:0"});
+  }
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int log = ::open(daemon->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(log, 2);
+    int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
+    if (cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      ::sched_setaffinity(0, sizeof(set), &set);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  daemon->pid_ = pid;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::string note = daemon->NextNotification(absl::Milliseconds(50));
+    if (absl::StrContains(note, "READY=1")) return daemon;
+    int status;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      daemon->pid_ = -1;
+      return absl::InternalError(
+          absl::StrCat("memd exited during start-up:\n", daemon->Log()));
+    }
+  }
+  return absl::InternalError(
+      absl::StrCat("memd did not report READY=1 in time:\n", daemon->Log()));
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+int DaemonProcess::Stop(int signal, absl::Duration timeout) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, signal);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    int status;
+    pid_t done = ::waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = -1;
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      return 128 + WTERMSIG(status);
+    }
+    if (absl::Now() > deadline) return -1;
+    // Children cannot be waited on with a timeout; poll the notify socket
+    // meanwhile, which also drains it.
+    pollfd fd{notify_.get(), 0, 0};
+    ::poll(&fd, 1, 10);
+  }
+}
+
+std::string DaemonProcess::NextNotification(absl::Duration timeout) {
+  pollfd fd{notify_.get(), POLLIN, 0};
+  int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  if (::poll(&fd, 1, wait_ms < 0 ? 0 : wait_ms) <= 0) return "";
+  char buffer[4096];
+  ssize_t got = ::recv(notify_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+  return got > 0 ? std::string(buffer, got) : "";
+}
+
+std::string DaemonProcess::Log() const {
+  std::ifstream log(log_path_);
+  std::stringstream text;
+  text << log.rdbuf();
+  return text.str();
+}
+
+}  // namespace memd::testing

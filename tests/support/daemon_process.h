@@ -1,0 +1,55 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/unique_fd.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd::testing {
+
+/// A real build/bin/memd running as a child process on a private socket
+/// directory, metrics on a free loopback port. The test plays systemd: the
+/// daemon's NOTIFY_SOCKET is ours, so Start returns when memd says READY=1
+/// (no sleeps), and the notifications stay readable. Kills the daemon on
+/// destruction. Not thread-safe.
+class DaemonProcess {
+ public:
+  // Starts memd with `extra_args`; --socket-dir and --metrics-address
+  // default to a private directory and a free loopback port unless given;
+  // `cpu` >= 0 pins the daemon (every thread it will have) to that CPU.
+  // Errors: INTERNAL when it exits or stays silent for `timeout`; the
+  // message carries its stderr.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
+      std::vector<std::string> extra_args = {},
+      absl::Duration timeout = absl::Seconds(20), int cpu = -1);
+  ~DaemonProcess();
+
+  const std::string& socket_dir() const { return socket_dir_; }
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal` and waits for the exit. Returns the exit code (or
+  // 128 + signal when killed); -1 on timeout.
+  int Stop(int signal, absl::Duration timeout = absl::Seconds(20));
+
+  // The next notification datagram ("READY=1\n..."), or empty after timeout.
+  std::string NextNotification(absl::Duration timeout);
+
+  // What the daemon wrote to stderr so far.
+  std::string Log() const;
+
+ private:
+  DaemonProcess() = default;
+
+  TempDir dir_;
+  std::string socket_dir_;
+  std::string log_path_;
+  UniqueFd notify_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace memd::testing

@@ -1,0 +1,102 @@
+#include "tests/support/run_program.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace memd::testing {
+
+std::string BinDir() { return MEMD_BIN_DIR; }
+
+ProgramResult RunProgram(const std::string& program,
+                         const std::vector<std::string>& args,
+                         const std::string& input,
+                         const std::map<std::string, std::string>& env,
+                         absl::Duration timeout) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 ||
+      ::pipe2(err, O_CLOEXEC) != 0) {
+    std::abort();
+  }
+  std::vector<std::string> argv_storage = {program};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
+    ::execv(program.c_str(), argv.data());
+    std::fprintf(stderr, "exec %s: %s\n", program.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  signal(SIGPIPE, SIG_IGN);
+
+  ProgramResult result;
+  std::size_t written = 0;
+  int in_fd = in[1];
+  if (input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  } else {
+    ::fcntl(in_fd, F_SETFL, O_NONBLOCK);
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  bool out_open = true, err_open = true;
+  while (out_open || err_open) {
+    pollfd fds[3] = {{out_open ? out[0] : -1, POLLIN, 0},
+                     {err_open ? err[0] : -1, POLLIN, 0},
+                     {in_fd, POLLOUT, 0}};
+    int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (left <= 0) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    if (::poll(fds, 3, left) < 0 && errno != EINTR) break;
+    char chunk[65536];
+    for (int i = 0; i < 2; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      ssize_t got = ::read(fds[i].fd, chunk, sizeof(chunk));
+      if (got > 0) {
+        (i == 0 ? result.out : result.err).append(chunk, got);
+      } else {
+        (i == 0 ? out_open : err_open) = false;
+      }
+    }
+    if (in_fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t sent = ::write(in_fd, input.data() + written, input.size() - written);
+      if (sent > 0) written += static_cast<std::size_t>(sent);
+      if (sent < 0 || written == input.size()) {
+        ::close(in_fd);
+        in_fd = -1;
+      }
+    }
+  }
+  if (in_fd >= 0) ::close(in_fd);
+  ::close(out[0]);
+  ::close(err[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+}  // namespace memd::testing

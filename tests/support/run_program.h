@@ -1,0 +1,30 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace memd::testing {
+
+struct ProgramResult {
+  int exit_code = -1;     // -1 when killed by a signal or timed out.
+  int signal = 0;         // The signal that ended it, if any.
+  std::string out;
+  std::string err;
+};
+
+// The directory the build puts programs in (build/bin).
+std::string BinDir();
+
+// Runs `program` (a path) with `args`, feeding `input` to its stdin, with
+// `env` added to (or overriding) this process's environment. Kills it after
+// `timeout`.
+ProgramResult RunProgram(const std::string& program,
+                         const std::vector<std::string>& args,
+                         const std::string& input = "",
+                         const std::map<std::string, std::string>& env = {},
+                         absl::Duration timeout = absl::Seconds(30));
+
+}  // namespace memd::testing
