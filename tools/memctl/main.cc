@@ -1,1 +1,81 @@
-int main() { return 0; }
+// memctl: the operator's command line for memd. Parses, connects, runs one
+// subcommand, and turns the outcome into an exit code (failure.h).
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <exception>
+#include <iostream>
+#include <new>
+#include <span>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/paths.h"
+#include "memd/client.h"
+#include "tools/memctl/cli.h"
+#include "tools/memctl/commands.h"
+#include "tools/memctl/failure.h"
+#include "tools/memctl/file_io.h"
+
+namespace memd::memctl {
+namespace {
+
+absl::Status Dispatch(Client& client, const Invocation& invocation,
+                      const Output& output) {
+  switch (invocation.command) {
+    case Command::kStats: return RunStats(client, output);
+    case Command::kList: return RunList(client, invocation.prefix, output);
+    case Command::kInspect: return RunInspect(client, invocation.name, output);
+    case Command::kSessions: return RunSessions(client, output);
+    case Command::kPut: return RunPut(client, invocation.put, output);
+    case Command::kGet: return RunGet(client, invocation.get, output);
+    case Command::kUnlink: return RunUnlink(client, invocation.name, output);
+    case Command::kPing: return RunPing(client, output);
+  }
+  return absl::InternalError("unknown subcommand");
+}
+
+absl::Status Run(const Invocation& invocation) {
+  const std::string socket_dir =
+      invocation.socket_dir.empty() ? ClientSocketDir() : invocation.socket_dir;
+  ConnectOptions connect;
+  connect.socket_dir = socket_dir;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(connect);
+  if (!client.ok()) {
+    return Failed(absl::StrCat("connect to memd at ", socket_dir), client.status());
+  }
+  // The result is printed only when the command succeeds, so a failure
+  // leaves stdout empty.
+  std::ostringstream text;
+  absl::Status status = Dispatch(**client, invocation, Output{text, invocation.json});
+  if (!status.ok()) return status;
+  const std::string result = text.str();
+  return WriteAll(STDOUT_FILENO, std::as_bytes(std::span(result)), "stdout");
+}
+
+}  // namespace
+}  // namespace memd::memctl
+
+int main(int argc, char** argv) {
+  using namespace memd::memctl;
+  // A closed pipe on stdout (memctl ls | head -1) becomes an EPIPE error to
+  // report, not a silent death by signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  Invocation invocation;
+  try {
+    if (std::optional<int> exit_code =
+            ParseCommandLine(argc, argv, invocation, std::cout, std::cerr)) {
+      return *exit_code;
+    }
+    absl::Status status = Run(invocation);
+    if (status.ok()) return kExitOk;
+    std::cerr << FailureLine(status, "failed") << '\n';
+    return kExitFailed;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "memctl: internal error: RESOURCE_EXHAUSTED: out of memory\n";
+  } catch (const std::exception& e) {
+    std::cerr << "memctl: internal error: INTERNAL: " << e.what() << '\n';
+  }
+  return kExitFailed;
+}

@@ -1,0 +1,492 @@
+// memctl end to end: a real memd per test, the real memctl binary, and
+// assertions on what an operator or a script would see (stdout, stderr,
+// exit code).
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/bytes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/client.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/daemon_process.h"
+#include "tests/support/run_program.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::memd::testing::BinDir;
+using ::memd::testing::DaemonProcess;
+using ::memd::testing::ProgramResult;
+using ::memd::testing::RunProgram;
+using ::memd::testing::TempDir;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+using Json = nlohmann::json;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+std::string Memctl() { return BinDir() + "/memctl"; }
+
+// Everything about a run, for failure messages.
+std::string Describe(const ProgramResult& result) {
+  return absl::StrCat("exit ", result.exit_code, " signal ", result.signal,
+                      "\n--- stdout ---\n", result.out.substr(0, 2000),
+                      "\n--- stderr ---\n", result.err);
+}
+
+// Every byte value, several times over and in both orders.
+std::string AllByteValues() {
+  std::string bytes;
+  for (int round = 0; round < 3; ++round) {
+    for (int value = 0; value < 256; ++value) bytes.push_back(static_cast<char>(value));
+    for (int value = 255; value >= 0; --value) bytes.push_back(static_cast<char>(value));
+  }
+  return bytes;
+}
+
+std::string RandomBytes(std::size_t size, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::string bytes(size, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
+  return bytes;
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class MemctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto daemon = DaemonProcess::Start();
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+  }
+
+  // memctl --socket-dir <the daemon's> args...
+  ProgramResult Run(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), {"--socket-dir", daemon_->socket_dir()});
+    return RunProgram(Memctl(), args, input);
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& bytes) {
+    const std::string path = files_.Join(name);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    EXPECT_TRUE(out.good()) << path;
+    return path;
+  }
+
+  // Publishes `bytes` under `name` through `memctl put`.
+  void Put(const std::string& name, const std::string& bytes,
+           std::vector<std::string> options = {}) {
+    std::vector<std::string> args = {"put", name, WriteFile("put.in", bytes)};
+    args.insert(args.end(), options.begin(), options.end());
+    ProgramResult result = Run(args);
+    ASSERT_EQ(result.exit_code, 0) << Describe(result);
+  }
+
+  // stdout of a successful run as JSON.
+  Json RunJson(const std::vector<std::string>& args) {
+    ProgramResult result = Run(args);
+    EXPECT_EQ(result.exit_code, 0) << Describe(result);
+    EXPECT_THAT(result.err, IsEmpty());
+    Json json = Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(json.is_discarded()) << "not JSON: " << result.out;
+    return json;
+  }
+
+  // The "host" entry of `memctl stats --json`.
+  static Json HostPool(const Json& stats) {
+    for (const Json& pool : stats.at("pools")) {
+      if (pool.at("location") == "host") return pool;
+    }
+    ADD_FAILURE() << "no host pool in " << stats.dump();
+    return Json::object();
+  }
+
+  TempDir files_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+// A failed operation: exit 1, nothing on stdout, one line on stderr that
+// names the step and the status code.
+void ExpectFailure(const ProgramResult& result, const std::string& step,
+                   const std::string& code) {
+  EXPECT_EQ(result.exit_code, kExitFailed) << Describe(result);
+  EXPECT_THAT(result.out, IsEmpty());
+  EXPECT_THAT(result.err, StartsWith(absl::StrCat("memctl: ", step, ": ", code, ": ")))
+      << Describe(result);
+}
+
+TEST_F(MemctlTest, PutThenGetRoundTripsEveryByteValue) {
+  const std::string bytes = AllByteValues();
+  Put("bytes/all", bytes);
+
+  ProgramResult get = Run({"get", "bytes/all"});
+  ASSERT_EQ(get.exit_code, 0) << Describe(get);
+  EXPECT_EQ(get.out, bytes);
+  EXPECT_THAT(get.err, IsEmpty());
+}
+
+TEST_F(MemctlTest, PutThenGetRoundTripsAMultiMebibyteFileThroughOutputFile) {
+  const std::string bytes = RandomBytes((std::size_t{5} << 20) + 123, 7);
+  const std::string input = WriteFile("big.in", bytes);
+  ProgramResult put = Run({"put", "big", input});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  EXPECT_THAT(put.out, AllOf(HasSubstr("big"), HasSubstr("5 MiB"), HasSubstr("sealed")));
+
+  const std::string output = files_.Join("big.out");
+  ProgramResult get = Run({"get", "big", "-o", output});
+  ASSERT_EQ(get.exit_code, 0) << Describe(get);
+  EXPECT_THAT(get.out, HasSubstr(output));
+  EXPECT_TRUE(ReadWholeFile(output) == bytes) << "the copy differs";
+
+  const std::string again = files_.Join("again.out");
+  Json json = RunJson({"get", "big", "--output", again, "--json"});
+  EXPECT_EQ(json.at("name"), "big");
+  EXPECT_EQ(json.at("size_bytes"), bytes.size());
+  EXPECT_EQ(json.at("output"), again);
+  EXPECT_TRUE(ReadWholeFile(again) == bytes) << "the copy differs";
+}
+
+TEST_F(MemctlTest, PutReadsStdinAndDevStdinPipes) {
+  const std::string bytes = RandomBytes(300000, 11);  // More than a pipe holds.
+  ProgramResult dash = Run({"put", "from/dash", "-"}, bytes);
+  ASSERT_EQ(dash.exit_code, 0) << Describe(dash);
+  ProgramResult dev = Run({"put", "from/dev", "/dev/stdin"}, bytes);
+  ASSERT_EQ(dev.exit_code, 0) << Describe(dev);
+
+  for (const std::string name : {"from/dash", "from/dev"}) {
+    Json info = RunJson({"inspect", name, "--json"});
+    EXPECT_EQ(info.at("size_bytes"), bytes.size()) << name;
+    ProgramResult get = Run({"get", name});
+    ASSERT_EQ(get.exit_code, 0) << Describe(get);
+    EXPECT_TRUE(get.out == bytes) << name << " differs";
+  }
+}
+
+TEST_F(MemctlTest, PutJsonDescribesTheSealedBuffer) {
+  ProgramResult put = Run({"put", "--json", "--mode", "0640", "j/one",
+                           WriteFile("in", "hello")});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  Json json = Json::parse(put.out);
+  EXPECT_EQ(json.at("name"), "j/one");
+  EXPECT_EQ(json.at("size_bytes"), 5);
+  EXPECT_EQ(json.at("state"), "sealed");
+  EXPECT_EQ(json.at("persistence"), "persistent");
+  EXPECT_EQ(json.at("mode"), "0640");
+  EXPECT_EQ(json.at("location"), "host");
+}
+
+TEST_F(MemctlTest, LsAndInspectShowNameSizeModeAndState) {
+  Put("frames/0", std::string(1536, 'x'));
+  Put("other", "abc");
+
+  ProgramResult ls = Run({"ls"});
+  ASSERT_EQ(ls.exit_code, 0) << Describe(ls);
+  EXPECT_THAT(ls.out, AllOf(HasSubstr("NAME"), HasSubstr("frames/0"),
+                            HasSubstr(FormatBytes(1536)), HasSubstr("0600"),
+                            HasSubstr("sealed"), HasSubstr("other")));
+
+  ProgramResult filtered = Run({"ls", "frames/"});
+  ASSERT_EQ(filtered.exit_code, 0) << Describe(filtered);
+  EXPECT_THAT(filtered.out, HasSubstr("frames/0"));
+  EXPECT_THAT(filtered.out, Not(HasSubstr("other")));
+
+  ProgramResult inspect = Run({"inspect", "frames/0"});
+  ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
+  EXPECT_THAT(inspect.out,
+              AllOf(HasSubstr("frames/0"), HasSubstr("1.5 KiB"), HasSubstr("1536 bytes"),
+                    HasSubstr("0600"), HasSubstr("sealed"), HasSubstr("persistent"),
+                    HasSubstr("host")));
+}
+
+TEST_F(MemctlTest, LsJsonListsBuffersWithDocumentedFields) {
+  Put("a/first", "12345", {"--mode", "0640"});
+  Put("a/second", std::string(4096, 'y'));
+
+  Json list = RunJson({"ls", "--json"});
+  ASSERT_TRUE(list.is_array());
+  ASSERT_EQ(list.size(), 2u) << list.dump();
+  const Json& first = list[0];
+  EXPECT_EQ(first.at("name"), "a/first");
+  EXPECT_TRUE(first.at("id").is_number_unsigned());
+  EXPECT_EQ(first.at("size_bytes"), 5);
+  EXPECT_EQ(first.at("location"), "host");
+  EXPECT_EQ(first.at("owner_uid"), ::getuid());
+  EXPECT_EQ(first.at("owner_gid"), ::getgid());
+  EXPECT_EQ(first.at("mode"), "0640");
+  EXPECT_EQ(first.at("state"), "sealed");
+  EXPECT_EQ(first.at("persistence"), "persistent");
+  EXPECT_EQ(first.at("lease_count"), 0);
+  EXPECT_EQ(first.at("unlinked"), false);
+  EXPECT_GT(first.at("created_unix_ns").get<std::int64_t>(), 0);
+  EXPECT_GE(first.at("sealed_unix_ns").get<std::int64_t>(),
+            first.at("created_unix_ns").get<std::int64_t>());
+  EXPECT_GT(first.at("creator_pid").get<int>(), 0);
+  EXPECT_EQ(list[1].at("name"), "a/second");
+  EXPECT_EQ(list[1].at("size_bytes"), 4096);
+  EXPECT_NE(list[1].at("id"), first.at("id"));
+
+  EXPECT_EQ(RunJson({"--json", "ls", "a/s"}).size(), 1u);
+  EXPECT_EQ(RunJson({"ls", "none/", "--json"}), Json::array());
+}
+
+TEST_F(MemctlTest, InspectJsonDescribesOneBufferWhereverTheFlagGoes) {
+  Put("one", "payload", {"--mode", "0600"});
+  Json after = RunJson({"inspect", "one", "--json"});
+  Json before = RunJson({"--json", "inspect", "one"});
+  EXPECT_EQ(after, before);
+  ASSERT_TRUE(after.is_object());
+  EXPECT_EQ(after.at("name"), "one");
+  EXPECT_EQ(after.at("size_bytes"), 7);
+  EXPECT_EQ(after.at("mode"), "0600");
+  EXPECT_EQ(after.at("state"), "sealed");
+  EXPECT_EQ(after.at("lease_count"), 0);
+}
+
+TEST_F(MemctlTest, StatsJsonReportsPoolsAndCountsWhereverTheFlagGoes) {
+  Json empty = RunJson({"--json", "stats"});
+  EXPECT_EQ(empty.at("buffers"), 0);
+  const std::uint64_t used_before = HostPool(empty).at("used_bytes");
+
+  Put("stats/a", std::string(10000, 'a'));
+  Put("stats/b", "b");
+  Json stats = RunJson({"stats", "--json"});
+  for (const char* field : {"version", "backend", "metrics_address", "buffers",
+                            "sessions", "leases", "pools", "started_unix_ns"}) {
+    EXPECT_TRUE(stats.contains(field)) << field << " missing from " << stats.dump();
+  }
+  EXPECT_THAT(stats.at("version").get<std::string>(), Not(IsEmpty()));
+  EXPECT_EQ(stats.at("backend"), "host");
+  EXPECT_THAT(stats.at("metrics_address").get<std::string>(), StartsWith("127.0.0.1:"));
+  EXPECT_EQ(stats.at("socket_dir"), daemon_->socket_dir());
+  EXPECT_EQ(stats.at("buffers"), 2);
+  EXPECT_GE(stats.at("sessions").get<int>(), 1);  // This memctl.
+  EXPECT_EQ(stats.at("leases"), 0);
+
+  Json host = HostPool(stats);
+  for (const char* field : {"location", "reserved_bytes", "used_bytes", "hit_count",
+                            "miss_count", "segments", "limit_bytes"}) {
+    EXPECT_TRUE(host.contains(field)) << field << " missing from " << host.dump();
+  }
+  const std::uint64_t used = host.at("used_bytes");
+  EXPECT_GE(used, used_before + 10001);
+  EXPECT_GE(host.at("reserved_bytes").get<std::uint64_t>(), used);
+  EXPECT_GE(host.at("segments").get<std::uint64_t>(), 1u);
+  EXPECT_GE(host.at("hit_count").get<std::uint64_t>() +
+                host.at("miss_count").get<std::uint64_t>(),
+            2u);
+}
+
+TEST_F(MemctlTest, StatsShowsCountsAndAPoolTable) {
+  Put("s", "x");
+  ProgramResult stats = Run({"stats"});
+  ASSERT_EQ(stats.exit_code, 0) << Describe(stats);
+  EXPECT_THAT(stats.out, AllOf(HasSubstr("backend host"), HasSubstr("buffers 1"),
+                               HasSubstr("LOCATION"), HasSubstr("RESERVED"),
+                               HasSubstr("USED"), HasSubstr("\nhost ")));
+}
+
+TEST_F(MemctlTest, SessionsListMemctlItself) {
+  Json sessions = RunJson({"sessions", "--json"});
+  ASSERT_TRUE(sessions.is_array());
+  const Json* self = nullptr;
+  for (const Json& session : sessions) {
+    if (session.at("command") == "memctl") self = &session;
+  }
+  ASSERT_NE(self, nullptr) << sessions.dump();
+  EXPECT_EQ(self->at("uid"), ::getuid());
+  EXPECT_EQ(self->at("gid"), ::getgid());
+  EXPECT_GT(self->at("pid").get<int>(), 0);
+  EXPECT_NE(self->at("pid").get<int>(), ::getpid());
+  EXPECT_GT(self->at("id").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(self->at("lease_count"), 0);
+  EXPECT_GT(self->at("started_unix_ns").get<std::int64_t>(), 0);
+
+  ProgramResult text = Run({"sessions"});
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, AllOf(HasSubstr("PID"), HasSubstr("memctl (this memctl)")));
+}
+
+TEST_F(MemctlTest, UnlinkThenGetFailsWithNotFound) {
+  Put("gone", "bytes");
+  ProgramResult unlink = Run({"unlink", "gone"});
+  ASSERT_EQ(unlink.exit_code, 0) << Describe(unlink);
+  EXPECT_THAT(unlink.out, HasSubstr("gone"));
+
+  ExpectFailure(Run({"get", "gone"}), "get gone", "NOT_FOUND");
+  ExpectFailure(Run({"inspect", "gone"}), "inspect gone", "NOT_FOUND");
+  ExpectFailure(Run({"unlink", "gone", "--json"}), "unlink gone", "NOT_FOUND");
+  EXPECT_EQ(RunJson({"ls", "--json"}), Json::array());
+}
+
+TEST_F(MemctlTest, UnlinkJsonReportsTheName) {
+  Put("doomed", "x");
+  Json json = RunJson({"--json", "unlink", "doomed"});
+  EXPECT_EQ(json.at("name"), "doomed");
+  EXPECT_EQ(json.at("unlinked"), true);
+}
+
+TEST_F(MemctlTest, PutOfAnExistingNameFailsWithAlreadyExistsAndKeepsTheBytes) {
+  Put("taken", "first");
+  ExpectFailure(Run({"put", "taken", WriteFile("second", "second")}), "put taken",
+                "ALREADY_EXISTS");
+  ProgramResult get = Run({"get", "taken"});
+  ASSERT_EQ(get.exit_code, 0) << Describe(get);
+  EXPECT_EQ(get.out, "first");
+}
+
+TEST_F(MemctlTest, InvalidNamesAndLocationsFailWithInvalidArgument) {
+  const std::string input = WriteFile("in", "data");
+  ExpectFailure(Run({"put", "../escape", input}), "put ../escape", "INVALID_ARGUMENT");
+  ExpectFailure(Run({"put", "has space", input}), "put has space", "INVALID_ARGUMENT");
+  ExpectFailure(Run({"put", "ok", input, "--location", "nowhere"}), "put ok",
+                "INVALID_ARGUMENT");
+  ExpectFailure(Run({"inspect", "bad name"}), "inspect bad name", "INVALID_ARGUMENT");
+  EXPECT_EQ(RunJson({"ls", "--json"}), Json::array());
+}
+
+TEST_F(MemctlTest, UsageErrorsExitTwoWithoutTouchingStdout) {
+  const std::string input = WriteFile("in", "data");
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"bogus"},
+      {"--bogus", "stats"},
+      {"stats", "extra"},
+      {"inspect"},
+      {"unlink"},
+      {"put", "only-name"},
+      {"put", "x", input, "--mode", "999"},
+      {"put", "x", input, "--mode", "rw"},
+      {"get"},
+      {"get", "x", "--wait", "-1"},
+      {"get", "x", "--wait", "soon"},
+      {"get", "x", "--json"},  // Bytes and JSON cannot share stdout.
+      {"ls", "a", "b"},
+  };
+  for (const auto& args : cases) {
+    ProgramResult result = Run(args);
+    EXPECT_EQ(result.exit_code, kExitUsage)
+        << "memctl " << absl::StrJoin(args, " ") << "\n" << Describe(result);
+    EXPECT_THAT(result.out, IsEmpty()) << absl::StrJoin(args, " ");
+    EXPECT_THAT(result.err, StartsWith("memctl: usage: INVALID_ARGUMENT: "))
+        << absl::StrJoin(args, " ");
+  }
+  // None of them reached the daemon.
+  EXPECT_EQ(RunJson({"ls", "--json"}), Json::array());
+}
+
+TEST_F(MemctlTest, HelpListsExamplesForEverySubcommand) {
+  ProgramResult help = RunProgram(Memctl(), {"--help"});
+  ASSERT_EQ(help.exit_code, 0) << Describe(help);
+  EXPECT_THAT(help.out, HasSubstr("Examples:"));
+  for (const std::string sub :
+       {"stats", "ls", "inspect", "sessions", "put", "get", "unlink", "ping"}) {
+    EXPECT_THAT(help.out, HasSubstr("\n  " + sub + " ")) << sub;
+    ProgramResult sub_help = RunProgram(Memctl(), {sub, "--help"});
+    EXPECT_EQ(sub_help.exit_code, 0) << Describe(sub_help);
+    EXPECT_THAT(sub_help.out, AllOf(HasSubstr("Examples:"), HasSubstr("memctl " + sub),
+                                    HasSubstr("--json")))
+        << sub;
+  }
+}
+
+TEST_F(MemctlTest, NoDaemonExitsOneWithUnavailableNamingTheSocketDir) {
+  TempDir nothing;
+  for (const std::string sub : {"ping", "ls", "stats"}) {
+    ProgramResult result = RunProgram(Memctl(), {"--socket-dir", nothing.path(), sub});
+    ExpectFailure(result, "connect to memd at " + nothing.path(), "UNAVAILABLE");
+    EXPECT_THAT(result.err, HasSubstr(nothing.path() + "/session.sock"));
+  }
+}
+
+TEST_F(MemctlTest, EmptyInputIsRefusedAndLeavesNoBuffer) {
+  ProgramResult file = Run({"put", "empty", WriteFile("empty", "")});
+  ExpectFailure(file, "put empty", "INVALID_ARGUMENT");
+  EXPECT_THAT(file.err, HasSubstr("at least 1 byte"));
+
+  ProgramResult stdin_pipe = Run({"put", "empty", "-"}, "");
+  ExpectFailure(stdin_pipe, "put empty", "INVALID_ARGUMENT");
+  EXPECT_THAT(stdin_pipe.err, HasSubstr("stdin is empty"));
+
+  EXPECT_EQ(RunJson({"ls", "--json"}), Json::array());
+}
+
+TEST_F(MemctlTest, UnreadableInputFailsNamingTheFile) {
+  const std::string missing = files_.Join("missing");
+  ExpectFailure(Run({"put", "x", missing}), "read " + missing, "NOT_FOUND");
+  ExpectFailure(Run({"put", "x", files_.path()}), "read " + files_.path(),
+                "INVALID_ARGUMENT");
+  if (::geteuid() != 0) {  // root reads anything.
+    const std::string secret = WriteFile("secret", "s");
+    ASSERT_EQ(::chmod(secret.c_str(), 0), 0);
+    ExpectFailure(Run({"put", "x", secret}), "read " + secret, "PERMISSION_DENIED");
+  }
+  EXPECT_EQ(RunJson({"ls", "--json"}), Json::array());
+}
+
+TEST_F(MemctlTest, GetToAnUnwritableFileFailsAndSaysWhere) {
+  Put("src", "data");
+  const std::string target = files_.Join("no/such/dir/out");
+  ExpectFailure(Run({"get", "src", "-o", target}), "write " + target, "NOT_FOUND");
+}
+
+TEST_F(MemctlTest, GetWaitsForTheSealOnlyWhenAsked) {
+  auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto buffer = (*client)->Create("pending", 5);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  std::memcpy(buffer->mutable_data().data(), "ready", 5);
+
+  ExpectFailure(Run({"get", "pending"}), "get pending", "FAILED_PRECONDITION");
+  ExpectFailure(Run({"get", "pending", "--wait", "0.2"}), "get pending",
+                "DEADLINE_EXCEEDED");
+
+  ASSERT_TRUE(buffer->Seal().ok());
+  ProgramResult get = Run({"get", "--wait", "5", "pending"});
+  ASSERT_EQ(get.exit_code, 0) << Describe(get);
+  EXPECT_EQ(get.out, "ready");
+}
+
+TEST_F(MemctlTest, SocketDirComesFromTheEnvironment) {
+  const std::map<std::string, std::string> env = {
+      {"MEMD_SOCKET_DIR", daemon_->socket_dir()}};
+  ProgramResult ping = RunProgram(Memctl(), {"ping"}, "", env);
+  ASSERT_EQ(ping.exit_code, 0) << Describe(ping);
+  EXPECT_THAT(ping.out, HasSubstr(daemon_->socket_dir()));
+
+  ProgramResult put = RunProgram(Memctl(), {"put", "env/x", "-"}, "via env", env);
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  // The flag wins over the environment.
+  ProgramResult ls = RunProgram(Memctl(), {"ls", "--socket-dir", daemon_->socket_dir()},
+                                "", {{"MEMD_SOCKET_DIR", files_.path()}});
+  ASSERT_EQ(ls.exit_code, 0) << Describe(ls);
+  EXPECT_THAT(ls.out, HasSubstr("env/x"));
+}
+
+TEST_F(MemctlTest, PingJsonNamesTheSocketDir) {
+  Json json = RunJson({"ping", "--json"});
+  EXPECT_EQ(json.at("socket_dir"), daemon_->socket_dir());
+  EXPECT_GT(json.at("session_id").get<std::uint64_t>(), 0u);
+  EXPECT_GE(json.at("round_trip_ns").get<std::int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace memd

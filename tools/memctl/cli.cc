@@ -1,0 +1,247 @@
+#include "tools/memctl/cli.h"
+
+#include <cmath>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/version.h"
+#include "tools/memctl/failure.h"
+
+namespace memd::memctl {
+namespace {
+
+// --wait beyond a day is almost surely a typo (milliseconds?), and an
+// unbounded wait would overflow the call deadline.
+constexpr double kMaxWaitSeconds = 86400;
+
+constexpr char kMainFooter[] = R"(Examples:
+  memctl stats                          pools, buffers, sessions at a glance
+  memctl --json stats | jq '.pools[] | select(.location == "host")'
+  memctl ls frames/                     buffers whose names start with frames/
+  memctl inspect frames/0               everything the daemon knows about one
+  memctl put models/weights w.bin       publish a file as a sealed buffer
+  memctl get frames/0 -o frame.raw      copy a buffer's bytes into a file
+  memctl --socket-dir /run/memd ping    is the daemon there?
+
+--socket-dir and --json may come before or after the subcommand. The socket
+directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
+$XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID.
+
+Exit status: 0 success; 1 the operation failed (the reason is on stderr as
+"memctl: <what>: <STATUS_CODE>: <message>"); 2 the command line was wrong.)";
+
+// "0600", "640", "0" -> permission bits; the daemon decides which it takes.
+std::optional<std::uint32_t> ParseMode(const std::string& text) {
+  if (text.empty() || text.size() > 5) return std::nullopt;
+  std::uint32_t mode = 0;
+  for (char c : text) {
+    if (c < '0' || c > '7') return std::nullopt;
+    mode = mode * 8 + static_cast<std::uint32_t>(c - '0');
+  }
+  if (mode > 07777) return std::nullopt;
+  return mode;
+}
+
+std::optional<double> ParseWait(const std::string& text) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(text, &seconds) || !std::isfinite(seconds) || seconds < 0 ||
+      seconds > kMaxWaitSeconds) {
+    return std::nullopt;
+  }
+  return seconds;
+}
+
+CLI::Validator ModeValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (ParseMode(text).has_value()) return "";
+        return absl::StrCat("'", text,
+                            "' is not octal permission bits like 0600 or 0640");
+      },
+      "");
+}
+
+CLI::Validator WaitValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (ParseWait(text).has_value()) return "";
+        return absl::StrCat("'", text, "' is not a number of seconds from 0 to ",
+                            kMaxWaitSeconds);
+      },
+      "");
+}
+
+// `summary` is the one line in the main help; `details` (may be empty) and
+// `examples` close the subcommand's own help.
+CLI::App* AddSubcommand(CLI::App& app, const std::string& name,
+                        const std::string& summary, const std::string& details,
+                        const std::string& examples, bool& json) {
+  CLI::App* sub = app.add_subcommand(name, summary);
+  sub->footer(absl::StrCat(details, details.empty() ? "" : "\n\n", "Examples:\n",
+                           examples));
+  // Also here, not only on the main command, so `memctl stats --json` works
+  // and each subcommand's help lists it.
+  sub->add_flag("--json", json, "Print JSON (snake_case fields) instead of text");
+  return sub;
+}
+
+void ReportUsageError(std::ostream& err, const std::string& message) {
+  err << "memctl: usage: " << absl::StatusCodeToString(absl::StatusCode::kInvalidArgument)
+      << ": " << message << "\n"
+      << "Run 'memctl --help' or 'memctl SUBCOMMAND --help' for usage.\n";
+}
+
+}  // namespace
+
+std::optional<int> ParseCommandLine(int argc, const char* const* argv,
+                                    Invocation& invocation, std::ostream& out,
+                                    std::ostream& err) {
+  CLI::App app("memctl: look at and operate the local memd, the per-node "
+               "memory broker.",
+               "memctl");
+  // Options of the main command are accepted after the subcommand too.
+  app.fallthrough();
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("memctl ") + kVersion);
+  app.add_option("--socket-dir", invocation.socket_dir,
+                 "Directory of memd's sockets (memd.sock, session.sock)")
+      ->envname("MEMD_SOCKET_DIR")
+      ->type_name("DIR");
+  app.add_flag("--json", invocation.json,
+               "Print JSON (snake_case fields) instead of text");
+  app.footer(kMainFooter);
+
+  bool& json = invocation.json;
+  CLI::App* stats = AddSubcommand(
+      app, "stats",
+      "Daemon version, backend, counts, and pool usage per location",
+      "Pools: RESERVED is what the pool holds from the backend, USED what\n"
+      "buffers occupy, LIMIT the most it may reserve; a HIT is an allocation\n"
+      "served without asking the backend, a MISS one that had to.",
+      "  memctl stats\n"
+      "  memctl stats --json | jq '.pools[].used_bytes'\n",
+      json);
+
+  CLI::App* ls = AddSubcommand(
+      app, "ls", "List the buffers you may read, by name", "",
+      "  memctl ls\n"
+      "  memctl ls frames/\n"
+      "  memctl ls --json | jq -r '.[].name'\n",
+      json);
+  ls->add_option("PREFIX", invocation.prefix, "Only names that start with this")
+      ->type_name("");
+
+  CLI::App* inspect = AddSubcommand(
+      app, "inspect", "Show everything the daemon knows about one buffer", "",
+      "  memctl inspect frames/0\n"
+      "  memctl inspect frames/0 --json | jq .state\n",
+      json);
+  inspect->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
+
+  CLI::App* sessions = AddSubcommand(
+      app, "sessions",
+      "List the processes connected to memd (this memctl included)", "",
+      "  memctl sessions\n"
+      "  memctl sessions --json | jq '.[] | select(.lease_count > 0)'\n",
+      json);
+
+  CLI::App* put = AddSubcommand(
+      app, "put",
+      "Publish a file's bytes as a new sealed, persistent buffer",
+      "Creates NAME with the file's size, writes the bytes and seals it. FILE\n"
+      "may be - (stdin) or a pipe, which is read to the end first. Empty files\n"
+      "are refused: a buffer holds at least 1 byte. On failure no buffer is left.",
+      "  memctl put models/weights weights.bin\n"
+      "  memctl put --mode 0640 shared/table table.csv\n"
+      "  producer | memctl put frames/0 -\n",
+      json);
+  put->add_option("NAME", invocation.put.name, "Buffer name")->required()->type_name("");
+  put->add_option("FILE", invocation.put.file, "File to read; - reads stdin")
+      ->required()
+      ->type_name("");
+  std::string mode_text = "0600";
+  put->add_option("--mode", mode_text, "Permission bits, octal")
+      ->check(ModeValidator())
+      ->type_name("OCTAL")
+      ->capture_default_str();
+  put->add_option("--location", invocation.put.location,
+                  "Where the memory lives: host, pinned, device:N")
+      ->type_name("LOCATION")
+      ->capture_default_str();
+
+  CLI::App* get = AddSubcommand(
+      app, "get",
+      "Copy a sealed buffer's bytes to stdout or a file",
+      "With --json, -o is required: the bytes cannot share stdout with the JSON.",
+      "  memctl get frames/0 > frame.raw\n"
+      "  memctl get frames/0 -o frame.raw\n"
+      "  memctl get --wait 10 frames/1 -o next.raw   # wait for the producer's seal\n",
+      json);
+  get->add_option("NAME", invocation.get.name, "Buffer name")->required()->type_name("");
+  get->add_option("-o,--output", invocation.get.output,
+                  "Write to FILE instead of stdout")
+      ->type_name("FILE");
+  std::string wait_text = "0";
+  get->add_option("--wait", wait_text,
+                  "Wait up to this long for the buffer to exist and be sealed")
+      ->check(WaitValidator())
+      ->type_name("SECONDS")
+      ->capture_default_str();
+
+  CLI::App* unlink = AddSubcommand(
+      app, "unlink",
+      "Remove a buffer's name; its memory goes when the last lease ends", "",
+      "  memctl unlink frames/0\n",
+      json);
+  unlink->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
+
+  CLI::App* ping = AddSubcommand(app, "ping",
+                                 "Check that memd answers, and how fast", "",
+                                 "  memctl ping\n"
+                                 "  memctl --socket-dir /run/memd ping\n",
+                                 json);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      app.exit(e, out, err);  // --help, --version.
+      return kExitOk;
+    }
+    // "A subcommand is required" misleads when one was given but misspelt.
+    std::vector<std::string> extra = app.remaining();
+    if (app.get_subcommands().empty() && !extra.empty() && !extra.front().empty()) {
+      ReportUsageError(err, absl::StrCat(extra.front()[0] == '-' ? "unknown option '"
+                                                                 : "unknown subcommand '",
+                                         extra.front(), "'"));
+    } else {
+      ReportUsageError(err, e.what());
+    }
+    return kExitUsage;
+  }
+
+  // The validators above accepted these texts.
+  invocation.put.mode = ParseMode(mode_text).value_or(0600);
+  invocation.get.wait = absl::Seconds(ParseWait(wait_text).value_or(0));
+
+  const std::pair<CLI::App*, Command> commands[] = {
+      {stats, Command::kStats}, {ls, Command::kList},
+      {inspect, Command::kInspect}, {sessions, Command::kSessions},
+      {put, Command::kPut}, {get, Command::kGet},
+      {unlink, Command::kUnlink}, {ping, Command::kPing}};
+  for (const auto& [sub, command] : commands) {
+    if (sub->parsed()) invocation.command = command;
+  }
+
+  if (invocation.command == Command::kGet && invocation.json &&
+      (invocation.get.output.empty() || invocation.get.output == "-")) {
+    ReportUsageError(err,
+                     "get --json needs -o FILE: the buffer's bytes and the JSON "
+                     "result cannot share stdout");
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+}  // namespace memd::memctl

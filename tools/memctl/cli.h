@@ -1,0 +1,35 @@
+#pragma once
+
+// memctl's command line (CLI11): subcommands, options, help with examples,
+// and the checks that make a bad command line exit 2 before anything
+// touches the daemon.
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "tools/memctl/commands.h"
+
+namespace memd::memctl {
+
+enum class Command { kStats, kList, kInspect, kSessions, kPut, kGet, kUnlink, kPing };
+
+// What the command line asked for.
+struct Invocation {
+  std::string socket_dir;  // Empty: the client's default.
+  bool json = false;
+  Command command = Command::kStats;
+  std::string name;    // inspect, unlink.
+  std::string prefix;  // ls.
+  PutOptions put;
+  GetOptions get;
+};
+
+// Parses argv into `invocation`. Returns an exit code when memctl should
+// stop without running a command: kExitOk after printing --help/--version
+// to `out`, kExitUsage after reporting a usage error on `err`.
+std::optional<int> ParseCommandLine(int argc, const char* const* argv,
+                                    Invocation& invocation, std::ostream& out,
+                                    std::ostream& err);
+
+}  // namespace memd::memctl

@@ -1,0 +1,52 @@
+#pragma once
+
+// The subcommands of memctl, each one function over a connected client.
+// They print their result to `out` (a table, or JSON with --json) and
+// return the failure otherwise, tagged with the step that failed
+// (failure.h); they never print half a result before a failure, except
+// `get` to stdout, whose bytes stream.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "memd/client.h"
+
+namespace memd::memctl {
+
+// Where a command prints its result, and in which form. Borrows `out`.
+struct Output {
+  std::ostream& out;
+  bool json = false;
+};
+
+struct PutOptions {
+  std::string name;
+  std::string file;  // "-" reads stdin.
+  std::string location = "host";
+  std::uint32_t mode = 0600;
+};
+
+struct GetOptions {
+  std::string name;
+  std::string output;  // Empty or "-": stdout.
+  absl::Duration wait = absl::ZeroDuration();
+};
+
+// Daemon-wide views (daemon_commands.cc).
+absl::Status RunStats(Client& client, const Output& output);
+absl::Status RunSessions(Client& client, const Output& output);
+absl::Status RunPing(Client& client, const Output& output);
+
+// Named buffers (buffer_commands.cc).
+absl::Status RunList(Client& client, const std::string& prefix, const Output& output);
+absl::Status RunInspect(Client& client, const std::string& name, const Output& output);
+// Creates a persistent buffer holding the file's bytes and seals it. A
+// buffer left half-written by a failure is unlinked again.
+absl::Status RunPut(Client& client, const PutOptions& options, const Output& output);
+absl::Status RunGet(Client& client, const GetOptions& options, const Output& output);
+absl::Status RunUnlink(Client& client, const std::string& name, const Output& output);
+
+}  // namespace memd::memctl

@@ -1,0 +1,125 @@
+#include "tools/memctl/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "tools/memctl/failure.h"
+
+namespace memd::memctl {
+namespace {
+
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+
+std::string ReadStep(const std::string& label) { return absl::StrCat("read ", label); }
+
+}  // namespace
+
+absl::StatusOr<Input> OpenInput(const std::string& path) {
+  Input input;
+  if (path == "-") {
+    input.label = "stdin";
+    // A duplicate, so that closing the Input never closes fd 0 itself.
+    input.fd.reset(::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3));
+    if (!input.fd) return Failed(ReadStep(input.label), ErrnoStatus("dup stdin", errno));
+  } else {
+    input.label = path;
+    input.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!input.fd) return Failed(ReadStep(path), ErrnoStatus("open", errno));
+  }
+  struct stat st {};
+  if (::fstat(input.fd.get(), &st) != 0) {
+    return Failed(ReadStep(input.label), ErrnoStatus("fstat", errno));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return Failed(ReadStep(input.label),
+                  absl::InvalidArgumentError("is a directory, not a file"));
+  }
+  if (S_ISREG(st.st_mode)) {
+    // stdin may be a regular file read part-way already: count what is left.
+    off_t offset = ::lseek(input.fd.get(), 0, SEEK_CUR);
+    if (offset >= 0 && offset <= st.st_size) {
+      input.size = static_cast<std::uint64_t>(st.st_size - offset);
+    }
+  }
+  return input;
+}
+
+absl::Status ReadExactly(Input& input, std::span<std::byte> into) {
+  std::size_t done = 0;
+  while (done < into.size()) {
+    std::size_t want = std::min(into.size() - done, kChunkBytes);
+    ssize_t got = ::read(input.fd.get(), into.data() + done, want);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Failed(ReadStep(input.label), ErrnoStatus("read", errno));
+    }
+    if (got == 0) {
+      return Failed(ReadStep(input.label),
+                    absl::FailedPreconditionError(absl::StrCat(
+                        "the file ended after ", done, " of ", into.size(),
+                        " bytes; did it change while memctl read it?")));
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> AtEnd(Input& input) {
+  for (;;) {
+    char byte;
+    ssize_t got = ::read(input.fd.get(), &byte, 1);
+    if (got >= 0) return got == 0;
+    if (errno != EINTR) return Failed(ReadStep(input.label), ErrnoStatus("read", errno));
+  }
+}
+
+absl::StatusOr<std::string> ReadToEnd(Input& input) {
+  std::string bytes;
+  for (;;) {
+    std::size_t old_size = bytes.size();
+    bytes.resize(old_size + kChunkBytes);
+    ssize_t got = ::read(input.fd.get(), bytes.data() + old_size, kChunkBytes);
+    if (got < 0) {
+      bytes.resize(old_size);
+      if (errno == EINTR) continue;
+      return Failed(ReadStep(input.label), ErrnoStatus("read", errno));
+    }
+    bytes.resize(old_size + static_cast<std::size_t>(got));
+    if (got == 0) return bytes;
+  }
+}
+
+absl::Status WriteAll(int fd, std::span<const std::byte> bytes,
+                      const std::string& label) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    std::size_t want = std::min(bytes.size() - done, kChunkBytes);
+    ssize_t wrote = ::write(fd, bytes.data() + done, want);
+    if (wrote < 0) {
+      if (errno == EINTR) continue;
+      return Failed(absl::StrCat("write ", label), ErrnoStatus("write", errno));
+    }
+    done += static_cast<std::size_t>(wrote);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFile(const std::string& path, std::span<const std::byte> bytes) {
+  const std::string step = absl::StrCat("write ", path);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  if (!fd) return Failed(step, ErrnoStatus("open", errno));
+  if (absl::Status status = WriteAll(fd.get(), bytes, path); !status.ok()) {
+    return status;
+  }
+  // Delayed write errors (NFS, quotas) surface only at close.
+  if (::close(fd.release()) != 0) return Failed(step, ErrnoStatus("close", errno));
+  return absl::OkStatus();
+}
+
+}  // namespace memd::memctl

@@ -1,0 +1,131 @@
+#include "tools/memctl/format.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace memd::memctl {
+namespace {
+
+// Buffer size for getpwuid_r/getgrgid_r when sysconf has no opinion.
+constexpr long kDefaultNameBuffer = 16384;
+
+long NameBufferSize(int name) {
+  long size = ::sysconf(name);
+  return size > 0 ? size : kDefaultNameBuffer;
+}
+
+}  // namespace
+
+std::string FormatMode(std::uint32_t mode) { return absl::StrFormat("%04o", mode); }
+
+std::string StateName(BufferState state) {
+  return state == BufferState::kSealed ? "sealed" : "creating";
+}
+
+std::string PersistenceName(Persistence persistence) {
+  return persistence == Persistence::kEphemeral ? "ephemeral" : "persistent";
+}
+
+std::string FormatLocalTime(absl::Time time) {
+  if (time == absl::UnixEpoch()) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", time, absl::LocalTimeZone());
+}
+
+std::string FormatAge(absl::Duration age) {
+  if (age < absl::ZeroDuration()) age = absl::ZeroDuration();
+  return absl::FormatDuration(absl::Trunc(age, absl::Seconds(1)));
+}
+
+std::string UserName(uid_t uid) {
+  std::vector<char> buffer(static_cast<std::size_t>(NameBufferSize(_SC_GETPW_R_SIZE_MAX)));
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 &&
+      found != nullptr) {
+    return found->pw_name;
+  }
+  return absl::StrCat(uid);
+}
+
+std::string GroupName(gid_t gid) {
+  std::vector<char> buffer(static_cast<std::size_t>(NameBufferSize(_SC_GETGR_R_SIZE_MAX)));
+  group entry{};
+  group* found = nullptr;
+  if (::getgrgid_r(gid, &entry, buffer.data(), buffer.size(), &found) == 0 &&
+      found != nullptr) {
+    return found->gr_name;
+  }
+  return absl::StrCat(gid);
+}
+
+std::int64_t UnixNanos(absl::Time time) { return absl::ToUnixNanos(time); }
+
+Json BufferJson(const BufferInfo& info) {
+  Json json;
+  json["name"] = info.name;
+  json["id"] = info.id;
+  json["size_bytes"] = info.size;
+  json["location"] = info.location;
+  json["owner_uid"] = info.owner_uid;
+  json["owner_gid"] = info.owner_gid;
+  json["mode"] = FormatMode(info.mode);
+  json["state"] = StateName(info.state);
+  json["persistence"] = PersistenceName(info.persistence);
+  json["lease_count"] = info.lease_count;
+  json["unlinked"] = info.unlinked;
+  json["created_unix_ns"] = UnixNanos(info.created);
+  json["sealed_unix_ns"] =
+      info.sealed.has_value() ? Json(UnixNanos(*info.sealed)) : Json(nullptr);
+  json["creator_pid"] = info.creator_pid;
+  return json;
+}
+
+Json SessionJson(const SessionInfo& session) {
+  Json json;
+  json["id"] = session.id;
+  json["pid"] = session.pid;
+  json["uid"] = session.uid;
+  json["gid"] = session.gid;
+  json["command"] = session.command;
+  json["lease_count"] = session.lease_count;
+  json["started_unix_ns"] = UnixNanos(session.started);
+  return json;
+}
+
+Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
+  Json json;
+  json["version"] = stats.version;
+  json["backend"] = stats.backend;
+  json["socket_dir"] = socket_dir;
+  json["started_unix_ns"] = UnixNanos(stats.started);
+  json["metrics_address"] = stats.metrics_address;
+  json["buffers"] = stats.buffers;
+  json["sessions"] = stats.sessions;
+  json["leases"] = stats.leases;
+  Json pools = Json::array();
+  for (const PoolStats& pool : stats.pools) {
+    Json entry;
+    entry["location"] = pool.location;
+    entry["reserved_bytes"] = pool.reserved_bytes;
+    entry["used_bytes"] = pool.used_bytes;
+    entry["hit_count"] = pool.hit_count;
+    entry["miss_count"] = pool.miss_count;
+    entry["segments"] = pool.segments;
+    entry["limit_bytes"] = pool.limit_bytes;
+    pools.push_back(std::move(entry));
+  }
+  json["pools"] = std::move(pools);
+  return json;
+}
+
+void PrintJson(std::ostream& out, const Json& json) {
+  out << json.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+}
+
+}  // namespace memd::memctl

@@ -1,0 +1,55 @@
+#pragma once
+
+// How memctl shows the client library's types: words and units for humans,
+// snake_case JSON for scripts. The JSON field names are an interface: scripts
+// depend on them, so add fields freely but never rename or drop one.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/time/time.h"
+#include "memd/client.h"
+#include "nlohmann/json.hpp"
+
+namespace memd::memctl {
+
+// Keeps fields in the order written, which reads better than sorted.
+using Json = nlohmann::ordered_json;
+
+// 0600 -> "0600": permission bits as chmod takes them.
+std::string FormatMode(std::uint32_t mode);
+// "creating" / "sealed".
+std::string StateName(BufferState state);
+// "persistent" / "ephemeral".
+std::string PersistenceName(Persistence persistence);
+// Local time to the second, "2024-05-01 12:00:00 CEST"; "-" for the Unix
+// epoch, which the daemon sends for "never".
+std::string FormatLocalTime(absl::Time time);
+// "3h12m5s": a duration rounded down to whole seconds.
+std::string FormatAge(absl::Duration age);
+// The user's name, else the number.
+std::string UserName(uid_t uid);
+std::string GroupName(gid_t gid);
+
+// Nanoseconds since the Unix epoch, as the protocol counts them.
+std::int64_t UnixNanos(absl::Time time);
+
+// Fields: name, id, size_bytes, location, owner_uid, owner_gid, mode
+// ("0600"), state, persistence, lease_count, unlinked, created_unix_ns,
+// sealed_unix_ns (null until sealed), creator_pid.
+Json BufferJson(const BufferInfo& info);
+// Fields: id, pid, uid, gid, command, lease_count, started_unix_ns.
+Json SessionJson(const SessionInfo& session);
+// Fields: version, backend, socket_dir, started_unix_ns, metrics_address
+// ("" when off), buffers, sessions, leases, pools[] (location,
+// reserved_bytes, used_bytes, hit_count, miss_count, segments, limit_bytes).
+Json StatsJson(const DaemonStats& stats, const std::string& socket_dir);
+
+// Writes `json` indented, then a newline. Bytes that are not UTF-8 (a
+// process name may hold any) become U+FFFD instead of an exception.
+void PrintJson(std::ostream& out, const Json& json);
+
+}  // namespace memd::memctl
