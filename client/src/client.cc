@@ -67,7 +67,8 @@ Client::~Client() = default;
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ConnectOptions options) {
   std::string dir =
       options.socket_dir.empty() ? ClientSocketDir() : options.socket_dir;
-  auto core = std::make_shared<ClientCore>(std::move(dir), options.call_timeout);
+  auto core = std::make_shared<ClientCore>(std::move(dir), options.call_timeout,
+                                           options.mapping_cache_bytes);
   auto connection = core->Current();
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<Client>(new Client(std::move(core)));
@@ -98,18 +99,25 @@ std::uint64_t WaitMillis(absl::Duration wait) {
   return static_cast<std::uint64_t>(absl::ToInt64Milliseconds(wait + absl::Nanoseconds(999999)));
 }
 
-// One unary call on the current connection: token, deadline, status.
+// One unary call on `connection`: token, deadline, status.
+template <typename Request, typename Reply, typename Method>
+absl::Status CallOn(ClientCore& core, const Connection& connection,
+                    Method method, const Request& request, Reply* reply,
+                    absl::Duration extra = absl::ZeroDuration()) {
+  grpc::ClientContext context;
+  core.Prepare(connection, context, extra);
+  return core.FromGrpc((connection.stub.get()->*method)(&context, request, reply));
+}
+
+// The same on the current connection, which `used` receives.
 template <typename Request, typename Reply, typename Method>
 absl::Status Call(ClientCore& core, Method method, const Request& request,
                   Reply* reply, std::shared_ptr<Connection>* used = nullptr,
                   absl::Duration extra = absl::ZeroDuration()) {
   auto connection = core.Current();
   if (!connection.ok()) return connection.status();
-  grpc::ClientContext context;
-  core.Prepare(**connection, context, extra);
-  grpc::Status status = ((*connection)->stub.get()->*method)(&context, request, reply);
   if (used != nullptr) *used = *connection;
-  return core.FromGrpc(status);
+  return CallOn(core, **connection, method, request, reply, extra);
 }
 
 }  // namespace
@@ -128,17 +136,27 @@ absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
 
 absl::StatusOr<Buffer> Client::Open(std::string_view name,
                                     const OpenOptions& options) {
+  auto connection = core_->Current();
+  if (!connection.ok()) return connection.status();
   v1::OpenRequest request;
   request.set_name(std::string(name));
   request.set_access(options.access == Access::kReadWrite ? v1::READ_WRITE
                                                           : v1::READ);
   request.set_wait_timeout_ms(WaitMillis(options.wait));
+  // A read-only mapping this process still has for the name spares the
+  // descriptor and the mmap if the name still means the same buffer; held
+  // here so that it cannot be dropped before the reply.
+  std::shared_ptr<internal::Mapping> mapped;
+  if (options.access == Access::kRead) {
+    mapped = core_->mappings().FindReadOnly((*connection)->generation,
+                                            request.name());
+    if (mapped != nullptr) request.set_mapped_buffer_id(mapped->buffer_id);
+  }
   v1::Lease lease;
-  std::shared_ptr<Connection> connection;
-  absl::Status status = Call(*core_, &v1::Memd::Stub::Open, request, &lease,
-                             &connection, options.wait);
+  absl::Status status = CallOn(*core_, **connection, &v1::Memd::Stub::Open,
+                               request, &lease, options.wait);
   if (!status.ok()) return status;
-  return core_->Adopt(*connection, lease);
+  return core_->Adopt(**connection, lease, std::move(mapped));
 }
 
 absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,

@@ -1,7 +1,5 @@
 #include "client/src/client_core.h"
 
-#include <sys/mman.h>
-
 #include <cerrno>
 #include <chrono>
 
@@ -13,12 +11,8 @@ namespace memd::internal {
 namespace {
 
 constexpr char kSessionMetadataKey[] = "memd-session";
-// Sweep dead cache entries when the cache grows past this.
-constexpr std::size_t kMappingSweepSize = 1024;
 
 }  // namespace
-
-Mapping::~Mapping() { ::munmap(base, length); }
 
 BufferInfo FromProto(const v1::BufferInfo& info) {
   BufferInfo out;
@@ -90,58 +84,48 @@ void ClientCore::Prepare(const Connection& connection,
 }
 
 absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
-                                         const v1::Lease& lease) {
+                                         const v1::Lease& lease,
+                                         std::shared_ptr<Mapping> mapped) {
   const v1::Handle& handle = lease.handle();
+  // A lease this client cannot use is given back rather than leaked.
+  auto give_back = [&](absl::Status status) {
+    (void)Release(connection.generation, lease.lease_id());
+    return status;
+  };
   if (handle.type() != v1::HOST_MEMFD) {
-    // The lease is useless here; give it back rather than leak it.
-    (void)Release(connection.generation, lease.lease_id());
-    return absl::UnimplementedError(absl::StrCat(
+    return give_back(absl::UnimplementedError(absl::StrCat(
         "buffer '", lease.buffer().name(), "' comes as handle type ",
-        v1::HandleType_Name(handle.type()), ", which this client cannot map"));
-  }
-  auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
-  if (!fd.ok()) {
-    (void)Release(connection.generation, lease.lease_id());
-    return fd.status();
+        v1::HandleType_Name(handle.type()), ", which this client cannot map")));
   }
   const bool writable = lease.access() == v1::READ_WRITE;
+  const MappingCache::Key key{connection.generation, lease.buffer().id(), writable};
+  std::shared_ptr<Mapping> mapping;
+  if (handle.fd_seq() == 0) {
+    if (mapped == nullptr || mapped->buffer_id != key.buffer_id || writable) {
+      return give_back(absl::InternalError(absl::StrCat(
+          "memd sent no descriptor for buffer '", lease.buffer().name(),
+          "', which this client does not map")));
+    }
+    mapping = std::move(mapped);
+    mappings_.Touch(key, lease.buffer().name(), mapping);
+  } else {
+    auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
+    if (!fd.ok()) return give_back(fd.status());
+    // The mapping holds the memory; the descriptor closes at the end of
+    // this block.
+    auto shared = mappings_.MapOrShare(key, lease.buffer().name(), fd->get(),
+                                       handle.offset(), handle.mapped_bytes());
+    if (!shared.ok()) return give_back(shared.status());
+    mapping = std::move(*shared);
+  }
   Buffer buffer;
   buffer.core_ = shared_from_this();
+  buffer.mapping_ = std::move(mapping);
   buffer.info_ = FromProto(lease.buffer());
   buffer.access_ = writable ? Access::kReadWrite : Access::kRead;
   buffer.lease_ = lease.lease_id();
   buffer.session_generation_ = connection.generation;
   buffer.created_ = lease.created();
-
-  MappingKey key{connection.generation, lease.buffer().id(), writable};
-  absl::ReleasableMutexLock lock(&mu_);
-  std::weak_ptr<Mapping>& cached = mappings_[key];
-  buffer.mapping_ = cached.lock();
-  if (buffer.mapping_ == nullptr) {
-    void* base = ::mmap(nullptr, handle.mapped_bytes(),
-                        PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED,
-                        fd->get(), static_cast<off_t>(handle.offset()));
-    if (base == MAP_FAILED) {
-      absl::Status status = ErrnoStatus("mmap", errno);
-      mappings_.erase(key);
-      lock.Release();
-      (void)Release(connection.generation, lease.lease_id());
-      return status;
-    }
-    buffer.mapping_ =
-        std::make_shared<Mapping>(base, handle.mapped_bytes(), writable);
-    cached = buffer.mapping_;
-    if (mappings_.size() > kMappingSweepSize) {
-      for (auto it = mappings_.begin(); it != mappings_.end();) {
-        if (it->second.expired()) {
-          mappings_.erase(it++);
-        } else {
-          ++it;
-        }
-      }
-    }
-  }
-  // The mapping holds the memory; the descriptor closes here.
   return buffer;
 }
 

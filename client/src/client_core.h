@@ -3,33 +3,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <tuple>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/mapping_cache.h"
 #include "client/src/session_channel.h"
 #include "grpcpp/grpcpp.h"
 #include "memd/client.h"
 #include "memd/v1/memd.grpc.pb.h"
 
 namespace memd::internal {
-
-/// One mmap of a buffer's memory in this process, shared by every Buffer on
-/// it; unmapped when the last one lets go. Not thread-safe (immutable after
-/// construction).
-struct Mapping {
-  Mapping(void* base, std::size_t length, bool writable)
-      : base(base), length(length), writable(writable) {}
-  ~Mapping();
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  void* const base;
-  const std::size_t length;
-  const bool writable;
-};
 
 // A session and the gRPC channel its calls travel on; replaced as a whole
 // when the daemon restarts.
@@ -40,12 +24,15 @@ struct Connection {
   std::uint64_t generation = 0;
 };
 
-/// What Client and Buffer share: the current connection and the mapping
-/// cache. Owned jointly by the Client and its Buffers. Thread-safe.
+/// What Client and Buffer share: the current connection and this process's
+/// mappings. Owned jointly by the Client and its Buffers. Thread-safe.
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
-  ClientCore(std::string socket_dir, absl::Duration call_timeout)
-      : socket_dir_(std::move(socket_dir)), call_timeout_(call_timeout) {}
+  ClientCore(std::string socket_dir, absl::Duration call_timeout,
+             std::uint64_t mapping_cache_bytes)
+      : socket_dir_(std::move(socket_dir)),
+        call_timeout_(call_timeout),
+        mappings_(mapping_cache_bytes) {}
 
   // The live connection, reconnecting first when the daemon hung up.
   // Errors: as SessionChannel::Connect.
@@ -56,9 +43,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                absl::Duration extra = absl::ZeroDuration()) const;
 
   // Takes the lease's descriptor, maps it (or reuses this process's mapping
-  // of the same memory) and makes the Buffer.
+  // of the same memory) and makes the Buffer. `mapped` is the mapping the
+  // request named in mapped_buffer_id, used when the daemon sent no
+  // descriptor.
   absl::StatusOr<Buffer> Adopt(const Connection& connection,
-                               const v1::Lease& lease);
+                               const v1::Lease& lease,
+                               std::shared_ptr<Mapping> mapped = nullptr);
+
+  MappingCache& mappings() { return mappings_; }
 
   absl::Status Seal(std::uint64_t generation, std::uint64_t lease,
                     BufferInfo* info);
@@ -71,8 +63,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   absl::Status FromGrpc(const grpc::Status& status) const;
 
  private:
-  using MappingKey = std::tuple<std::uint64_t, std::uint64_t, bool>;
-
   absl::StatusOr<std::shared_ptr<Connection>> ConnectLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -82,10 +72,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
-  // (generation, buffer id, writable) -> mapping. Buffer ids restart with
-  // the daemon, so the connection generation is part of the key.
-  absl::flat_hash_map<MappingKey, std::weak_ptr<Mapping>> mappings_
-      ABSL_GUARDED_BY(mu_);
+  MappingCache mappings_;
 };
 
 BufferInfo FromProto(const v1::BufferInfo& info);

@@ -28,9 +28,10 @@ class Segment {
   virtual std::uint64_t size() const = 0;
   virtual HandleType handle_type() const = 0;
 
-  // A new descriptor for a client. kRead descriptors cannot be mapped
-  // writable. Errors: RESOURCE_EXHAUSTED (descriptor limit), INTERNAL.
-  virtual absl::StatusOr<UniqueFd> Export(Access access) = 0;
+  // The descriptor to send a client, owned by the segment and valid while
+  // it lives (SCM_RIGHTS gives the client its own reference). kRead
+  // descriptors cannot be mapped writable. Errors: INTERNAL.
+  virtual absl::StatusOr<int> Export(Access access) const = 0;
 };
 
 /// Reserves segments at the locations a node offers. Thread-safe.

@@ -15,10 +15,6 @@ namespace {
 
 std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
 
-const char* AccessName(Access access) {
-  return access == Access::kReadWrite ? "read-write" : "read";
-}
-
 absl::Status PermissionDenied(const PeerCredentials& peer,
                               const BufferInfo& buffer, std::string_view what) {
   return absl::PermissionDeniedError(absl::StrFormat(
@@ -232,7 +228,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
         " leases; the limit is ", limits_.max_leases_per_session,
         ": release some first"));
   }
-  ASSIGN_OR_RETURN(UniqueFd fd, buffer.allocation.segment->Export(access));
+  ASSIGN_OR_RETURN(int fd, buffer.allocation.segment->Export(access));
   LeaseId id = next_lease_id_++;
   leases_.emplace(id, Lease{session, buffer.info.id, access});
   holder.leases.insert(id);
@@ -245,7 +241,8 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   grant.access = access;
   grant.buffer = buffer.info;
   grant.handle_type = buffer.allocation.segment->handle_type();
-  grant.fd = std::move(fd);
+  grant.segment = buffer.allocation.segment;
+  grant.fd = fd;
   grant.offset = buffer.allocation.offset;
   grant.mapped_bytes = buffer.allocation.bytes;
   return grant;

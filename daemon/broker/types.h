@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,7 +64,10 @@ struct Grant {
   BufferInfo buffer;
   bool created = false;  // OpenOrCreate: this call created the buffer.
   backend::HandleType handle_type = backend::HandleType::kHostMemfd;
-  UniqueFd fd;
+  // The descriptor to send, owned by `segment`, which the grant keeps alive
+  // until it is sent even if the lease ends meanwhile.
+  std::shared_ptr<const backend::Segment> segment;
+  int fd = -1;
   std::uint64_t offset = 0;        // Of the buffer inside the exported memory.
   std::uint64_t mapped_bytes = 0;  // How much of it the lease may map.
 };

@@ -52,7 +52,7 @@ absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
         "' token; connect through the session socket first"));
   }
   std::shared_ptr<session::Session> session =
-      sessions_.Find(std::string(token->second.data(), token->second.size()));
+      sessions_.Find(absl::string_view(token->second.data(), token->second.size()));
   if (session == nullptr) {
     return absl::UnauthenticatedError(
         "the session token is unknown or its session has ended; reconnect");
@@ -61,14 +61,22 @@ absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
 }
 
 absl::Status MemdService::Deliver(session::Session& session,
-                                  broker::Grant grant, v1::Lease* reply) {
-  auto seq = session.SendFd(grant.fd.get());
-  if (!seq.ok()) {
-    absl::Status released = broker_.Release(session.id(), grant.lease);
-    if (!released.ok()) spdlog::debug("undo lease: {}", released.ToString());
-    return absl::UnavailableError(absl::StrCat(
-        "could not pass the buffer's descriptor to the client: ",
-        seq.status().message()));
+                                  broker::Grant grant,
+                                  std::uint64_t mapped_buffer_id,
+                                  v1::Lease* reply) {
+  // The buffer's memory never changes while its id lives, so a client that
+  // still maps this id needs no new descriptor.
+  std::uint64_t seq = 0;
+  if (mapped_buffer_id != grant.buffer.id) {
+    auto sent = session.SendFd(grant.fd);
+    if (!sent.ok()) {
+      absl::Status released = broker_.Release(session.id(), grant.lease);
+      if (!released.ok()) spdlog::debug("undo lease: {}", released.ToString());
+      return absl::UnavailableError(absl::StrCat(
+          "could not pass the buffer's descriptor to the client: ",
+          sent.status().message()));
+    }
+    seq = *sent;
   }
   reply->set_lease_id(grant.lease);
   reply->set_access(ToProto(grant.access));
@@ -76,7 +84,7 @@ absl::Status MemdService::Deliver(session::Session& session,
   ToProto(grant.buffer, reply->mutable_buffer());
   v1::Handle* handle = reply->mutable_handle();
   handle->set_type(v1::HOST_MEMFD);
-  handle->set_fd_seq(*seq);
+  handle->set_fd_seq(seq);
   handle->set_offset(grant.offset);
   handle->set_mapped_bytes(grant.mapped_bytes);
   return absl::OkStatus();
@@ -89,13 +97,13 @@ grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* conte
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
     ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
-    return Deliver(*session, std::move(grant), reply);
+    return Deliver(*session, std::move(grant), 0, reply);
   });
 }
 
 grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
     grpc::CallbackServerContext* context, std::string name,
-    std::uint64_t wait_ms, v1::Lease* reply,
+    std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply,
     std::function<absl::StatusOr<std::optional<broker::Grant>>(
         broker::SessionId, broker::WatchId, std::function<void()>)>
         attempt) {
@@ -107,7 +115,7 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
       ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
                        attempt((*session)->id(), 0, nullptr));
       // Without a wake the broker answers at once.
-      return Deliver(**session, std::move(*grant), reply);
+      return Deliver(**session, std::move(*grant), mapped_buffer_id, reply);
     });
   }
   std::shared_ptr<session::Session> holder = std::move(*session);
@@ -117,8 +125,8 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
                                              std::function<void()> wake) {
         return attempt(holder->id(), watch, std::move(wake));
       },
-      [this, holder, reply](broker::Grant grant) {
-        return Deliver(*holder, std::move(grant), reply);
+      [this, holder, mapped_buffer_id, reply](broker::Grant grant) {
+        return Deliver(*holder, std::move(grant), mapped_buffer_id, reply);
       });
 }
 
@@ -131,7 +139,8 @@ grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context
   }
   broker::OpenParams params{request->name(), *access};
   return OpenMaybeWaiting(
-      context, request->name(), request->wait_timeout_ms(), reply,
+      context, request->name(), request->wait_timeout_ms(),
+      request->mapped_buffer_id(), reply,
       [this, params](broker::SessionId session, broker::WatchId watch,
                      std::function<void()> wake)
           -> absl::StatusOr<std::optional<broker::Grant>> {
@@ -147,7 +156,7 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
     return Respond(context, [&] { return params.status(); });
   }
   return OpenMaybeWaiting(
-      context, request->create().name(), request->wait_timeout_ms(), reply,
+      context, request->create().name(), request->wait_timeout_ms(), 0, reply,
       [this, params = *params](broker::SessionId session, broker::WatchId watch,
                                std::function<void()> wake) {
         return broker_.OpenOrCreate(session, params, watch, std::move(wake));

@@ -77,15 +77,17 @@ class MemdService final : public v1::Memd::CallbackService {
   absl::StatusOr<std::shared_ptr<session::Session>> Authenticate(
       grpc::CallbackServerContext* context) const;
 
-  // Sends the grant's descriptor to the session's client and fills `reply`.
-  // When the descriptor cannot be sent the lease is released again.
+  // Sends the grant's descriptor to the session's client and fills `reply`;
+  // sends none when the client maps that buffer already
+  // (`mapped_buffer_id`). When the descriptor cannot be sent the lease is
+  // released again.
   absl::Status Deliver(session::Session& session, broker::Grant grant,
-                       v1::Lease* reply);
+                       std::uint64_t mapped_buffer_id, v1::Lease* reply);
 
   // Finishes an Open-like call now (wait == 0) or after waiting.
   grpc::ServerUnaryReactor* OpenMaybeWaiting(
       grpc::CallbackServerContext* context, std::string name,
-      std::uint64_t wait_ms, v1::Lease* reply,
+      std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply,
       std::function<absl::StatusOr<std::optional<broker::Grant>>(
           broker::SessionId, broker::WatchId, std::function<void()>)>
           attempt);

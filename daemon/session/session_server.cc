@@ -202,7 +202,7 @@ void SessionServer::Hangup(int fd) {
   hooks_.end(session->id());
 }
 
-std::shared_ptr<Session> SessionServer::Find(const std::string& token) const {
+std::shared_ptr<Session> SessionServer::Find(absl::string_view token) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = by_token_.find(token);
   return it == by_token_.end() ? nullptr : it->second;

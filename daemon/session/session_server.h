@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
 #include "common/unix_socket.h"
@@ -44,7 +45,7 @@ class SessionServer {
   void Stop();
 
   // The session a gRPC call's token belongs to, or nullptr.
-  std::shared_ptr<Session> Find(const std::string& token) const;
+  std::shared_ptr<Session> Find(absl::string_view token) const;
 
   std::size_t size() const;
 

@@ -127,6 +127,59 @@ TEST_F(ClientTest, OpeningTheSameBufferTwiceMapsItOnce) {
   EXPECT_EQ(client_->Stat("a")->lease_count, 1u);
 }
 
+TEST_F(ClientTest, ReopeningAReleasedBufferReusesItsMapping) {
+  Publish("a", kMiB, 1);
+  Publish("b", kMiB, 2);
+  const std::byte* first;
+  {
+    auto buffer = client_->Open("a");
+    ASSERT_TRUE(buffer.ok());
+    first = buffer->data().data();
+  }
+  EXPECT_EQ(client_->Stat("a")->lease_count, 0u);  // Released for real.
+  auto other = client_->Open("b");  // A new mapping elsewhere meanwhile.
+  ASSERT_TRUE(other.ok());
+  auto again = client_->Open("a");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data().data(), first);
+  EXPECT_TRUE(testing::MatchesPattern(again->data(), 1));
+  EXPECT_TRUE(testing::MatchesPattern(other->data(), 2));
+}
+
+TEST_F(ClientTest, ANameBoundToANewBufferIsMappedAfresh) {
+  Publish("a", kMiB, 1);
+  { ASSERT_TRUE(client_->Open("a").ok()); }  // Leaves a cached mapping.
+  ASSERT_TRUE(client_->Unlink("a").ok());
+  Publish("a", kMiB, 2);  // Same name, same size, new memory.
+  auto buffer = client_->Open("a");
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_TRUE(testing::MatchesPattern(buffer->data(), 2));
+}
+
+TEST_F(ClientTest, DaemonSendsNoDescriptorForABufferTheClientMaps) {
+  Publish("a", 4096, 1);
+  Publish("b", 4096, 2);
+  RawSession raw = OpenRawSession();
+  v1::OpenRequest open;
+  open.set_name("a");
+  v1::Lease first;
+  ASSERT_TRUE(raw.Call(&v1::Memd::Stub::Open, open, &first).ok());
+  EXPECT_NE(first.handle().fd_seq(), 0u);
+
+  open.set_mapped_buffer_id(first.buffer().id());
+  v1::Lease again;
+  ASSERT_TRUE(raw.Call(&v1::Memd::Stub::Open, open, &again).ok());
+  EXPECT_EQ(again.handle().fd_seq(), 0u);
+  EXPECT_NE(again.lease_id(), first.lease_id());  // Still a lease of its own.
+
+  // An id that is not the name's buffer gets a descriptor as usual.
+  open.set_name("b");
+  v1::Lease other;
+  ASSERT_TRUE(raw.Call(&v1::Memd::Stub::Open, open, &other).ok());
+  EXPECT_NE(other.handle().fd_seq(), 0u);
+  EXPECT_EQ(client_->Stat("a")->lease_count, 2u);
+}
+
 TEST_F(ClientTest, WriterSeesItsOwnWritesThroughAReadOpenAfterSeal) {
   auto writer = client_->Create("w", 16);
   ASSERT_TRUE(writer.ok());

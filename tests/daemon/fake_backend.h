@@ -64,7 +64,7 @@ class FakeBackend : public backend::Backend {
     ~CountedSegment() override { --alive_; }
     std::uint64_t size() const override { return inner_->size(); }
     backend::HandleType handle_type() const override { return inner_->handle_type(); }
-    absl::StatusOr<UniqueFd> Export(backend::Access access) override {
+    absl::StatusOr<int> Export(backend::Access access) const override {
       return inner_->Export(access);
     }
 

@@ -110,6 +110,10 @@ struct ConnectOptions {
   std::string socket_dir;
   // Upper bound on each call that does not wait for a seal.
   absl::Duration call_timeout = absl::Seconds(30);
+  // Read-only mappings stay after their last Buffer is released, most
+  // recently used first, up to this many bytes: opening the same buffer
+  // again then needs no new descriptor and no mmap. 0 unmaps at once.
+  std::uint64_t mapping_cache_bytes = std::uint64_t{256} << 20;
 };
 
 namespace internal {
@@ -120,7 +124,7 @@ struct Mapping;
 /// A lease on a named buffer and its mapping into this process. Releasing
 /// (explicitly or on destruction) ends the lease; the mapping is shared by
 /// every Buffer of this process on the same memory and unmapped with the
-/// last of them. Move-only. Not thread-safe (use one Buffer per thread, or
+/// last of them (read-only ones may stay cached: ConnectOptions). Move-only. Not thread-safe (use one Buffer per thread, or
 /// guard it); Buffers on different threads are independent. A Buffer may
 /// outlive its Client.
 class Buffer {

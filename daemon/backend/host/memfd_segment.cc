@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,15 +13,6 @@
 #include "common/errno_status.h"
 
 namespace memd::backend {
-namespace {
-
-absl::StatusOr<UniqueFd> Dup(int fd) {
-  UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!copy) return ErrnoStatus("fcntl(F_DUPFD_CLOEXEC)", errno);
-  return copy;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
     std::uint64_t bytes, bool pin) {
@@ -45,7 +37,14 @@ absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
   if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return ErrnoStatus("fcntl(F_ADD_SEALS)", errno);
   }
-  std::unique_ptr<MemfdSegment> segment(new MemfdSegment(std::move(fd), bytes));
+  // A memfd has no path to reopen but its /proc/self/fd link; opening that
+  // O_RDONLY makes a new open file description that mmap refuses to map
+  // writable, while sharing the same pages.
+  std::string path = absl::StrCat("/proc/self/fd/", fd.get());
+  UniqueFd read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!read_only) return ErrnoStatus(absl::StrCat("open ", path), errno);
+  std::unique_ptr<MemfdSegment> segment(
+      new MemfdSegment(std::move(fd), std::move(read_only), bytes));
   if (pin) {
     void* address = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                            segment->fd_.get(), 0);
@@ -65,20 +64,6 @@ absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
 
 MemfdSegment::~MemfdSegment() {
   if (pinned_ != nullptr) ::munmap(pinned_, size_);
-}
-
-absl::StatusOr<UniqueFd> MemfdSegment::Export(Access access) {
-  if (access == Access::kReadWrite) return Dup(fd_.get());
-  absl::MutexLock lock(&mu_);
-  if (!read_only_) {
-    // A memfd has no path to reopen but its /proc/self/fd link; opening that
-    // O_RDONLY makes a new open file description that mmap refuses to map
-    // writable, while sharing the same pages.
-    std::string path = absl::StrCat("/proc/self/fd/", fd_.get());
-    read_only_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!read_only_) return ErrnoStatus(absl::StrCat("open ", path), errno);
-  }
-  return Dup(read_only_.get());
 }
 
 }  // namespace memd::backend

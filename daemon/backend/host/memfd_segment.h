@@ -3,16 +3,15 @@
 #include <cstdint>
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
 #include "daemon/backend/backend.h"
 
 namespace memd::backend {
 
-/// One sealed memfd of fixed size. Owns the descriptor and, when pinned, the
-/// daemon's locked mapping of it. Thread-safe.
+/// One sealed memfd of fixed size. Owns its descriptors (read-write and
+/// read-only) and, when pinned, the daemon's locked mapping of it.
+/// Immutable after Create, so thread-safe.
 class MemfdSegment : public Segment {
  public:
   // Creates, commits (fallocate) and seals a memfd of `bytes`; `pin` maps it
@@ -24,18 +23,20 @@ class MemfdSegment : public Segment {
 
   std::uint64_t size() const override { return size_; }
   HandleType handle_type() const override { return HandleType::kHostMemfd; }
-  absl::StatusOr<UniqueFd> Export(Access access) override;
+  absl::StatusOr<int> Export(Access access) const override {
+    return access == Access::kReadWrite ? fd_.get() : read_only_.get();
+  }
 
  private:
-  MemfdSegment(UniqueFd fd, std::uint64_t size) : fd_(std::move(fd)), size_(size) {}
+  MemfdSegment(UniqueFd fd, UniqueFd read_only, std::uint64_t size)
+      : fd_(std::move(fd)), read_only_(std::move(read_only)), size_(size) {}
 
   const UniqueFd fd_;
+  // A read-only open file description of the same memfd: the kernel refuses
+  // PROT_WRITE mappings of it.
+  const UniqueFd read_only_;
   const std::uint64_t size_;
   void* pinned_ = nullptr;  // Set once in Create.
-  absl::Mutex mu_;
-  // A read-only open file description of the same memfd, made on first use:
-  // descriptors dup'ed from it refuse PROT_WRITE mappings.
-  UniqueFd read_only_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace memd::backend
