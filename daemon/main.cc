@@ -85,7 +85,11 @@ int main(int argc, char** argv) {
   }
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", dir.c_str(),
              static_cast<int>(getpid()));
-  if (isatty(STDOUT_FILENO)) PrintWelcome(**daemon);
+  // A newcomer running it by hand gets a hint; a service manager does not.
+  if (std::getenv("NOTIFY_SOCKET") == nullptr &&
+      std::getenv("JOURNAL_STREAM") == nullptr) {
+    PrintWelcome(**daemon);
+  }
 
   for (;;) {
     int signal_number = 0;

@@ -1,16 +1,23 @@
 // build/bin/memd as a process: start-up, systemd notifications, signals,
 // refusing to run twice, stale sockets, bad flags.
 
-#include <signal.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/paths.h"
 #include "common/unix_socket.h"
 #include "gmock/gmock.h"
@@ -223,6 +230,66 @@ TEST(MemdProcessTest, MetricsEndpointServesLiveState) {
   EXPECT_THAT(body, HasSubstr("memd_leases 1"));
   EXPECT_THAT(body, HasSubstr("memd_buffers 1"));
   EXPECT_THAT(body, HasSubstr("memd_build_info{version=\""));
+}
+
+// Started by hand (no service manager), memd greets with two commands to
+// try; they must work as printed.
+TEST(MemdProcessTest, WelcomeShowsTwoCommandsThatWork) {
+  testing::TempDir dir;
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::unsetenv("NOTIFY_SOCKET");
+    ::unsetenv("JOURNAL_STREAM");
+    std::string bin = BinDir() + "/memd";
+    ::execl(bin.c_str(), bin.c_str(), "--socket-dir", dir.Join("run").c_str(),
+            "--metrics-address", "", nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string welcome;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!absl::StrContains(welcome, "memctl get greeting\n") &&
+         absl::Now() < deadline) {
+    pollfd fd{out[0], POLLIN, 0};
+    if (::poll(&fd, 1, 100) <= 0) continue;
+    char chunk[1024];
+    ssize_t got = ::read(out[0], chunk, sizeof(chunk));
+    if (got <= 0) break;
+    welcome.append(chunk, got);
+  }
+  ::close(out[0]);
+  EXPECT_THAT(welcome, HasSubstr("Try it"));
+  // The two lines, run as printed (build/bin/ is where they point).
+  std::vector<std::string> commands;
+  for (absl::string_view line : absl::StrSplit(welcome, '\n')) {
+    if (absl::StrContains(line, "build/bin/memctl")) {
+      commands.emplace_back(absl::StripAsciiWhitespace(line));
+    }
+  }
+  ASSERT_EQ(commands.size(), 2u) << welcome;
+  std::string bin_dir = BinDir();
+  auto run = [&](const std::string& command) {
+    // From a directory whose build/bin is this build's bin.
+    testing::TempDir cwd;
+    std::filesystem::create_directories(cwd.Join("build"));
+    std::filesystem::create_directory_symlink(bin_dir, cwd.Join("build/bin"));
+    return RunProgram("/bin/sh", {"-c", "cd " + cwd.path() + " && " + command});
+  };
+  ProgramResult put = run(commands[0]);
+  EXPECT_EQ(put.exit_code, 0) << commands[0] << "\n" << put.err;
+  ProgramResult get = run(commands[1]);
+  EXPECT_EQ(get.exit_code, 0) << commands[1] << "\n" << get.err;
+  EXPECT_EQ(get.out, "hello\n");
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(MemdProcessTest, ConfigFileSetsKeysAndFlagsWin) {
