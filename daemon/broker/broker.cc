@@ -40,11 +40,17 @@ absl::Status ValidatePrefix(const std::string& prefix) {
   return absl::OkStatus();
 }
 
+// Buffers with the same owner, group and mode are open to the same clients,
+// so their memory may share a segment (whose handle exposes all of it).
+pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) {
+  return pool::Domain{owner.uid, owner.gid, params.mode};
+}
+
 }  // namespace
 
 Broker::Deferred::~Deferred() {
   for (auto& [pool, buffer] : freed) {
-    pool->Free(std::move(buffer->allocation), buffer->exclusive);
+    pool->Free(std::move(buffer->allocation));
   }
   for (auto& wake : wakes) wake();
 }
@@ -153,7 +159,7 @@ absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
 absl::StatusOr<Grant> Broker::Create(SessionId session,
                                      const CreateParams& params) {
   ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
-  uid_t uid;
+  pool::Domain domain;
   {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
@@ -161,13 +167,13 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
       return absl::AlreadyExistsError(
           absl::StrCat("buffer ", Quoted(params.name), " already exists"));
     }
-    uid = caller->peer.uid;
+    domain = DomainOf(caller->peer, params);
   }
   // Allocation may reach the backend (a system call, page zeroing): never
   // under the registry mutex. A racing Create of the same name is caught
   // below and its memory goes back.
   ASSIGN_OR_RETURN(pool::Allocation allocation,
-                   pool->Allocate(params.size, pool::Domain{uid}));
+                   pool->Allocate(params.size, domain));
   Deferred deferred;
   return CreateWithAllocation(session, params, pool, std::move(allocation),
                               deferred);
@@ -233,9 +239,6 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   leases_.emplace(id, Lease{session, buffer.info.id, access});
   holder.leases.insert(id);
   ++buffer.info.lease_count;
-  if (holder.peer.uid != 0 && holder.peer.uid != buffer.info.owner_uid) {
-    buffer.exclusive = false;
-  }
   Grant grant;
   grant.lease = id;
   grant.access = access;
@@ -327,17 +330,17 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     return OpenLocked(session, caller, OpenParams{params.name, Access::kRead},
                       watch, &wake);
   };
-  uid_t uid;
+  pool::Domain domain;
   {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     if (Buffer* existing = FindNamedLocked(params.name)) {
       return open_existing(*caller, *existing);
     }
-    uid = caller->peer.uid;
+    domain = DomainOf(caller->peer, params);
   }
   ASSIGN_OR_RETURN(pool::Allocation allocation,
-                   pool->Allocate(params.size, pool::Domain{uid}));
+                   pool->Allocate(params.size, domain));
   Deferred deferred;
   auto created = CreateWithAllocation(session, params, pool,
                                       std::move(allocation), deferred);

@@ -111,8 +111,6 @@ class Broker {
     BufferInfo info;
     pool::Pool* pool = nullptr;
     pool::Allocation allocation;
-    // False once a handle went to a uid other than the owner's (and root's).
-    bool exclusive = true;
   };
   struct Lease {
     SessionId session = 0;

@@ -4,39 +4,82 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/location.h"
 #include "daemon/backend/backend.h"
 
 namespace memd::pool {
 
-// Who may see memory: allocations of one exportable segment are only ever
-// handed to one domain (DESIGN.md section 4). Today a domain is a uid.
+// Who may see memory. A client that receives a handle to one piece of a
+// segment can map the whole segment, so a segment's pieces only ever serve
+// one domain: buffers with the same owner, group and mode, which the same
+// clients may open anyway (DESIGN.md section 4).
 struct Domain {
   uid_t uid = 0;
+  gid_t gid = 0;
+  std::uint32_t mode = 0600;
+
   friend bool operator==(const Domain&, const Domain&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const Domain& domain) {
+    return H::combine(std::move(h), domain.uid, domain.gid, domain.mode);
+  }
+  // "uid 1000 gid 50 mode 0640", for messages.
+  std::string ToString() const;
 };
 
 // A piece of a segment handed out by a pool. The segment is shared so that a
 // descriptor can still be exported from it while the pool recycles it.
 struct Allocation {
   std::shared_ptr<backend::Segment> segment;
-  std::uint64_t offset = 0;
-  // The requested size rounded up to the pool's alignment.
+  std::uint64_t offset = 0;  // A multiple of the pool's alignment.
+  // What the allocation occupies: the request rounded up to the alignment
+  // (and to its size class for small requests).
   std::uint64_t bytes = 0;
   Domain domain;
+  // Unique among this pool's live allocations; names it in traces.
+  std::uint64_t id = 0;
+  // The pool's own bookkeeping; only the pool that made it reads it.
+  std::uintptr_t internal = 0;
+};
+
+// One size class: its block size, how many allocations it served and how
+// many freed blocks it holds for reuse now.
+struct SizeClassStats {
+  std::uint64_t bytes = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t cached = 0;
 };
 
 // A cheap snapshot of one pool.
 struct PoolStats {
   Location location;
   std::uint64_t reserved_bytes = 0;  // Held from the backend, used or not.
-  std::uint64_t used_bytes = 0;      // Handed out in live allocations.
-  std::uint64_t hit_count = 0;       // Allocations served without the backend.
-  std::uint64_t miss_count = 0;      // Allocations that reserved a segment.
+  std::uint64_t used_bytes = 0;      // In live allocations.
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t peak_used_bytes = 0;
+  std::uint64_t hit_count = 0;   // Allocations served without the backend.
+  std::uint64_t miss_count = 0;  // Allocations that reserved a segment.
+  std::uint64_t largest_free_bytes = 0;  // Largest contiguous free block.
   std::uint64_t segments = 0;
+  std::uint64_t scrubbed_bytes = 0;  // Zeroed before changing domain.
+  std::uint64_t trimmed_bytes = 0;   // Given back to the backend, in all.
   std::uint64_t limit_bytes = 0;     // Most it may reserve.
+  std::vector<SizeClassStats> size_classes;
+
+  std::uint64_t free_bytes() const { return reserved_bytes - used_bytes; }
+  // 1 - largest free block / all free bytes: 0 when the free memory is one
+  // block (or there is none), near 1 when it is scattered in small pieces.
+  double fragmentation() const {
+    const std::uint64_t free = free_bytes();
+    return free == 0 ? 0.0
+                     : 1.0 - static_cast<double>(largest_free_bytes) /
+                                 static_cast<double>(free);
+  }
 };
 
 /// Hands out memory of one location, reusing what was freed. Thread-safe.
@@ -47,15 +90,19 @@ class Pool {
   virtual const Location& location() const = 0;
   virtual std::uint64_t alignment() const = 0;
 
-  // Errors: INVALID_ARGUMENT (0 bytes), RESOURCE_EXHAUSTED (the limit, with
-  // the numbers, or the backend is out of memory), what the backend returns.
+  // Errors: INVALID_ARGUMENT (0 bytes, or a size that overflows),
+  // RESOURCE_EXHAUSTED (the limit, with the numbers, after trimming idle
+  // segments; or the backend is out of memory), what the backend returns.
   virtual absl::StatusOr<Allocation> Allocate(std::uint64_t bytes,
                                               Domain domain) = 0;
 
-  // Takes memory back. `exclusive` says whether only `allocation.domain`
-  // (and root) ever received a handle to it: memory seen by anyone else is
-  // never handed out again, because a stale mapping cannot be revoked.
-  virtual void Free(Allocation allocation, bool exclusive) = 0;
+  // Takes back an allocation this pool made.
+  virtual void Free(Allocation allocation) = 0;
+
+  // Gives back to the backend every segment that has been idle (no live
+  // allocation) for at least `min_idle`; zero gives back all idle ones.
+  // Returns the bytes given back.
+  virtual std::uint64_t Trim(absl::Duration min_idle) = 0;
 
   virtual PoolStats Stats() const = 0;
 };

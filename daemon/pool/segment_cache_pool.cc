@@ -25,7 +25,7 @@ absl::StatusOr<Allocation> SegmentCachePool::Allocate(std::uint64_t bytes,
   std::vector<std::shared_ptr<backend::Segment>> evicted;
   {
     absl::MutexLock lock(&mu_);
-    auto cached = cache_.find(CacheKey{domain.uid, aligned});
+    auto cached = cache_.find(CacheKey{domain, aligned});
     if (cached != cache_.end()) {
       std::shared_ptr<backend::Segment> segment = std::move(cached->second.back());
       cached->second.pop_back();
@@ -62,12 +62,12 @@ absl::StatusOr<Allocation> SegmentCachePool::Allocate(std::uint64_t bytes,
                     aligned, domain};
 }
 
-void SegmentCachePool::Free(Allocation allocation, bool exclusive) {
+void SegmentCachePool::Free(Allocation allocation) {
   {
     absl::MutexLock lock(&mu_);
     used_bytes_ -= allocation.bytes;
-    if (exclusive && cached_bytes_ + allocation.bytes <= options_.max_cached_bytes) {
-      cache_[CacheKey{allocation.domain.uid, allocation.bytes}].push_back(
+    if (cached_bytes_ + allocation.bytes <= options_.max_cached_bytes) {
+      cache_[CacheKey{allocation.domain, allocation.bytes}].push_back(
           std::move(allocation.segment));
       cached_bytes_ += allocation.bytes;
       return;
@@ -94,10 +94,31 @@ std::vector<std::shared_ptr<backend::Segment>> SegmentCachePool::EvictForLocked(
   return evicted;
 }
 
+std::uint64_t SegmentCachePool::Trim(absl::Duration) {
+  std::vector<std::shared_ptr<backend::Segment>> evicted;
+  absl::MutexLock lock(&mu_);
+  const std::uint64_t before = cached_bytes_;
+  for (auto& [key, segments] : cache_) {
+    for (auto& segment : segments) evicted.push_back(std::move(segment));
+    segments_ -= segments.size();
+  }
+  cache_.clear();
+  reserved_bytes_ -= cached_bytes_;
+  cached_bytes_ = 0;
+  return before;
+}
+
 PoolStats SegmentCachePool::Stats() const {
   absl::MutexLock lock(&mu_);
-  return PoolStats{location_, reserved_bytes_, used_bytes_, hits_,
-                   misses_,   segments_,       options_.limit_bytes};
+  PoolStats stats;
+  stats.location = location_;
+  stats.reserved_bytes = reserved_bytes_;
+  stats.used_bytes = used_bytes_;
+  stats.hit_count = hits_;
+  stats.miss_count = misses_;
+  stats.segments = segments_;
+  stats.limit_bytes = options_.limit_bytes;
+  return stats;
 }
 
 }  // namespace memd::pool

@@ -33,17 +33,18 @@ class SegmentCachePool : public Pool {
   std::uint64_t alignment() const override { return alignment_; }
   absl::StatusOr<Allocation> Allocate(std::uint64_t bytes,
                                       Domain domain) override;
-  void Free(Allocation allocation, bool exclusive) override;
+  void Free(Allocation allocation) override;
+  std::uint64_t Trim(absl::Duration min_idle) override;
   PoolStats Stats() const override;
 
  private:
   struct CacheKey {
-    uid_t uid;
+    Domain domain;
     std::uint64_t bytes;
     friend bool operator==(const CacheKey&, const CacheKey&) = default;
     template <typename H>
     friend H AbslHashValue(H h, const CacheKey& key) {
-      return H::combine(std::move(h), key.uid, key.bytes);
+      return H::combine(std::move(h), key.domain, key.bytes);
     }
   };
 
