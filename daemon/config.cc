@@ -56,9 +56,26 @@ const std::vector<Option>& Options() {
       {"pinned_pool_limit_bytes", Kind::kBytes,
        "most memory the pinned pool reserves (default: a quarter of RAM)",
        nullptr, &Config::pinned_pool_limit_bytes},
-      {"pool_cache_bytes", Kind::kBytes,
-       "freed memory kept per location for reuse (default 1GiB)", nullptr,
-       &Config::pool_cache_bytes},
+      {"pool_small_max_bytes", Kind::kBytes,
+       "requests up to this size use size classes (default 1MiB)", nullptr,
+       &Config::pool_small_max_bytes},
+      {"pool_small_segment_bytes", Kind::kBytes,
+       "segment size for size classes (default 2MiB)", nullptr,
+       &Config::pool_small_segment_bytes},
+      {"pool_large_round_bytes", Kind::kBytes,
+       "large segments are the request rounded up to this (default: the "
+       "location's alignment)",
+       nullptr, &Config::pool_large_round_bytes},
+      {"pool_trim_idle_seconds", Kind::kCount,
+       "segments idle this long go back to the system (default 60)", nullptr,
+       &Config::pool_trim_idle_seconds},
+      {"pool_domain_reuse", Kind::kText,
+       "never|scrub: may idle memory serve another owner/group/mode after "
+       "zeroing? (default never)",
+       &Config::pool_domain_reuse},
+      {"trace_file", Kind::kText,
+       "record every pool allocation and free to this CSV file (default: off)",
+       &Config::trace_file},
       {"max_buffers", Kind::kCount, "most buffers at once (default 65536)",
        nullptr, &Config::max_buffers},
       {"max_sessions", Kind::kCount, "most client sessions (default 4096)",
@@ -194,6 +211,11 @@ absl::Status Validate(const Config& config) {
           "' is not HOST:PORT (port 0..65535)"));
     }
   }
+  if (config.pool_domain_reuse != "never" && config.pool_domain_reuse != "scrub") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pool_domain_reuse '", config.pool_domain_reuse,
+        "' is not one of never, scrub"));
+  }
   if (config.max_buffer_bytes == 0) {
     return absl::InvalidArgumentError("max_buffer_bytes must be positive");
   }
@@ -216,13 +238,9 @@ absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::Success&) {
-    std::ostringstream text;
-    text << app.help();
-    return absl::CancelledError(text.str());
-  } catch (const CLI::CallForVersion&) {
+  } catch (const CLI::CallForVersion&) {  // Before Success: derived from it.
     return absl::CancelledError(absl::StrCat("memd ", kVersion, "\n"));
-  } catch (const CLI::CallForHelp&) {
+  } catch (const CLI::Success&) {  // --help
     return absl::CancelledError(app.help());
   } catch (const CLI::ParseError& error) {
     return absl::InvalidArgumentError(error.what());

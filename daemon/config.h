@@ -27,8 +27,21 @@ struct Config {
   std::uint64_t host_pool_limit_bytes = 0;
   // Most bytes the pinned pool reserves; 0 means a quarter of physical memory.
   std::uint64_t pinned_pool_limit_bytes = 0;
-  // Freed memory kept per location for reuse.
-  std::uint64_t pool_cache_bytes = std::uint64_t{1} << 30;
+  // Pool growth policy: requests up to pool_small_max_bytes are served by
+  // size classes from segments of pool_small_segment_bytes; a larger request
+  // that finds no free block reserves a segment of its size rounded up to
+  // pool_large_round_bytes (0: the location's alignment).
+  std::uint64_t pool_small_max_bytes = std::uint64_t{1} << 20;
+  std::uint64_t pool_small_segment_bytes = std::uint64_t{2} << 20;
+  std::uint64_t pool_large_round_bytes = 0;
+  // Segments idle this long go back to the system.
+  std::uint64_t pool_trim_idle_seconds = 60;
+  // "never": memory stays with the owner/group/mode it first served;
+  // "scrub": an idle segment may serve another after being zeroed (a client
+  // that kept a mapping of it could then read what comes next).
+  std::string pool_domain_reuse = "never";
+  // Records every pool allocation and free as CSV (memd-replay reads it).
+  std::string trace_file;
   std::uint64_t max_buffers = 65536;
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;

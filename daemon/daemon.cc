@@ -17,7 +17,8 @@
 #include "daemon/metrics/daemon_collectable.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/pool/pool_set.h"
-#include "daemon/pool/segment_cache_pool.h"
+#include "daemon/pool/carving_pool.h"
+#include "daemon/pool/periodic_trimmer.h"
 #include "daemon/service/memd_service.h"
 #include "daemon/session/session_server.h"
 #include "daemon/socket_dir.h"
@@ -34,6 +35,7 @@ struct Daemon::Parts {
   std::unique_ptr<backend::Backend> backend;
   std::string backend_name;
   pool::PoolSet pools;
+  std::unique_ptr<pool::PeriodicTrimmer> trimmer;
   std::unique_ptr<broker::Broker> broker;
   std::unique_ptr<session::SessionServer> sessions;
   std::unique_ptr<service::MemdService> service;
@@ -85,11 +87,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   ASSIGN_OR_RETURN(parts->backend, backend::CreateBackend(config.backend));
   parts->backend_name = std::string(parts->backend->name());
   for (const Location& location : parts->backend->locations()) {
-    pool::SegmentCacheOptions options{PoolLimit(config, location),
-                                      config.pool_cache_bytes};
-    parts->pools.Add(std::make_unique<pool::SegmentCachePool>(
-        *parts->backend, location, options));
+    pool::CarvingPoolOptions options;
+    options.limit_bytes = PoolLimit(config, location);
+    options.small_max_bytes = config.pool_small_max_bytes;
+    options.small_segment_bytes = config.pool_small_segment_bytes;
+    options.large_round_bytes = config.pool_large_round_bytes;
+    options.scrub_between_domains = config.pool_domain_reuse == "scrub";
+    parts->pools.Add(std::make_unique<pool::CarvingPool>(
+        *parts->backend, location, options, parts->clock));
   }
+  const absl::Duration idle = absl::Seconds(config.pool_trim_idle_seconds);
+  parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
+      parts->pools, idle, std::min(idle / 4, absl::Seconds(1)));
 
   broker::BrokerLimits limits{config.max_buffer_bytes, config.max_buffers,
                               config.max_sessions, config.max_leases_per_session,
@@ -153,6 +162,7 @@ void Daemon::Shutdown() {
   parts_->service.reset();
   parts_->sessions.reset();
   parts_->broker.reset();
+  parts_->trimmer.reset();
   parts_->pools = pool::PoolSet();
   parts_->backend.reset();
   parts_->socket_dir.reset();

@@ -216,10 +216,25 @@ absl::StatusOr<DaemonStats> Client::Stats() {
   stats.metrics_address = reply.metrics_address();
   stats.started = absl::FromUnixNanos(reply.started_unix_ns());
   for (const auto& pool : reply.pools()) {
-    stats.pools.push_back(PoolStats{pool.location(), pool.reserved_bytes(),
-                                    pool.used_bytes(), pool.hit_count(),
-                                    pool.miss_count(), pool.segments(),
-                                    pool.limit_bytes()});
+    PoolStats& out = stats.pools.emplace_back();
+    out.location = pool.location();
+    out.reserved_bytes = pool.reserved_bytes();
+    out.used_bytes = pool.used_bytes();
+    out.free_bytes = pool.free_bytes();
+    out.peak_reserved_bytes = pool.peak_reserved_bytes();
+    out.peak_used_bytes = pool.peak_used_bytes();
+    out.hit_count = pool.hit_count();
+    out.miss_count = pool.miss_count();
+    out.largest_free_block_bytes = pool.largest_free_block_bytes();
+    out.fragmentation = pool.fragmentation();
+    out.segments = pool.segments();
+    out.scrubbed_bytes = pool.scrubbed_bytes();
+    out.trimmed_bytes = pool.trimmed_bytes();
+    out.limit_bytes = pool.limit_bytes();
+    for (const auto& size_class : pool.size_classes()) {
+      out.size_classes.push_back(SizeClassStats{
+          size_class.bytes(), size_class.allocations(), size_class.cached()});
+    }
   }
   return stats;
 }
@@ -238,6 +253,19 @@ absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
                                    absl::FromUnixNanos(session.started_unix_ns())});
   }
   return sessions;
+}
+
+absl::StatusOr<std::vector<TrimmedPool>> Client::Trim(std::string_view location) {
+  v1::TrimRequest request;
+  request.set_location(std::string(location));
+  v1::TrimReply reply;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::Trim, request, &reply);
+  if (!status.ok()) return status;
+  std::vector<TrimmedPool> trimmed;
+  for (const auto& pool : reply.pools()) {
+    trimmed.push_back(TrimmedPool{pool.location(), pool.released_bytes()});
+  }
+  return trimmed;
 }
 
 absl::Status Client::Ping() {

@@ -32,6 +32,13 @@ class Segment {
   // it lives (SCM_RIGHTS gives the client its own reference). kRead
   // descriptors cannot be mapped writable. Errors: INTERNAL.
   virtual absl::StatusOr<int> Export(Access access) const = 0;
+
+  // Zeroes every byte, for memory that changes security domain. Errors:
+  // UNIMPLEMENTED where the backend cannot (the pool then does not move the
+  // segment), RESOURCE_EXHAUSTED, INTERNAL.
+  virtual absl::Status Scrub() {
+    return absl::UnimplementedError("this backend cannot scrub segments");
+  }
 };
 
 /// Reserves segments at the locations a node offers. Thread-safe.

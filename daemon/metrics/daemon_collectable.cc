@@ -56,13 +56,35 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
   auto hit_ratio = Family("memd_pool_hit_ratio",
                           "hits / (hits + misses) since start; 0 before any.",
                           MetricType::Gauge);
+  auto peak_reserved = Family("memd_pool_peak_reserved_bytes",
+                              "Most bytes the pool ever held from the backend.",
+                              MetricType::Gauge);
+  auto peak_used = Family("memd_pool_peak_used_bytes",
+                          "Most bytes ever in live buffers at once.",
+                          MetricType::Gauge);
+  auto largest_free = Family("memd_pool_largest_free_block_bytes",
+                             "Largest contiguous free block.", MetricType::Gauge);
+  auto fragmentation = Family(
+      "memd_pool_fragmentation_ratio",
+      "1 - largest free block / free bytes: 0 when free memory is one block.",
+      MetricType::Gauge);
+  auto scrubbed = Family("memd_pool_scrubbed_bytes_total",
+                         "Bytes zeroed before serving another owner/group/mode.",
+                         MetricType::Counter);
+  auto trimmed = Family("memd_pool_trimmed_bytes_total",
+                        "Bytes given back to the backend.", MetricType::Counter);
+  auto class_allocations = Family("memd_pool_size_class_allocations_total",
+                                  "Allocations served per size class.",
+                                  MetricType::Counter);
+  auto class_cached = Family("memd_pool_size_class_cached_blocks",
+                             "Freed blocks a size class holds for reuse.",
+                             MetricType::Gauge);
   for (const pool::PoolStats& stats : pools_.Stats()) {
     const std::string location = stats.location.ToString();
     std::vector<ClientMetric::Label> labels = {{"location", location}};
     AddGauge(reserved, labels, static_cast<double>(stats.reserved_bytes));
     AddGauge(used, labels, static_cast<double>(stats.used_bytes));
-    AddGauge(free, labels,
-             static_cast<double>(stats.reserved_bytes - stats.used_bytes));
+    AddGauge(free, labels, static_cast<double>(stats.free_bytes()));
     AddGauge(limit, labels, static_cast<double>(stats.limit_bytes));
     AddGauge(segments, labels, static_cast<double>(stats.segments));
     AddCounter(requests, {{"location", location}, {"result", "hit"}},
@@ -72,6 +94,19 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
     const double total = static_cast<double>(stats.hit_count + stats.miss_count);
     AddGauge(hit_ratio, labels,
              total == 0 ? 0.0 : static_cast<double>(stats.hit_count) / total);
+    AddGauge(peak_reserved, labels, static_cast<double>(stats.peak_reserved_bytes));
+    AddGauge(peak_used, labels, static_cast<double>(stats.peak_used_bytes));
+    AddGauge(largest_free, labels, static_cast<double>(stats.largest_free_bytes));
+    AddGauge(fragmentation, labels, stats.fragmentation());
+    AddCounter(scrubbed, labels, static_cast<double>(stats.scrubbed_bytes));
+    AddCounter(trimmed, labels, static_cast<double>(stats.trimmed_bytes));
+    for (const pool::SizeClassStats& size_class : stats.size_classes) {
+      std::vector<ClientMetric::Label> class_labels = {
+          {"location", location}, {"size_class", std::to_string(size_class.bytes)}};
+      AddCounter(class_allocations, class_labels,
+                 static_cast<double>(size_class.allocations));
+      AddGauge(class_cached, class_labels, static_cast<double>(size_class.cached));
+    }
   }
   broker::BrokerCounts counts = broker_.Counts();
   auto buffers = Family("memd_buffers", "Buffers alive (named or still leased).",
@@ -85,8 +120,10 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
   auto build = Family("memd_build_info", "Always 1; the labels say the build.",
                       MetricType::Gauge);
   AddGauge(build, {{"version", version_}}, 1.0);
-  return {reserved, used,    free,     limit,  segments, requests,
-          hit_ratio, buffers, sessions, leases, build};
+  return {reserved,     used,          free,      limit,     segments,
+          requests,     hit_ratio,     peak_reserved, peak_used, largest_free,
+          fragmentation, scrubbed,     trimmed,   class_allocations, class_cached,
+          buffers,      sessions,      leases,    build};
 }
 
 }  // namespace memd::metrics

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 #include "common/location.h"
 #include "daemon/pool/pool.h"
 
@@ -21,6 +23,19 @@ class PoolSet {
       if (pool->location() == location) return pool.get();
     }
     return nullptr;
+  }
+
+  std::vector<Pool*> All() const {
+    std::vector<Pool*> all;
+    for (const auto& pool : pools_) all.push_back(pool.get());
+    return all;
+  }
+
+  // Trims every pool (Pool::Trim); returns the bytes given back.
+  std::uint64_t Trim(absl::Duration min_idle) const {
+    std::uint64_t bytes = 0;
+    for (const auto& pool : pools_) bytes += pool->Trim(min_idle);
+    return bytes;
   }
 
   std::vector<PoolStats> Stats() const {

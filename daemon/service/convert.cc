@@ -50,6 +50,19 @@ void ToProto(const pool::PoolStats& stats, v1::PoolStats* out) {
   out->set_miss_count(stats.miss_count);
   out->set_segments(stats.segments);
   out->set_limit_bytes(stats.limit_bytes);
+  out->set_free_bytes(stats.free_bytes());
+  out->set_peak_reserved_bytes(stats.peak_reserved_bytes);
+  out->set_peak_used_bytes(stats.peak_used_bytes);
+  out->set_largest_free_block_bytes(stats.largest_free_bytes);
+  out->set_fragmentation(stats.fragmentation());
+  out->set_scrubbed_bytes(stats.scrubbed_bytes);
+  out->set_trimmed_bytes(stats.trimmed_bytes);
+  for (const pool::SizeClassStats& size_class : stats.size_classes) {
+    v1::SizeClassStats* added = out->add_size_classes();
+    added->set_bytes(size_class.bytes);
+    added->set_allocations(size_class.allocations);
+    added->set_cached(size_class.cached);
+  }
 }
 
 absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request) {

@@ -1,6 +1,9 @@
 #include "daemon/service/memd_service.h"
 
+#include <unistd.h>
+
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -240,6 +243,39 @@ grpc::ServerUnaryReactor* MemdService::ListSessions(
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     ASSIGN_OR_RETURN(auto sessions, broker_.Sessions(session->id()));
     for (const auto& info : sessions) ToProto(info, reply->add_sessions());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context,
+                                            const v1::TrimRequest* request,
+                                            v1::TrimReply* reply) {
+  return Respond(context, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    const uid_t uid = session->peer().uid;
+    if (uid != 0 && uid != ::geteuid()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "uid ", uid, " may not trim: only root and the daemon's user (uid ",
+          ::geteuid(), ") may"));
+    }
+    std::vector<pool::Pool*> chosen;
+    if (request->location().empty()) {
+      chosen = pools_.All();
+    } else {
+      ASSIGN_OR_RETURN(Location location, Location::Parse(request->location()));
+      pool::Pool* pool = pools_.Find(location);
+      if (pool == nullptr) {
+        return absl::NotFoundError(absl::StrCat(
+            "no pool at ", location.ToString(), " on this node (pools: ",
+            pools_.LocationNames(), ")"));
+      }
+      chosen.push_back(pool);
+    }
+    for (pool::Pool* pool : chosen) {
+      v1::TrimmedPool* trimmed = reply->add_pools();
+      trimmed->set_location(pool->location().ToString());
+      trimmed->set_released_bytes(pool->Trim(absl::ZeroDuration()));
+    }
     return absl::OkStatus();
   });
 }

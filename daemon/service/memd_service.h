@@ -32,7 +32,8 @@ inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
 /// Errors: UNAUTHENTICATED (missing or unknown token), the broker's errors,
 /// INVALID_ARGUMENT (bad enum values, wait beyond kMaxOpenWait),
 /// UNAVAILABLE (a descriptor could not reach the client),
-/// DEADLINE_EXCEEDED (a waiting Open ran out of time).
+/// DEADLINE_EXCEEDED (a waiting Open ran out of time), PERMISSION_DENIED
+/// (Trim by anyone but root or the daemon's user).
 class MemdService final : public v1::Memd::CallbackService {
  public:
   MemdService(broker::Broker& broker, const pool::PoolSet& pools,
@@ -69,6 +70,9 @@ class MemdService final : public v1::Memd::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::ListSessionsRequest* request,
       v1::ListSessionsReply* reply) override;
+  grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context,
+                                 const v1::TrimRequest* request,
+                                 v1::TrimReply* reply) override;
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
                                  const v1::PingRequest* request,
                                  v1::PingReply* reply) override;

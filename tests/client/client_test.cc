@@ -426,23 +426,75 @@ TEST_F(ClientTest, OpenOrCreateCreatesForOneAndWaitsForTheOther) {
   EXPECT_TRUE(testing::MatchesPattern(second->data(), 5));
 }
 
+// The host pool of a Stats() answer.
+PoolStats HostPool(Client& client) {
+  auto stats = client.Stats();
+  EXPECT_TRUE(stats.ok()) << stats.status();
+  for (const auto& pool : stats->pools) {
+    if (pool.location == "host") return pool;
+  }
+  ADD_FAILURE() << "no host pool";
+  return {};
+}
+
 TEST_F(ClientTest, ReleasedMemoryIsReusedAndCountedAsAHit) {
   for (int i = 0; i < 3; ++i) {
-    auto buffer = client_->Create("tmp", kMiB,
+    auto buffer = client_->Create("tmp", 4 * kMiB,
                                   {.persistence = Persistence::kEphemeral});
     ASSERT_TRUE(buffer.ok()) << buffer.status();
   }
-  auto stats = client_->Stats();
-  ASSERT_TRUE(stats.ok());
-  const PoolStats* host = nullptr;
-  for (const auto& pool : stats->pools) {
-    if (pool.location == "host") host = &pool;
+  PoolStats host = HostPool(*client_);
+  EXPECT_EQ(host.miss_count, 1u);
+  EXPECT_EQ(host.hit_count, 2u);
+  EXPECT_EQ(host.used_bytes, 0u);
+  EXPECT_EQ(host.reserved_bytes, 4 * kMiB);
+  EXPECT_EQ(host.peak_used_bytes, 4 * kMiB);
+  EXPECT_EQ(host.largest_free_block_bytes, 4 * kMiB);
+  EXPECT_EQ(host.fragmentation, 0.0);
+}
+
+TEST_F(ClientTest, SmallBuffersShareASegmentAndComeFromSizeClasses) {
+  std::vector<Buffer> held;
+  for (int i = 0; i < 10; ++i) {
+    auto buffer = client_->Create("small/" + std::to_string(i), 10000);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    held.push_back(std::move(*buffer));
   }
-  ASSERT_NE(host, nullptr);
-  EXPECT_EQ(host->miss_count, 1u);
-  EXPECT_EQ(host->hit_count, 2u);
-  EXPECT_EQ(host->used_bytes, 0u);
-  EXPECT_EQ(host->reserved_bytes, kMiB);
+  PoolStats host = HostPool(*client_);
+  EXPECT_EQ(host.segments, 1u);
+  EXPECT_EQ(host.used_bytes, 10u * 12288);  // The 12 KiB class.
+  ASSERT_GT(host.size_classes.size(), 2u);
+  EXPECT_EQ(host.size_classes[2].bytes, 12288u);
+  EXPECT_EQ(host.size_classes[2].allocations, 10u);
+  // Each buffer still reads and writes only its own bytes.
+  for (int i = 0; i < 10; ++i) {
+    std::memset(held[i].mutable_data().data(), i, 10000);
+  }
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(held[i].data()[9999], static_cast<std::byte>(i));
+  }
+}
+
+TEST_F(ClientTest, TrimGivesIdleMemoryBack) {
+  {
+    auto buffer = client_->Create("tmp", 4 * kMiB,
+                                  {.persistence = Persistence::kEphemeral});
+    ASSERT_TRUE(buffer.ok());
+  }
+  EXPECT_EQ(HostPool(*client_).reserved_bytes, 4 * kMiB);
+  auto trimmed = client_->Trim("host");
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status();
+  ASSERT_EQ(trimmed->size(), 1u);
+  EXPECT_EQ((*trimmed)[0].location, "host");
+  EXPECT_EQ((*trimmed)[0].released_bytes, 4 * kMiB);
+  PoolStats host = HostPool(*client_);
+  EXPECT_EQ(host.reserved_bytes, 0u);
+  EXPECT_EQ(host.trimmed_bytes, 4 * kMiB);
+  auto all = client_->Trim();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);  // host and pinned.
+  EXPECT_EQ(client_->Trim("device:3").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Trim("gpu").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ClientTest, ListStatStatsAndSessionsDescribeTheDaemon) {

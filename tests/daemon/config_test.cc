@@ -32,14 +32,14 @@ TEST(ConfigTest, DefaultsAreSensible) {
 
 TEST(ConfigTest, FlagsTakeUnitsAndOctalModes) {
   auto config = Parse({"--socket-dir", "/tmp/x", "--socket-mode", "0600",
-                       "--max-buffer-bytes", "2GiB", "--pool-cache-bytes", "0",
+                       "--max-buffer-bytes", "2GiB", "--pool-large-round-bytes", "0",
                        "--max-sessions", "10", "--metrics-address", "",
                        "--backend", "host", "--log-level", "debug"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->socket_dir, "/tmp/x");
   EXPECT_EQ(config->socket_mode, 0600u);
   EXPECT_EQ(config->max_buffer_bytes, std::uint64_t{2} << 30);
-  EXPECT_EQ(config->pool_cache_bytes, 0u);
+  EXPECT_EQ(config->pool_large_round_bytes, 0u);
   EXPECT_EQ(config->max_sessions, 10u);
   EXPECT_EQ(config->metrics_address, "");
   EXPECT_EQ(config->backend, "host");
@@ -60,6 +60,7 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
            {{"--metrics-address", "h:70000"}, "HOST:PORT"},
            {{"--log-level", "loud"}, "'loud'"},
            {{"--backend", "tpu"}, "'tpu'"},
+           {{"--pool-domain-reuse", "always"}, "never, scrub"},
        }) {
     auto config = Parse(c.args);
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument)

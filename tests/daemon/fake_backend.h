@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <memory>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -13,18 +12,22 @@
 
 namespace memd::testing {
 
-/// A backend for tests: real host memory (so descriptors work), plus what a
-/// test needs to see and steer — how many segments were reserved and how
-/// many are alive, and failures injected into the next Reserve calls.
-/// Serves "host" and "device:0" (a fake device, host memory underneath).
-/// Thread-safe.
+/// A backend for tests, with what a test needs to see and steer: how many
+/// segments (and bytes) were reserved and are alive, how many scrubs ran,
+/// and failures injected into the next Reserve calls. Serves "host" and
+/// "device:0" (a fake device). Real mode backs segments with host memory,
+/// so descriptors work; hollow mode backs them with nothing (Export fails),
+/// so that tests can reserve terabytes. Thread-safe.
 class FakeBackend : public backend::Backend {
  public:
+  enum class Memory { kReal, kHollow };
+  explicit FakeBackend(Memory memory = Memory::kReal) : memory_(memory) {}
+
   std::string_view name() const override { return "fake"; }
   std::vector<Location> locations() const override {
     return {Location::Host(), Location::Device(0)};
   }
-  std::uint64_t alignment(const Location& location) const override {
+  std::uint64_t alignment(const Location&) const override {
     return host_.alignment(Location::Host());
   }
 
@@ -38,11 +41,15 @@ class FakeBackend : public backend::Backend {
         return failure;
       }
     }
-    auto segment = host_.Reserve(Location::Host(), bytes);
-    if (!segment.ok()) return segment.status();
+    std::unique_ptr<backend::Segment> inner;
+    if (memory_ == Memory::kReal) {
+      auto segment = host_.Reserve(Location::Host(), bytes);
+      if (!segment.ok()) return segment.status();
+      inner = std::move(*segment);
+    }
     ++reserved_;
     return std::unique_ptr<backend::Segment>(
-        new CountedSegment(std::move(*segment), alive_));
+        new CountedSegment(std::move(inner), bytes, *this));
   }
 
   // The next Reserve calls fail with these statuses, in order.
@@ -53,29 +60,47 @@ class FakeBackend : public backend::Backend {
 
   int reserved() const { return reserved_.load(); }
   int alive() const { return alive_.load(); }
+  std::uint64_t alive_bytes() const { return alive_bytes_.load(); }
+  int scrubs() const { return scrubs_.load(); }
 
  private:
   class CountedSegment : public backend::Segment {
    public:
-    CountedSegment(std::unique_ptr<backend::Segment> inner, std::atomic<int>& alive)
-        : inner_(std::move(inner)), alive_(alive) {
-      ++alive_;
+    CountedSegment(std::unique_ptr<backend::Segment> inner, std::uint64_t size,
+                   FakeBackend& backend)
+        : inner_(std::move(inner)), size_(size), backend_(backend) {
+      ++backend_.alive_;
+      backend_.alive_bytes_ += size_;
     }
-    ~CountedSegment() override { --alive_; }
-    std::uint64_t size() const override { return inner_->size(); }
-    backend::HandleType handle_type() const override { return inner_->handle_type(); }
+    ~CountedSegment() override {
+      --backend_.alive_;
+      backend_.alive_bytes_ -= size_;
+    }
+    std::uint64_t size() const override { return size_; }
+    backend::HandleType handle_type() const override {
+      return backend::HandleType::kHostMemfd;
+    }
     absl::StatusOr<int> Export(backend::Access access) const override {
+      if (inner_ == nullptr) return absl::InternalError("a hollow segment has no memory");
       return inner_->Export(access);
+    }
+    absl::Status Scrub() override {
+      ++backend_.scrubs_;
+      return inner_ == nullptr ? absl::OkStatus() : inner_->Scrub();
     }
 
    private:
     std::unique_ptr<backend::Segment> inner_;
-    std::atomic<int>& alive_;
+    const std::uint64_t size_;
+    FakeBackend& backend_;
   };
 
+  const Memory memory_;
   backend::HostBackend host_;
   std::atomic<int> reserved_{0};
   std::atomic<int> alive_{0};
+  std::atomic<std::uint64_t> alive_bytes_{0};
+  std::atomic<int> scrubs_{0};
   absl::Mutex mu_;
   std::vector<absl::Status> failures_;
 };

@@ -23,6 +23,7 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl put models/weights w.bin       publish a file as a sealed buffer
   memctl get frames/0 -o frame.raw      copy a buffer's bytes into a file
   memctl --socket-dir /run/memd ping    is the daemon there?
+  memctl trim host                      give idle host memory back now
 
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
@@ -117,8 +118,10 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       app, "stats",
       "Daemon version, backend, counts, and pool usage per location",
       "Pools: RESERVED is what the pool holds from the backend, USED what\n"
-      "buffers occupy, LIMIT the most it may reserve; a HIT is an allocation\n"
-      "served without asking the backend, a MISS one that had to.",
+      "buffers occupy, PEAK the most it ever reserved, LARGEST FREE its\n"
+      "largest free block, FRAG 1 - largest free / free, LIMIT the most it may\n"
+      "reserve; a HIT is an allocation served without asking the backend, a\n"
+      "MISS one that had to. --json adds per-size-class counts.",
       "  memctl stats\n"
       "  memctl stats --json | jq '.pools[].used_bytes'\n",
       json);
@@ -202,6 +205,19 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
                                  "  memctl --socket-dir /run/memd ping\n",
                                  json);
 
+  CLI::App* trim = AddSubcommand(
+      app, "trim", "Give idle pool memory back to the system now",
+      "Every segment of the pool (or of all pools) that holds no live buffer\n"
+      "goes back to the system; the daemon does this by itself for segments\n"
+      "idle longer than pool_trim_idle_seconds. Root or the daemon's user only.",
+      "  memctl trim\n"
+      "  memctl trim host\n"
+      "  memctl trim --json\n",
+      json);
+  trim->add_option("LOCATION", invocation.location,
+                   "One pool: host, pinned, device:N (default: all)")
+      ->type_name("");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -229,7 +245,8 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       {stats, Command::kStats}, {ls, Command::kList},
       {inspect, Command::kInspect}, {sessions, Command::kSessions},
       {put, Command::kPut}, {get, Command::kGet},
-      {unlink, Command::kUnlink}, {ping, Command::kPing}};
+      {unlink, Command::kUnlink}, {ping, Command::kPing},
+      {trim, Command::kTrim}};
   for (const auto& [sub, command] : commands) {
     if (sub->parsed()) invocation.command = command;
   }

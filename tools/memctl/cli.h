@@ -12,7 +12,9 @@
 
 namespace memd::memctl {
 
-enum class Command { kStats, kList, kInspect, kSessions, kPut, kGet, kUnlink, kPing };
+enum class Command {
+  kStats, kList, kInspect, kSessions, kPut, kGet, kUnlink, kPing, kTrim
+};
 
 // What the command line asked for.
 struct Invocation {
@@ -21,6 +23,7 @@ struct Invocation {
   Command command = Command::kStats;
   std::string name;    // inspect, unlink.
   std::string prefix;  // ls.
+  std::string location;  // trim.
   PutOptions put;
   GetOptions get;
 };

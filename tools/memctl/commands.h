@@ -35,10 +35,13 @@ struct GetOptions {
   absl::Duration wait = absl::ZeroDuration();
 };
 
-// Daemon-wide views (daemon_commands.cc).
+// Daemon-wide views and actions (daemon_commands.cc).
 absl::Status RunStats(Client& client, const Output& output);
 absl::Status RunSessions(Client& client, const Output& output);
 absl::Status RunPing(Client& client, const Output& output);
+// Gives idle pool memory back to the system; `location` empty: every pool.
+absl::Status RunTrim(Client& client, const std::string& location,
+                     const Output& output);
 
 // Named buffers (buffer_commands.cc).
 absl::Status RunList(Client& client, const std::string& prefix, const Output& output);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/bytes.h"
 #include "tools/memctl/commands.h"
@@ -32,18 +33,56 @@ absl::Status RunStats(Client& client, const Output& output) {
   Table table({{"LOCATION"},
                {"RESERVED", true},
                {"USED", true},
-               {"LIMIT", true},
+               {"PEAK", true},
+               {"LARGEST FREE", true},
+               {"FRAG", true},
                {"SEGMENTS", true},
                {"HITS", true},
-               {"MISSES", true}});
+               {"MISSES", true},
+               {"HIT%", true},
+               {"LIMIT", true}});
   for (const PoolStats& pool : stats->pools) {
+    const std::uint64_t requests = pool.hit_count + pool.miss_count;
     table.AddRow({pool.location, FormatBytes(pool.reserved_bytes),
-                  FormatBytes(pool.used_bytes),
-                  pool.limit_bytes == 0 ? "-" : FormatBytes(pool.limit_bytes),
+                  FormatBytes(pool.used_bytes), FormatBytes(pool.peak_reserved_bytes),
+                  FormatBytes(pool.largest_free_block_bytes),
+                  absl::StrFormat("%.2f", pool.fragmentation),
                   absl::StrCat(pool.segments), absl::StrCat(pool.hit_count),
-                  absl::StrCat(pool.miss_count)});
+                  absl::StrCat(pool.miss_count),
+                  requests == 0 ? "-"
+                                : absl::StrFormat("%.1f", 100.0 * pool.hit_count / requests),
+                  pool.limit_bytes == 0 ? "-" : FormatBytes(pool.limit_bytes)});
   }
   table.Print(out);
+  for (const PoolStats& pool : stats->pools) {
+    if (pool.scrubbed_bytes > 0 || pool.trimmed_bytes > 0) {
+      out << pool.location << ": scrubbed " << FormatBytes(pool.scrubbed_bytes)
+          << ", trimmed " << FormatBytes(pool.trimmed_bytes) << " since start\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunTrim(Client& client, const std::string& location,
+                     const Output& output) {
+  absl::StatusOr<std::vector<TrimmedPool>> trimmed = client.Trim(location);
+  if (!trimmed.ok()) {
+    return Failed(location.empty() ? "trim" : absl::StrCat("trim ", location),
+                  trimmed.status());
+  }
+  if (output.json) {
+    Json json = Json::array();
+    for (const TrimmedPool& pool : *trimmed) {
+      json.push_back(Json{{"location", pool.location},
+                          {"released_bytes", pool.released_bytes}});
+    }
+    PrintJson(output.out, json);
+    return absl::OkStatus();
+  }
+  for (const TrimmedPool& pool : *trimmed) {
+    output.out << pool.location << ": gave back " << FormatBytes(pool.released_bytes)
+               << '\n';
+  }
   return absl::OkStatus();
 }
 

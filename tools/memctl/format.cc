@@ -116,8 +116,22 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
     entry["used_bytes"] = pool.used_bytes;
     entry["hit_count"] = pool.hit_count;
     entry["miss_count"] = pool.miss_count;
+    entry["free_bytes"] = pool.free_bytes;
+    entry["peak_reserved_bytes"] = pool.peak_reserved_bytes;
+    entry["peak_used_bytes"] = pool.peak_used_bytes;
+    entry["largest_free_block_bytes"] = pool.largest_free_block_bytes;
+    entry["fragmentation"] = pool.fragmentation;
     entry["segments"] = pool.segments;
+    entry["scrubbed_bytes"] = pool.scrubbed_bytes;
+    entry["trimmed_bytes"] = pool.trimmed_bytes;
     entry["limit_bytes"] = pool.limit_bytes;
+    Json classes = Json::array();
+    for (const SizeClassStats& size_class : pool.size_classes) {
+      classes.push_back(Json{{"bytes", size_class.bytes},
+                             {"allocations", size_class.allocations},
+                             {"cached", size_class.cached}});
+    }
+    entry["size_classes"] = std::move(classes);
     pools.push_back(std::move(entry));
   }
   json["pools"] = std::move(pools);

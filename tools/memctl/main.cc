@@ -32,6 +32,7 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
     case Command::kGet: return RunGet(client, invocation.get, output);
     case Command::kUnlink: return RunUnlink(client, invocation.name, output);
     case Command::kPing: return RunPing(client, output);
+    case Command::kTrim: return RunTrim(client, invocation.location, output);
   }
   return absl::InternalError("unknown subcommand");
 }

@@ -73,14 +73,34 @@ struct OpenOptions {
   absl::Duration wait = absl::ZeroDuration();
 };
 
+struct SizeClassStats {
+  std::uint64_t bytes = 0;        // Block size of the class.
+  std::uint64_t allocations = 0;  // Served since start.
+  std::uint64_t cached = 0;       // Freed blocks held for reuse now.
+};
+
 struct PoolStats {
   std::string location;
-  std::uint64_t reserved_bytes = 0;
-  std::uint64_t used_bytes = 0;
-  std::uint64_t hit_count = 0;
+  std::uint64_t reserved_bytes = 0;  // Held from the system, used or not.
+  std::uint64_t used_bytes = 0;      // In live buffers.
+  std::uint64_t free_bytes = 0;
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t peak_used_bytes = 0;
+  std::uint64_t hit_count = 0;   // Served without a new system allocation.
   std::uint64_t miss_count = 0;
+  std::uint64_t largest_free_block_bytes = 0;
+  double fragmentation = 0;  // 1 - largest free block / free bytes.
   std::uint64_t segments = 0;
+  std::uint64_t scrubbed_bytes = 0;
+  std::uint64_t trimmed_bytes = 0;
   std::uint64_t limit_bytes = 0;
+  std::vector<SizeClassStats> size_classes;
+};
+
+// What Client::Trim gave back, per location.
+struct TrimmedPool {
+  std::string location;
+  std::uint64_t released_bytes = 0;
 };
 
 struct DaemonStats {
@@ -208,6 +228,11 @@ class Client {
   absl::StatusOr<std::vector<BufferInfo>> List(std::string_view prefix = "");
   absl::StatusOr<DaemonStats> Stats();
   absl::StatusOr<std::vector<SessionInfo>> Sessions();
+
+  // Gives idle pool memory back to the system now: one location ("host",
+  // "pinned", "device:N") or, empty, all. Root or the daemon's user only
+  // (PERMISSION_DENIED); an unknown location is NOT_FOUND.
+  absl::StatusOr<std::vector<TrimmedPool>> Trim(std::string_view location = "");
 
   // One round trip to the daemon, nothing else.
   absl::Status Ping();

@@ -62,6 +62,23 @@ absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
   return segment;
 }
 
+absl::Status MemfdSegment::Scrub() {
+  const off_t length = static_cast<off_t>(size_);
+  if (pinned_ != nullptr) {
+    // Locked pages stay in place: zero them through the daemon's mapping.
+    std::memset(pinned_, 0, size_);
+    return absl::OkStatus();
+  }
+  if (::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                  length) != 0) {
+    return ErrnoStatus("fallocate(PUNCH_HOLE)", errno);
+  }
+  if (::fallocate(fd_.get(), 0, 0, length) != 0) {
+    return ErrnoStatus("fallocate", errno);
+  }
+  return absl::OkStatus();
+}
+
 MemfdSegment::~MemfdSegment() {
   if (pinned_ != nullptr) ::munmap(pinned_, size_);
 }

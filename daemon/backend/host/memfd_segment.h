@@ -27,6 +27,9 @@ class MemfdSegment : public Segment {
     return access == Access::kReadWrite ? fd_.get() : read_only_.get();
   }
 
+  // Punches out every page and commits fresh (zeroed) ones.
+  absl::Status Scrub() override;
+
  private:
   MemfdSegment(UniqueFd fd, UniqueFd read_only, std::uint64_t size)
       : fd_(std::move(fd)), read_only_(std::move(read_only)), size_(size) {}

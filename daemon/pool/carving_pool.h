@@ -1,0 +1,127 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "daemon/backend/backend.h"
+#include "daemon/pool/pool.h"
+#include "daemon/pool/segment_space.h"
+#include "daemon/pool/size_classes.h"
+
+namespace memd::pool {
+
+struct CarvingPoolOptions {
+  // Most bytes the pool may hold from the backend.
+  std::uint64_t limit_bytes = ~std::uint64_t{0};
+  // Requests up to this size are small: served by size classes carved from
+  // small segments. Larger ones are carved by best fit from large segments.
+  std::uint64_t small_max_bytes = std::uint64_t{1} << 20;
+  // Growth policy. A small miss reserves a segment of this size (rounded up
+  // to the alignment, at least small_max_bytes); a large miss reserves the
+  // request rounded up to large_round_bytes (0: the alignment).
+  std::uint64_t small_segment_bytes = std::uint64_t{2} << 20;
+  std::uint64_t large_round_bytes = 0;
+  // Whether an idle segment of one domain may serve another after it is
+  // scrubbed. Off by default: a client may keep a mapping of memory after
+  // its lease ends (libmemd caches mappings), and no scrub can revoke it.
+  bool scrub_between_domains = false;
+};
+
+/// The pool engine: reserves segments from a backend and carves them.
+///
+/// - Small requests: size classes (SizeClasses), each with a free-list cache
+///   per domain; a hit pops a block under that class's own mutex — no
+///   global lock. An empty cache carves a block from the domain's small
+///   segments by best fit.
+/// - Large requests: best fit over the domain's large segments, splitting
+///   the block; frees merge with address-ordered free neighbours at once.
+/// - Domains: every segment serves one Domain (SegmentSpace per domain).
+///   With scrub_between_domains, an idle segment moves to another domain
+///   only after Backend::Scrub zeroed it (counted in scrubbed_bytes).
+/// - Limits: at limit_bytes the pool first trims idle segments, then fails
+///   with RESOURCE_EXHAUSTED and the numbers.
+/// - Trim: segments idle (no live allocation, unused) for a while go back to
+///   the backend: Trim(min_idle), called periodically by the daemon and on
+///   demand. Cached size-class blocks do not keep a segment alive.
+///
+/// Owns its segments; borrows the backend and the clock, which must outlive
+/// it. Every allocation must be freed before the pool is destroyed.
+/// Thread-safe. Errors: see Pool.
+class CarvingPool : public Pool {
+ public:
+  CarvingPool(backend::Backend& backend, Location location,
+              CarvingPoolOptions options, const Clock& clock);
+  ~CarvingPool() override;
+
+  const Location& location() const override { return location_; }
+  std::uint64_t alignment() const override { return alignment_; }
+  absl::StatusOr<Allocation> Allocate(std::uint64_t bytes, Domain domain) override;
+  void Free(Allocation allocation) override;
+  std::uint64_t Trim(absl::Duration min_idle) override;
+  PoolStats Stats() const override;
+
+  const SizeClasses& size_classes() const { return classes_; }
+
+ private:
+  struct Shard {
+    absl::Mutex mu;
+    absl::flat_hash_map<Domain, std::unique_ptr<Arena>> arenas ABSL_GUARDED_BY(mu);
+  };
+  static constexpr std::size_t kShards = 16;
+
+  Arena& ArenaFor(const Domain& domain);
+  std::vector<Arena*> AllArenas() const;
+
+  absl::StatusOr<Allocation> AllocateSmall(Arena& arena, std::size_t size_class);
+  absl::StatusOr<Allocation> AllocateLarge(Arena& arena, std::uint64_t bytes);
+  // Gives the arena a new segment able to hold `bytes`: an idle segment of
+  // another domain, scrubbed (when allowed), else one from the backend.
+  // Returns whether the backend was asked (a miss).
+  absl::StatusOr<bool> Grow(Arena& arena, bool small, std::uint64_t bytes);
+  absl::StatusOr<std::shared_ptr<backend::Segment>> Reserve(std::uint64_t bytes);
+  std::unique_ptr<PoolSegment> StealIdle(Arena& thief, bool small,
+                                         std::uint64_t bytes);
+  Allocation Make(const Placement& placement, std::uint64_t bytes,
+                  const Domain& domain);
+  void Release(std::vector<std::unique_ptr<PoolSegment>> segments);
+  void NoteUsed(std::uint64_t bytes);
+  std::string LimitMessage(std::uint64_t bytes) const;
+
+  backend::Backend& backend_;
+  const Location location_;
+  const std::uint64_t alignment_;
+  const CarvingPoolOptions options_;
+  const std::uint64_t small_segment_bytes_;
+  const std::uint64_t large_round_bytes_;
+  const Clock& clock_;
+  const SizeClasses classes_;
+  // Tells a thread's cached arena lookup which pool it belongs to.
+  const std::uint64_t instance_;
+
+  mutable Shard shards_[kShards];
+
+  // Reservations are checked against the limit under this mutex; reads of
+  // the counters are lock-free.
+  absl::Mutex reserve_mu_;
+  std::atomic<std::uint64_t> reserved_{0};
+  std::atomic<std::uint64_t> used_{0};
+  std::atomic<std::uint64_t> peak_reserved_{0};
+  std::atomic<std::uint64_t> peak_used_{0};
+  std::atomic<std::uint64_t> hits_{0};
+  std::atomic<std::uint64_t> misses_{0};
+  std::atomic<std::uint64_t> segments_{0};
+  std::atomic<std::uint64_t> scrubbed_{0};
+  std::atomic<std::uint64_t> trimmed_{0};
+  std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::uint64_t> next_seq_{1};
+  std::unique_ptr<std::atomic<std::uint64_t>[]> class_allocations_;
+};
+
+}  // namespace memd::pool

@@ -1,0 +1,384 @@
+#include "daemon/pool/carving_pool.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/fake_backend.h"
+
+namespace memd::pool {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kMiB = 1 << 20;
+const Domain kAlice{1000, 100, 0600};
+const Domain kBob{1001, 100, 0600};
+
+class FakeClock : public Clock {
+ public:
+  absl::Time Now() const override { return now; }
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+};
+
+class CarvingPoolTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<CarvingPool> MakePool(CarvingPoolOptions options = {},
+                                        testing::FakeBackend* backend = nullptr) {
+    return std::make_unique<CarvingPool>(backend ? *backend : backend_,
+                                         Location::Host(), options, clock_);
+  }
+  Allocation Allocate(Pool& pool, std::uint64_t bytes, Domain domain = kAlice) {
+    auto allocation = pool.Allocate(bytes, domain);
+    EXPECT_TRUE(allocation.ok()) << allocation.status();
+    return allocation.ok() ? std::move(*allocation) : Allocation{};
+  }
+
+  FakeClock clock_;
+  testing::FakeBackend backend_{testing::FakeBackend::Memory::kHollow};
+};
+
+// ---- Size classes ----
+
+TEST_F(CarvingPoolTest, SmallRequestIsRoundedToItsClassAndCarvedFromASmallSegment) {
+  auto pool = MakePool();
+  Allocation a = Allocate(*pool, 70 << 10);  // Class 72 KiB.
+  EXPECT_EQ(a.bytes, 72u << 10);
+  EXPECT_EQ(a.offset, 0u);
+  EXPECT_EQ(a.segment->size(), 2 * kMiB);  // The small segment size.
+  Allocation b = Allocate(*pool, 100);
+  EXPECT_EQ(b.bytes, kPage);
+  EXPECT_EQ(b.segment, a.segment);  // Same segment, next to it.
+  EXPECT_EQ(b.offset, 72u << 10);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.miss_count, 1u);
+  EXPECT_EQ(stats.hit_count, 1u);
+  EXPECT_EQ(stats.segments, 1u);
+  EXPECT_EQ(stats.used_bytes, (72u << 10) + kPage);
+  pool->Free(std::move(a));
+  pool->Free(std::move(b));
+}
+
+TEST_F(CarvingPoolTest, FreedSmallBlockComesBackFromItsClassCache) {
+  auto pool = MakePool();
+  Allocation a = Allocate(*pool, 5000);
+  const std::uint64_t offset = a.offset;
+  pool->Free(std::move(a));
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.used_bytes, 0u);
+  EXPECT_EQ(stats.size_classes[1].cached, 1u);  // The 8 KiB class.
+  Allocation again = Allocate(*pool, 8000);
+  EXPECT_EQ(again.offset, offset);
+  stats = pool->Stats();
+  EXPECT_EQ(stats.size_classes[1].cached, 0u);
+  EXPECT_EQ(stats.size_classes[1].allocations, 2u);
+  EXPECT_EQ(stats.hit_count, 1u);
+  EXPECT_EQ(stats.miss_count, 1u);
+  pool->Free(std::move(again));
+}
+
+TEST_F(CarvingPoolTest, CachedBlocksOfOtherClassesMergeWhenSpaceRunsOut) {
+  CarvingPoolOptions options;
+  options.small_segment_bytes = 64 * kPage;
+  options.small_max_bytes = 64 * kPage;
+  auto pool = MakePool(options);
+  std::vector<Allocation> pages;
+  for (int i = 0; i < 64; ++i) pages.push_back(Allocate(*pool, kPage));
+  for (auto& page : pages) pool->Free(std::move(page));
+  // All 64 pages sit in the 4 KiB class cache; a 256 KiB request fits only
+  // once they are merged back into one block.
+  Allocation whole = Allocate(*pool, 64 * kPage);
+  EXPECT_EQ(whole.offset, 0u);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.segments, 1u);
+  EXPECT_EQ(stats.miss_count, 1u);
+  EXPECT_EQ(stats.size_classes[0].cached, 0u);
+  pool->Free(std::move(whole));
+}
+
+// ---- Large requests: best fit, split, coalesce ----
+
+TEST_F(CarvingPoolTest, LargeMissReservesASegmentOfTheRoundedRequest) {
+  auto pool = MakePool();
+  Allocation a = Allocate(*pool, 3 * kMiB + 1);
+  EXPECT_EQ(a.bytes, 3 * kMiB + kPage);
+  EXPECT_EQ(a.segment->size(), 3 * kMiB + kPage);
+  EXPECT_EQ(pool->Stats().miss_count, 1u);
+  pool->Free(std::move(a));
+  EXPECT_EQ(pool->Stats().largest_free_bytes, 3 * kMiB + kPage);
+}
+
+TEST_F(CarvingPoolTest, LargeFreeSplitsForSmallerRequestsAndCoalescesBack) {
+  auto pool = MakePool();
+  pool->Free(Allocate(*pool, 12 * kMiB));
+  Allocation a = Allocate(*pool, 4 * kMiB);
+  Allocation b = Allocate(*pool, 4 * kMiB);
+  Allocation c = Allocate(*pool, 4 * kMiB);
+  EXPECT_EQ(a.segment, b.segment);
+  EXPECT_EQ(b.segment, c.segment);
+  EXPECT_EQ(b.offset, 4 * kMiB);
+  EXPECT_EQ(pool->Stats().miss_count, 1u);
+  EXPECT_EQ(pool->Stats().hit_count, 3u);
+  pool->Free(std::move(a));
+  pool->Free(std::move(c));
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.largest_free_bytes, 4 * kMiB);
+  EXPECT_NEAR(stats.fragmentation(), 0.5, 1e-9);  // Two 4 MiB holes.
+  pool->Free(std::move(b));  // Joins both neighbours.
+  stats = pool->Stats();
+  EXPECT_EQ(stats.largest_free_bytes, 12 * kMiB);
+  EXPECT_EQ(stats.fragmentation(), 0.0);
+  Allocation whole = Allocate(*pool, 12 * kMiB);
+  EXPECT_EQ(whole.offset, 0u);
+  EXPECT_EQ(pool->Stats().miss_count, 1u);
+  pool->Free(std::move(whole));
+}
+
+TEST_F(CarvingPoolTest, BestFitTakesTheSmallestFreeBlockThatHolds) {
+  auto pool = MakePool();
+  Allocation big = Allocate(*pool, 16 * kMiB);
+  Allocation small = Allocate(*pool, 5 * kMiB);
+  const auto small_segment = small.segment;
+  pool->Free(std::move(big));
+  pool->Free(std::move(small));
+  Allocation fit = Allocate(*pool, 4 * kMiB);
+  EXPECT_EQ(fit.segment, small_segment);
+  pool->Free(std::move(fit));
+}
+
+TEST_F(CarvingPoolTest, LargeRoundingFollowsTheGrowthPolicy) {
+  CarvingPoolOptions options;
+  options.large_round_bytes = 2 * kMiB;
+  auto pool = MakePool(options);
+  Allocation a = Allocate(*pool, 3 * kMiB);
+  EXPECT_EQ(a.bytes, 3 * kMiB);
+  EXPECT_EQ(a.segment->size(), 4 * kMiB);
+  pool->Free(std::move(a));
+}
+
+// ---- Domains ----
+
+TEST_F(CarvingPoolTest, SegmentsServeOneDomainOnly) {
+  auto pool = MakePool();
+  Allocation alice = Allocate(*pool, kPage, kAlice);
+  Allocation bob = Allocate(*pool, kPage, kBob);
+  EXPECT_NE(alice.segment, bob.segment);
+  pool->Free(std::move(alice));
+  Allocation bob2 = Allocate(*pool, kPage, kBob);
+  EXPECT_EQ(bob2.segment, bob.segment);
+  // Another mode is another domain too.
+  Allocation shared = Allocate(*pool, kPage, Domain{1000, 100, 0640});
+  EXPECT_NE(shared.segment, bob.segment);
+  EXPECT_EQ(pool->Stats().segments, 3u);
+  pool->Free(std::move(bob));
+  pool->Free(std::move(bob2));
+  pool->Free(std::move(shared));
+}
+
+TEST_F(CarvingPoolTest, IdleMemoryNeverChangesDomainByDefault) {
+  auto pool = MakePool();
+  pool->Free(Allocate(*pool, 8 * kMiB, kAlice));
+  Allocation bob = Allocate(*pool, 8 * kMiB, kBob);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.miss_count, 2u);
+  EXPECT_EQ(stats.scrubbed_bytes, 0u);
+  EXPECT_EQ(backend_.scrubs(), 0);
+  pool->Free(std::move(bob));
+}
+
+TEST_F(CarvingPoolTest, WithScrubbingAnIdleSegmentMovesToAnotherDomainZeroed) {
+  testing::FakeBackend real(testing::FakeBackend::Memory::kReal);
+  CarvingPoolOptions options;
+  options.scrub_between_domains = true;
+  auto pool = MakePool(options, &real);
+  Allocation alice = Allocate(*pool, 4 * kMiB, kAlice);
+  auto fd = alice.segment->Export(backend::Access::kReadWrite);
+  ASSERT_TRUE(fd.ok());
+  void* map = ::mmap(nullptr, 4 * kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  std::memset(map, 0xAB, 4 * kMiB);
+  ::munmap(map, 4 * kMiB);
+  const auto segment = alice.segment;
+  pool->Free(std::move(alice));
+
+  Allocation bob = Allocate(*pool, 4 * kMiB, kBob);
+  EXPECT_EQ(bob.segment, segment);  // Moved, not reserved anew.
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.scrubbed_bytes, 4 * kMiB);
+  EXPECT_EQ(stats.miss_count, 1u);
+  EXPECT_EQ(stats.hit_count, 1u);
+  EXPECT_EQ(real.scrubs(), 1);
+  fd = bob.segment->Export(backend::Access::kRead);
+  map = ::mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, *fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto* bytes = static_cast<const unsigned char*>(map);
+  bool zero = true;
+  for (std::uint64_t i = 0; i < 4 * kMiB; i += 512) zero = zero && bytes[i] == 0;
+  EXPECT_TRUE(zero);
+  ::munmap(map, 4 * kMiB);
+  pool->Free(std::move(bob));
+}
+
+TEST_F(CarvingPoolTest, SegmentInUseNeverChangesDomain) {
+  CarvingPoolOptions options;
+  options.scrub_between_domains = true;
+  auto pool = MakePool(options);
+  Allocation alice = Allocate(*pool, kPage, kAlice);  // Keeps its segment busy.
+  Allocation bob = Allocate(*pool, kPage, kBob);
+  EXPECT_NE(bob.segment, alice.segment);
+  EXPECT_EQ(pool->Stats().scrubbed_bytes, 0u);
+  pool->Free(std::move(alice));
+  pool->Free(std::move(bob));
+}
+
+// ---- Limits ----
+
+TEST_F(CarvingPoolTest, AtTheLimitIdleSegmentsAreTrimmedFirst) {
+  CarvingPoolOptions options;
+  options.limit_bytes = 16 * kMiB;
+  auto pool = MakePool(options);
+  pool->Free(Allocate(*pool, 12 * kMiB, kAlice));  // Idle, but held.
+  Allocation bob = Allocate(*pool, 10 * kMiB, kBob);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.reserved_bytes, 10 * kMiB);
+  EXPECT_EQ(stats.trimmed_bytes, 12 * kMiB);
+  EXPECT_EQ(backend_.alive_bytes(), 10 * kMiB);
+  pool->Free(std::move(bob));
+}
+
+TEST_F(CarvingPoolTest, BeyondTheLimitIsResourceExhaustedWithTheNumbers) {
+  CarvingPoolOptions options;
+  options.limit_bytes = 16 * kMiB;
+  auto pool = MakePool(options);
+  Allocation held = Allocate(*pool, 12 * kMiB);
+  auto failed = pool->Allocate(8 * kMiB, kAlice);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(failed.status().message(), HasSubstr("host pool"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("8388608"));    // Asked.
+  EXPECT_THAT(failed.status().message(), HasSubstr("16777216"));   // Limit.
+  EXPECT_THAT(failed.status().message(), HasSubstr("12582912"));   // Reserved.
+  EXPECT_EQ(pool->Stats().reserved_bytes, 12 * kMiB);
+  pool->Free(std::move(held));
+}
+
+TEST_F(CarvingPoolTest, BackendFailuresPassThroughAndLeaveNoTrace) {
+  auto pool = MakePool();
+  backend_.FailNextReserve(absl::ResourceExhaustedError("fake: out of memory"));
+  auto failed = pool->Allocate(kMiB * 3, kAlice);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(failed.status().message(), HasSubstr("fake: out of memory"));
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.reserved_bytes, 0u);
+  EXPECT_EQ(stats.segments, 0u);
+  EXPECT_EQ(stats.miss_count, 0u);
+}
+
+TEST_F(CarvingPoolTest, ZeroAndOverflowingSizesAreInvalid) {
+  auto pool = MakePool();
+  EXPECT_EQ(pool->Allocate(0, kAlice).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool->Allocate(~std::uint64_t{0}, kAlice).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// ---- Trim ----
+
+TEST_F(CarvingPoolTest, TrimGivesBackIdleSegmentsEvenWithCachedBlocks) {
+  auto pool = MakePool();
+  Allocation small = Allocate(*pool, kPage);
+  Allocation large = Allocate(*pool, 4 * kMiB);
+  Allocation busy = Allocate(*pool, 4 * kMiB, kBob);
+  pool->Free(std::move(small));  // Parked in the class cache.
+  pool->Free(std::move(large));
+  EXPECT_EQ(pool->Trim(absl::ZeroDuration()), 2 * kMiB + 4 * kMiB);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.segments, 1u);
+  EXPECT_EQ(stats.reserved_bytes, 4 * kMiB);
+  EXPECT_EQ(stats.size_classes[0].cached, 0u);
+  EXPECT_EQ(backend_.alive(), 1);
+  pool->Free(std::move(busy));
+}
+
+TEST_F(CarvingPoolTest, PeriodicTrimWaitsForTheIdleTime) {
+  auto pool = MakePool();
+  pool->Free(Allocate(*pool, 4 * kMiB));
+  const absl::Duration idle = absl::Seconds(30);
+  EXPECT_EQ(pool->Trim(idle), 0u);  // First seen idle now.
+  clock_.now += absl::Seconds(29);
+  EXPECT_EQ(pool->Trim(idle), 0u);
+  // Used again meanwhile: the idle time starts over.
+  pool->Free(Allocate(*pool, 4 * kMiB));
+  clock_.now += absl::Seconds(2);
+  EXPECT_EQ(pool->Trim(idle), 0u);
+  EXPECT_EQ(pool->Trim(idle), 0u);
+  clock_.now += absl::Seconds(30);
+  EXPECT_EQ(pool->Trim(idle), 4 * kMiB);
+  EXPECT_EQ(pool->Stats().trimmed_bytes, 4 * kMiB);
+  EXPECT_EQ(backend_.alive(), 0);
+}
+
+// ---- Statistics ----
+
+TEST_F(CarvingPoolTest, PeaksRemainAfterMemoryGoesBack) {
+  auto pool = MakePool();
+  Allocation a = Allocate(*pool, 8 * kMiB);
+  Allocation b = Allocate(*pool, 8 * kMiB);
+  pool->Free(std::move(a));
+  pool->Free(std::move(b));
+  pool->Trim(absl::ZeroDuration());
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.peak_used_bytes, 16 * kMiB);
+  EXPECT_EQ(stats.peak_reserved_bytes, 16 * kMiB);
+  EXPECT_EQ(stats.used_bytes, 0u);
+  EXPECT_EQ(stats.reserved_bytes, 0u);
+  EXPECT_EQ(stats.fragmentation(), 0.0);
+}
+
+// ---- Threads ----
+
+TEST_F(CarvingPoolTest, ConcurrentUseKeepsTheAccountsExact) {
+  CarvingPoolOptions options;
+  options.limit_bytes = 512 * kMiB;
+  auto pool = MakePool(options);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const Domain domain{static_cast<uid_t>(1000 + t % 2), 100, 0600};
+      std::vector<Allocation> held;
+      for (int i = 0; i < 2000; ++i) {
+        const std::uint64_t bytes = (i % 7 == 0) ? (2 + i % 5) * kMiB : (1 + i % 40) * kPage;
+        auto allocation = pool->Allocate(bytes, domain);
+        if (!allocation.ok()) {
+          ++failures;
+          continue;
+        }
+        held.push_back(std::move(*allocation));
+        if (held.size() > 20) {
+          pool->Free(std::move(held[i % held.size()]));
+          held.erase(held.begin() + i % held.size());
+        }
+        if (i % 500 == 0) pool->Trim(absl::ZeroDuration());
+      }
+      for (auto& allocation : held) pool->Free(std::move(allocation));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.used_bytes, 0u);
+  EXPECT_EQ(stats.reserved_bytes, backend_.alive_bytes());
+  EXPECT_EQ(stats.segments, static_cast<std::uint64_t>(backend_.alive()));
+  pool->Trim(absl::ZeroDuration());
+  EXPECT_EQ(pool->Stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend_.alive(), 0);
+}
+
+}  // namespace
+}  // namespace memd::pool
