@@ -174,6 +174,13 @@ TEST_F(CrossUserTest, AnotherUidCannotUnlinkTheOwnersBuffer) {
   EXPECT_TRUE(client_->Stat("public").ok());
 }
 
+TEST_F(CrossUserTest, OnlyRootOrTheDaemonsUserMayTrim) {
+  ProgramResult refused = Run({"--uid", kNobody, "trim", "all"});
+  EXPECT_EQ(refused.out, "PERMISSION_DENIED\n") << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("uid 65534 may not trim"));
+  EXPECT_EQ(Run({"trim", "all"}).out, "OK\n");
+}
+
 TEST_F(CrossUserTest, BuffersBelongToTheUidThatCreatedThem) {
   ProgramResult own = Run({"--uid", kNobody, "produce", "nobodys", "4096", "9"});
   ASSERT_EQ(own.exit_code, 0) << own.err;

@@ -8,6 +8,7 @@
 //   memd-test-client [--uid N] open NAME
 //       open read-only; print the status code name (OK, PERMISSION_DENIED...)
 //   memd-test-client [--uid N] unlink NAME
+//   memd-test-client [--uid N] trim LOCATION|all
 //   memd-test-client hold NAME...
 //       open each name, create an ephemeral "NAME.mine" for the first,
 //       print "held" and wait to be killed
@@ -80,6 +81,12 @@ int main(int argc, char** argv) {
   if (command == "open") {
     auto buffer = (*client)->Open(name);
     if (!buffer.ok()) return Fail(buffer.status());
+    std::printf("OK\n");
+    return 0;
+  }
+  if (command == "trim") {
+    auto trimmed = (*client)->Trim(name == "all" ? "" : name);
+    if (!trimmed.ok()) return Fail(trimmed.status());
     std::printf("OK\n");
     return 0;
   }

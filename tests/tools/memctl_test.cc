@@ -282,10 +282,25 @@ TEST_F(MemctlTest, StatsJsonReportsPoolsAndCountsWhereverTheFlagGoes) {
   EXPECT_EQ(stats.at("leases"), 0);
 
   Json host = HostPool(stats);
-  for (const char* field : {"location", "reserved_bytes", "used_bytes", "hit_count",
-                            "miss_count", "segments", "limit_bytes"}) {
+  for (const char* field :
+       {"location", "reserved_bytes", "used_bytes", "hit_count", "miss_count",
+        "segments", "limit_bytes", "free_bytes", "peak_reserved_bytes",
+        "peak_used_bytes", "largest_free_block_bytes", "fragmentation",
+        "scrubbed_bytes", "trimmed_bytes", "size_classes"}) {
     EXPECT_TRUE(host.contains(field)) << field << " missing from " << host.dump();
   }
+  EXPECT_EQ(host.at("free_bytes").get<std::uint64_t>(),
+            host.at("reserved_bytes").get<std::uint64_t>() -
+                host.at("used_bytes").get<std::uint64_t>());
+  EXPECT_GE(host.at("peak_used_bytes").get<std::uint64_t>(),
+            host.at("used_bytes").get<std::uint64_t>());
+  // "stats/a" (10000 bytes) went to the 12 KiB class, "stats/b" to 4 KiB.
+  const Json& classes = host.at("size_classes");
+  ASSERT_GT(classes.size(), 2u);
+  EXPECT_EQ(classes[0].at("bytes"), 4096);
+  EXPECT_EQ(classes[0].at("allocations"), 1);
+  EXPECT_EQ(classes[2].at("bytes"), 12288);
+  EXPECT_EQ(classes[2].at("allocations"), 1);
   const std::uint64_t used = host.at("used_bytes");
   EXPECT_GE(used, used_before + 10001);
   EXPECT_GE(host.at("reserved_bytes").get<std::uint64_t>(), used);
@@ -302,6 +317,28 @@ TEST_F(MemctlTest, StatsShowsCountsAndAPoolTable) {
   EXPECT_THAT(stats.out, AllOf(HasSubstr("backend host"), HasSubstr("buffers 1"),
                                HasSubstr("LOCATION"), HasSubstr("RESERVED"),
                                HasSubstr("USED"), HasSubstr("\nhost ")));
+}
+
+TEST_F(MemctlTest, TrimGivesIdleMemoryBackAndSaysHowMuch) {
+  Put("t", std::string(3 << 20, 't'));  // A large segment of its own.
+  ProgramResult unlinked = Run({"unlink", "t"});
+  ASSERT_EQ(unlinked.exit_code, 0) << Describe(unlinked);
+  EXPECT_EQ(HostPool(RunJson({"stats", "--json"})).at("reserved_bytes"), 3 << 20);
+
+  Json trimmed = RunJson({"trim", "host", "--json"});
+  ASSERT_TRUE(trimmed.is_array());
+  ASSERT_EQ(trimmed.size(), 1u);
+  EXPECT_EQ(trimmed[0].at("location"), "host");
+  EXPECT_EQ(trimmed[0].at("released_bytes"), 3 << 20);
+  Json host = HostPool(RunJson({"stats", "--json"}));
+  EXPECT_EQ(host.at("reserved_bytes"), 0);
+  EXPECT_EQ(host.at("trimmed_bytes"), 3 << 20);
+
+  ProgramResult text = Run({"trim"});
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, AllOf(HasSubstr("host: gave back 0 B"),
+                              HasSubstr("pinned: gave back 0 B")));
+  ExpectFailure(Run({"trim", "device:7"}), "trim device:7", "NOT_FOUND");
 }
 
 TEST_F(MemctlTest, SessionsListMemctlItself) {
@@ -398,7 +435,7 @@ TEST_F(MemctlTest, HelpListsExamplesForEverySubcommand) {
   ASSERT_EQ(help.exit_code, 0) << Describe(help);
   EXPECT_THAT(help.out, HasSubstr("Examples:"));
   for (const std::string sub :
-       {"stats", "ls", "inspect", "sessions", "put", "get", "unlink", "ping"}) {
+       {"stats", "ls", "inspect", "sessions", "put", "get", "unlink", "ping", "trim"}) {
     EXPECT_THAT(help.out, HasSubstr("\n  " + sub + " ")) << sub;
     ProgramResult sub_help = RunProgram(Memctl(), {sub, "--help"});
     EXPECT_EQ(sub_help.exit_code, 0) << Describe(sub_help);
