@@ -131,7 +131,7 @@ absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
   absl::Status status = Call(*core_, &v1::Memd::Stub::Create, request, &lease,
                              &connection);
   if (!status.ok()) return status;
-  return core_->Adopt(*connection, lease);
+  return core_->Adopt(*connection, lease, options.populate);
 }
 
 absl::StatusOr<Buffer> Client::Open(std::string_view name,
@@ -156,7 +156,7 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
   absl::Status status = CallOn(*core_, **connection, &v1::Memd::Stub::Open,
                                request, &lease, options.wait);
   if (!status.ok()) return status;
-  return core_->Adopt(**connection, lease, std::move(mapped));
+  return core_->Adopt(**connection, lease, options.populate, std::move(mapped));
 }
 
 absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
@@ -171,7 +171,7 @@ absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
   absl::Status status = Call(*core_, &v1::Memd::Stub::OpenOrCreate, request,
                              &lease, &connection, wait);
   if (!status.ok()) return status;
-  return core_->Adopt(*connection, lease);
+  return core_->Adopt(*connection, lease, options.populate);
 }
 
 absl::Status Client::Unlink(std::string_view name) {

@@ -84,7 +84,7 @@ void ClientCore::Prepare(const Connection& connection,
 }
 
 absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
-                                         const v1::Lease& lease,
+                                         const v1::Lease& lease, bool populate,
                                          std::shared_ptr<Mapping> mapped) {
   const v1::Handle& handle = lease.handle();
   // A lease this client cannot use is given back rather than leaked.
@@ -114,7 +114,8 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     // The mapping holds the memory; the descriptor closes at the end of
     // this block.
     auto shared = mappings_.MapOrShare(key, lease.buffer().name(), fd->get(),
-                                       handle.offset(), handle.mapped_bytes());
+                                       handle.offset(), handle.mapped_bytes(),
+                                       populate);
     if (!shared.ok()) return give_back(shared.status());
     mapping = std::move(*shared);
   }

@@ -47,7 +47,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // request named in mapped_buffer_id, used when the daemon sent no
   // descriptor.
   absl::StatusOr<Buffer> Adopt(const Connection& connection,
-                               const v1::Lease& lease,
+                               const v1::Lease& lease, bool populate,
                                std::shared_ptr<Mapping> mapped = nullptr);
 
   MappingCache& mappings() { return mappings_; }

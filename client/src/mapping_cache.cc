@@ -29,14 +29,15 @@ std::shared_ptr<Mapping> MappingCache::FindReadOnly(std::uint64_t generation,
 
 absl::StatusOr<std::shared_ptr<Mapping>> MappingCache::MapOrShare(
     const Key& key, const std::string& name, int fd, std::uint64_t offset,
-    std::uint64_t length) {
+    std::uint64_t length, bool populate) {
   absl::MutexLock lock(&mu_);
   std::weak_ptr<Mapping>& slot = live_[key];
   std::shared_ptr<Mapping> mapping = slot.lock();
   if (mapping == nullptr) {
     void* base = ::mmap(nullptr, length,
-                        PROT_READ | (key.writable ? PROT_WRITE : 0), MAP_SHARED,
-                        fd, static_cast<off_t>(offset));
+                        PROT_READ | (key.writable ? PROT_WRITE : 0),
+                        MAP_SHARED | (populate ? MAP_POPULATE : 0), fd,
+                        static_cast<off_t>(offset));
     if (base == MAP_FAILED) {
       int error = errno;
       live_.erase(key);

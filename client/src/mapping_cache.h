@@ -61,11 +61,13 @@ class MappingCache {
                                         const std::string& name);
 
   // The mapping for `key`: the existing one, or a new mmap of `fd` at
-  // `offset` for `length` bytes. Errors: the errno mapping of mmap.
+  // `offset` for `length` bytes (`populate`: with every page mapped now).
+  // Errors: the errno mapping of mmap.
   absl::StatusOr<std::shared_ptr<Mapping>> MapOrShare(const Key& key,
                                                       const std::string& name,
                                                       int fd, std::uint64_t offset,
-                                                      std::uint64_t length);
+                                                      std::uint64_t length,
+                                                      bool populate = false);
 
   // Marks a mapping used now (it moves to the front of the retained ones).
   void Touch(const Key& key, const std::string& name,

@@ -11,10 +11,13 @@
 
 namespace memd::pool {
 
-// One size class's cache of freed blocks in one domain.
+// One size class's cache of freed blocks in one domain, and its counters
+// (kept under its mutex, which the hot path holds anyway).
 struct ClassCache {
   absl::Mutex mu;
   std::vector<Placement> blocks ABSL_GUARDED_BY(mu);
+  std::uint64_t allocations ABSL_GUARDED_BY(mu) = 0;
+  std::uint64_t hits ABSL_GUARDED_BY(mu) = 0;  // Served from `blocks`.
 };
 
 /// Everything of one domain: its segments and their free space. The arena
@@ -130,10 +133,7 @@ CarvingPool::CarvingPool(backend::Backend& backend, Location location,
                                   backend.alignment(location))),
       clock_(clock),
       classes_(alignment_, options.small_max_bytes),
-      instance_(next_instance.fetch_add(1)),
-      class_allocations_(new std::atomic<std::uint64_t>[classes_.count()]) {
-  for (std::size_t i = 0; i < classes_.count(); ++i) class_allocations_[i] = 0;
-}
+      instance_(next_instance.fetch_add(1)) {}
 
 CarvingPool::~CarvingPool() = default;
 
@@ -183,7 +183,9 @@ Allocation CarvingPool::Make(const Placement& placement, std::uint64_t bytes,
   allocation.offset = placement.offset;
   allocation.bytes = bytes;
   allocation.domain = domain;
-  allocation.id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  // Unique among live allocations without a shared counter: no two live
+  // blocks share a segment and offset.
+  allocation.id = (placement.segment->seq << 40) | (placement.offset / alignment_);
   allocation.internal = reinterpret_cast<std::uintptr_t>(placement.segment);
   return allocation;
 }
@@ -196,16 +198,16 @@ absl::StatusOr<Allocation> CarvingPool::AllocateSmall(Arena& arena,
                                                       std::size_t size_class) {
   const std::uint64_t bytes = classes_.bytes(size_class);
   ClassCache& cache = arena.caches[size_class];
-  class_allocations_[size_class].fetch_add(1, std::memory_order_relaxed);
   // The hot path: a cached block of this class, under this class's lock.
   {
     absl::MutexLock lock(&cache.mu);
     if (!cache.blocks.empty()) {
       Placement block = cache.blocks.back();
       cache.blocks.pop_back();
+      ++cache.allocations;
+      ++cache.hits;
       block.segment->used.fetch_add(bytes, std::memory_order_relaxed);
       block.segment->touched.store(true, std::memory_order_relaxed);
-      hits_.fetch_add(1, std::memory_order_relaxed);
       NoteUsed(bytes);
       return Make(block, bytes, arena.domain);
     }
@@ -224,6 +226,7 @@ absl::StatusOr<Allocation> CarvingPool::AllocateSmall(Arena& arena,
         // Under the cache lock, so that trim (holding every cache lock)
         // sees a consistent `used`.
         absl::MutexLock cache_lock(&cache.mu);
+        ++cache.allocations;
         block->segment->used.fetch_add(bytes, std::memory_order_relaxed);
         block->segment->touched.store(true, std::memory_order_relaxed);
         (missed ? misses_ : hits_).fetch_add(1, std::memory_order_relaxed);
@@ -442,8 +445,6 @@ PoolStats CarvingPool::Stats() const {
   stats.size_classes.resize(classes_.count());
   for (std::size_t i = 0; i < classes_.count(); ++i) {
     stats.size_classes[i].bytes = classes_.bytes(i);
-    stats.size_classes[i].allocations =
-        class_allocations_[i].load(std::memory_order_relaxed);
   }
   for (Arena* arena : AllArenas()) {
     absl::MutexLock lock(&arena->mu);
@@ -453,6 +454,8 @@ PoolStats CarvingPool::Stats() const {
     for (std::size_t i = 0; i < classes_.count(); ++i) {
       absl::MutexLock cache_lock(&arena->caches[i].mu);
       stats.size_classes[i].cached += arena->caches[i].blocks.size();
+      stats.size_classes[i].allocations += arena->caches[i].allocations;
+      stats.hit_count += arena->caches[i].hits;
     }
   }
   // A free block's bytes can be counted as used for an instant while an

@@ -114,14 +114,13 @@ class CarvingPool : public Pool {
   std::atomic<std::uint64_t> used_{0};
   std::atomic<std::uint64_t> peak_reserved_{0};
   std::atomic<std::uint64_t> peak_used_{0};
+  // Hits of the slow paths; cache hits are counted in each class cache.
   std::atomic<std::uint64_t> hits_{0};
   std::atomic<std::uint64_t> misses_{0};
   std::atomic<std::uint64_t> segments_{0};
   std::atomic<std::uint64_t> scrubbed_{0};
   std::atomic<std::uint64_t> trimmed_{0};
-  std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::uint64_t> next_seq_{1};
-  std::unique_ptr<std::atomic<std::uint64_t>[]> class_allocations_;
 };
 
 }  // namespace memd::pool

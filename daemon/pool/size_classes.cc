@@ -21,9 +21,16 @@ SizeClasses::SizeClasses(std::uint64_t alignment, std::uint64_t small_max) {
     }
   }
   if (sizes_.empty() || sizes_.back() != top) sizes_.push_back(top);
+  while ((std::uint64_t{1} << alignment_shift_) < alignment) ++alignment_shift_;
+  // Class i holds (i + 1) alignment units while the classes step by one.
+  std::size_t direct = 0;
+  while (direct < sizes_.size() && sizes_[direct] == (direct + 1) * alignment) {
+    ++direct;
+  }
+  direct_max_ = direct * alignment;
 }
 
-std::size_t SizeClasses::ClassOf(std::uint64_t bytes) const {
+std::size_t SizeClasses::Search(std::uint64_t bytes) const {
   return static_cast<std::size_t>(
       std::lower_bound(sizes_.begin(), sizes_.end(), bytes) - sizes_.begin());
 }

@@ -21,10 +21,20 @@ class SizeClasses {
   std::uint64_t max_bytes() const { return sizes_.back(); }
 
   // The smallest class that holds `bytes` (which must be <= max_bytes()).
-  std::size_t ClassOf(std::uint64_t bytes) const;
+  std::size_t ClassOf(std::uint64_t bytes) const {
+    // The first classes are one alignment unit apart: index directly.
+    if (bytes <= direct_max_) {
+      return bytes == 0 ? 0 : static_cast<std::size_t>((bytes - 1) >> alignment_shift_);
+    }
+    return Search(bytes);
+  }
 
  private:
+  std::size_t Search(std::uint64_t bytes) const;
+
   std::vector<std::uint64_t> sizes_;
+  std::uint64_t direct_max_ = 0;
+  int alignment_shift_ = 0;
 };
 
 }  // namespace memd::pool

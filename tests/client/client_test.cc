@@ -6,9 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/paths.h"
 #include "common/unix_socket.h"
@@ -144,6 +149,34 @@ TEST_F(ClientTest, ReopeningAReleasedBufferReusesItsMapping) {
   EXPECT_EQ(again->data().data(), first);
   EXPECT_TRUE(testing::MatchesPattern(again->data(), 1));
   EXPECT_TRUE(testing::MatchesPattern(other->data(), 2));
+}
+
+// Resident bytes of this process's mapping that starts at `address`, from
+// /proc/self/smaps (counts pages mapped here, not pages that merely exist).
+std::uint64_t MappedResidentBytes(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const std::string start = absl::StrCat(absl::Hex(reinterpret_cast<std::uintptr_t>(address)));
+  bool in_mapping = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.find('-') != std::string::npos && line.find(' ') > line.find('-') &&
+        !absl::StartsWith(line, "Rss") && std::isxdigit(line[0])) {
+      in_mapping = absl::StartsWith(line, start + "-");
+    }
+    if (in_mapping && absl::StartsWith(line, "Rss:")) {
+      std::uint64_t kib = 0;
+      std::istringstream(line.substr(4)) >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+TEST_F(ClientTest, PopulateMapsEveryPageUpFront) {
+  auto lazy = client_->Create("lazy", 4 * kMiB);
+  auto eager = client_->Create("eager", 4 * kMiB, {.populate = true});
+  ASSERT_TRUE(lazy.ok() && eager.ok());
+  EXPECT_EQ(MappedResidentBytes(eager->data().data()), 4 * kMiB);
+  EXPECT_EQ(MappedResidentBytes(lazy->data().data()), 0u);
 }
 
 TEST_F(ClientTest, ANameBoundToANewBufferIsMappedAfresh) {

@@ -62,6 +62,10 @@ struct CreateOptions {
   // 0666 everyone may read and write.
   std::uint32_t mode = 0600;
   Persistence persistence = Persistence::kPersistent;
+  // Map every page at once instead of faulting them in one by one: faster
+  // when the whole buffer will be touched (pool memory is already
+  // committed), slower for a large buffer touched sparsely.
+  bool populate = false;
 };
 
 struct OpenOptions {
@@ -71,6 +75,8 @@ struct OpenOptions {
   // How long a kRead open waits for the buffer to exist and be sealed;
   // zero fails at once.
   absl::Duration wait = absl::ZeroDuration();
+  // As CreateOptions::populate, when this open maps the buffer.
+  bool populate = false;
 };
 
 struct SizeClassStats {
