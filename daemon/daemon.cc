@@ -19,6 +19,8 @@
 #include "daemon/pool/pool_set.h"
 #include "daemon/pool/carving_pool.h"
 #include "daemon/pool/periodic_trimmer.h"
+#include "daemon/pool/trace_format.h"
+#include "daemon/pool/tracing_pool.h"
 #include "daemon/service/memd_service.h"
 #include "daemon/session/session_server.h"
 #include "daemon/socket_dir.h"
@@ -34,6 +36,7 @@ struct Daemon::Parts {
   std::unique_ptr<SocketDir> socket_dir;
   std::unique_ptr<backend::Backend> backend;
   std::string backend_name;
+  std::shared_ptr<pool::TraceWriter> trace;  // When --trace-file is set.
   pool::PoolSet pools;
   std::unique_ptr<pool::PeriodicTrimmer> trimmer;
   std::unique_ptr<broker::Broker> broker;
@@ -86,6 +89,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
 
   ASSIGN_OR_RETURN(parts->backend, backend::CreateBackend(config.backend));
   parts->backend_name = std::string(parts->backend->name());
+  if (!config.trace_file.empty()) {
+    ASSIGN_OR_RETURN(parts->trace, pool::TraceWriter::Create(config.trace_file));
+    spdlog::info("recording pool allocations to {}", config.trace_file);
+  }
   for (const Location& location : parts->backend->locations()) {
     pool::CarvingPoolOptions options;
     options.limit_bytes = PoolLimit(config, location);
@@ -93,8 +100,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     options.small_segment_bytes = config.pool_small_segment_bytes;
     options.large_round_bytes = config.pool_large_round_bytes;
     options.scrub_between_domains = config.pool_domain_reuse == "scrub";
-    parts->pools.Add(std::make_unique<pool::CarvingPool>(
-        *parts->backend, location, options, parts->clock));
+    std::unique_ptr<pool::Pool> pool = std::make_unique<pool::CarvingPool>(
+        *parts->backend, location, options, parts->clock);
+    if (parts->trace != nullptr) {
+      pool = std::make_unique<pool::TracingPool>(std::move(pool), parts->trace);
+    }
+    parts->pools.Add(std::move(pool));
   }
   const absl::Duration idle = absl::Seconds(config.pool_trim_idle_seconds);
   parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
@@ -164,6 +175,12 @@ void Daemon::Shutdown() {
   parts_->broker.reset();
   parts_->trimmer.reset();
   parts_->pools = pool::PoolSet();
+  if (parts_->trace != nullptr) {
+    if (absl::Status flushed = parts_->trace->Flush(); !flushed.ok()) {
+      spdlog::error("allocation trace incomplete: {}", flushed.ToString());
+    }
+    parts_->trace.reset();
+  }
   parts_->backend.reset();
   parts_->socket_dir.reset();
 }

@@ -16,6 +16,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/paths.h"
@@ -296,6 +297,38 @@ TEST(MemdProcessTest, WelcomeShowsTwoCommandsThatWork) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(MemdProcessTest, TraceFileRecordsAllocationsThatReplay) {
+  testing::TempDir dir;
+  const std::string trace = dir.Join("pool.csv");
+  auto daemon = StartOrDie({"--trace-file", trace});
+  ASSERT_NE(daemon, nullptr);
+  {
+    auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+    ASSERT_TRUE(client.ok());
+    for (int i = 0; i < 5; ++i) {
+      auto buffer = (*client)->Create("t" + std::to_string(i), 10000 * (i + 1),
+                                      {.persistence = Persistence::kEphemeral});
+      ASSERT_TRUE(buffer.ok());
+    }
+    ASSERT_TRUE((*client)->Create("kept", 3 << 20).ok());  // Dropped: unsealed.
+  }
+  ASSERT_EQ(daemon->Stop(SIGTERM), 0) << daemon->Log();
+  std::ifstream file(trace);
+  std::string header, line;
+  std::getline(file, header);
+  EXPECT_EQ(header, "op,id,bytes");
+  int allocations = 0, frees = 0;
+  while (std::getline(file, line)) {
+    if (absl::StartsWith(line, "a,")) ++allocations;
+    if (absl::StartsWith(line, "f,")) ++frees;
+  }
+  EXPECT_EQ(allocations, 6);
+  EXPECT_EQ(frees, 6);
+  ProgramResult replay = RunProgram(BinDir() + "/memd-replay", {"--trace", trace});
+  EXPECT_EQ(replay.exit_code, 0) << replay.err;
+  EXPECT_THAT(replay.out, HasSubstr("\"allocations\": 6"));
 }
 
 TEST(MemdProcessTest, ConfigFileSetsKeysAndFlagsWin) {

@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "daemon/pool/segment_cache_pool.h"
+#include "daemon/pool/carving_pool.h"
 #include "tests/daemon/fake_backend.h"
 
 namespace memd::broker {
@@ -47,9 +47,10 @@ class BrokerTest : public ::testing::Test {
   void MakeBroker(BrokerLimits limits) {
     broker_.reset();
     pools_ = std::make_unique<pool::PoolSet>();
-    pools_->Add(std::make_unique<pool::SegmentCachePool>(
-        backend_, Location::Host(),
-        pool::SegmentCacheOptions{256 * kMiB, 256 * kMiB}));
+    pool::CarvingPoolOptions options;
+    options.limit_bytes = 256 * kMiB;
+    pools_->Add(std::make_unique<pool::CarvingPool>(backend_, Location::Host(),
+                                                    options, clock_));
     broker_ = std::make_unique<Broker>(*pools_, limits, clock_);
   }
 
