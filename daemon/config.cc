@@ -1,5 +1,6 @@
 #include "daemon/config.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,7 +19,7 @@ namespace memd {
 namespace {
 
 // How an option's text becomes a value.
-enum class Kind { kText, kBytes, kCount, kMode };
+enum class Kind { kText, kBytes, kCount, kMode, kRatio };
 
 struct Option {
   const char* key;  // TOML key; the flag is --key with '-' for '_'.
@@ -27,6 +28,7 @@ struct Option {
   std::string Config::*text = nullptr;
   std::uint64_t Config::*number = nullptr;
   std::uint32_t Config::*mode = nullptr;
+  double Config::*ratio = nullptr;
 };
 
 const std::vector<Option>& Options() {
@@ -66,6 +68,14 @@ const std::vector<Option>& Options() {
        "large segments are the request rounded up to this (default: the "
        "location's alignment)",
        nullptr, &Config::pool_large_round_bytes},
+      {"pool_large_fit_slack", Kind::kRatio,
+       "a large request takes a free block at most this much larger "
+       "(default 0.5)",
+       nullptr, nullptr, nullptr, &Config::pool_large_fit_slack},
+      {"pool_idle_budget", Kind::kRatio,
+       "before growing, give back idle segments beyond (1 + this) x peak use; "
+       "negative keeps them (default 0.08)",
+       nullptr, nullptr, nullptr, &Config::pool_idle_budget},
       {"pool_trim_idle_seconds", Kind::kCount,
        "segments idle this long go back to the system (default 60)", nullptr,
        &Config::pool_trim_idle_seconds},
@@ -121,6 +131,17 @@ absl::Status Apply(const Option& option, const std::string& text,
       config.*option.number = count;
       return absl::OkStatus();
     }
+    case Kind::kRatio: {
+      double ratio;
+      if (!absl::SimpleAtod(text, &ratio) || !std::isfinite(ratio) || ratio > 100) {
+        return invalid(absl::StrCat("'", text, "' is not a number like 0.08"));
+      }
+      if (option.ratio == &Config::pool_large_fit_slack && ratio < 0) {
+        return invalid("must not be negative");
+      }
+      config.*option.ratio = ratio;
+      return absl::OkStatus();
+    }
     case Kind::kMode: {
       std::uint32_t mode = 0;
       bool octal = !text.empty() &&
@@ -141,6 +162,9 @@ absl::Status Apply(const Option& option, const std::string& text,
 // octal (0o660) stay octal for modes.
 std::optional<std::string> TomlText(const toml::node& node, Kind kind) {
   if (auto text = node.value<std::string>()) return *text;
+  if (kind == Kind::kRatio) {
+    if (auto number = node.value<double>()) return absl::StrCat(*number);
+  }
   if (auto number = node.value<std::int64_t>()) {
     if (*number < 0) return std::nullopt;
     if (kind == Kind::kMode) {

@@ -34,6 +34,11 @@ struct Config {
   std::uint64_t pool_small_max_bytes = std::uint64_t{1} << 20;
   std::uint64_t pool_small_segment_bytes = std::uint64_t{2} << 20;
   std::uint64_t pool_large_round_bytes = 0;
+  // A large request takes a free block at most this much larger (0.5 =
+  // 50%); and before the pool grows it gives back idle segments until it
+  // holds at most (1 + pool_idle_budget) x its peak use (negative: never).
+  double pool_large_fit_slack = 0.5;
+  double pool_idle_budget = 0.08;
   // Segments idle this long go back to the system.
   std::uint64_t pool_trim_idle_seconds = 60;
   // "never": memory stays with the owner/group/mode it first served;

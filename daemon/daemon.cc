@@ -99,6 +99,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     options.small_max_bytes = config.pool_small_max_bytes;
     options.small_segment_bytes = config.pool_small_segment_bytes;
     options.large_round_bytes = config.pool_large_round_bytes;
+    options.large_fit_slack = config.pool_large_fit_slack;
+    options.idle_budget = config.pool_idle_budget;
     options.scrub_between_domains = config.pool_domain_reuse == "scrub";
     std::unique_ptr<pool::Pool> pool = std::make_unique<pool::CarvingPool>(
         *parts->backend, location, options, parts->clock);

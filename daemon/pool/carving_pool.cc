@@ -246,11 +246,14 @@ absl::StatusOr<Allocation> CarvingPool::AllocateSmall(Arena& arena,
 
 absl::StatusOr<Allocation> CarvingPool::AllocateLarge(Arena& arena,
                                                       std::uint64_t bytes) {
+  const double limit = static_cast<double>(bytes) * (1.0 + options_.large_fit_slack);
+  const std::uint64_t max_block =
+      limit >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(limit);
   bool missed = false;
   for (int round = 0;; ++round) {
     {
       absl::MutexLock lock(&arena.mu);
-      if (std::optional<Placement> block = arena.large.Take(bytes)) {
+      if (std::optional<Placement> block = arena.large.Take(bytes, max_block)) {
         block->segment->used.fetch_add(bytes, std::memory_order_relaxed);
         block->segment->touched.store(true, std::memory_order_relaxed);
         (missed ? misses_ : hits_).fetch_add(1, std::memory_order_relaxed);
@@ -275,12 +278,16 @@ void CarvingPool::Free(Allocation allocation) {
     ClassCache& cache = arena.caches[classes_.ClassOf(bytes)];
     absl::MutexLock lock(&cache.mu);
     cache.blocks.push_back(Placement{segment, allocation.offset});
-    segment->used.fetch_sub(bytes, std::memory_order_release);
+    if (segment->used.fetch_sub(bytes, std::memory_order_release) == bytes) {
+      idle_events_.fetch_add(1, std::memory_order_relaxed);
+    }
     return;
   }
   absl::MutexLock lock(&arena.mu);
   arena.large.Give(segment, allocation.offset, bytes);
-  segment->used.fetch_sub(bytes, std::memory_order_release);
+  if (segment->used.fetch_sub(bytes, std::memory_order_release) == bytes) {
+    idle_events_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 absl::StatusOr<bool> CarvingPool::Grow(Arena& arena, bool small,
@@ -308,6 +315,7 @@ absl::StatusOr<bool> CarvingPool::Grow(Arena& arena, bool small,
     }
   }
   if (segment == nullptr) {
+    KeepIdleWithinBudget(size);
     ASSIGN_OR_RETURN(std::shared_ptr<backend::Segment> backing, Reserve(size));
     segment = std::make_unique<PoolSegment>(
         std::move(backing), size, small, next_seq_.fetch_add(1));
@@ -397,6 +405,69 @@ void CarvingPool::Release(std::vector<std::unique_ptr<PoolSegment>> segments) {
   trimmed_.fetch_add(bytes, std::memory_order_relaxed);
   // Destroying them here, outside every pool lock, gives the memory back
   // (unless a grant still exports it).
+}
+
+std::vector<std::unique_ptr<PoolSegment>> CarvingPool::DetachIdle(
+    const std::function<std::vector<PoolSegment*>(std::vector<PoolSegment*>)>&
+        choose) {
+  // A first look without the cache locks: candidates only, each confirmed
+  // under every lock below before it is detached.
+  std::vector<PoolSegment*> idle;
+  for (Arena* arena : AllArenas()) {
+    absl::MutexLock lock(&arena->mu);
+    for (auto& [raw, owned] : arena->segments) {
+      if (Arena::Idle(*raw)) idle.push_back(raw);
+    }
+  }
+  std::vector<std::unique_ptr<PoolSegment>> detached;
+  if (idle.empty()) return detached;
+  for (PoolSegment* segment : choose(std::move(idle))) {
+    // Look again under the locks: it may have been used, moved or freed
+    // since. A segment freed and another made at the same address is idle
+    // too, so detaching that one is as good.
+    for (Arena* arena : AllArenas()) {
+      absl::MutexLock lock(&arena->mu);
+      if (!arena->segments.contains(segment)) continue;
+      AllCachesLock caches(*arena);
+      if (Arena::Idle(*segment)) detached.push_back(arena->DetachIdleLocked(segment));
+      break;
+    }
+  }
+  return detached;
+}
+
+void CarvingPool::KeepIdleWithinBudget(std::uint64_t bytes) {
+  if (options_.idle_budget < 0) return;
+  // Against the most ever in use, not what is in use now: a workload that
+  // frees everything between rounds (a training step) needs its memory back
+  // at the next round, and idle time, not growth, is what returns it.
+  const double demand = static_cast<double>(
+      std::max(peak_used_.load(std::memory_order_relaxed),
+               used_.load(std::memory_order_relaxed) + bytes));
+  const double budget = demand * (1.0 + options_.idle_budget);
+  const double reserved =
+      static_cast<double>(reserved_.load(std::memory_order_relaxed) + bytes);
+  if (reserved <= budget) return;
+  // No segment went idle since a scan that left none idle.
+  const std::uint64_t events = idle_events_.load(std::memory_order_relaxed);
+  if (events == idle_events_seen_.load(std::memory_order_relaxed)) return;
+  bool all_taken = true;
+  Release(DetachIdle([&](std::vector<PoolSegment*> idle) {
+    // Largest first: the fewest segments to give back.
+    std::sort(idle.begin(), idle.end(), [](PoolSegment* a, PoolSegment* b) {
+      return a->size != b->size ? a->size > b->size : a->seq < b->seq;
+    });
+    std::vector<PoolSegment*> chosen;
+    double excess = reserved - budget;
+    for (PoolSegment* segment : idle) {
+      if (excess <= 0) break;
+      chosen.push_back(segment);
+      excess -= static_cast<double>(segment->size);
+    }
+    all_taken = chosen.size() == idle.size();
+    return chosen;
+  }));
+  if (all_taken) idle_events_seen_.store(events, std::memory_order_relaxed);
 }
 
 std::uint64_t CarvingPool::Trim(absl::Duration min_idle) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,6 +29,17 @@ struct CarvingPoolOptions {
   // request rounded up to large_round_bytes (0: the alignment).
   std::uint64_t small_segment_bytes = std::uint64_t{2} << 20;
   std::uint64_t large_round_bytes = 0;
+  // A large request takes a free block at most this much larger than itself
+  // (0.5: 50%); bigger blocks stay whole for requests their size, so that
+  // segments do not fill with remnants that keep them from going back.
+  double large_fit_slack = 0.5;
+  // Before reserving a segment, idle segments are given back until the pool
+  // would hold at most (1 + idle_budget) times the most ever in use (or
+  // what is in use with the new allocation, if more): freed memory is kept
+  // for reuse, but the pool does not grow far past its peak demand for
+  // lack of a block that fits. Negative: keep every idle segment (until the
+  // limit or trim).
+  double idle_budget = 0.08;
   // Whether an idle segment of one domain may serve another after it is
   // scrubbed. Off by default: a client may keep a mapping of memory after
   // its lease ends (libmemd caches mappings), and no scrub can revoke it.
@@ -86,6 +98,13 @@ class CarvingPool : public Pool {
   // Returns whether the backend was asked (a miss).
   absl::StatusOr<bool> Grow(Arena& arena, bool small, std::uint64_t bytes);
   absl::StatusOr<std::shared_ptr<backend::Segment>> Reserve(std::uint64_t bytes);
+  // Gives back idle segments, largest first, until reserving `bytes` more
+  // keeps the pool within the idle budget.
+  void KeepIdleWithinBudget(std::uint64_t bytes);
+  // Detaches (from every arena) the idle segments `choose` picks among all
+  // idle ones; `choose` runs with no lock held.
+  std::vector<std::unique_ptr<PoolSegment>> DetachIdle(
+      const std::function<std::vector<PoolSegment*>(std::vector<PoolSegment*>)>& choose);
   std::unique_ptr<PoolSegment> StealIdle(Arena& thief, bool small,
                                          std::uint64_t bytes);
   Allocation Make(const Placement& placement, std::uint64_t bytes,
@@ -121,6 +140,10 @@ class CarvingPool : public Pool {
   std::atomic<std::uint64_t> scrubbed_{0};
   std::atomic<std::uint64_t> trimmed_{0};
   std::atomic<std::uint64_t> next_seq_{1};
+  // Counts segments going idle, so that the idle budget skips its scan when
+  // no segment went idle since one that found none.
+  std::atomic<std::uint64_t> idle_events_{0};
+  std::atomic<std::uint64_t> idle_events_seen_{~std::uint64_t{0}};
 };
 
 }  // namespace memd::pool

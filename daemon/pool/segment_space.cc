@@ -18,9 +18,10 @@ bool SegmentSpace::AllFree(const PoolSegment& segment) {
   return segment.blocks.size() == 1 && segment.blocks.begin()->second.second;
 }
 
-std::optional<Placement> SegmentSpace::Take(std::uint64_t bytes) {
+std::optional<Placement> SegmentSpace::Take(std::uint64_t bytes,
+                                            std::uint64_t max_block) {
   auto fit = by_size_.lower_bound(FreeKey{bytes, 0, 0});
-  if (fit == by_size_.end()) return std::nullopt;
+  if (fit == by_size_.end() || fit->size > max_block) return std::nullopt;
   const FreeKey key = *fit;
   PoolSegment* segment = by_seq_.at(key.seq);
   EraseFree(segment, key.offset, key.size);

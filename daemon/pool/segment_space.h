@@ -60,7 +60,10 @@ class SegmentSpace {
   // Removes a segment whose memory is all free (AllFree()).
   void Remove(PoolSegment* segment);
 
-  std::optional<Placement> Take(std::uint64_t bytes);
+  // The best fit for `bytes` among free blocks of at most `max_block` bytes
+  // (larger ones are left whole); nullopt when none fits.
+  std::optional<Placement> Take(std::uint64_t bytes,
+                                std::uint64_t max_block = ~std::uint64_t{0});
   void Give(PoolSegment* segment, std::uint64_t offset, std::uint64_t bytes);
 
   static bool AllFree(const PoolSegment& segment);

@@ -61,6 +61,8 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
            {{"--log-level", "loud"}, "'loud'"},
            {{"--backend", "tpu"}, "'tpu'"},
            {{"--pool-domain-reuse", "always"}, "never, scrub"},
+           {{"--pool-idle-budget", "lots"}, "not a number"},
+           {{"--pool-large-fit-slack", "-1"}, "must not be negative"},
        }) {
     auto config = Parse(c.args);
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument)
@@ -78,6 +80,8 @@ TEST(ConfigTest, FileSetsEveryKindOfKeyAndFlagsWin) {
                          "max_buffer_bytes = 4096\n"
                          "host_pool_limit_bytes = \"8 GiB\"\n"
                          "max_leases_per_session = 7\n"
+                         "pool_idle_budget = 0.2\n"
+                         "pool_large_fit_slack = \"1.5\"\n"
                          "log_level = \"warn\"\n";
   auto config = Parse({"--config", path, "--log-level", "error"});
   ASSERT_TRUE(config.ok()) << config.status();
@@ -86,6 +90,8 @@ TEST(ConfigTest, FileSetsEveryKindOfKeyAndFlagsWin) {
   EXPECT_EQ(config->max_buffer_bytes, 4096u);
   EXPECT_EQ(config->host_pool_limit_bytes, std::uint64_t{8} << 30);
   EXPECT_EQ(config->max_leases_per_session, 7u);
+  EXPECT_DOUBLE_EQ(config->pool_idle_budget, 0.2);
+  EXPECT_DOUBLE_EQ(config->pool_large_fit_slack, 1.5);
   EXPECT_EQ(config->log_level, "error");
 }
 

@@ -49,6 +49,7 @@ class BrokerTest : public ::testing::Test {
     pools_ = std::make_unique<pool::PoolSet>();
     pool::CarvingPoolOptions options;
     options.limit_bytes = 256 * kMiB;
+    options.idle_budget = -1;  // Reuse shows in hit counts; keep idle memory.
     pools_->Add(std::make_unique<pool::CarvingPool>(backend_, Location::Host(),
                                                     options, clock_));
     broker_ = std::make_unique<Broker>(*pools_, limits, clock_);

@@ -115,7 +115,10 @@ TEST_F(CarvingPoolTest, LargeMissReservesASegmentOfTheRoundedRequest) {
 }
 
 TEST_F(CarvingPoolTest, LargeFreeSplitsForSmallerRequestsAndCoalescesBack) {
-  auto pool = MakePool();
+  CarvingPoolOptions options;
+  options.large_fit_slack = 2.0;  // A 12 MiB block may serve 4 MiB requests.
+  options.idle_budget = -1;
+  auto pool = MakePool(options);
   pool->Free(Allocate(*pool, 12 * kMiB));
   Allocation a = Allocate(*pool, 4 * kMiB);
   Allocation b = Allocate(*pool, 4 * kMiB);
@@ -138,6 +141,47 @@ TEST_F(CarvingPoolTest, LargeFreeSplitsForSmallerRequestsAndCoalescesBack) {
   EXPECT_EQ(whole.offset, 0u);
   EXPECT_EQ(pool->Stats().miss_count, 1u);
   pool->Free(std::move(whole));
+}
+
+TEST_F(CarvingPoolTest, AMuchBiggerFreeBlockStaysWholeForItsOwnSize) {
+  CarvingPoolOptions options;
+  options.idle_budget = -1;
+  auto pool = MakePool(options);  // large_fit_slack 0.5 by default.
+  Allocation big = Allocate(*pool, 12 * kMiB);
+  const auto big_segment = big.segment;
+  pool->Free(std::move(big));
+  Allocation small = Allocate(*pool, 4 * kMiB);  // 12 > 1.5 x 4: left whole.
+  EXPECT_NE(small.segment, big_segment);
+  EXPECT_EQ(pool->Stats().largest_free_bytes, 12 * kMiB);
+  Allocation near = Allocate(*pool, 9 * kMiB);  // 12 <= 1.5 x 9: taken.
+  EXPECT_EQ(near.segment, big_segment);
+  pool->Free(std::move(small));
+  pool->Free(std::move(near));
+}
+
+TEST_F(CarvingPoolTest, GrowingGivesBackIdleSegmentsBeyondTheBudget) {
+  auto pool = MakePool();  // idle_budget 0.08 by default.
+  pool->Free(Allocate(*pool, 8 * kMiB));  // Peak use 8 MiB; now idle.
+  // 16 MiB does not fit; holding 8 + 16 would exceed 1.08 x 16 MiB.
+  Allocation big = Allocate(*pool, 16 * kMiB);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.reserved_bytes, 16 * kMiB);
+  EXPECT_EQ(stats.trimmed_bytes, 8 * kMiB);
+  EXPECT_EQ(backend_.alive(), 1);
+  pool->Free(std::move(big));
+}
+
+TEST_F(CarvingPoolTest, IdleSegmentsWithinTheBudgetStay) {
+  auto pool = MakePool();
+  Allocation busy = Allocate(*pool, 8 * kMiB);
+  pool->Free(Allocate(*pool, 8 * kMiB));  // Peak use 16 MiB; 8 idle.
+  // 1.25 MiB does not fit the idle 8 MiB; 16 + 1.25 <= 1.08 x 16 MiB.
+  Allocation small = Allocate(*pool, 5 * kMiB / 4);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.trimmed_bytes, 0u);
+  EXPECT_EQ(stats.reserved_bytes, 16 * kMiB + 5 * kMiB / 4);
+  pool->Free(std::move(busy));
+  pool->Free(std::move(small));
 }
 
 TEST_F(CarvingPoolTest, BestFitTakesTheSmallestFreeBlockThatHolds) {
@@ -165,7 +209,9 @@ TEST_F(CarvingPoolTest, LargeRoundingFollowsTheGrowthPolicy) {
 // ---- Domains ----
 
 TEST_F(CarvingPoolTest, SegmentsServeOneDomainOnly) {
-  auto pool = MakePool();
+  CarvingPoolOptions options;
+  options.idle_budget = -1;  // Keep Alice's idle segment to show it unused.
+  auto pool = MakePool(options);
   Allocation alice = Allocate(*pool, kPage, kAlice);
   Allocation bob = Allocate(*pool, kPage, kBob);
   EXPECT_NE(alice.segment, bob.segment);
