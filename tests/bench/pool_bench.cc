@@ -123,7 +123,13 @@ void BM_SizeClassHit(benchmark::State& state) {
 void BM_Coalescing(benchmark::State& state) {
   HollowBackend backend;
   memd::RealClock clock;
-  memd::pool::CarvingPool pool(backend, memd::Location::Host(), {}, clock);
+  // Every request may split the one big block: this measures the split and
+  // merge path itself, not the growth policy (which would give each size a
+  // segment of its own).
+  memd::pool::CarvingPoolOptions options;
+  options.large_fit_slack = 1e6;
+  options.idle_budget = -1;
+  memd::pool::CarvingPool pool(backend, memd::Location::Host(), options, clock);
   // One 64 MiB segment, then blocks of mixed sizes carved from it and freed
   // in an order where each free merges with a free neighbour.
   pool.Free(*pool.Allocate(64 * kMiB, kDomain));
