@@ -190,6 +190,15 @@ Allocation CarvingPool::Make(const Placement& placement, std::uint64_t bytes,
   return allocation;
 }
 
+Allocation CarvingPool::Carved(const Placement& block, std::uint64_t bytes,
+                               const Domain& domain, bool missed) {
+  block.segment->used.fetch_add(bytes, std::memory_order_relaxed);
+  block.segment->touched.store(true, std::memory_order_relaxed);
+  (missed ? misses_ : hits_).fetch_add(1, std::memory_order_relaxed);
+  NoteUsed(bytes);
+  return Make(block, bytes, domain);
+}
+
 void CarvingPool::NoteUsed(std::uint64_t bytes) {
   RaisePeak(peak_used_, used_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
 }
@@ -227,11 +236,7 @@ absl::StatusOr<Allocation> CarvingPool::AllocateSmall(Arena& arena,
         // sees a consistent `used`.
         absl::MutexLock cache_lock(&cache.mu);
         ++cache.allocations;
-        block->segment->used.fetch_add(bytes, std::memory_order_relaxed);
-        block->segment->touched.store(true, std::memory_order_relaxed);
-        (missed ? misses_ : hits_).fetch_add(1, std::memory_order_relaxed);
-        NoteUsed(bytes);
-        return Make(*block, bytes, arena.domain);
+        return Carved(*block, bytes, arena.domain, missed);
       }
     }
     // Other threads may take the new segment's space first; each round
@@ -254,11 +259,7 @@ absl::StatusOr<Allocation> CarvingPool::AllocateLarge(Arena& arena,
     {
       absl::MutexLock lock(&arena.mu);
       if (std::optional<Placement> block = arena.large.Take(bytes, max_block)) {
-        block->segment->used.fetch_add(bytes, std::memory_order_relaxed);
-        block->segment->touched.store(true, std::memory_order_relaxed);
-        (missed ? misses_ : hits_).fetch_add(1, std::memory_order_relaxed);
-        NoteUsed(bytes);
-        return Make(*block, bytes, arena.domain);
+        return Carved(*block, bytes, arena.domain, missed);
       }
     }
     if (round > 64) {

@@ -109,6 +109,10 @@ class CarvingPool : public Pool {
                                          std::uint64_t bytes);
   Allocation Make(const Placement& placement, std::uint64_t bytes,
                   const Domain& domain);
+  // Accounts for a block just carved by best fit (a hit, or a miss when a
+  // segment had to be reserved for it) and makes the allocation.
+  Allocation Carved(const Placement& block, std::uint64_t bytes,
+                    const Domain& domain, bool missed);
   void Release(std::vector<std::unique_ptr<PoolSegment>> segments);
   void NoteUsed(std::uint64_t bytes);
   std::string LimitMessage(std::uint64_t bytes) const;
