@@ -409,29 +409,34 @@ void CarvingPool::Release(std::vector<std::unique_ptr<PoolSegment>> segments) {
 }
 
 std::vector<std::unique_ptr<PoolSegment>> CarvingPool::DetachIdle(
-    const std::function<std::vector<PoolSegment*>(std::vector<PoolSegment*>)>&
+    const std::function<std::vector<IdleSegment>(std::vector<IdleSegment>)>&
         choose) {
-  // A first look without the cache locks: candidates only, each confirmed
-  // under every lock below before it is detached.
-  std::vector<PoolSegment*> idle;
+  // A first look without the cache locks: candidates only, copied out (the
+  // segments may go while `choose` runs), each confirmed under every lock
+  // below before it is detached.
+  std::vector<IdleSegment> idle;
   for (Arena* arena : AllArenas()) {
     absl::MutexLock lock(&arena->mu);
     for (auto& [raw, owned] : arena->segments) {
-      if (Arena::Idle(*raw)) idle.push_back(raw);
+      if (Arena::Idle(*raw)) idle.push_back({arena, raw, raw->size, raw->seq});
     }
   }
   std::vector<std::unique_ptr<PoolSegment>> detached;
   if (idle.empty()) return detached;
-  for (PoolSegment* segment : choose(std::move(idle))) {
-    // Look again under the locks: it may have been used, moved or freed
-    // since. A segment freed and another made at the same address is idle
-    // too, so detaching that one is as good.
-    for (Arena* arena : AllArenas()) {
-      absl::MutexLock lock(&arena->mu);
-      if (!arena->segments.contains(segment)) continue;
-      AllCachesLock caches(*arena);
-      if (Arena::Idle(*segment)) detached.push_back(arena->DetachIdleLocked(segment));
-      break;
+  for (const IdleSegment& candidate : choose(std::move(idle))) {
+    // Look again: it may have been used, moved or freed since. Arenas live
+    // as long as the pool; a segment is only touched once its arena is
+    // seen to hold it, and `seq` (never reused) tells it from a newer one
+    // at the same address.
+    Arena* arena = candidate.arena;
+    absl::MutexLock lock(&arena->mu);
+    if (!arena->segments.contains(candidate.segment) ||
+        candidate.segment->seq != candidate.seq) {
+      continue;
+    }
+    AllCachesLock caches(*arena);
+    if (Arena::Idle(*candidate.segment)) {
+      detached.push_back(arena->DetachIdleLocked(candidate.segment));
     }
   }
   return detached;
@@ -453,17 +458,17 @@ void CarvingPool::KeepIdleWithinBudget(std::uint64_t bytes) {
   const std::uint64_t events = idle_events_.load(std::memory_order_relaxed);
   if (events == idle_events_seen_.load(std::memory_order_relaxed)) return;
   bool all_taken = true;
-  Release(DetachIdle([&](std::vector<PoolSegment*> idle) {
+  Release(DetachIdle([&](std::vector<IdleSegment> idle) {
     // Largest first: the fewest segments to give back.
-    std::sort(idle.begin(), idle.end(), [](PoolSegment* a, PoolSegment* b) {
-      return a->size != b->size ? a->size > b->size : a->seq < b->seq;
+    std::sort(idle.begin(), idle.end(), [](const IdleSegment& a, const IdleSegment& b) {
+      return a.size != b.size ? a.size > b.size : a.seq < b.seq;
     });
-    std::vector<PoolSegment*> chosen;
+    std::vector<IdleSegment> chosen;
     double excess = reserved - budget;
-    for (PoolSegment* segment : idle) {
+    for (const IdleSegment& segment : idle) {
       if (excess <= 0) break;
       chosen.push_back(segment);
-      excess -= static_cast<double>(segment->size);
+      excess -= static_cast<double>(segment.size);
     }
     all_taken = chosen.size() == idle.size();
     return chosen;

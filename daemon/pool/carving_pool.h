@@ -101,10 +101,18 @@ class CarvingPool : public Pool {
   // Gives back idle segments, largest first, until reserving `bytes` more
   // keeps the pool within the idle budget.
   void KeepIdleWithinBudget(std::uint64_t bytes);
+  // An idle segment seen in a scan: values only, since it may be gone by
+  // the time they are read.
+  struct IdleSegment {
+    Arena* arena;
+    PoolSegment* segment;  // Compared, never followed, until confirmed.
+    std::uint64_t size;
+    std::uint64_t seq;
+  };
   // Detaches (from every arena) the idle segments `choose` picks among all
   // idle ones; `choose` runs with no lock held.
   std::vector<std::unique_ptr<PoolSegment>> DetachIdle(
-      const std::function<std::vector<PoolSegment*>(std::vector<PoolSegment*>)>& choose);
+      const std::function<std::vector<IdleSegment>(std::vector<IdleSegment>)>& choose);
   std::unique_ptr<PoolSegment> StealIdle(Arena& thief, bool small,
                                          std::uint64_t bytes);
   Allocation Make(const Placement& placement, std::uint64_t bytes,
