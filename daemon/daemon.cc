@@ -144,7 +144,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->service = std::make_unique<service::MemdService>(
       *parts->broker, parts->pools, *parts->sessions,
       service::DaemonInfo{kVersion, parts->backend_name, parts->metrics_address,
-                          parts->clock.Now()});
+                          parts->clock.Now()},
+      parts->backend.get());
   const std::string control = ControlSocketPath(dir);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", control),

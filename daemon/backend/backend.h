@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,7 +16,33 @@ namespace memd::backend {
 enum class Access { kRead, kReadWrite };
 
 // How a client imports an exported handle.
-enum class HandleType { kHostMemfd };
+enum class HandleType {
+  kHostMemfd,  // A memfd: mmap it.
+  kCudaVmmFd,  // A CUDA VMM allocation as a POSIX fd: cuMemImportFromShareableHandle.
+  kCudaIpc,    // A legacy CUipcMemHandle (64 bytes, no fd): cuIpcOpenMemHandle.
+};
+
+// What a client receives to reach a segment.
+struct ExportedHandle {
+  HandleType type = HandleType::kHostMemfd;
+  // Owned by the segment, valid while it lives (sending it over SCM_RIGHTS
+  // gives the client its own reference); -1 when the type carries none.
+  int fd = -1;
+  // kCudaIpc: the CUipcMemHandle's bytes.
+  std::string opaque;
+};
+
+// A GPU the backend serves, as operators and clients see it.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string uuid;  // "GPU-xxxxxxxx-xxxx-...", as nvidia-smi prints it.
+  std::string name;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t free_bytes = 0;
+  bool vmm = false;       // Virtual memory management (cuMemCreate...).
+  bool posix_fd = false;  // VMM allocations exportable as POSIX fds.
+  HandleType handle_type = HandleType::kCudaVmmFd;  // What memd exports.
+};
 
 /// Memory reserved from a backend in one piece: the unit the backend exports
 /// and the pool carves. Owns the memory; destroying the segment gives it back
@@ -26,12 +53,12 @@ class Segment {
   virtual ~Segment() = default;
 
   virtual std::uint64_t size() const = 0;
-  virtual HandleType handle_type() const = 0;
 
-  // The descriptor to send a client, owned by the segment and valid while
-  // it lives (SCM_RIGHTS gives the client its own reference). kRead
-  // descriptors cannot be mapped writable. Errors: INTERNAL.
-  virtual absl::StatusOr<int> Export(Access access) const = 0;
+  // What to send a client for `access`. Host kRead descriptors cannot be
+  // mapped writable; device memory has no such guarantee (the client's
+  // library maps it read-only, but a client could map it read-write).
+  // Errors: INTERNAL.
+  virtual absl::StatusOr<ExportedHandle> Export(Access access) const = 0;
 
   // Zeroes every byte, for memory that changes security domain. Errors:
   // UNIMPLEMENTED where the backend cannot (the pool then does not move the
@@ -51,6 +78,9 @@ class Backend {
 
   // Locations this backend serves on this node.
   virtual std::vector<Location> locations() const = 0;
+
+  // The GPUs it serves (none for host), with free memory as of now.
+  virtual std::vector<DeviceInfo> devices() const { return {}; }
 
   // Segment sizes and offsets at `location` are multiples of this (a power
   // of two).

@@ -234,7 +234,8 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
         " leases; the limit is ", limits_.max_leases_per_session,
         ": release some first"));
   }
-  ASSIGN_OR_RETURN(int fd, buffer.allocation.segment->Export(access));
+  ASSIGN_OR_RETURN(backend::ExportedHandle handle,
+                   buffer.allocation.segment->Export(access));
   LeaseId id = next_lease_id_++;
   leases_.emplace(id, Lease{session, buffer.info.id, access});
   holder.leases.insert(id);
@@ -243,11 +244,12 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   grant.lease = id;
   grant.access = access;
   grant.buffer = buffer.info;
-  grant.handle_type = buffer.allocation.segment->handle_type();
   grant.segment = buffer.allocation.segment;
-  grant.fd = fd;
+  grant.handle = std::move(handle);
   grant.offset = buffer.allocation.offset;
   grant.mapped_bytes = buffer.allocation.bytes;
+  grant.segment_id = buffer.allocation.segment_id;
+  grant.segment_bytes = buffer.allocation.segment->size();
   return grant;
 }
 

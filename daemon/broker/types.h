@@ -63,11 +63,14 @@ struct Grant {
   Access access = Access::kRead;
   BufferInfo buffer;
   bool created = false;  // OpenOrCreate: this call created the buffer.
-  backend::HandleType handle_type = backend::HandleType::kHostMemfd;
-  // The descriptor to send, owned by `segment`, which the grant keeps alive
-  // until it is sent even if the lease ends meanwhile.
+  // What to send: a descriptor owned by `segment` (which the grant keeps
+  // alive until it is sent even if the lease ends meanwhile), or bytes.
   std::shared_ptr<const backend::Segment> segment;
-  int fd = -1;
+  backend::ExportedHandle handle;
+  // The exported memory as a whole: device clients map all of it (CUDA
+  // maps allocations only from their start) and cache it by id.
+  std::uint64_t segment_id = 0;
+  std::uint64_t segment_bytes = 0;
   std::uint64_t offset = 0;        // Of the buffer inside the exported memory.
   std::uint64_t mapped_bytes = 0;  // How much of it the lease may map.
 };

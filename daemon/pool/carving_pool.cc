@@ -85,6 +85,9 @@ struct Arena {
 namespace {
 
 std::atomic<std::uint64_t> next_instance{1};
+// Segment numbers, shared by every pool so that they name a segment in the
+// whole daemon (clients cache device imports by them).
+std::atomic<std::uint64_t> next_segment_seq{1};
 
 // The last arena a thread used, so that the hot path skips the shard lock.
 struct ArenaCache {
@@ -180,6 +183,7 @@ Allocation CarvingPool::Make(const Placement& placement, std::uint64_t bytes,
                              const Domain& domain) {
   Allocation allocation;
   allocation.segment = placement.segment->backing;
+  allocation.segment_id = placement.segment->seq;
   allocation.offset = placement.offset;
   allocation.bytes = bytes;
   allocation.domain = domain;
@@ -319,7 +323,7 @@ absl::StatusOr<bool> CarvingPool::Grow(Arena& arena, bool small,
     KeepIdleWithinBudget(size);
     ASSIGN_OR_RETURN(std::shared_ptr<backend::Segment> backing, Reserve(size));
     segment = std::make_unique<PoolSegment>(
-        std::move(backing), size, small, next_seq_.fetch_add(1));
+        std::move(backing), size, small, next_segment_seq.fetch_add(1));
     segments_.fetch_add(1, std::memory_order_relaxed);
     reserved = true;
   }

@@ -36,6 +36,8 @@ struct Domain {
 // descriptor can still be exported from it while the pool recycles it.
 struct Allocation {
   std::shared_ptr<backend::Segment> segment;
+  // Unique among the daemon's segments for its lifetime.
+  std::uint64_t segment_id = 0;
   std::uint64_t offset = 0;  // A multiple of the pool's alignment.
   // What the allocation occupies: the request rounded up to the alignment
   // (and to its size class for small requests).

@@ -65,6 +65,26 @@ void ToProto(const pool::PoolStats& stats, v1::PoolStats* out) {
   }
 }
 
+v1::HandleType ToProto(backend::HandleType type) {
+  switch (type) {
+    case backend::HandleType::kHostMemfd: return v1::HOST_MEMFD;
+    case backend::HandleType::kCudaVmmFd: return v1::CUDA_VMM_FD;
+    case backend::HandleType::kCudaIpc: return v1::CUDA_IPC;
+  }
+  return v1::HANDLE_TYPE_UNSPECIFIED;
+}
+
+void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out) {
+  out->set_ordinal(device.ordinal);
+  out->set_uuid(device.uuid);
+  out->set_name(device.name);
+  out->set_total_bytes(device.total_bytes);
+  out->set_free_bytes(device.free_bytes);
+  out->set_vmm(device.vmm);
+  out->set_posix_fd(device.posix_fd);
+  out->set_handle_type(ToProto(device.handle_type));
+}
+
 absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request) {
   broker::CreateParams params;
   params.name = request.name();

@@ -18,6 +18,8 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out);
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out);
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out);
+void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out);
+v1::HandleType ToProto(backend::HandleType type);
 
 // Validates and converts a CreateRequest. Errors: INVALID_ARGUMENT (unknown
 // location or persistence); names and sizes are the broker's to check.

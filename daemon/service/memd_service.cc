@@ -42,8 +42,12 @@ v1::Access ToProto(broker::Access access) {
 
 MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
                          const session::SessionServer& sessions,
-                         DaemonInfo info)
-    : broker_(broker), pools_(pools), sessions_(sessions), info_(std::move(info)) {}
+                         DaemonInfo info, const backend::Backend* backend)
+    : broker_(broker),
+      pools_(pools),
+      sessions_(sessions),
+      info_(std::move(info)),
+      backend_(backend) {}
 
 absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
     grpc::CallbackServerContext* context) const {
@@ -70,8 +74,8 @@ absl::Status MemdService::Deliver(session::Session& session,
   // The buffer's memory never changes while its id lives, so a client that
   // still maps this id needs no new descriptor.
   std::uint64_t seq = 0;
-  if (mapped_buffer_id != grant.buffer.id) {
-    auto sent = session.SendFd(grant.fd);
+  if (grant.handle.fd >= 0 && mapped_buffer_id != grant.buffer.id) {
+    auto sent = session.SendFd(grant.handle.fd);
     if (!sent.ok()) {
       absl::Status released = broker_.Release(session.id(), grant.lease);
       if (!released.ok()) spdlog::debug("undo lease: {}", released.ToString());
@@ -86,10 +90,16 @@ absl::Status MemdService::Deliver(session::Session& session,
   reply->set_created(grant.created);
   ToProto(grant.buffer, reply->mutable_buffer());
   v1::Handle* handle = reply->mutable_handle();
-  handle->set_type(v1::HOST_MEMFD);
+  handle->set_type(ToProto(grant.handle.type));
   handle->set_fd_seq(seq);
   handle->set_offset(grant.offset);
   handle->set_mapped_bytes(grant.mapped_bytes);
+  handle->set_segment_id(grant.segment_id);
+  handle->set_segment_bytes(grant.segment_bytes);
+  handle->set_ipc_handle(grant.handle.opaque);
+  if (grant.buffer.location.kind == Location::Kind::kDevice) {
+    handle->set_device(grant.buffer.location.device);
+  }
   return absl::OkStatus();
 }
 
@@ -228,6 +238,9 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     reply->set_metrics_address(info_.metrics_address);
     reply->set_started_unix_ns(absl::ToUnixNanos(info_.started));
     for (const auto& stats : pools_.Stats()) ToProto(stats, reply->add_pools());
+    if (backend_ != nullptr) {
+      for (const auto& device : backend_->devices()) ToProto(device, reply->add_devices());
+    }
     broker::BrokerCounts counts = broker_.Counts();
     reply->set_buffers(counts.buffers);
     reply->set_sessions(counts.sessions);

@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/backend/backend.h"
 #include "daemon/broker/broker.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/session/session_server.h"
@@ -36,8 +37,10 @@ inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
 /// (Trim by anyone but root or the daemon's user).
 class MemdService final : public v1::Memd::CallbackService {
  public:
+  // `backend` (may be null in tests) reports the devices in Stats.
   MemdService(broker::Broker& broker, const pool::PoolSet& pools,
-              const session::SessionServer& sessions, DaemonInfo info);
+              const session::SessionServer& sessions, DaemonInfo info,
+              const backend::Backend* backend = nullptr);
 
   grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* context,
                                    const v1::CreateRequest* request,
@@ -100,6 +103,7 @@ class MemdService final : public v1::Memd::CallbackService {
   const pool::PoolSet& pools_;
   const session::SessionServer& sessions_;
   const DaemonInfo info_;
+  const backend::Backend* const backend_;
 };
 
 }  // namespace memd::service

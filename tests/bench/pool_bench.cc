@@ -83,10 +83,8 @@ class HollowBackend : public memd::backend::Backend {
    public:
     explicit Hollow(std::uint64_t size) : size_(size) {}
     std::uint64_t size() const override { return size_; }
-    memd::backend::HandleType handle_type() const override {
-      return memd::backend::HandleType::kHostMemfd;
-    }
-    absl::StatusOr<int> Export(memd::backend::Access) const override {
+    absl::StatusOr<memd::backend::ExportedHandle> Export(
+        memd::backend::Access) const override {
       return absl::UnimplementedError("hollow");
     }
 

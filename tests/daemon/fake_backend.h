@@ -77,10 +77,7 @@ class FakeBackend : public backend::Backend {
       backend_.alive_bytes_ -= size_;
     }
     std::uint64_t size() const override { return size_; }
-    backend::HandleType handle_type() const override {
-      return backend::HandleType::kHostMemfd;
-    }
-    absl::StatusOr<int> Export(backend::Access access) const override {
+    absl::StatusOr<backend::ExportedHandle> Export(backend::Access access) const override {
       if (inner_ == nullptr) return absl::InternalError("a hollow segment has no memory");
       return inner_->Export(access);
     }

@@ -17,10 +17,7 @@ class SimulatedBackend::SimulatedSegment : public backend::Segment {
   }
 
   std::uint64_t size() const override { return bytes_; }
-  backend::HandleType handle_type() const override {
-    return backend::HandleType::kHostMemfd;
-  }
-  absl::StatusOr<int> Export(backend::Access access) const override {
+  absl::StatusOr<backend::ExportedHandle> Export(backend::Access access) const override {
     return absl::InternalError("a simulated segment has no memory to export");
   }
 

@@ -22,10 +22,13 @@ class MemfdSegment : public Segment {
   ~MemfdSegment() override;
 
   std::uint64_t size() const override { return size_; }
-  HandleType handle_type() const override { return HandleType::kHostMemfd; }
-  absl::StatusOr<int> Export(Access access) const override {
-    return access == Access::kReadWrite ? fd_.get() : read_only_.get();
+  absl::StatusOr<ExportedHandle> Export(Access access) const override {
+    return ExportedHandle{HandleType::kHostMemfd,
+                          access == Access::kReadWrite ? fd_.get() : read_only_.get(),
+                          {}};
   }
+  // The read-write descriptor, for the daemon's own use (CUDA registration).
+  int fd() const { return fd_.get(); }
 
   // Punches out every page and commits fresh (zeroed) ones.
   absl::Status Scrub() override;

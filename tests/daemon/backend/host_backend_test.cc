@@ -43,28 +43,28 @@ TEST(HostBackendTest, SegmentIsASealedAnonymousMemfdOfTheRightSize) {
   auto segment = backend.Reserve(Location::Host(), kMiB);
   ASSERT_TRUE(segment.ok()) << segment.status();
   EXPECT_EQ((*segment)->size(), kMiB);
-  EXPECT_EQ((*segment)->handle_type(), HandleType::kHostMemfd);
-
   auto fd = (*segment)->Export(Access::kReadWrite);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(fd->type, HandleType::kHostMemfd);
   ASSERT_TRUE(fd.ok()) << fd.status();
   struct stat info;
-  ASSERT_EQ(::fstat(*fd, &info), 0);
+  ASSERT_EQ(::fstat(fd->fd, &info), 0);
   EXPECT_EQ(static_cast<std::uint64_t>(info.st_size), kMiB);
   // Committed: fallocate allocated every block.
   EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, kMiB);
   // Not a file anyone could find in /dev/shm.
-  EXPECT_THAT(LinkOf(*fd), StartsWith("/memfd:memd:host"));
+  EXPECT_THAT(LinkOf(fd->fd), StartsWith("/memfd:memd:host"));
 
-  int seals = ::fcntl(*fd, F_GET_SEALS);
+  int seals = ::fcntl(fd->fd, F_GET_SEALS);
   EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
             F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
   // A client holding the descriptor can neither shrink nor grow it...
-  EXPECT_EQ(::ftruncate(*fd, 4096), -1);
+  EXPECT_EQ(::ftruncate(fd->fd, 4096), -1);
   EXPECT_EQ(errno, EPERM);
-  EXPECT_EQ(::ftruncate(*fd, 2 * kMiB), -1);
+  EXPECT_EQ(::ftruncate(fd->fd, 2 * kMiB), -1);
   EXPECT_EQ(errno, EPERM);
   // ...nor add a seal that would break the daemon's reuse of it.
-  EXPECT_EQ(::fcntl(*fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+  EXPECT_EQ(::fcntl(fd->fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
 }
 
 TEST(HostBackendTest, ReadOnlyExportSharesBytesButRefusesWritableMappings) {
@@ -76,15 +76,15 @@ TEST(HostBackendTest, ReadOnlyExportSharesBytesButRefusesWritableMappings) {
   ASSERT_TRUE(writable.ok() && readable.ok());
 
   void* write_map = ::mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED,
-                           *writable, 0);
+                           writable->fd, 0);
   ASSERT_NE(write_map, MAP_FAILED);
   std::memcpy(write_map, "memd", 4);
 
   EXPECT_EQ(::mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED,
-                   *readable, 0),
+                   readable->fd, 0),
             MAP_FAILED);
   EXPECT_EQ(errno, EACCES);
-  void* read_map = ::mmap(nullptr, kMiB, PROT_READ, MAP_SHARED, *readable, 0);
+  void* read_map = ::mmap(nullptr, kMiB, PROT_READ, MAP_SHARED, readable->fd, 0);
   ASSERT_NE(read_map, MAP_FAILED);
   EXPECT_EQ(std::memcmp(read_map, "memd", 4), 0);
   // Nor can mprotect turn the read-only mapping writable.
@@ -113,7 +113,7 @@ TEST(HostBackendTest, PinnedSegmentIsLockedInRam) {
   ASSERT_TRUE(segment.ok()) << segment.status();
   auto fd = (*segment)->Export(Access::kReadWrite);
   ASSERT_TRUE(fd.ok());
-  EXPECT_THAT(LinkOf(*fd), StartsWith("/memfd:memd:pinned"));
+  EXPECT_THAT(LinkOf(fd->fd), StartsWith("/memfd:memd:pinned"));
 }
 
 TEST(HostBackendTest, PinnedBeyondTheMemlockLimitIsResourceExhausted) {

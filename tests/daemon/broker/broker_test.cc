@@ -73,7 +73,7 @@ class BrokerTest : public ::testing::Test {
 
   static void Write(const Grant& grant, const std::string& text) {
     void* map = ::mmap(nullptr, grant.mapped_bytes, PROT_READ | PROT_WRITE,
-                       MAP_SHARED, grant.fd, grant.offset);
+                       MAP_SHARED, grant.handle.fd, grant.offset);
     ASSERT_NE(map, MAP_FAILED);
     std::memcpy(map, text.data(), text.size());
     ::munmap(map, grant.mapped_bytes);
@@ -81,7 +81,7 @@ class BrokerTest : public ::testing::Test {
 
   static std::string Read(const Grant& grant, std::size_t size) {
     void* map = ::mmap(nullptr, grant.mapped_bytes, PROT_READ, MAP_SHARED,
-                       grant.fd, grant.offset);
+                       grant.handle.fd, grant.offset);
     EXPECT_NE(map, MAP_FAILED);
     std::string text(static_cast<const char*>(map), size);
     ::munmap(map, grant.mapped_bytes);
@@ -102,7 +102,7 @@ TEST_F(BrokerTest, CreateGrantsAWritableLeaseOnANewBuffer) {
   ASSERT_TRUE(grant.ok()) << grant.status();
   EXPECT_EQ(grant->access, Access::kReadWrite);
   EXPECT_TRUE(grant->created);
-  EXPECT_GE(grant->fd, 0);
+  EXPECT_GE(grant->handle.fd, 0);
   EXPECT_EQ(grant->offset, 0u);
   EXPECT_EQ(grant->mapped_bytes, 4096u);
   const BufferInfo& info = grant->buffer;
@@ -218,7 +218,7 @@ TEST_F(BrokerTest, ReaderSeesTheWrittenBytesAfterSeal) {
   EXPECT_EQ(Read(*grant, 11), "hello, memd");
   // The reader's descriptor cannot be mapped writable.
   EXPECT_EQ(::mmap(nullptr, grant->mapped_bytes, PROT_READ | PROT_WRITE,
-                   MAP_SHARED, grant->fd, 0),
+                   MAP_SHARED, grant->handle.fd, 0),
             MAP_FAILED);
 }
 

@@ -246,7 +246,7 @@ TEST_F(CarvingPoolTest, WithScrubbingAnIdleSegmentMovesToAnotherDomainZeroed) {
   Allocation alice = Allocate(*pool, 4 * kMiB, kAlice);
   auto fd = alice.segment->Export(backend::Access::kReadWrite);
   ASSERT_TRUE(fd.ok());
-  void* map = ::mmap(nullptr, 4 * kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  void* map = ::mmap(nullptr, 4 * kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd->fd, 0);
   ASSERT_NE(map, MAP_FAILED);
   std::memset(map, 0xAB, 4 * kMiB);
   ::munmap(map, 4 * kMiB);
@@ -261,7 +261,7 @@ TEST_F(CarvingPoolTest, WithScrubbingAnIdleSegmentMovesToAnotherDomainZeroed) {
   EXPECT_EQ(stats.hit_count, 1u);
   EXPECT_EQ(real.scrubs(), 1);
   fd = bob.segment->Export(backend::Access::kRead);
-  map = ::mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, *fd, 0);
+  map = ::mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd->fd, 0);
   ASSERT_NE(map, MAP_FAILED);
   const auto* bytes = static_cast<const unsigned char*>(map);
   bool zero = true;
