@@ -46,6 +46,14 @@ const std::vector<Option>& Options() {
        &Config::metrics_address},
       {"backend", Kind::kText, "auto|host|cuda|level_zero (default auto)",
        &Config::backend},
+      {"cuda_driver", Kind::kText,
+       "the CUDA driver library to load (default: $MEMD_CUDA_DRIVER, else "
+       "libcuda.so.1)",
+       &Config::cuda_driver},
+      {"cuda_handles", Kind::kText,
+       "auto|vmm_fd|ipc: how device memory reaches clients (default auto: VMM "
+       "fds where the device can export them, else legacy IPC handles)",
+       &Config::cuda_handles},
       {"log_level", Kind::kText,
        "trace|debug|info|warn|error|critical|off (default info)",
        &Config::log_level},
@@ -58,6 +66,9 @@ const std::vector<Option>& Options() {
       {"pinned_pool_limit_bytes", Kind::kBytes,
        "most memory the pinned pool reserves (default: a quarter of RAM)",
        nullptr, &Config::pinned_pool_limit_bytes},
+      {"device_pool_limit_bytes", Kind::kBytes,
+       "most memory each device pool reserves (default: 90% of the device)",
+       nullptr, &Config::device_pool_limit_bytes},
       {"pool_small_max_bytes", Kind::kBytes,
        "requests up to this size use size classes (default 1MiB)", nullptr,
        &Config::pool_small_max_bytes},
@@ -218,6 +229,11 @@ absl::Status Validate(const Config& config) {
   if (!kBackends.contains(config.backend)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "backend '", config.backend, "' is not one of auto, host, cuda, level_zero"));
+  }
+  static const std::set<std::string> kHandles = {"auto", "vmm_fd", "ipc"};
+  if (!kHandles.contains(config.cuda_handles)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_handles '", config.cuda_handles, "' is not one of auto, vmm_fd, ipc"));
   }
   if (!kLevels.contains(config.log_level)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -20,6 +20,10 @@ struct Config {
   // turns the endpoint off.
   std::string metrics_address = "127.0.0.1:9477";
   std::string backend = "auto";
+  // The CUDA driver library (default: $MEMD_CUDA_DRIVER, else libcuda.so.1),
+  // and how device memory is handed out: auto, vmm_fd, ipc.
+  std::string cuda_driver;
+  std::string cuda_handles = "auto";
   std::string log_level = "info";
   // The largest single buffer.
   std::uint64_t max_buffer_bytes = std::uint64_t{64} << 30;
@@ -27,6 +31,8 @@ struct Config {
   std::uint64_t host_pool_limit_bytes = 0;
   // Most bytes the pinned pool reserves; 0 means a quarter of physical memory.
   std::uint64_t pinned_pool_limit_bytes = 0;
+  // Most bytes each device pool reserves; 0 means 90% of the device.
+  std::uint64_t device_pool_limit_bytes = 0;
   // Pool growth policy: requests up to pool_small_max_bytes are served by
   // size classes from segments of pool_small_segment_bytes; a larger request
   // that finds no free block reserves a segment of its size rounded up to

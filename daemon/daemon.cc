@@ -56,7 +56,17 @@ std::uint64_t PhysicalMemory() {
   return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page : 0;
 }
 
-std::uint64_t PoolLimit(const Config& config, const Location& location) {
+std::uint64_t PoolLimit(const Config& config, const Location& location,
+                        const backend::Backend& backend) {
+  if (location.kind == Location::Kind::kDevice) {
+    if (config.device_pool_limit_bytes) return config.device_pool_limit_bytes;
+    for (const backend::DeviceInfo& device : backend.devices()) {
+      // Leave some for the driver and for processes that allocate on their
+      // own.
+      if (device.ordinal == location.device) return device.total_bytes / 10 * 9;
+    }
+    return 0;
+  }
   if (location.kind == Location::Kind::kPinned) {
     return config.pinned_pool_limit_bytes ? config.pinned_pool_limit_bytes
                                           : PhysicalMemory() / 4;
@@ -87,7 +97,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->socket_dir_path = dir;
   ASSIGN_OR_RETURN(parts->socket_dir, SocketDir::Claim(dir));
 
-  ASSIGN_OR_RETURN(parts->backend, backend::CreateBackend(config.backend));
+  std::string fallback;
+  ASSIGN_OR_RETURN(parts->backend,
+                   backend::CreateBackend(
+                       {config.backend, config.cuda_driver, config.cuda_handles},
+                       &fallback));
+  if (!fallback.empty()) spdlog::info("{}", fallback);
   parts->backend_name = std::string(parts->backend->name());
   if (!config.trace_file.empty()) {
     ASSIGN_OR_RETURN(parts->trace, pool::TraceWriter::Create(config.trace_file));
@@ -95,7 +110,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   }
   for (const Location& location : parts->backend->locations()) {
     pool::CarvingPoolOptions options;
-    options.limit_bytes = PoolLimit(config, location);
+    options.limit_bytes = PoolLimit(config, location, *parts->backend);
     options.small_max_bytes = config.pool_small_max_bytes;
     options.small_segment_bytes = config.pool_small_segment_bytes;
     options.large_round_bytes = config.pool_large_round_bytes;

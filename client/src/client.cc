@@ -1,5 +1,7 @@
 #include "memd/client.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "client/src/client_core.h"
 #include "common/paths.h"
@@ -12,13 +14,15 @@ using internal::Connection;
 // ---- Buffer ----
 
 Buffer::Buffer() = default;
-Buffer::Buffer(Buffer&&) noexcept = default;
+Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     (void)Release();
     core_ = std::move(other.core_);
     mapping_ = std::move(other.mapping_);
+    device_import_ = std::move(other.device_import_);
+    device_pointer_ = std::exchange(other.device_pointer_, 0);
     info_ = std::move(other.info_);
     access_ = other.access_;
     lease_ = other.lease_;
@@ -56,8 +60,12 @@ absl::Status Buffer::Release() {
   core_.reset();
   absl::Status status = core->Release(session_generation_, lease_);
   mapping_.reset();
+  device_import_.reset();
+  device_pointer_ = 0;
   return status;
 }
+
+int Buffer::device_ordinal() const { return device_import_->device; }
 
 // ---- Client ----
 

@@ -92,12 +92,38 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     (void)Release(connection.generation, lease.lease_id());
     return status;
   };
+  const bool writable = lease.access() == v1::READ_WRITE;
+  Buffer buffer;
+  buffer.core_ = shared_from_this();
+  buffer.info_ = FromProto(lease.buffer());
+  buffer.access_ = writable ? Access::kReadWrite : Access::kRead;
+  buffer.lease_ = lease.lease_id();
+  buffer.session_generation_ = connection.generation;
+  buffer.created_ = lease.created();
+  if (handle.type() == v1::CUDA_VMM_FD || handle.type() == v1::CUDA_IPC) {
+    DeviceHandle device;
+    device.ipc = handle.type() == v1::CUDA_IPC;
+    device.segment_id = handle.segment_id();
+    device.segment_bytes = handle.segment_bytes();
+    device.device = handle.device();
+    device.ipc_handle = handle.ipc_handle();
+    device.writable = writable;
+    if (!device.ipc) {
+      auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
+      if (!fd.ok()) return give_back(fd.status());
+      device.fd = std::move(*fd);
+    }
+    auto import = device_imports_.Import(connection.generation, std::move(device));
+    if (!import.ok()) return give_back(import.status());
+    buffer.device_pointer_ = (*import)->base + handle.offset();
+    buffer.device_import_ = std::move(*import);
+    return buffer;
+  }
   if (handle.type() != v1::HOST_MEMFD) {
     return give_back(absl::UnimplementedError(absl::StrCat(
         "buffer '", lease.buffer().name(), "' comes as handle type ",
         v1::HandleType_Name(handle.type()), ", which this client cannot map")));
   }
-  const bool writable = lease.access() == v1::READ_WRITE;
   const MappingCache::Key key{connection.generation, lease.buffer().id(), writable};
   std::shared_ptr<Mapping> mapping;
   if (handle.fd_seq() == 0) {
@@ -119,14 +145,7 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     if (!shared.ok()) return give_back(shared.status());
     mapping = std::move(*shared);
   }
-  Buffer buffer;
-  buffer.core_ = shared_from_this();
   buffer.mapping_ = std::move(mapping);
-  buffer.info_ = FromProto(lease.buffer());
-  buffer.access_ = writable ? Access::kReadWrite : Access::kRead;
-  buffer.lease_ = lease.lease_id();
-  buffer.session_generation_ = connection.generation;
-  buffer.created_ = lease.created();
   return buffer;
 }
 

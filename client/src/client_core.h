@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/device_imports.h"
 #include "client/src/mapping_cache.h"
 #include "client/src/session_channel.h"
 #include "grpcpp/grpcpp.h"
@@ -73,6 +74,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
   MappingCache mappings_;
+  DeviceImports device_imports_;
 };
 
 BufferInfo FromProto(const v1::BufferInfo& info);

@@ -167,9 +167,10 @@ TEST(MemdProcessTest, UnavailableBackendRefusesToStartAndSaysWhy) {
   testing::TempDir dir;
   ProgramResult result = RunProgram(
       BinDir() + "/memd", {"--socket-dir", dir.Join("run"), "--backend", "cuda",
+                           "--cuda-driver", dir.Join("no-such-libcuda.so"),
                            "--metrics-address", ""});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.err, HasSubstr("backend 'cuda'"));
+  EXPECT_THAT(result.err, HasSubstr("--backend cuda: no CUDA driver: cannot load"));
   EXPECT_FALSE(Exists(ControlSocketPath(dir.Join("run"))));
 }
 

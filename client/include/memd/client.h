@@ -145,7 +145,11 @@ struct ConnectOptions {
 namespace internal {
 class ClientCore;
 struct Mapping;
+struct DeviceImport;
 }  // namespace internal
+
+// A GPU virtual address (CUDA's CUdeviceptr) in this process.
+using DevicePointer = std::uint64_t;
 
 /// A lease on a named buffer and its mapping into this process. Releasing
 /// (explicitly or on destruction) ends the lease; the mapping is shared by
@@ -163,9 +167,17 @@ class Buffer {
   ~Buffer();  // Releases; errors are dropped (use Release() to see them).
 
   // The buffer's bytes (info().size of them), mapped read-only for kRead.
+  // Empty for device buffers: see device_pointer().
   std::span<const std::byte> data() const;
   // The same bytes, writable; empty for a read-only lease.
   std::span<std::byte> mutable_data();
+
+  // Device buffers (location "device:N"): where the buffer starts in this
+  // process's GPU address space (a CUdeviceptr valid in contexts on
+  // device()), else 0. Read-only leases map it read-only.
+  DevicePointer device_pointer() const { return device_pointer_; }
+  // The device ordinal, or -1 for host memory.
+  int device() const { return device_import_ != nullptr ? device_ordinal() : -1; }
 
   // As of the call that granted the lease (and Seal()); Stat() is fresh.
   const BufferInfo& info() const { return info_; }
@@ -191,7 +203,11 @@ class Buffer {
   friend class internal::ClientCore;
 
   std::shared_ptr<internal::ClientCore> core_;
+  int device_ordinal() const;
+
   std::shared_ptr<internal::Mapping> mapping_;
+  std::shared_ptr<internal::DeviceImport> device_import_;
+  DevicePointer device_pointer_ = 0;
   BufferInfo info_;
   Access access_ = Access::kRead;
   std::uint64_t lease_ = 0;

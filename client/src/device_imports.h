@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/cuda/driver.h"
+#include "common/unique_fd.h"
+
+namespace memd::internal {
+
+/// One exported device segment made usable in this process: a VMM
+/// allocation imported and mapped, or a legacy IPC handle opened. Unmapped
+/// (closed) when the last Buffer on it lets go. Owns the mapping; shares the
+/// driver. Immutable, so thread-safe.
+struct DeviceImport {
+  ~DeviceImport();
+
+  std::shared_ptr<const cuda::Driver> driver;
+  CUcontext context = nullptr;  // The one it was made in, for closing.
+  CUdeviceptr base = 0;
+  std::uint64_t bytes = 0;
+  int device = 0;
+  bool ipc = false;  // Opened with cuIpcOpenMemHandle, else mapped VMM.
+};
+
+// What a lease says about the device memory to import.
+struct DeviceHandle {
+  bool ipc = false;
+  std::uint64_t segment_id = 0;
+  std::uint64_t segment_bytes = 0;
+  int device = 0;
+  std::string ipc_handle;  // ipc: the CUipcMemHandle bytes.
+  UniqueFd fd;             // VMM: the exported allocation.
+  bool writable = false;
+};
+
+/// This process's imports of device memory, one per exported segment and
+/// shared by every Buffer in it ("imported once per process"); the CUDA
+/// driver is loaded on first use. Thread-safe.
+class DeviceImports {
+ public:
+  // The import of `handle`'s segment, made now or shared. Needs a current
+  // CUDA context on the handle's device. Errors: FAILED_PRECONDITION (no
+  // current context, or one on another device: the message says what to
+  // do), UNAVAILABLE (no CUDA driver in this process), the driver's errors.
+  absl::StatusOr<std::shared_ptr<DeviceImport>> Import(std::uint64_t generation,
+                                                       DeviceHandle handle);
+
+ private:
+  absl::StatusOr<std::shared_ptr<const cuda::Driver>> DriverLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  std::shared_ptr<const cuda::Driver> driver_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<std::uint64_t, std::uint64_t>,
+                      std::weak_ptr<DeviceImport>>
+      imports_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace memd::internal

@@ -1,0 +1,162 @@
+#include "daemon/backend/cuda/cuda_backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/bytes.h"
+#include "common/status_macros.h"
+#include "common/cuda/scoped_context.h"
+
+namespace memd::backend {
+
+std::string FormatUuid(const CUuuid& uuid) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  return absl::StrFormat(
+      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+      b[12], b[13], b[14], b[15]);
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    std::shared_ptr<const cuda::Driver> driver, CudaHandles handles) {
+  const cuda::DriverApi& api = driver->api();
+  int count = 0;
+  RETURN_IF_ERROR(driver->Check(api.DeviceGetCount(&count), "cuDeviceGetCount"));
+  if (count == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the CUDA driver ", driver->path(), " sees no device"));
+  }
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(driver));
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    Device device;
+    device.cuda.ordinal = ordinal;
+    device.info.ordinal = ordinal;
+    RETURN_IF_ERROR(driver->Check(api.DeviceGet(&device.handle, ordinal), "cuDeviceGet",
+                                  ordinal));
+    char name[256] = {};
+    RETURN_IF_ERROR(driver->Check(api.DeviceGetName(name, sizeof(name) - 1, device.handle),
+                                  "cuDeviceGetName", ordinal));
+    device.info.name = name;
+    CUuuid uuid{};
+    RETURN_IF_ERROR(driver->Check(api.DeviceGetUuid(&uuid, device.handle),
+                                  "cuDeviceGetUuid", ordinal));
+    device.info.uuid = FormatUuid(uuid);
+    size_t total = 0;
+    RETURN_IF_ERROR(driver->Check(api.DeviceTotalMem(&total, device.handle),
+                                  "cuDeviceTotalMem", ordinal));
+    device.info.total_bytes = total;
+    int vmm = 0, posix_fd = 0;
+    RETURN_IF_ERROR(driver->Check(
+        api.DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                               device.handle),
+        "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)", ordinal));
+    RETURN_IF_ERROR(driver->Check(
+        api.DeviceGetAttribute(
+            &posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+            device.handle),
+        "cuDeviceGetAttribute(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)", ordinal));
+    device.info.vmm = vmm != 0;
+    device.info.posix_fd = posix_fd != 0;
+    const bool fds = device.info.vmm && device.info.posix_fd;
+    if (handles == CudaHandles::kVmmFd && !fds) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device ", ordinal, " (", device.info.name,
+          ") cannot export VMM memory as POSIX fds; use cuda_handles = auto or ipc"));
+    }
+    device.info.handle_type = (handles == CudaHandles::kIpc || !fds)
+                                  ? HandleType::kCudaIpc
+                                  : HandleType::kCudaVmmFd;
+    RETURN_IF_ERROR(driver->Check(
+        api.DevicePrimaryCtxRetain(&device.cuda.context, device.handle),
+        "cuDevicePrimaryCtxRetain", ordinal));
+    backend->devices_.push_back(device);  // Released in the destructor from here on.
+    std::uint64_t granularity = 2 << 20;
+    if (fds) {
+      CUmemAllocationProp prop{};
+      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      prop.location.id = ordinal;
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      size_t recommended = 0;
+      RETURN_IF_ERROR(driver->Check(
+          api.MemGetAllocationGranularity(&recommended, &prop,
+                                          CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+          "cuMemGetAllocationGranularity", ordinal));
+      granularity = recommended;
+    }
+    // Sub-allocations keep the granularity too, for IPC segments as well:
+    // a buffer's offset stays aligned the way the driver aligns allocations.
+    backend->devices_.back().cuda.granularity = granularity;
+  }
+  return backend;
+}
+
+CudaBackend::~CudaBackend() {
+  for (const Device& device : devices_) {
+    driver_->api().DevicePrimaryCtxRelease(device.handle);
+  }
+}
+
+std::vector<Location> CudaBackend::locations() const {
+  std::vector<Location> locations = {Location::Host(), Location::Pinned()};
+  for (const Device& device : devices_) {
+    locations.push_back(Location::Device(device.cuda.ordinal));
+  }
+  return locations;
+}
+
+std::uint64_t CudaBackend::alignment(const Location& location) const {
+  if (location.kind == Location::Kind::kDevice && location.device >= 0 &&
+      location.device < static_cast<int>(devices_.size())) {
+    return devices_[location.device].cuda.granularity;
+  }
+  return host_.alignment(Location::Host());
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::Reserve(const Location& location,
+                                                             std::uint64_t bytes) {
+  if (location.kind == Location::Kind::kHost) return host_.Reserve(location, bytes);
+  if (location.kind == Location::Kind::kPinned) {
+    ASSIGN_OR_RETURN(std::unique_ptr<MemfdSegment> memory,
+                     MemfdSegment::Create(bytes, /*pin=*/false));
+    // Registered with the first device's context; PORTABLE makes the
+    // registration good for every context.
+    ASSIGN_OR_RETURN(std::unique_ptr<PinnedSegment> pinned,
+                     PinnedSegment::Create(driver_, devices_.front().cuda, std::move(memory)));
+    return std::unique_ptr<Segment>(std::move(pinned));
+  }
+  if (location.device < 0 || location.device >= static_cast<int>(devices_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no CUDA device ", location.device, " (this node has ", devices_.size(), ")"));
+  }
+  const Device& device = devices_[location.device];
+  if (bytes == 0 || bytes % device.cuda.granularity != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment size ", bytes, " is not a positive multiple of device ",
+        location.device, "'s granularity ", device.cuda.granularity));
+  }
+  if (device.info.handle_type == HandleType::kCudaVmmFd) {
+    ASSIGN_OR_RETURN(std::unique_ptr<VmmSegment> segment,
+                     VmmSegment::Create(driver_, device.cuda, bytes));
+    return std::unique_ptr<Segment>(std::move(segment));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<IpcSegment> segment,
+                   IpcSegment::Create(driver_, device.cuda, bytes));
+  return std::unique_ptr<Segment>(std::move(segment));
+}
+
+std::vector<DeviceInfo> CudaBackend::devices() const {
+  std::vector<DeviceInfo> infos;
+  for (const Device& device : devices_) {
+    DeviceInfo info = device.info;
+    cuda::ScopedContext context(*driver_, device.cuda.context);
+    size_t free = 0, total = 0;
+    if (context.status().ok() &&
+        driver_->api().MemGetInfo(&free, &total) == CUDA_SUCCESS) {
+      info.free_bytes = free;
+    }
+    infos.push_back(info);
+  }
+  return infos;
+}
+
+}  // namespace memd::backend
