@@ -244,6 +244,12 @@ absl::StatusOr<DaemonStats> Client::Stats() {
           size_class.bytes(), size_class.allocations(), size_class.cached()});
     }
   }
+  for (const auto& device : reply.devices()) {
+    stats.devices.push_back(DeviceInfo{
+        device.ordinal(), device.uuid(), device.name(), device.total_bytes(),
+        device.free_bytes(), device.vmm(), device.posix_fd(),
+        device.handle_type() == v1::CUDA_IPC ? "ipc" : "vmm_fd"});
+  }
   return stats;
 }
 

@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/bytes.h"
+#include "common/location.h"
 #include "tools/memctl/commands.h"
+#include "tools/memctl/device_copy.h"
 #include "tools/memctl/failure.h"
 #include "tools/memctl/file_io.h"
 #include "tools/memctl/format.h"
@@ -129,6 +132,14 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
                             input->label, " is empty; a buffer holds at least 1 byte")));
   }
 
+  // Device buffers are written through the driver, from host memory.
+  absl::StatusOr<Location> location = Location::Parse(options.location);
+  std::shared_ptr<const cuda::Driver> driver;
+  if (location.ok() && location->kind == Location::Kind::kDevice) {
+    auto used = UseDevice(location->device);
+    if (!used.ok()) return Failed(step, used.status());
+    driver = *std::move(used);
+  }
   CreateOptions create;
   create.location = options.location;
   create.mode = options.mode;
@@ -136,9 +147,12 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   absl::StatusOr<Buffer> buffer = client.Create(options.name, size, create);
   if (!buffer.ok()) return Failed(step, buffer.status());
 
-  std::span<std::byte> into = buffer->mutable_data();
   absl::Status status;
-  if (into.size() != size) {
+  if (driver != nullptr) {
+    std::vector<std::byte> staging(size);
+    status = Fill(*input, collected, staging);
+    if (status.ok()) status = CopyToDevice(*driver, buffer->device_pointer(), staging);
+  } else if (std::span<std::byte> into = buffer->mutable_data(); into.size() != size) {
     status = absl::InternalError(absl::StrCat("the daemon mapped ", into.size(),
                                               " bytes for a buffer of ", size));
   } else {
@@ -164,12 +178,38 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
 
 absl::Status RunGet(Client& client, const GetOptions& options, const Output& output) {
   const std::string step = absl::StrCat("get ", options.name);
+  // A device buffer is opened in a context on its device: find out which
+  // first (a buffer still being waited for is not on any device yet; those
+  // are host buffers, or device ones opened once they exist).
+  std::shared_ptr<const cuda::Driver> driver;
+  if (absl::StatusOr<BufferInfo> info = client.Stat(options.name); info.ok()) {
+    absl::StatusOr<Location> location = Location::Parse(info->location);
+    if (location.ok() && location->kind == Location::Kind::kDevice) {
+      auto used = UseDevice(location->device);
+      if (!used.ok()) return Failed(step, used.status());
+      driver = *std::move(used);
+    }
+  }
   OpenOptions open;
   open.access = Access::kRead;
   open.wait = options.wait;
   absl::StatusOr<Buffer> buffer = client.Open(options.name, open);
   if (!buffer.ok()) return Failed(step, buffer.status());
+  std::vector<std::byte> staging;
   std::span<const std::byte> bytes = buffer->data();
+  if (buffer->device() >= 0) {
+    if (driver == nullptr) {
+      return Failed(step, absl::FailedPreconditionError(
+                              "the buffer appeared on a device while memctl waited; "
+                              "run get again"));
+    }
+    staging.resize(buffer->size());
+    if (absl::Status copied = CopyFromDevice(*driver, staging, buffer->device_pointer());
+        !copied.ok()) {
+      return Failed(step, copied);
+    }
+    bytes = staging;
+  }
   const bool to_stdout = options.output.empty() || options.output == "-";
   absl::Status written = to_stdout ? WriteAll(STDOUT_FILENO, bytes, "stdout")
                                    : WriteFile(options.output, bytes);

@@ -24,6 +24,8 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl get frames/0 -o frame.raw      copy a buffer's bytes into a file
   memctl --socket-dir /run/memd ping    is the daemon there?
   memctl trim host                      give idle host memory back now
+  memctl devices                        the GPUs memd serves
+  memctl put --location device:0 w w.bin  publish a file into GPU memory
 
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
@@ -169,7 +171,8 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       ->type_name("OCTAL")
       ->capture_default_str();
   put->add_option("--location", invocation.put.location,
-                  "Where the memory lives: host, pinned, device:N")
+                  "Where the memory lives: host, pinned, device:N (device "
+                  "buffers are written through the CUDA driver)")
       ->type_name("LOCATION")
       ->capture_default_str();
 
@@ -204,6 +207,15 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
                                  "  memctl ping\n"
                                  "  memctl --socket-dir /run/memd ping\n",
                                  json);
+
+  CLI::App* devices = AddSubcommand(
+      app, "devices", "List the GPUs memd serves",
+      "Ordinal, name, UUID, memory, whether the device supports virtual memory\n"
+      "management and POSIX fd export, and which handles memd hands out for it\n"
+      "(vmm_fd, or legacy ipc). Empty with the host backend.",
+      "  memctl devices\n"
+      "  memctl devices --json | jq '.[].free_bytes'\n",
+      json);
 
   CLI::App* trim = AddSubcommand(
       app, "trim", "Give idle pool memory back to the system now",
@@ -246,7 +258,7 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       {inspect, Command::kInspect}, {sessions, Command::kSessions},
       {put, Command::kPut}, {get, Command::kGet},
       {unlink, Command::kUnlink}, {ping, Command::kPing},
-      {trim, Command::kTrim}};
+      {trim, Command::kTrim}, {devices, Command::kDevices}};
   for (const auto& [sub, command] : commands) {
     if (sub->parsed()) invocation.command = command;
   }

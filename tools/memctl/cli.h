@@ -13,7 +13,7 @@
 namespace memd::memctl {
 
 enum class Command {
-  kStats, kList, kInspect, kSessions, kPut, kGet, kUnlink, kPing, kTrim
+  kStats, kList, kInspect, kSessions, kPut, kGet, kUnlink, kPing, kTrim, kDevices
 };
 
 // What the command line asked for.

@@ -39,6 +39,8 @@ struct GetOptions {
 absl::Status RunStats(Client& client, const Output& output);
 absl::Status RunSessions(Client& client, const Output& output);
 absl::Status RunPing(Client& client, const Output& output);
+// The GPUs the daemon serves.
+absl::Status RunDevices(Client& client, const Output& output);
 // Gives idle pool memory back to the system; `location` empty: every pool.
 absl::Status RunTrim(Client& client, const std::string& location,
                      const Output& output);

@@ -28,7 +28,13 @@ absl::Status RunStats(Client& client, const Output& output) {
   out << "metrics  "
       << (stats->metrics_address.empty() ? "off" : stats->metrics_address) << '\n';
   out << "buffers " << stats->buffers << ", sessions " << stats->sessions
-      << ", leases " << stats->leases << "\n\n";
+      << ", leases " << stats->leases << "\n";
+  for (const DeviceInfo& device : stats->devices) {
+    out << "device:" << device.ordinal << "  " << device.name << ", "
+        << FormatBytes(device.free_bytes) << " free of " << FormatBytes(device.total_bytes)
+        << ", " << device.handle_type << " handles\n";
+  }
+  out << '\n';
 
   Table table({{"LOCATION"},
                {"RESERVED", true},
@@ -60,6 +66,31 @@ absl::Status RunStats(Client& client, const Output& output) {
           << ", trimmed " << FormatBytes(pool.trimmed_bytes) << " since start\n";
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status RunDevices(Client& client, const Output& output) {
+  absl::StatusOr<DaemonStats> stats = client.Stats();
+  if (!stats.ok()) return Failed("devices", stats.status());
+  if (output.json) {
+    Json json = Json::array();
+    for (const DeviceInfo& device : stats->devices) json.push_back(DeviceJson(device));
+    PrintJson(output.out, json);
+    return absl::OkStatus();
+  }
+  if (stats->devices.empty()) {
+    output.out << "no GPU: memd runs the " << stats->backend << " backend\n";
+    return absl::OkStatus();
+  }
+  Table table({{"DEVICE"}, {"NAME"}, {"UUID"}, {"TOTAL", true}, {"FREE", true},
+               {"VMM"}, {"FD EXPORT"}, {"HANDLES"}});
+  for (const DeviceInfo& device : stats->devices) {
+    table.AddRow({absl::StrCat("device:", device.ordinal), device.name, device.uuid,
+                  FormatBytes(device.total_bytes), FormatBytes(device.free_bytes),
+                  device.vmm ? "yes" : "no", device.posix_fd ? "yes" : "no",
+                  device.handle_type});
+  }
+  table.Print(output.out);
   return absl::OkStatus();
 }
 

@@ -135,6 +135,22 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
     pools.push_back(std::move(entry));
   }
   json["pools"] = std::move(pools);
+  Json devices = Json::array();
+  for (const DeviceInfo& device : stats.devices) devices.push_back(DeviceJson(device));
+  json["devices"] = std::move(devices);
+  return json;
+}
+
+Json DeviceJson(const DeviceInfo& device) {
+  Json json;
+  json["ordinal"] = device.ordinal;
+  json["uuid"] = device.uuid;
+  json["name"] = device.name;
+  json["total_bytes"] = device.total_bytes;
+  json["free_bytes"] = device.free_bytes;
+  json["vmm"] = device.vmm;
+  json["posix_fd"] = device.posix_fd;
+  json["handle_type"] = device.handle_type;
   return json;
 }
 

@@ -47,6 +47,7 @@ Json SessionJson(const SessionInfo& session);
 // ("" when off), buffers, sessions, leases, pools[] (location,
 // reserved_bytes, used_bytes, hit_count, miss_count, segments, limit_bytes).
 Json StatsJson(const DaemonStats& stats, const std::string& socket_dir);
+Json DeviceJson(const DeviceInfo& device);
 
 // Writes `json` indented, then a newline. Bytes that are not UTF-8 (a
 // process name may hold any) become U+FFFD instead of an exception.

@@ -33,6 +33,7 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
     case Command::kUnlink: return RunUnlink(client, invocation.name, output);
     case Command::kPing: return RunPing(client, output);
     case Command::kTrim: return RunTrim(client, invocation.location, output);
+    case Command::kDevices: return RunDevices(client, output);
   }
   return absl::InternalError("unknown subcommand");
 }

@@ -109,6 +109,19 @@ struct TrimmedPool {
   std::uint64_t released_bytes = 0;
 };
 
+// A GPU the daemon serves.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string uuid;  // "GPU-xxxxxxxx-...", as nvidia-smi prints it.
+  std::string name;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t free_bytes = 0;
+  bool vmm = false;       // Supports virtual memory management.
+  bool posix_fd = false;  // Can export VMM memory as POSIX fds.
+  // How memd hands out its memory: "vmm_fd" or "ipc".
+  std::string handle_type;
+};
+
 struct DaemonStats {
   std::string version;
   std::string backend;
@@ -118,6 +131,7 @@ struct DaemonStats {
   std::uint64_t leases = 0;
   std::string metrics_address;  // HOST:PORT, empty when off.
   absl::Time started;
+  std::vector<DeviceInfo> devices;  // Empty without a GPU backend.
 };
 
 struct SessionInfo {

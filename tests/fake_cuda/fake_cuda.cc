@@ -1,0 +1,1231 @@
+// memd FAKE CUDA driver: libmemd_fake_cuda.so.
+//
+// A test double for NVIDIA's libcuda.so.1, built by the project so that memd's
+// CUDA backend runs its real code paths on machines without a GPU (DESIGN.md
+// section 3). It is not a CUDA driver and runs no kernels. It exports exactly
+// the driver entry points memd resolves (by the versioned symbol names cuda.h
+// maps them to), with CUDA's documented semantics and error codes, and keeps
+// its "device memory" in host memory backed by memfds:
+//
+//   * a CUdeviceptr is a host virtual address of the calling process;
+//   * cuMemCreate memory is a sealed memfd; cuMemExportToShareableHandle hands
+//     out a dup of it, so a process that imports it maps the same pages;
+//   * cuMemAlloc memory is a memfd mapping too, and a CUipcMemHandle names the
+//     exporter's pid and fd: the importer opens /proc/<pid>/fd/<fd> (same user
+//     or root), so legacy IPC also shares real memory between processes.
+//
+// Configuration (environment, read once, by the first cuInit of a load of the
+// library): MEMD_FAKE_CUDA_DEVICES, MEMD_FAKE_CUDA_MEMORY, MEMD_FAKE_CUDA_VMM,
+// MEMD_FAKE_CUDA_INIT_ERROR. See README.md next to this file for what each
+// call models, and which error each misuse returns.
+//
+// State is per process (per load of the library: dlclose + dlopen starts
+// afresh) and guarded by one mutex; the current context is per thread.
+
+#include <cuda.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tests/fake_cuda/fake_cuda_errors.h"
+
+// cuda.h declares CUcontext as a pointer to this (incomplete) type. The fake
+// has one primary context per device and no others.
+struct CUctx_st {
+  int device = 0;
+  int retains = 0;  // Active while > 0 (cuDevicePrimaryCtxRetain/Release).
+};
+
+namespace memd::fake_cuda {
+namespace {
+
+constexpr size_t kGranularity = size_t{2} << 20;  // Minimum and recommended.
+constexpr int kMaxDevices = 64;
+constexpr uint64_t kDefaultMemory = uint64_t{1} << 30;
+constexpr int kDriverVersion = 13000;
+// Generic allocation handles are opaque numbers; starting far from small
+// integers and from addresses makes a confused caller fail loudly.
+constexpr CUmemGenericAllocationHandle kFirstHandle = 0xfa4e000000000001ULL;
+// memfd names: the importer of an fd or of an IPC handle reads them back from
+// /proc/self/fd to check that it was given the fake's memory.
+constexpr char kVmmMemfdPrefix[] = "memd-fake-cuda-vmm:";      // + device
+constexpr char kAllocMemfdPrefix[] = "memd-fake-cuda-alloc:";  // + id (hex)
+
+// What a CUipcMemHandle carries (the rest of its 64 bytes are zero).
+struct IpcWire {
+  char magic[16];
+  uint32_t version;
+  int32_t pid;     // The exporting process, which holds the memfd open...
+  int32_t fd;      // ...as this descriptor.
+  int32_t device;
+  uint64_t id;     // Names the allocation (and its memfd); unique per process.
+  uint64_t size;
+};
+static_assert(sizeof(IpcWire) <= CU_IPC_HANDLE_SIZE);
+constexpr char kIpcMagic[16] = "memd-fake-cuda";
+constexpr uint32_t kIpcVersion = 1;
+
+struct Device {
+  uint64_t used = 0;  // Bytes charged by cuMemCreate and cuMemAlloc.
+  CUctx_st context;
+};
+
+// Memory behind a generic allocation handle (cuMemCreate or an import). It
+// outlives cuMemRelease while mapped, as in CUDA.
+struct VmmAllocation {
+  int fd = -1;
+  size_t size = 0;
+  int device = 0;
+  bool charged = false;     // Created here: counts against the device.
+  bool exportable = false;  // Created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
+  bool released = false;    // cuMemRelease was called.
+  int mappings = 0;
+};
+
+struct VmmMapping {
+  size_t size = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  bool readable = false;  // Set by cuMemSetAccess.
+  bool writable = false;
+};
+
+struct LegacyAllocation {  // cuMemAlloc
+  size_t size = 0;         // Rounded up to whole pages.
+  int fd = -1;
+  int device = 0;
+  CUctx_st* context = nullptr;
+  uint64_t id = 0;
+};
+
+struct IpcMapping {  // cuIpcOpenMemHandle
+  size_t size = 0;
+  pid_t pid = 0;
+  uint64_t id = 0;
+  int opens = 0;
+  CUctx_st* context = nullptr;
+};
+
+struct HostRegistration {  // cuMemHostRegister
+  size_t size = 0;
+  CUctx_st* context = nullptr;
+};
+
+// The calling thread's current context (cuCtxSetCurrent). A plain pointer:
+// a thread_local with a destructor would pin the library in memory.
+thread_local CUctx_st* t_current = nullptr;
+
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Rounds `value` up to a multiple of `to` (a power of two); false on overflow.
+bool RoundUp(size_t value, size_t to, size_t* rounded) {
+  if (value > SIZE_MAX - (to - 1)) return false;
+  *rounded = (value + to - 1) & ~(to - 1);
+  return true;
+}
+
+bool EndOf(uintptr_t start, size_t size, uintptr_t* end) {
+  if (start > UINTPTR_MAX - size) return false;
+  *end = start + size;
+  return true;
+}
+
+void* AsPointer(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+// Digits only: no sign, no suffix, no spaces.
+bool ParseUnsigned(const char* text, uint64_t* value) {
+  if (text == nullptr || *text == '\0') return false;
+  for (const char* c = text; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9') return false;
+  }
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long parsed = std::strtoull(text, &end, 10);
+  if (errno != 0 || end == nullptr || *end != '\0') return false;
+  *value = parsed;
+  return true;
+}
+
+const char* Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' ? value : nullptr;
+}
+
+void Complain(const char* name, const char* value, const char* expected) {
+  std::fprintf(stderr, "memd fake CUDA driver: cuInit: %s=\"%s\" is not %s\n", name,
+               value, expected);
+}
+
+// Where /proc/self/fd/<fd> points ("/memfd:NAME (deleted)" for a memfd).
+std::string FdTarget(int fd) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  char target[PATH_MAX];
+  const ssize_t length = readlink(path, target, sizeof(target) - 1);
+  if (length < 0) return "";
+  return std::string(target, static_cast<size_t>(length));
+}
+
+// A sealed memfd of `size` bytes with its pages allocated now (fallocate), so
+// that running out of memory is an error here and not a SIGBUS later.
+CUresult CreateMemfd(const std::string& name, size_t size, int* fd_out) {
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *fd_out = fd;
+  return CUDA_SUCCESS;
+}
+
+// True when every page of [start, start + size) is mapped in this process.
+bool IsMapped(uintptr_t start, size_t size) {
+  const size_t page = PageSize();
+  uintptr_t end = 0;
+  size_t rounded_end = 0;
+  if (!EndOf(start, size, &end) || !RoundUp(end, page, &rounded_end)) return false;
+  unsigned char residency[4096];
+  for (uintptr_t at = start & ~(page - 1); at < rounded_end;) {
+    const size_t length = std::min<size_t>(rounded_end - at, sizeof(residency) * page);
+    if (mincore(AsPointer(at), length, residency) != 0) return false;
+    at += length;
+  }
+  return true;
+}
+
+// The entry in an address-keyed map whose range contains `address`.
+template <typename Map>
+typename Map::iterator Containing(Map& map, uintptr_t address) {
+  auto it = map.upper_bound(address);
+  if (it == map.begin()) return map.end();
+  --it;
+  return address - it->first < it->second.size ? it : map.end();
+}
+
+// True when [start, end) overlaps an entry of an address-keyed map.
+template <typename Map>
+bool Overlaps(const Map& map, uintptr_t start, uintptr_t end) {
+  auto it = map.lower_bound(end);  // First entry starting at or after `end`.
+  if (it == map.begin()) return false;
+  --it;
+  return it->first + it->second.size > start;
+}
+
+class FakeDriver {
+ public:
+  FakeDriver() = default;
+  FakeDriver(const FakeDriver&) = delete;
+  FakeDriver& operator=(const FakeDriver&) = delete;
+
+  // The library is being unloaded (dlclose, or exit): give everything back.
+  ~FakeDriver() {
+    for (auto& [base, allocation] : legacy_) {
+      munmap(AsPointer(base), allocation.size);
+      close(allocation.fd);
+    }
+    for (auto& [base, mapping] : ipc_) munmap(AsPointer(base), mapping.size);
+    for (auto& [base, reservation] : reservations_) munmap(AsPointer(base), reservation);
+    for (auto& [handle, allocation] : allocations_) close(allocation.fd);
+  }
+
+  // ---- Initialisation and devices ----
+
+  CUresult Init(unsigned int flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!init_attempted_) {
+      init_attempted_ = true;
+      init_result_ = Configure();  // Sticky, as in CUDA: a failed cuInit stays failed.
+    }
+    return init_result_;
+  }
+
+  CUresult DeviceGet(CUdevice* device, int ordinal) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult DeviceGetCount(int* count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *count = static_cast<int>(devices_.size());
+    return CUDA_SUCCESS;
+  }
+
+  CUresult DeviceGetName(char* name, int length, CUdevice device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (name == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    std::snprintf(name, static_cast<size_t>(length), "memd fake GPU %d", device);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult DeviceGetUuid(CUuuid* uuid, CUdevice device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    // "memd-fake-gpu" then the ordinal, big-endian: stable and distinct.
+    static constexpr char kPrefix[] = "memd-fake-gpu";
+    static_assert(sizeof(kPrefix) - 1 == 13);
+    std::memcpy(uuid->bytes, kPrefix, 13);
+    const uint32_t ordinal = static_cast<uint32_t>(device);
+    uuid->bytes[13] = static_cast<char>((ordinal >> 16) & 0xff);
+    uuid->bytes[14] = static_cast<char>((ordinal >> 8) & 0xff);
+    uuid->bytes[15] = static_cast<char>(ordinal & 0xff);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult DeviceTotalMem(size_t* bytes, CUdevice device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = memory_;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult DeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    switch (attribute) {
+      case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+        *value = vmm_ ? 1 : 0;
+        return CUDA_SUCCESS;
+      case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+        *value = device;
+        return CUDA_SUCCESS;
+      case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      case CU_DEVICE_ATTRIBUTE_INTEGRATED:
+      case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED:
+      case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED:
+      case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED:
+      case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:
+        *value = 0;
+        return CUDA_SUCCESS;
+      case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+      case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
+      case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+      case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:
+        *value = 1;
+        return CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;  // Not modelled by the fake.
+    }
+  }
+
+  // ---- Contexts ----
+
+  CUresult PrimaryCtxRetain(CUcontext* context, CUdevice device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    CUctx_st& primary = devices_[static_cast<size_t>(device)]->context;
+    ++primary.retains;
+    *context = &primary;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult PrimaryCtxRelease(CUdevice device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    CUctx_st& primary = devices_[static_cast<size_t>(device)]->context;
+    if (primary.retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--primary.retains == 0) ResetContext(&primary);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult CtxSetCurrent(CUcontext context) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (context != nullptr && !KnownContext(context)) return CUDA_ERROR_INVALID_CONTEXT;
+    t_current = context;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult CtxGetCurrent(CUcontext* context) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *context = t_current;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult CtxGetDevice(CUdevice* device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *device = context->device;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const Device& device = *devices_[static_cast<size_t>(context->device)];
+    *free_bytes = memory_ - device.used;
+    *total_bytes = memory_;
+    return CUDA_SUCCESS;
+  }
+
+  // ---- Virtual memory management (no context needed) ----
+
+  CUresult MemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                       CUmemAllocationGranularity_flags option) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+        option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        !ValidDevice(prop->location.id)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    *granularity = kGranularity;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (handle == nullptr || prop == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!vmm_) return CUDA_ERROR_NOT_SUPPORTED;
+    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+        prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+      return CUDA_ERROR_NOT_SUPPORTED;  // Valid in CUDA, not modelled here.
+    }
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+        prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (prop->win32HandleMetaData != nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+    Device& device = *devices_[static_cast<size_t>(prop->location.id)];
+    if (size > memory_ - device.used) return CUDA_ERROR_OUT_OF_MEMORY;
+    VmmAllocation allocation;
+    const std::string name = kVmmMemfdPrefix + std::to_string(prop->location.id);
+    if (CUresult result = CreateMemfd(name, size, &allocation.fd); result != CUDA_SUCCESS) {
+      return result;
+    }
+    allocation.size = size;
+    allocation.device = prop->location.id;
+    allocation.charged = true;
+    allocation.exportable =
+        prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    device.used += size;
+    *handle = next_handle_++;
+    allocations_.emplace(*handle, allocation);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemRelease(CUmemGenericAllocationHandle handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    auto it = allocations_.find(handle);
+    if (it == allocations_.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+    it->second.released = true;
+    MaybeDestroy(it);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                             CUdeviceptr addr, unsigned long long flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    const size_t page = PageSize();
+    if (ptr == nullptr || flags != 0 || size == 0 || size % page != 0 ||
+        addr % page != 0 || (alignment & (alignment - 1)) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const size_t align = std::max(alignment, kGranularity);
+    constexpr int kProt = PROT_NONE;
+    constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    uintptr_t base = 0;
+    if (addr != 0 && addr % align == 0) {  // Honour the hint when it is free.
+      void* at = mmap(AsPointer(addr), size, kProt, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
+      if (at != MAP_FAILED && reinterpret_cast<uintptr_t>(at) == addr) {
+        base = addr;
+      } else if (at != MAP_FAILED) {
+        munmap(at, size);  // A kernel without MAP_FIXED_NOREPLACE put it elsewhere.
+      }
+    }
+    if (base == 0) {
+      if (size > SIZE_MAX - align) return CUDA_ERROR_OUT_OF_MEMORY;
+      void* raw = mmap(nullptr, size + align, kProt, kFlags, -1, 0);
+      if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+      const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+      base = (start + align - 1) & ~(align - 1);
+      if (base > start) munmap(raw, base - start);
+      const size_t tail = start + size + align - (base + size);
+      if (tail > 0) munmap(AsPointer(base + size), tail);
+    }
+    reservations_.emplace(base, size);
+    *ptr = static_cast<CUdeviceptr>(base);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemAddressFree(CUdeviceptr ptr, size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    auto it = reservations_.find(static_cast<uintptr_t>(ptr));
+    if (it == reservations_.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+    // Stricter than CUDA documents: unmap first, so leaks show up in tests.
+    if (Overlaps(mappings_, it->first, it->first + size)) return CUDA_ERROR_INVALID_VALUE;
+    munmap(AsPointer(it->first), size);
+    reservations_.erase(it);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    const uintptr_t start = static_cast<uintptr_t>(ptr);
+    uintptr_t end = 0;
+    if (flags != 0 || offset != 0 || size == 0 || start % kGranularity != 0 ||
+        size % kGranularity != 0 || !EndOf(start, size, &end)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    auto allocation = allocations_.find(handle);
+    if (allocation == allocations_.end() || allocation->second.released ||
+        size > allocation->second.size) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    auto reservation = ReservationContaining(start);
+    if (reservation == reservations_.end() || end > reservation->first + reservation->second) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (Overlaps(mappings_, start, end)) return CUDA_ERROR_INVALID_VALUE;
+    // Mapped without access: cuMemSetAccess grants it.
+    void* at = mmap(AsPointer(start), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                    allocation->second.fd, 0);
+    if (at == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    ++allocation->second.mappings;
+    mappings_.emplace(start, VmmMapping{size, handle, false, false});
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemUnmap(CUdeviceptr ptr, size_t size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    std::vector<uintptr_t> bases;
+    if (!WholeMappings(static_cast<uintptr_t>(ptr), size, &bases)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (uintptr_t base : bases) {
+      auto mapping = mappings_.find(base);
+      // Back to a reservation: inaccessible anonymous address space.
+      mmap(AsPointer(base), mapping->second.size, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+      auto allocation = allocations_.find(mapping->second.handle);
+      --allocation->second.mappings;
+      mappings_.erase(mapping);
+      MaybeDestroy(allocation);
+    }
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                        size_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+    bool readable = false;
+    bool writable = false;
+    for (size_t i = 0; i < count; ++i) {
+      if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+      if (!ValidDevice(desc[i].location.id)) return CUDA_ERROR_INVALID_DEVICE;
+      switch (desc[i].flags) {
+        case CU_MEM_ACCESS_FLAGS_PROT_NONE:
+          break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READ:
+          readable = true;
+          break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+          readable = writable = true;
+          break;
+        default:
+          return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    std::vector<uintptr_t> bases;
+    if (!WholeMappings(static_cast<uintptr_t>(ptr), size, &bases)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    // The fake's devices all see host memory: the most any device was granted
+    // is what the process gets.
+    const int prot = writable ? PROT_READ | PROT_WRITE : readable ? PROT_READ : PROT_NONE;
+    if (mprotect(AsPointer(static_cast<uintptr_t>(ptr)), size, prot) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (uintptr_t base : bases) {
+      mappings_[base].readable = readable;
+      mappings_[base].writable = writable;
+    }
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType type,
+                                      unsigned long long flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (shareable == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    auto it = allocations_.find(handle);
+    if (it == allocations_.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!it->second.exportable) return CUDA_ERROR_INVALID_VALUE;
+    const int fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;  // Out of descriptors.
+    *static_cast<int*>(shareable) = fd;           // The caller owns it.
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                        CUmemAllocationHandleType type) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!vmm_) return CUDA_ERROR_NOT_SUPPORTED;
+    const intptr_t value = static_cast<intptr_t>(reinterpret_cast<uintptr_t>(os_handle));
+    if (value < 0 || value > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
+    const int fd = static_cast<int>(value);
+    if (fcntl(fd, F_GETFD) < 0) return CUDA_ERROR_INVALID_VALUE;
+    // Only memory a fake cuMemCreate made: "/memfd:memd-fake-cuda-vmm:<device> (deleted)".
+    const std::string target = FdTarget(fd);
+    const std::string prefix = std::string("/memfd:") + kVmmMemfdPrefix;
+    if (target.compare(0, prefix.size(), prefix) != 0) return CUDA_ERROR_INVALID_VALUE;
+    const int device = std::atoi(target.c_str() + prefix.size());
+    if (!ValidDevice(device)) return CUDA_ERROR_NOT_SUPPORTED;  // Unknown to this process.
+    struct stat info;
+    if (fstat(fd, &info) != 0 || info.st_size <= 0 ||
+        static_cast<uint64_t>(info.st_size) % kGranularity != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    VmmAllocation allocation;
+    allocation.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // The caller keeps its fd.
+    if (allocation.fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    allocation.size = static_cast<size_t>(info.st_size);
+    allocation.device = device;
+    allocation.charged = false;  // The exporter's device holds the memory.
+    allocation.exportable = true;
+    *handle = next_handle_++;
+    allocations_.emplace(*handle, allocation);
+    return CUDA_SUCCESS;
+  }
+
+  // ---- Legacy allocations and IPC (need a current context) ----
+
+  CUresult MemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t size = 0;
+    if (!RoundUp(bytesize, PageSize(), &size)) return CUDA_ERROR_OUT_OF_MEMORY;
+    Device& device = *devices_[static_cast<size_t>(context->device)];
+    if (size > memory_ - device.used) return CUDA_ERROR_OUT_OF_MEMORY;
+    LegacyAllocation allocation;
+    allocation.id = (static_cast<uint64_t>(getpid()) << 32) | ++legacy_count_;
+    char name[64];
+    std::snprintf(name, sizeof(name), "%s%llx", kAllocMemfdPrefix,
+                  static_cast<unsigned long long>(allocation.id));
+    if (CUresult result = CreateMemfd(name, size, &allocation.fd); result != CUDA_SUCCESS) {
+      return result;
+    }
+    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, allocation.fd, 0);
+    if (at == MAP_FAILED) {
+      close(allocation.fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    allocation.size = size;
+    allocation.device = context->device;
+    allocation.context = context;
+    device.used += size;
+    legacy_.emplace(reinterpret_cast<uintptr_t>(at), allocation);
+    *dptr = reinterpret_cast<CUdeviceptr>(at);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemFree(CUdeviceptr dptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    auto it = legacy_.find(static_cast<uintptr_t>(dptr));
+    if (it == legacy_.end()) return CUDA_ERROR_INVALID_VALUE;
+    FreeLegacy(it);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult IpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    // Only the base of a cuMemAlloc allocation (not VMM or IPC-opened memory).
+    auto it = legacy_.find(static_cast<uintptr_t>(dptr));
+    if (it == legacy_.end()) return CUDA_ERROR_INVALID_VALUE;
+    IpcWire wire{};
+    std::memcpy(wire.magic, kIpcMagic, sizeof(wire.magic));
+    wire.version = kIpcVersion;
+    wire.pid = static_cast<int32_t>(getpid());
+    wire.fd = it->second.fd;
+    wire.device = it->second.device;
+    wire.id = it->second.id;
+    wire.size = it->second.size;
+    std::memset(handle->reserved, 0, sizeof(handle->reserved));
+    std::memcpy(handle->reserved, &wire, sizeof(wire));
+    return CUDA_SUCCESS;
+  }
+
+  CUresult IpcOpenMemHandle(CUdeviceptr* dptr, const CUipcMemHandle& handle,
+                            unsigned int flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    // cuda.h: Flags "must be specified as CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS".
+    if (dptr == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    IpcWire wire;
+    std::memcpy(&wire, handle.reserved, sizeof(wire));
+    if (std::memcmp(wire.magic, kIpcMagic, sizeof(wire.magic)) != 0 ||
+        wire.version != kIpcVersion || wire.pid <= 0 || wire.fd < 0 || wire.size == 0 ||
+        wire.size % PageSize() != 0) {
+      return CUDA_ERROR_INVALID_HANDLE;
+    }
+    // CUDA refuses a handle in the process that exported it.
+    if (wire.pid == static_cast<int32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
+    // Opened already: CUDA counts the opens and returns the same pointer.
+    for (auto& [base, mapping] : ipc_) {
+      if (mapping.pid == wire.pid && mapping.id == wire.id) {
+        ++mapping.opens;
+        *dptr = static_cast<CUdeviceptr>(base);
+        return CUDA_SUCCESS;
+      }
+    }
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", wire.pid, wire.fd);
+    const int fd = open(path, O_RDWR | O_CLOEXEC);
+    // The exporter is gone, freed the memory, or is another user's process.
+    if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+    char name[64];
+    std::snprintf(name, sizeof(name), "/memfd:%s%llx (deleted)", kAllocMemfdPrefix,
+                  static_cast<unsigned long long>(wire.id));
+    struct stat info;
+    if (FdTarget(fd) != name || fstat(fd, &info) != 0 ||
+        static_cast<uint64_t>(info.st_size) != wire.size) {
+      close(fd);  // The descriptor now holds something else: freed memory.
+      return CUDA_ERROR_INVALID_HANDLE;
+    }
+    const size_t size = static_cast<size_t>(wire.size);
+    void* at = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (at == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+    ipc_.emplace(reinterpret_cast<uintptr_t>(at),
+                 IpcMapping{size, static_cast<pid_t>(wire.pid), wire.id, 1, context});
+    *dptr = reinterpret_cast<CUdeviceptr>(at);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult IpcCloseMemHandle(CUdeviceptr dptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    auto it = ipc_.find(static_cast<uintptr_t>(dptr));
+    if (it == ipc_.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (--it->second.opens == 0) {
+      munmap(AsPointer(it->first), it->second.size);
+      ipc_.erase(it);
+    }
+    return CUDA_SUCCESS;
+  }
+
+  // ---- Host registration (needs a current context) ----
+
+  CUresult MemHostRegister(void* p, size_t bytesize, unsigned int flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (p == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    constexpr unsigned int kModelled = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
+    constexpr unsigned int kKnown =
+        kModelled | CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+    if ((flags & ~kKnown) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if ((flags & ~kModelled) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+    uintptr_t end = 0;
+    if (!EndOf(start, bytesize, &end)) return CUDA_ERROR_INVALID_VALUE;
+    if (Overlaps(host_, start, end)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    if (!IsMapped(start, bytesize)) return CUDA_ERROR_INVALID_VALUE;
+    host_.emplace(start, HostRegistration{bytesize, context});
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemHostUnregister(void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    auto it = host_.find(reinterpret_cast<uintptr_t>(p));  // The base, as registered.
+    if (it == host_.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    host_.erase(it);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemHostGetDevicePointer(CUdeviceptr* dptr, void* p, unsigned int flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (dptr == nullptr || p == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (Containing(host_, reinterpret_cast<uintptr_t>(p)) == host_.end()) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    *dptr = reinterpret_cast<CUdeviceptr>(p);  // Unified addressing: the same address.
+    return CUDA_SUCCESS;
+  }
+
+  // ---- Copies (need a current context) ----
+
+  CUresult MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (bytes == 0) return CUDA_SUCCESS;
+    if (src == nullptr || !DeviceAccessible(dst, bytes, /*write=*/true)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    std::memmove(AsPointer(static_cast<uintptr_t>(dst)), src, bytes);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (bytes == 0) return CUDA_SUCCESS;
+    if (dst == nullptr || !DeviceAccessible(src, bytes, /*write=*/false)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    std::memmove(dst, AsPointer(static_cast<uintptr_t>(src)), bytes);
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemsetD8(CUdeviceptr dst, unsigned char value, size_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (count == 0) return CUDA_SUCCESS;
+    if (!DeviceAccessible(dst, count, /*write=*/true)) return CUDA_ERROR_INVALID_VALUE;
+    std::memset(AsPointer(static_cast<uintptr_t>(dst)), value, count);
+    return CUDA_SUCCESS;
+  }
+
+ private:
+  bool initialised() const { return init_attempted_ && init_result_ == CUDA_SUCCESS; }
+
+  bool ValidDevice(int ordinal) const {
+    return ordinal >= 0 && static_cast<size_t>(ordinal) < devices_.size();
+  }
+
+  bool KnownContext(CUcontext context) const {
+    for (const auto& device : devices_) {
+      if (&device->context == context) return true;
+    }
+    return false;
+  }
+
+  // The calling thread's current context, which must be active.
+  CUresult Current(CUctx_st** context) const {
+    if (t_current == nullptr || !KnownContext(t_current)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (t_current->retains == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *context = t_current;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult Configure() {
+    if (const char* text = Env("MEMD_FAKE_CUDA_INIT_ERROR")) {
+      uint64_t code = 0;
+      if (!ParseUnsigned(text, &code) || code >= 1024 ||  // CUresult's range.
+          ErrorName(static_cast<CUresult>(code)) == nullptr) {
+        Complain("MEMD_FAKE_CUDA_INIT_ERROR", text, "a CUresult that cuda.h defines");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      if (code != CUDA_SUCCESS) return static_cast<CUresult>(code);
+    }
+    uint64_t count = 1;
+    if (const char* text = Env("MEMD_FAKE_CUDA_DEVICES")) {
+      if (!ParseUnsigned(text, &count) || count > kMaxDevices) {
+        Complain("MEMD_FAKE_CUDA_DEVICES", text, "a device count from 0 to 64");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    uint64_t memory = kDefaultMemory;
+    if (const char* text = Env("MEMD_FAKE_CUDA_MEMORY")) {
+      if (!ParseUnsigned(text, &memory) || memory > SIZE_MAX / 2) {
+        Complain("MEMD_FAKE_CUDA_MEMORY", text, "a number of bytes");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    bool vmm = true;
+    if (const char* text = Env("MEMD_FAKE_CUDA_VMM")) {
+      if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0) {
+        Complain("MEMD_FAKE_CUDA_VMM", text, "0 or 1");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      vmm = text[0] == '1';
+    }
+    memory_ = static_cast<size_t>(memory);
+    vmm_ = vmm;
+    for (uint64_t i = 0; i < count; ++i) {
+      auto device = std::make_unique<Device>();
+      device->context.device = static_cast<int>(i);
+      devices_.push_back(std::move(device));
+    }
+    return CUDA_SUCCESS;
+  }
+
+  std::map<uintptr_t, size_t>::iterator ReservationContaining(uintptr_t address) {
+    auto it = reservations_.upper_bound(address);
+    if (it == reservations_.begin()) return reservations_.end();
+    --it;
+    return address - it->first < it->second ? it : reservations_.end();
+  }
+
+  // The bases of the mappings that exactly tile [start, start + size); false
+  // when the range is not made of whole, adjacent mappings.
+  bool WholeMappings(uintptr_t start, size_t size, std::vector<uintptr_t>* bases) const {
+    uintptr_t end = 0;
+    if (size == 0 || !EndOf(start, size, &end)) return false;
+    for (uintptr_t at = start; at < end;) {
+      auto it = mappings_.find(at);
+      if (it == mappings_.end()) return false;
+      bases->push_back(at);
+      at += it->second.size;
+      if (at > end) return false;
+    }
+    return true;
+  }
+
+  // Frees a VMM allocation once it is released and no longer mapped.
+  void MaybeDestroy(std::map<CUmemGenericAllocationHandle, VmmAllocation>::iterator it) {
+    VmmAllocation& allocation = it->second;
+    if (!allocation.released || allocation.mappings > 0) return;
+    if (allocation.charged) {
+      devices_[static_cast<size_t>(allocation.device)]->used -= allocation.size;
+    }
+    close(allocation.fd);
+    allocations_.erase(it);
+  }
+
+  void FreeLegacy(std::map<uintptr_t, LegacyAllocation>::iterator it) {
+    munmap(AsPointer(it->first), it->second.size);
+    close(it->second.fd);
+    devices_[static_cast<size_t>(it->second.device)]->used -= it->second.size;
+    legacy_.erase(it);
+  }
+
+  // The last release of a primary context resets it: as in CUDA, the memory
+  // it allocated, opened or registered goes with it.
+  void ResetContext(CUctx_st* context) {
+    for (auto it = legacy_.begin(); it != legacy_.end();) {
+      auto next = std::next(it);
+      if (it->second.context == context) FreeLegacy(it);
+      it = next;
+    }
+    for (auto it = ipc_.begin(); it != ipc_.end();) {
+      if (it->second.context == context) {
+        munmap(AsPointer(it->first), it->second.size);
+        it = ipc_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = host_.begin(); it != host_.end();) {
+      it = it->second.context == context ? host_.erase(it) : std::next(it);
+    }
+  }
+
+  // True when [address, address + bytes) lies in device memory of this
+  // process that is accessible (writable, for `write`): cuMemAlloc memory,
+  // IPC-opened memory, registered host memory, or VMM mappings with access.
+  bool DeviceAccessible(CUdeviceptr address, size_t bytes, bool write) {
+    uintptr_t end = 0;
+    if (!EndOf(static_cast<uintptr_t>(address), bytes, &end)) return false;
+    for (uintptr_t at = static_cast<uintptr_t>(address); at < end;) {
+      if (auto alloc = Containing(legacy_, at); alloc != legacy_.end()) {
+        at = alloc->first + alloc->second.size;
+      } else if (auto ipc = Containing(ipc_, at); ipc != ipc_.end()) {
+        at = ipc->first + ipc->second.size;
+      } else if (auto host = Containing(host_, at); host != host_.end()) {
+        at = host->first + host->second.size;
+      } else if (auto vmm = Containing(mappings_, at);
+                 vmm != mappings_.end() && (write ? vmm->second.writable : vmm->second.readable)) {
+        at = vmm->first + vmm->second.size;
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::mutex mu_;
+  bool init_attempted_ = false;
+  CUresult init_result_ = CUDA_ERROR_NOT_INITIALIZED;
+  size_t memory_ = 0;
+  bool vmm_ = true;
+  std::vector<std::unique_ptr<Device>> devices_;  // Stable addresses: CUcontext points in.
+  CUmemGenericAllocationHandle next_handle_ = kFirstHandle;
+  uint64_t legacy_count_ = 0;
+  std::map<CUmemGenericAllocationHandle, VmmAllocation> allocations_;
+  std::map<uintptr_t, size_t> reservations_;  // Base -> size.
+  std::map<uintptr_t, VmmMapping> mappings_;
+  std::map<uintptr_t, LegacyAllocation> legacy_;
+  std::map<uintptr_t, IpcMapping> ipc_;
+  std::map<uintptr_t, HostRegistration> host_;
+};
+
+FakeDriver g_driver;
+
+}  // namespace
+}  // namespace memd::fake_cuda
+
+// ---- The exported driver API ----
+//
+// Each symbol is the one cuda.h maps the public name to (cuMemAlloc is
+// cuMemAlloc_v2, ...); the library's version script exports these and nothing
+// else.
+
+#define MEMD_FAKE_CUDA_API extern "C" __attribute__((visibility("default")))
+
+using memd::fake_cuda::g_driver;
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
+  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pStr = memd::fake_cuda::ErrorDescription(error);
+  return *pStr == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
+  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pStr = memd::fake_cuda::ErrorName(error);
+  return *pStr == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuInit(unsigned int Flags) { return g_driver.Init(Flags); }
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+  if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = memd::fake_cuda::kDriverVersion;
+  return CUDA_SUCCESS;
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+  return g_driver.DeviceGet(device, ordinal);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  return g_driver.DeviceGetCount(count);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+  return g_driver.DeviceGetName(name, len, dev);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  return g_driver.DeviceGetUuid(uuid, dev);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  return g_driver.DeviceTotalMem(bytes, dev);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
+                                                         CUdevice dev) {
+  return g_driver.DeviceGetAttribute(pi, attrib, dev);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  return g_driver.PrimaryCtxRetain(pctx, dev);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  return g_driver.PrimaryCtxRelease(dev);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  return g_driver.CtxSetCurrent(ctx);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  return g_driver.CtxGetCurrent(pctx);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  return g_driver.CtxGetDevice(device);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  return g_driver.MemGetInfo(free, total);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemGetAllocationGranularity(
+    size_t* granularity, const CUmemAllocationProp* prop,
+    CUmemAllocationGranularity_flags option) {
+  return g_driver.MemGetAllocationGranularity(granularity, prop, option);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle,
+                                                size_t size, const CUmemAllocationProp* prop,
+                                                unsigned long long flags) {
+  return g_driver.MemCreate(handle, size, prop, flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  return g_driver.MemRelease(handle);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size,
+                                                        size_t alignment, CUdeviceptr addr,
+                                                        unsigned long long flags) {
+  return g_driver.MemAddressReserve(ptr, size, alignment, addr, flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  return g_driver.MemAddressFree(ptr, size);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                             CUmemGenericAllocationHandle handle,
+                                             unsigned long long flags) {
+  return g_driver.MemMap(ptr, size, offset, handle, flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  return g_driver.MemUnmap(ptr, size);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
+                                                   const CUmemAccessDesc* desc, size_t count) {
+  return g_driver.MemSetAccess(ptr, size, desc, count);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemExportToShareableHandle(
+    void* shareableHandle, CUmemGenericAllocationHandle handle,
+    CUmemAllocationHandleType handleType, unsigned long long flags) {
+  return g_driver.MemExportToShareableHandle(shareableHandle, handle, handleType, flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemImportFromShareableHandle(
+    CUmemGenericAllocationHandle* handle, void* osHandle,
+    CUmemAllocationHandleType shHandleType) {
+  return g_driver.MemImportFromShareableHandle(handle, osHandle, shHandleType);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  return g_driver.MemAlloc(dptr, bytesize);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  return g_driver.MemFree(dptr);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle,
+                                                      CUdeviceptr dptr) {
+  return g_driver.IpcGetMemHandle(pHandle, dptr);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr,
+                                                          CUipcMemHandle handle,
+                                                          unsigned int Flags) {
+  return g_driver.IpcOpenMemHandle(pdptr, handle, Flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  return g_driver.IpcCloseMemHandle(dptr);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize,
+                                                         unsigned int Flags) {
+  return g_driver.MemHostRegister(p, bytesize, Flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemHostUnregister(void* p) {
+  return g_driver.MemHostUnregister(p);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p,
+                                                                 unsigned int Flags) {
+  return g_driver.MemHostGetDevicePointer(pdptr, p, Flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost,
+                                                    size_t ByteCount) {
+  return g_driver.MemcpyHtoD(dstDevice, srcHost, ByteCount);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice,
+                                                    size_t ByteCount) {
+  return g_driver.MemcpyDtoH(dstHost, srcDevice, ByteCount);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc,
+                                                  size_t N) {
+  return g_driver.MemsetD8(dstDevice, uc, N);
+}
