@@ -9,6 +9,15 @@
 //       open read-only; print the status code name (OK, PERMISSION_DENIED...)
 //   memd-test-client [--uid N] unlink NAME
 //   memd-test-client [--uid N] trim LOCATION|all
+//   memd-test-client device-produce NAME SIZE SEED ORDINAL
+//       create on device:ORDINAL, fill it through the driver, seal, exit
+//   memd-test-client device-consume NAME SIZE SEED [WAIT_MS]
+//       open a device buffer (context on its device), read it through the
+//       driver, check the pattern; exit 0 if it matches
+//   memd-test-client device-open-without-context NAME
+//       open a device buffer with no CUDA context current; print the code
+//   memd-test-client device-hold NAME
+//       open a device buffer, print "held" and wait to be killed
 //   memd-test-client hold NAME...
 //       open each name, create an ephemeral "NAME.mine" for the first,
 //       print "held" and wait to be killed
@@ -19,10 +28,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "common/cuda/driver.h"
 #include "memd/client.h"
 #include "tests/client/pattern.h"
 
@@ -32,6 +45,87 @@ int Fail(const absl::Status& status) {
   std::printf("%s\n", absl::StatusCodeToString(status.code()).c_str());
   std::fprintf(stderr, "%s\n", status.ToString().c_str());
   return 1;
+}
+
+// The CUDA driver (MEMD_CUDA_DRIVER: the fake in tests) with device
+// `ordinal`'s primary context current on this thread.
+absl::StatusOr<std::shared_ptr<const memd::cuda::Driver>> UseDevice(int ordinal) {
+  auto driver = memd::cuda::Driver::Load();
+  if (!driver.ok()) return driver.status();
+  const memd::cuda::DriverApi& api = (*driver)->api();
+  CUcontext context;
+  if (auto retained = (*driver)->Check(api.DevicePrimaryCtxRetain(&context, ordinal),
+                                       "cuDevicePrimaryCtxRetain");
+      !retained.ok()) {
+    return retained;
+  }
+  if (auto set = (*driver)->Check(api.CtxSetCurrent(context), "cuCtxSetCurrent");
+      !set.ok()) {
+    return set;
+  }
+  return *std::move(driver);
+}
+
+int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args) {
+  const std::string& command = args[0];
+  const std::string& name = args[1];
+  if (command == "device-open-without-context") {
+    // Load the driver (so that only the context is missing), set nothing.
+    auto driver = memd::cuda::Driver::Load();
+    if (!driver.ok()) return Fail(driver.status());
+    auto buffer = client.Open(name);
+    if (!buffer.ok()) return Fail(buffer.status());
+    std::printf("OK\n");
+    return 0;
+  }
+  const int ordinal = command == "device-produce" && args.size() >= 5 ? std::stoi(args[4]) : 0;
+  auto driver = UseDevice(ordinal);
+  if (!driver.ok()) return Fail(driver.status());
+  const memd::cuda::DriverApi& api = (*driver)->api();
+  if (command == "device-produce" && args.size() >= 5) {
+    const std::uint64_t size = std::stoull(args[2]);
+    auto buffer = client.Create(name, size, {.location = "device:" + args[4]});
+    if (!buffer.ok()) return Fail(buffer.status());
+    std::vector<std::byte> bytes(size);
+    memd::testing::FillPattern(bytes, std::stoul(args[3]));
+    if (auto copied = (*driver)->Check(
+            api.MemcpyHtoD(buffer->device_pointer(), bytes.data(), size), "cuMemcpyHtoD");
+        !copied.ok()) {
+      return Fail(copied);
+    }
+    if (auto sealed = buffer->Seal(); !sealed.ok()) return Fail(sealed);
+    std::printf("OK\n");
+    return 0;
+  }
+  if (command == "device-consume" && args.size() >= 4) {
+    memd::OpenOptions options;
+    if (args.size() >= 5) options.wait = absl::Milliseconds(std::stoll(args[4]));
+    auto buffer = client.Open(name, options);
+    if (!buffer.ok()) return Fail(buffer.status());
+    std::vector<std::byte> bytes(buffer->size());
+    if (auto copied = (*driver)->Check(
+            api.MemcpyDtoH(bytes.data(), buffer->device_pointer(), bytes.size()),
+            "cuMemcpyDtoH");
+        !copied.ok()) {
+      return Fail(copied);
+    }
+    if (buffer->size() != std::stoull(args[2]) || buffer->device() != 0 ||
+        !memd::testing::MatchesPattern(bytes, std::stoul(args[3]))) {
+      std::printf("MISMATCH\n");
+      return 4;
+    }
+    std::printf("OK\n");
+    return 0;
+  }
+  if (command == "device-hold") {
+    auto buffer = client.Open(name);
+    if (!buffer.ok()) return Fail(buffer.status());
+    std::printf("held\n");
+    std::fflush(stdout);
+    for (;;) ::pause();
+  }
+  std::fprintf(stderr, "unknown device command or missing arguments\n");
+  return 2;
 }
 
 }  // namespace
@@ -94,6 +188,9 @@ int main(int argc, char** argv) {
     if (auto unlinked = (*client)->Unlink(name); !unlinked.ok()) return Fail(unlinked);
     std::printf("OK\n");
     return 0;
+  }
+  if (absl::StartsWith(command, "device-")) {
+    return RunDeviceCommand(**client, args);
   }
   if (command == "hold") {
     std::vector<memd::Buffer> held;

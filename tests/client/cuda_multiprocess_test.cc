@@ -1,0 +1,248 @@
+// GPU memory end to end on the project's fake CUDA driver: a real memd with
+// the CUDA backend, real client processes importing what it exports.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/client.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/daemon_process.h"
+#include "tests/support/run_program.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::BinDir;
+using testing::DaemonProcess;
+using testing::ProgramResult;
+using testing::RunProgram;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+class CudaTest : public ::testing::Test {
+ protected:
+  // Starts memd on the fake driver; `fake_env` configures the daemon's fake
+  // (MEMD_FAKE_CUDA_*), read when it loads the driver.
+  void StartDaemon(std::vector<std::string> args = {},
+                   std::vector<std::pair<std::string, std::string>> fake_env = {}) {
+    for (const auto& [name, value] : fake_env) ::setenv(name.c_str(), value.c_str(), 1);
+    args.insert(args.begin(), {"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+    auto daemon = DaemonProcess::Start(args);
+    for (const auto& [name, value] : fake_env) ::unsetenv(name.c_str());
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+  }
+
+  ProgramResult Run(const std::string& program, std::vector<std::string> args,
+                    const std::string& input = "") {
+    return RunProgram(BinDir() + "/" + program, args, input,
+                      {{"MEMD_SOCKET_DIR", daemon_->socket_dir()},
+                       {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
+  }
+  ProgramResult Client(std::vector<std::string> args) {
+    return Run("memd-test-client", std::move(args));
+  }
+
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<memd::Client> client_;
+};
+
+TEST_F(CudaTest, DeviceBufferWrittenInOneProcessReadsBackInAnother) {
+  StartDaemon();
+  ProgramResult produced = Client({"device-produce", "weights", "5000000", "7", "0"});
+  ASSERT_EQ(produced.exit_code, 0) << produced.out << produced.err;
+  auto info = client_->Stat("weights");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->location, "device:0");
+  EXPECT_EQ(info->state, BufferState::kSealed);
+  ProgramResult consumed = Client({"device-consume", "weights", "5000000", "7"});
+  EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
+  ProgramResult wrong = Client({"device-consume", "weights", "5000000", "8"});
+  EXPECT_EQ(wrong.exit_code, 4);  // The check can fail.
+}
+
+TEST_F(CudaTest, LegacyIpcHandlesWorkToo) {
+  StartDaemon({"--cuda-handles", "ipc"});
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->devices.size(), 1u);
+  EXPECT_EQ(stats->devices[0].handle_type, "ipc");
+  ASSERT_EQ(Client({"device-produce", "w", "3000000", "3", "0"}).exit_code, 0);
+  ProgramResult consumed = Client({"device-consume", "w", "3000000", "3"});
+  EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
+}
+
+TEST_F(CudaTest, SeveralDeviceBuffersEachKeepTheirOwnBytes) {
+  StartDaemon();
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "small/" + std::to_string(i);
+    ASSERT_EQ(Client({"device-produce", name, "100000", std::to_string(i), "0"}).exit_code, 0);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "small/" + std::to_string(i);
+    EXPECT_EQ(Client({"device-consume", name, "100000", std::to_string(i)}).exit_code, 0)
+        << name;
+  }
+}
+
+TEST_F(CudaTest, OpeningWithoutAContextSaysWhatToDo) {
+  StartDaemon();
+  ASSERT_EQ(Client({"device-produce", "w", "1000", "1", "0"}).exit_code, 0);
+  ProgramResult refused = Client({"device-open-without-context", "w"});
+  EXPECT_EQ(refused.out, "FAILED_PRECONDITION\n") << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("no CUDA context is current"));
+  EXPECT_THAT(refused.err, HasSubstr("cudaSetDevice(0)"));
+  // The refused open left no lease behind.
+  EXPECT_EQ(client_->Stat("w")->lease_count, 0u);
+}
+
+TEST_F(CudaTest, AKilledClientLosesItsDeviceLeases) {
+  StartDaemon();
+  ASSERT_EQ(Client({"device-produce", "w", "1000", "1", "0"}).exit_code, 0);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::dup2(ready[1], 1);
+    ::setenv("MEMD_SOCKET_DIR", daemon_->socket_dir().c_str(), 1);
+    ::setenv("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH, 1);
+    std::string bin = BinDir() + "/memd-test-client";
+    ::execl(bin.c_str(), bin.c_str(), "device-hold", "w", nullptr);
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  char line[16] = {};
+  ASSERT_GT(::read(ready[0], line, sizeof(line) - 1), 0);
+  ::close(ready[0]);
+  ASSERT_STREQ(line, "held\n");
+  EXPECT_EQ(client_->Stat("w")->lease_count, 1u);
+  const absl::Time killed = absl::Now();
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  while (client_->Stat("w")->lease_count != 0 && absl::Now() - killed < absl::Seconds(5)) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(client_->Stat("w")->lease_count, 0u);
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(1));
+}
+
+TEST_F(CudaTest, OutOfDeviceMemoryIsACleanResourceExhausted) {
+  // A 64 MiB device and a pool allowed more than that: the driver says no.
+  StartDaemon({"--device-pool-limit-bytes", "1GiB"},
+              {{"MEMD_FAKE_CUDA_MEMORY", "67108864"}});
+  ProgramResult kept = Client({"device-produce", "kept", "50331648", "1", "0"});
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;  // 48 MiB, sealed, persistent.
+  auto failed = client_->Create("big", 32 * kMiB, {.location = "device:0"});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("cuMemCreate"));
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr("CUDA_ERROR_OUT_OF_MEMORY"));
+  // The daemon is fine, and smaller requests still fit.
+  ProgramResult small = Client({"device-produce", "small", "4000000", "1", "0"});
+  EXPECT_EQ(small.exit_code, 0) << small.err;
+}
+
+TEST_F(CudaTest, ThePoolLimitOfADeviceComesFirst) {
+  StartDaemon({}, {{"MEMD_FAKE_CUDA_MEMORY", "67108864"}});  // Pool: 90%.
+  auto failed = client_->Create("big", 60 * kMiB, {.location = "device:0"});
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("device:0 pool"));
+}
+
+TEST_F(CudaTest, StatsAndMemctlShowTheDevices) {
+  StartDaemon({}, {{"MEMD_FAKE_CUDA_DEVICES", "2"}});
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->backend, "cuda");
+  ASSERT_EQ(stats->devices.size(), 2u);
+  EXPECT_EQ(stats->devices[1].name, "memd fake GPU 1");
+  EXPECT_TRUE(stats->devices[0].vmm);
+  EXPECT_EQ(stats->devices[0].handle_type, "vmm_fd");
+  std::vector<std::string> locations;
+  for (const auto& pool : stats->pools) locations.push_back(pool.location);
+  EXPECT_THAT(locations, ::testing::ElementsAre("host", "pinned", "device:0", "device:1"));
+
+  ProgramResult devices = Run("memctl", {"devices", "--json"});
+  ASSERT_EQ(devices.exit_code, 0) << devices.err;
+  auto json = nlohmann::json::parse(devices.out);
+  ASSERT_EQ(json.size(), 2u);
+  EXPECT_EQ(json[0]["ordinal"], 0);
+  EXPECT_EQ(json[0]["uuid"], stats->devices[0].uuid);
+  EXPECT_EQ(json[1]["handle_type"], "vmm_fd");
+  for (const char* field : {"name", "total_bytes", "free_bytes", "vmm", "posix_fd"}) {
+    EXPECT_TRUE(json[0].contains(field)) << field;
+  }
+  ProgramResult table = Run("memctl", {"devices"});
+  EXPECT_THAT(table.out, HasSubstr("memd fake GPU 0"));
+}
+
+TEST_F(CudaTest, MemctlPutsAndGetsDeviceBuffers) {
+  StartDaemon();
+  std::string bytes;
+  for (int i = 0; i < 3 * 1000 * 1000; ++i) bytes.push_back(static_cast<char>(i * 7));
+  ProgramResult put = Run("memctl", {"put", "--location", "device:0", "blob", "-"}, bytes);
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_EQ(client_->Stat("blob")->location, "device:0");
+  ProgramResult get = Run("memctl", {"get", "blob"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(get.out.size(), bytes.size());
+  EXPECT_TRUE(get.out == bytes);
+  // And a device buffer another process produced.
+  ASSERT_EQ(Client({"device-produce", "p", "1000", "5", "0"}).exit_code, 0);
+  EXPECT_EQ(Run("memctl", {"get", "p"}).out.size(), 1000u);
+}
+
+TEST_F(CudaTest, AutoTakesCudaWhenADriverIsThereAndHostWhenNot) {
+  ::setenv("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH, 1);
+  auto with = DaemonProcess::Start({"--backend", "auto"});
+  ::setenv("MEMD_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  auto without = DaemonProcess::Start({"--backend", "auto"});
+  ::unsetenv("MEMD_CUDA_DRIVER");
+  ASSERT_TRUE(with.ok() && without.ok());
+  auto cuda = Client::Connect({.socket_dir = (*with)->socket_dir()});
+  auto host = Client::Connect({.socket_dir = (*without)->socket_dir()});
+  ASSERT_TRUE(cuda.ok() && host.ok());
+  EXPECT_EQ((*cuda)->Stats()->backend, "cuda");
+  EXPECT_EQ((*host)->Stats()->backend, "host");
+  EXPECT_TRUE((*host)->Stats()->devices.empty());
+  EXPECT_THAT((*without)->Log(), HasSubstr("no CUDA backend (no CUDA driver"));
+}
+
+TEST_F(CudaTest, CudaWithoutDevicesRefusesToStartSayingWhy) {
+  testing::TempDir dir;
+  ProgramResult result = RunProgram(
+      BinDir() + "/memd",
+      {"--socket-dir", dir.Join("run"), "--metrics-address", "", "--backend", "cuda",
+       "--cuda-driver", MEMD_FAKE_CUDA_PATH},
+      "", {{"MEMD_FAKE_CUDA_DEVICES", "0"}});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("--backend cuda"));
+  EXPECT_THAT(result.err, HasSubstr("sees no device"));
+}
+
+TEST(ShippedBinariesTest, NoneLinksACudaLibrary) {
+  for (const char* program : {"memd", "memctl", "memd-example-consumer"}) {
+    ProgramResult ldd = RunProgram("/usr/bin/ldd", {BinDir() + "/" + program});
+    ASSERT_EQ(ldd.exit_code, 0) << program << ": " << ldd.err;
+    EXPECT_THAT(ldd.out, HasSubstr("libc.so"));  // ldd did list libraries.
+    EXPECT_THAT(ldd.out, ::testing::Not(HasSubstr("libcuda"))) << program;
+    EXPECT_THAT(ldd.out, ::testing::Not(HasSubstr("libcudart"))) << program;
+  }
+}
+
+}  // namespace
+}  // namespace memd
