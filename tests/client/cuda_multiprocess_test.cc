@@ -74,6 +74,35 @@ TEST_F(CudaTest, DeviceBufferWrittenInOneProcessReadsBackInAnother) {
   EXPECT_EQ(wrong.exit_code, 4);  // The check can fail.
 }
 
+TEST_F(CudaTest, AnImporterWritesWhatAThirdProcessReads) {
+  StartDaemon();
+  // Process A creates the buffer and holds it unsealed; B imports it
+  // read-write, writes and seals; C reads what B wrote.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t creator = ::fork();
+  ASSERT_GE(creator, 0);
+  if (creator == 0) {
+    ::dup2(ready[1], 1);
+    ::setenv("MEMD_SOCKET_DIR", daemon_->socket_dir().c_str(), 1);
+    ::setenv("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH, 1);
+    std::string bin = BinDir() + "/memd-test-client";
+    ::execl(bin.c_str(), bin.c_str(), "device-create-hold", "shared", "3000000", nullptr);
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  char line[16] = {};
+  ASSERT_GT(::read(ready[0], line, sizeof(line) - 1), 0);
+  ::close(ready[0]);
+  ASSERT_STREQ(line, "held\n");
+  ProgramResult joined = Client({"device-join", "shared", "11"});
+  EXPECT_EQ(joined.exit_code, 0) << joined.out << joined.err;
+  ProgramResult read = Client({"device-consume", "shared", "3000000", "11"});
+  EXPECT_EQ(read.exit_code, 0) << read.out << read.err;
+  ::kill(creator, SIGKILL);
+  ::waitpid(creator, nullptr, 0);
+}
+
 TEST_F(CudaTest, LegacyIpcHandlesWorkToo) {
   StartDaemon({"--cuda-handles", "ipc"});
   auto stats = client_->Stats();

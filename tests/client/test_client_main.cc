@@ -16,6 +16,10 @@
 //       driver, check the pattern; exit 0 if it matches
 //   memd-test-client device-open-without-context NAME
 //       open a device buffer with no CUDA context current; print the code
+//   memd-test-client device-create-hold NAME SIZE
+//       create a device buffer (unsealed), print "held" and wait to be killed
+//   memd-test-client device-join NAME SEED
+//       open an unsealed device buffer read-write, write the pattern, seal
 //   memd-test-client device-hold NAME
 //       open a device buffer, print "held" and wait to be killed
 //   memd-test-client hold NAME...
@@ -114,6 +118,28 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
       std::printf("MISMATCH\n");
       return 4;
     }
+    std::printf("OK\n");
+    return 0;
+  }
+  if (command == "device-create-hold" && args.size() >= 3) {
+    auto buffer = client.Create(name, std::stoull(args[2]), {.location = "device:0"});
+    if (!buffer.ok()) return Fail(buffer.status());
+    std::printf("held\n");
+    std::fflush(stdout);
+    for (;;) ::pause();
+  }
+  if (command == "device-join" && args.size() >= 3) {
+    auto buffer = client.Open(name, {.access = memd::Access::kReadWrite});
+    if (!buffer.ok()) return Fail(buffer.status());
+    std::vector<std::byte> bytes(buffer->size());
+    memd::testing::FillPattern(bytes, std::stoul(args[2]));
+    if (auto copied = (*driver)->Check(
+            api.MemcpyHtoD(buffer->device_pointer(), bytes.data(), bytes.size()),
+            "cuMemcpyHtoD");
+        !copied.ok()) {
+      return Fail(copied);
+    }
+    if (auto sealed = buffer->Seal(); !sealed.ok()) return Fail(sealed);
     std::printf("OK\n");
     return 0;
   }
