@@ -301,4 +301,31 @@ absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
   return config;
 }
 
+std::vector<std::string> SettingsNeedingRestart(const Config& running,
+                                                const Config& next) {
+  std::vector<std::string> changed;
+  // The TOML key is the member's name.
+  auto compare = [&](const char* key, auto Config::*member) {
+    if (running.*member != next.*member) changed.push_back(key);
+  };
+  compare("socket_dir", &Config::socket_dir);
+  compare("socket_mode", &Config::socket_mode);
+  compare("metrics_address", &Config::metrics_address);
+  compare("backend", &Config::backend);
+  compare("cuda_driver", &Config::cuda_driver);
+  compare("cuda_handles", &Config::cuda_handles);
+  compare("host_pool_limit_bytes", &Config::host_pool_limit_bytes);
+  compare("pinned_pool_limit_bytes", &Config::pinned_pool_limit_bytes);
+  compare("device_pool_limit_bytes", &Config::device_pool_limit_bytes);
+  compare("pool_small_max_bytes", &Config::pool_small_max_bytes);
+  compare("pool_small_segment_bytes", &Config::pool_small_segment_bytes);
+  compare("pool_large_round_bytes", &Config::pool_large_round_bytes);
+  compare("pool_large_fit_slack", &Config::pool_large_fit_slack);
+  compare("pool_idle_budget", &Config::pool_idle_budget);
+  compare("pool_trim_idle_seconds", &Config::pool_trim_idle_seconds);
+  compare("pool_domain_reuse", &Config::pool_domain_reuse);
+  compare("trace_file", &Config::trace_file);
+  return changed;
+}
+
 }  // namespace memd

@@ -65,4 +65,10 @@ struct Config {
 // `--help` and `--version` yield CANCELLED with the text to print (exit 0).
 absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv);
 
+// The settings (by their config-file keys) that differ between `running` and
+// `next` but take effect only when memd restarts: everything except the log
+// level and the max_* limits, which SIGHUP applies.
+std::vector<std::string> SettingsNeedingRestart(const Config& running,
+                                                const Config& next);
+
 }  // namespace memd

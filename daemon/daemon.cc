@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/bytes.h"
 #include "common/clock.h"
 #include "common/errno_status.h"
 #include "common/location.h"
@@ -14,8 +15,10 @@
 #include "common/version.h"
 #include "daemon/backend/factory.h"
 #include "daemon/broker/broker.h"
+#include "daemon/memory_budget.h"
 #include "daemon/metrics/daemon_collectable.h"
 #include "daemon/metrics/metrics_server.h"
+#include "daemon/metrics/rpc_metrics.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/pool/carving_pool.h"
 #include "daemon/pool/periodic_trimmer.h"
@@ -41,23 +44,21 @@ struct Daemon::Parts {
   std::unique_ptr<pool::PeriodicTrimmer> trimmer;
   std::unique_ptr<broker::Broker> broker;
   std::unique_ptr<session::SessionServer> sessions;
+  std::unique_ptr<metrics::RpcMetrics> rpc_metrics;
   std::unique_ptr<service::MemdService> service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<metrics::MetricsServer> metrics;
   std::string metrics_address;
+  Config started_with;  // What the pools, sockets and backend run with.
   bool stopped = false;
 };
 
 namespace {
 
-std::uint64_t PhysicalMemory() {
-  long pages = ::sysconf(_SC_PHYS_PAGES);
-  long page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * page : 0;
-}
-
+// `memory`: what memd may use (AvailableMemory), for the host and pinned
+// defaults.
 std::uint64_t PoolLimit(const Config& config, const Location& location,
-                        const backend::Backend& backend) {
+                        const backend::Backend& backend, std::uint64_t memory) {
   if (location.kind == Location::Kind::kDevice) {
     if (config.device_pool_limit_bytes) return config.device_pool_limit_bytes;
     for (const backend::DeviceInfo& device : backend.devices()) {
@@ -69,10 +70,9 @@ std::uint64_t PoolLimit(const Config& config, const Location& location,
   }
   if (location.kind == Location::Kind::kPinned) {
     return config.pinned_pool_limit_bytes ? config.pinned_pool_limit_bytes
-                                          : PhysicalMemory() / 4;
+                                          : memory / 4;
   }
-  return config.host_pool_limit_bytes ? config.host_pool_limit_bytes
-                                      : PhysicalMemory() / 2;
+  return config.host_pool_limit_bytes ? config.host_pool_limit_bytes : memory / 2;
 }
 
 // gRPC creates its socket with the process umask; give it the configured
@@ -84,9 +84,29 @@ absl::Status ChmodSocket(const std::string& path, std::uint32_t mode) {
   return absl::OkStatus();
 }
 
+broker::BrokerLimits LimitsOf(const Config& config) {
+  return broker::BrokerLimits{config.max_buffer_bytes, config.max_buffers,
+                              config.max_sessions, config.max_leases_per_session,
+                              config.max_waits_per_session};
+}
+
 }  // namespace
 
 Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+std::vector<std::string> Daemon::Reload(const Config& config) {
+  if (parts_->stopped) return {};
+  parts_->broker->SetLimits(LimitsOf(config));
+  // Compared with what runs, not with the file read at the last reload.
+  return SettingsNeedingRestart(parts_->started_with, config);
+}
+
+bool Daemon::Healthy() const {
+  if (parts_->stopped) return false;
+  // Takes the registry's lock: a deadlock there stops the pings.
+  parts_->broker->Counts();
+  return true;
+}
 
 Daemon::~Daemon() { Shutdown(); }
 
@@ -108,9 +128,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     ASSIGN_OR_RETURN(parts->trace, pool::TraceWriter::Create(config.trace_file));
     spdlog::info("recording pool allocations to {}", config.trace_file);
   }
+  const MemoryBudget memory = AvailableMemory();
+  if (config.host_pool_limit_bytes == 0 || config.pinned_pool_limit_bytes == 0) {
+    spdlog::info("default host/pinned pool limits: half/a quarter of {} ({})",
+                 FormatBytes(memory.bytes), memory.source);
+  }
   for (const Location& location : parts->backend->locations()) {
     pool::CarvingPoolOptions options;
-    options.limit_bytes = PoolLimit(config, location, *parts->backend);
+    options.limit_bytes = PoolLimit(config, location, *parts->backend, memory.bytes);
     options.small_max_bytes = config.pool_small_max_bytes;
     options.small_segment_bytes = config.pool_small_segment_bytes;
     options.large_round_bytes = config.pool_large_round_bytes;
@@ -128,11 +153,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
       parts->pools, idle, std::min(idle / 4, absl::Seconds(1)));
 
-  broker::BrokerLimits limits{config.max_buffer_bytes, config.max_buffers,
-                              config.max_sessions, config.max_leases_per_session,
-                              config.max_waits_per_session};
-  parts->broker =
-      std::make_unique<broker::Broker>(parts->pools, limits, parts->clock);
+  parts->broker = std::make_unique<broker::Broker>(parts->pools, LimitsOf(config),
+                                                   parts->clock);
 
   ASSIGN_OR_RETURN(UniqueFd listener,
                    ListenUnix(SessionSocketPath(dir), SOCK_SEQPACKET,
@@ -148,11 +170,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   RETURN_IF_ERROR(parts->sessions->Start());
 
   if (!config.metrics_address.empty()) {
-    auto collectable = std::make_shared<metrics::DaemonCollectable>(
-        parts->pools, *parts->broker, kVersion);
-    ASSIGN_OR_RETURN(parts->metrics,
-                     metrics::MetricsServer::Start(config.metrics_address,
-                                                   std::move(collectable)));
+    parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
+    std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
+        std::make_shared<metrics::DaemonCollectable>(parts->pools, *parts->broker,
+                                                     kVersion, parts->backend_name),
+        parts->rpc_metrics->registry()};
+    ASSIGN_OR_RETURN(parts->metrics, metrics::MetricsServer::Start(
+                                         config.metrics_address, std::move(collectables)));
     parts->metrics_address = parts->metrics->address();
   }
 
@@ -160,7 +184,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
       *parts->broker, parts->pools, *parts->sessions,
       service::DaemonInfo{kVersion, parts->backend_name, parts->metrics_address,
                           parts->clock.Now()},
-      parts->backend.get());
+      parts->backend.get(), parts->rpc_metrics.get());
   const std::string control = ControlSocketPath(dir);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", control),
@@ -172,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
         absl::StrCat("gRPC could not listen on ", control));
   }
   RETURN_IF_ERROR(ChmodSocket(control, config.socket_mode));
+  parts->started_with = config;
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
 

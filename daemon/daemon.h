@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/config.h"
@@ -24,6 +25,15 @@ class Daemon {
   // destructor calls it.
   void Shutdown();
   ~Daemon();
+
+  // Applies what can change while running: the broker's limits. (The log
+  // level is the process's, set by the caller.) Returns the settings that
+  // changed from the running ones but wait for a restart.
+  std::vector<std::string> Reload(const Config& config);
+
+  // Whether the daemon still answers: its registry is not wedged. For the
+  // systemd watchdog.
+  bool Healthy() const;
 
   const std::string& socket_dir() const;
   // HOST:PORT actually bound; empty when metrics are off.

@@ -3,11 +3,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/paths.h"
 #include "common/version.h"
 #include "daemon/config.h"
@@ -38,6 +43,28 @@ void PrintWelcome(const memd::Daemon& daemon) {
       "  MEMD_SOCKET_DIR=%s build/bin/memctl get greeting\n\n",
       dir.c_str(), dir.c_str());
   std::fflush(stdout);
+}
+
+// SIGHUP: reads the flags and the config file again and applies what can
+// change while running (the log level and the limits); the rest needs a
+// restart, and the log says so when it changed.
+void Reload(int argc, char** argv, memd::Daemon& daemon) {
+  sd_notify(0, "RELOADING=1");
+  auto config = memd::ParseConfig(argc, argv);
+  if (!config.ok()) {
+    spdlog::error("SIGHUP: keeping the running configuration: {}",
+                  std::string(config.status().message()));
+  } else {
+    spdlog::set_level(spdlog::level::from_str(config->log_level));
+    const std::vector<std::string> waiting = daemon.Reload(*config);
+    spdlog::info("SIGHUP: reloaded log level ({}) and limits", config->log_level);
+    if (!waiting.empty()) {
+      spdlog::warn("SIGHUP: these settings changed but apply only after a "
+                   "restart: {}",
+                   absl::StrJoin(waiting, ", "));
+    }
+  }
+  sd_notify(0, "READY=1");
 }
 
 }  // namespace
@@ -91,11 +118,28 @@ int main(int argc, char** argv) {
     PrintWelcome(**daemon);
   }
 
+  // Under systemd with WatchdogSec=, ping at half the interval, and only
+  // while the daemon answers (a wedged broker stops the pings and systemd
+  // restarts memd).
+  std::uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  const absl::Duration ping_every =
+      watchdog ? absl::Microseconds(watchdog_usec) / 2 : absl::InfiniteDuration();
+  if (watchdog) spdlog::info("watchdog: pinging every {}", absl::FormatDuration(ping_every));
   for (;;) {
     int signal_number = 0;
-    if (sigwait(&signals, &signal_number) != 0) continue;
+    if (watchdog) {
+      const timespec timeout = absl::ToTimespec(ping_every);
+      signal_number = sigtimedwait(&signals, nullptr, &timeout);
+      if (signal_number < 0) {
+        if (errno == EAGAIN && (*daemon)->Healthy()) sd_notify(0, "WATCHDOG=1");
+        continue;
+      }
+    } else if (sigwait(&signals, &signal_number) != 0) {
+      continue;
+    }
     if (signal_number == SIGHUP) {
-      spdlog::info("SIGHUP: this version has nothing to reload");
+      Reload(argc, argv, **daemon);
       continue;
     }
     spdlog::info("{}: shutting down", strsignal(signal_number));

@@ -74,6 +74,7 @@ absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
                                                std::string command) {
   absl::MutexLock lock(&mu_);
   if (sessions_.size() >= limits_.max_sessions) {
+    ++rejections_.sessions;
     return absl::ResourceExhaustedError(absl::StrCat(
         "too many sessions: ", sessions_.size(), " are open; the limit is ",
         limits_.max_sessions));
@@ -138,12 +139,16 @@ absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
     return absl::InvalidArgumentError(
         absl::StrCat("buffer ", Quoted(params.name), ": size is 0"));
   }
-  if (params.size > limits_.max_buffer_bytes) {
+  std::uint64_t max_buffer_bytes;
+  {
+    absl::MutexLock lock(&mu_);
+    max_buffer_bytes = limits_.max_buffer_bytes;
+  }
+  if (params.size > max_buffer_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "buffer ", Quoted(params.name), ": size ", params.size, " bytes (",
-        FormatBytes(params.size), ") exceeds the maximum of ",
-        limits_.max_buffer_bytes, " bytes (",
-        FormatBytes(limits_.max_buffer_bytes), ")"));
+        FormatBytes(params.size), ") exceeds the maximum of ", max_buffer_bytes,
+        " bytes (", FormatBytes(max_buffer_bytes), ")"));
   }
   RETURN_IF_ERROR(ValidateMode(params.mode));
   pool::Pool* pool = pools_.Find(params.location);
@@ -200,6 +205,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
         absl::StrCat("buffer ", Quoted(params.name), " already exists")));
   }
   if (buffers_.size() >= limits_.max_buffers) {
+    ++rejections_.buffers;
     return give_back(absl::ResourceExhaustedError(
         absl::StrCat("too many buffers: ", buffers_.size(),
                      " exist; the limit is ", limits_.max_buffers)));
@@ -229,6 +235,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
 absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
                                           Buffer& buffer, Access access) {
   if (holder.leases.size() >= limits_.max_leases_per_session) {
+    ++rejections_.leases_per_session;
     return absl::ResourceExhaustedError(absl::StrCat(
         "session ", session, " holds ", holder.leases.size(),
         " leases; the limit is ", limits_.max_leases_per_session,
@@ -278,6 +285,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
       wake != nullptr && *wake && params.access == Access::kRead;
   auto wait = [&]() -> absl::StatusOr<std::optional<Grant>> {
     if (caller.watches >= limits_.max_waits_per_session) {
+      ++rejections_.waits_per_session;
       return absl::ResourceExhaustedError(absl::StrCat(
           "session ", session, " already waits on ", caller.watches,
           " opens; the limit is ", limits_.max_waits_per_session));
@@ -529,7 +537,26 @@ absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
 
 BrokerCounts Broker::Counts() const {
   absl::MutexLock lock(&mu_);
-  return BrokerCounts{buffers_.size(), sessions_.size(), leases_.size()};
+  BrokerCounts counts;
+  counts.buffers = buffers_.size();
+  for (const auto& [id, buffer] : buffers_) {
+    if (buffer->info.unlinked) {
+      ++counts.unlinked;
+    } else if (buffer->info.state == BufferState::kSealed) {
+      ++counts.sealed;
+    } else {
+      ++counts.creating;
+    }
+  }
+  counts.sessions = sessions_.size();
+  counts.leases = leases_.size();
+  counts.rejections = rejections_;
+  return counts;
+}
+
+void Broker::SetLimits(const BrokerLimits& limits) {
+  absl::MutexLock lock(&mu_);
+  limits_ = limits;
 }
 
 }  // namespace memd::broker

@@ -106,6 +106,10 @@ class Broker {
 
   BrokerCounts Counts() const;
 
+  // Replaces the limits (a configuration reload). Takes effect for the next
+  // request; nothing granted already is taken back.
+  void SetLimits(const BrokerLimits& limits);
+
  private:
   struct Buffer {
     BufferInfo info;
@@ -171,7 +175,8 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   pool::PoolSet& pools_;
-  const BrokerLimits limits_;
+  BrokerLimits limits_ ABSL_GUARDED_BY(mu_);
+  LimitRejections rejections_ ABSL_GUARDED_BY(mu_);
   const Clock& clock_;
 
   mutable absl::Mutex mu_;

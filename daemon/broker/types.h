@@ -85,10 +85,22 @@ struct SessionInfo {
   absl::Time started;
 };
 
+// Requests refused because a limit (BrokerLimits) was reached, since start.
+struct LimitRejections {
+  std::uint64_t buffers = 0;
+  std::uint64_t sessions = 0;
+  std::uint64_t leases_per_session = 0;
+  std::uint64_t waits_per_session = 0;
+};
+
 struct BrokerCounts {
   std::uint64_t buffers = 0;   // Named or still leased after unlink.
+  std::uint64_t creating = 0;  // Of those: not sealed yet,
+  std::uint64_t sealed = 0;    // sealed,
+  std::uint64_t unlinked = 0;  // unlinked but still leased.
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
+  LimitRejections rejections;
 };
 
 // Limits that keep one client from exhausting the daemon. Exceeding one is

@@ -33,8 +33,11 @@ void AddCounter(MetricFamily& family, std::vector<ClientMetric::Label> labels,
 
 DaemonCollectable::DaemonCollectable(const pool::PoolSet& pools,
                                      const broker::Broker& broker,
-                                     std::string version)
-    : pools_(pools), broker_(broker), version_(std::move(version)) {}
+                                     std::string version, std::string backend)
+    : pools_(pools),
+      broker_(broker),
+      version_(std::move(version)),
+      backend_(std::move(backend)) {}
 
 std::vector<MetricFamily> DaemonCollectable::Collect() const {
   auto reserved = Family("memd_pool_reserved_bytes",
@@ -79,18 +82,32 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
   auto class_cached = Family("memd_pool_size_class_cached_blocks",
                              "Freed blocks a size class holds for reuse.",
                              MetricType::Gauge);
+  auto rejections = Family(
+      "memd_quota_rejections_total",
+      "Requests refused because a limit was reached, by limit (pool: a "
+      "location's reserved-bytes limit, with its location).",
+      MetricType::Counter);
   for (const pool::PoolStats& stats : pools_.Stats()) {
     const std::string location = stats.location.ToString();
+    // Device pools carry the ordinal as a label of its own too.
     std::vector<ClientMetric::Label> labels = {{"location", location}};
+    if (stats.location.kind == Location::Kind::kDevice) {
+      labels.push_back({"device", std::to_string(stats.location.device)});
+    }
+    auto with = [&labels](ClientMetric::Label extra) {
+      std::vector<ClientMetric::Label> more = labels;
+      more.push_back(std::move(extra));
+      return more;
+    };
     AddGauge(reserved, labels, static_cast<double>(stats.reserved_bytes));
     AddGauge(used, labels, static_cast<double>(stats.used_bytes));
     AddGauge(free, labels, static_cast<double>(stats.free_bytes()));
     AddGauge(limit, labels, static_cast<double>(stats.limit_bytes));
     AddGauge(segments, labels, static_cast<double>(stats.segments));
-    AddCounter(requests, {{"location", location}, {"result", "hit"}},
-               static_cast<double>(stats.hit_count));
-    AddCounter(requests, {{"location", location}, {"result", "miss"}},
-               static_cast<double>(stats.miss_count));
+    AddCounter(requests, with({"result", "hit"}), static_cast<double>(stats.hit_count));
+    AddCounter(requests, with({"result", "miss"}), static_cast<double>(stats.miss_count));
+    AddCounter(rejections, with({"limit", "pool"}),
+               static_cast<double>(stats.limit_rejections));
     const double total = static_cast<double>(stats.hit_count + stats.miss_count);
     AddGauge(hit_ratio, labels,
              total == 0 ? 0.0 : static_cast<double>(stats.hit_count) / total);
@@ -101,17 +118,30 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
     AddCounter(scrubbed, labels, static_cast<double>(stats.scrubbed_bytes));
     AddCounter(trimmed, labels, static_cast<double>(stats.trimmed_bytes));
     for (const pool::SizeClassStats& size_class : stats.size_classes) {
-      std::vector<ClientMetric::Label> class_labels = {
-          {"location", location}, {"size_class", std::to_string(size_class.bytes)}};
+      std::vector<ClientMetric::Label> class_labels =
+          with({"size_class", std::to_string(size_class.bytes)});
       AddCounter(class_allocations, class_labels,
                  static_cast<double>(size_class.allocations));
       AddGauge(class_cached, class_labels, static_cast<double>(size_class.cached));
     }
   }
   broker::BrokerCounts counts = broker_.Counts();
-  auto buffers = Family("memd_buffers", "Buffers alive (named or still leased).",
-                        MetricType::Gauge);
-  AddGauge(buffers, {}, static_cast<double>(counts.buffers));
+  auto buffers = Family(
+      "memd_buffers",
+      "Buffers alive, by state: creating (not sealed yet), sealed, unlinked "
+      "(no name, still leased).",
+      MetricType::Gauge);
+  AddGauge(buffers, {{"state", "creating"}}, static_cast<double>(counts.creating));
+  AddGauge(buffers, {{"state", "sealed"}}, static_cast<double>(counts.sealed));
+  AddGauge(buffers, {{"state", "unlinked"}}, static_cast<double>(counts.unlinked));
+  const broker::LimitRejections& refused = counts.rejections;
+  AddCounter(rejections, {{"limit", "max_buffers"}}, static_cast<double>(refused.buffers));
+  AddCounter(rejections, {{"limit", "max_sessions"}},
+             static_cast<double>(refused.sessions));
+  AddCounter(rejections, {{"limit", "max_leases_per_session"}},
+             static_cast<double>(refused.leases_per_session));
+  AddCounter(rejections, {{"limit", "max_waits_per_session"}},
+             static_cast<double>(refused.waits_per_session));
   auto sessions = Family("memd_sessions", "Connected client sessions.",
                          MetricType::Gauge);
   AddGauge(sessions, {}, static_cast<double>(counts.sessions));
@@ -119,11 +149,11 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
   AddGauge(leases, {}, static_cast<double>(counts.leases));
   auto build = Family("memd_build_info", "Always 1; the labels say the build.",
                       MetricType::Gauge);
-  AddGauge(build, {{"version", version_}}, 1.0);
+  AddGauge(build, {{"version", version_}, {"backend", backend_}}, 1.0);
   return {reserved,     used,          free,      limit,     segments,
           requests,     hit_ratio,     peak_reserved, peak_used, largest_free,
           fragmentation, scrubbed,     trimmed,   class_allocations, class_cached,
-          buffers,      sessions,      leases,    build};
+          rejections,   buffers,       sessions,  leases,    build};
 }
 
 }  // namespace memd::metrics

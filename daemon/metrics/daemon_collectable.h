@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "daemon/broker/broker.h"
@@ -16,8 +17,9 @@ namespace memd::metrics {
 /// broker, which outlive it. Thread-safe (reads only thread-safe snapshots).
 class DaemonCollectable : public prometheus::Collectable {
  public:
+  // `version` and `backend` (host, cuda, ...) label memd_build_info.
   DaemonCollectable(const pool::PoolSet& pools, const broker::Broker& broker,
-                    std::string version);
+                    std::string version, std::string backend);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -25,6 +27,7 @@ class DaemonCollectable : public prometheus::Collectable {
   const pool::PoolSet& pools_;
   const broker::Broker& broker_;
   const std::string version_;
+  const std::string backend_;
 };
 
 }  // namespace memd::metrics

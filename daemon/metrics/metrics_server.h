@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "prometheus/collectable.h"
@@ -14,25 +15,26 @@ namespace memd::metrics {
 /// Thread-safe.
 class MetricsServer {
  public:
-  // Binds HOST:PORT (port 0 picks a free one). Errors: UNAVAILABLE when the
-  // address cannot be bound (in use, bad host).
+  // Binds HOST:PORT (port 0 picks a free one) and serves the collectables.
+  // Errors: UNAVAILABLE when the address cannot be bound (in use, bad host).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& address,
-      std::shared_ptr<prometheus::Collectable> collectable);
+      std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
 
   // HOST:PORT with the port actually bound.
   const std::string& address() const { return address_; }
 
  private:
   MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
-                std::shared_ptr<prometheus::Collectable> collectable,
+                std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
                 std::string address)
       : exposer_(std::move(exposer)),
-        collectable_(std::move(collectable)),
+        collectables_(std::move(collectables)),
         address_(std::move(address)) {}
 
   std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<prometheus::Collectable> collectable_;
+  // Kept alive here: the exposer holds only weak references.
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   std::string address_;
 };
 

@@ -383,6 +383,7 @@ absl::StatusOr<std::shared_ptr<backend::Segment>> CarvingPool::Reserve(
       continue;
     }
     if (attempt > 0 || Trim(absl::ZeroDuration()) == 0) {
+      limit_rejections_.fetch_add(1, std::memory_order_relaxed);
       return absl::ResourceExhaustedError(LimitMessage(bytes));
     }
   }
@@ -523,6 +524,7 @@ PoolStats CarvingPool::Stats() const {
   stats.scrubbed_bytes = scrubbed_.load(std::memory_order_relaxed);
   stats.trimmed_bytes = trimmed_.load(std::memory_order_relaxed);
   stats.limit_bytes = options_.limit_bytes;
+  stats.limit_rejections = limit_rejections_.load(std::memory_order_relaxed);
   stats.size_classes.resize(classes_.count());
   for (std::size_t i = 0; i < classes_.count(); ++i) {
     stats.size_classes[i].bytes = classes_.bytes(i);

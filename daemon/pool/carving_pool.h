@@ -151,6 +151,7 @@ class CarvingPool : public Pool {
   std::atomic<std::uint64_t> segments_{0};
   std::atomic<std::uint64_t> scrubbed_{0};
   std::atomic<std::uint64_t> trimmed_{0};
+  std::atomic<std::uint64_t> limit_rejections_{0};
   // Counts segments going idle, so that the idle budget skips its scan when
   // no segment went idle since one that found none.
   std::atomic<std::uint64_t> idle_events_{0};

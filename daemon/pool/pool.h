@@ -71,6 +71,7 @@ struct PoolStats {
   std::uint64_t scrubbed_bytes = 0;  // Zeroed before changing domain.
   std::uint64_t trimmed_bytes = 0;   // Given back to the backend, in all.
   std::uint64_t limit_bytes = 0;     // Most it may reserve.
+  std::uint64_t limit_rejections = 0;  // Allocations refused at the limit.
   std::vector<SizeClassStats> size_classes;
 
   std::uint64_t free_bytes() const { return reserved_bytes - used_bytes; }

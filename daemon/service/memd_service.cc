@@ -14,17 +14,6 @@
 namespace memd::service {
 namespace {
 
-// Runs a handler body that finishes at once and answers with its status.
-template <typename Body>
-grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* context,
-                                  Body&& body) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status = body();
-  if (!status.ok()) spdlog::debug("rpc failed: {}", status.ToString());
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
 absl::Status ValidateWait(std::uint64_t wait_ms) {
   if (absl::Milliseconds(wait_ms) > kMaxOpenWait) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -42,12 +31,14 @@ v1::Access ToProto(broker::Access access) {
 
 MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
                          const session::SessionServer& sessions,
-                         DaemonInfo info, const backend::Backend* backend)
+                         DaemonInfo info, const backend::Backend* backend,
+                         CallObserver* observer)
     : broker_(broker),
       pools_(pools),
       sessions_(sessions),
       info_(std::move(info)),
-      backend_(backend) {}
+      backend_(backend),
+      observer_(observer) {}
 
 absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
     grpc::CallbackServerContext* context) const {
@@ -106,7 +97,7 @@ absl::Status MemdService::Deliver(session::Session& session,
 grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* context,
                                               const v1::CreateRequest* request,
                                               v1::Lease* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "Create", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
     ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
@@ -114,8 +105,25 @@ grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* conte
   });
 }
 
+grpc::ServerUnaryReactor* MemdService::Respond(
+    grpc::CallbackServerContext* context, const char* method,
+    absl::FunctionRef<absl::Status()> body) {
+  const absl::Time start = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = body();
+  if (!status.ok()) spdlog::debug("{} failed: {}", method, status.ToString());
+  Observe(method, status.code(), start);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+void MemdService::Observe(const char* method, absl::StatusCode code,
+                          absl::Time start) const {
+  if (observer_ != nullptr) observer_->Observe(method, code, absl::Now() - start);
+}
+
 grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
-    grpc::CallbackServerContext* context, std::string name,
+    grpc::CallbackServerContext* context, const char* method, std::string name,
     std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply,
     std::function<absl::StatusOr<std::optional<broker::Grant>>(
         broker::SessionId, broker::WatchId, std::function<void()>)>
@@ -123,7 +131,7 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
   auto session = Authenticate(context);
   absl::Status valid = session.ok() ? ValidateWait(wait_ms) : session.status();
   if (!valid.ok() || wait_ms == 0) {
-    return Respond(context, [&]() -> absl::Status {
+    return Respond(context, method, [&]() -> absl::Status {
       RETURN_IF_ERROR(valid);
       ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
                        attempt((*session)->id(), 0, nullptr));
@@ -132,8 +140,12 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
     });
   }
   std::shared_ptr<session::Session> holder = std::move(*session);
+  const absl::Time start = absl::Now();
   return WaitingOpen::Start(
       broker_, std::move(name), absl::Milliseconds(wait_ms),
+      [this, method, start](const absl::Status& status) {
+        Observe(method, status.code(), start);
+      },
       [holder, attempt = std::move(attempt)](broker::WatchId watch,
                                              std::function<void()> wake) {
         return attempt(holder->id(), watch, std::move(wake));
@@ -148,11 +160,11 @@ grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context
                                             v1::Lease* reply) {
   auto access = FromProto(request->access());
   if (!access.ok()) {
-    return Respond(context, [&] { return access.status(); });
+    return Respond(context, "Open", [&] { return access.status(); });
   }
   broker::OpenParams params{request->name(), *access};
   return OpenMaybeWaiting(
-      context, request->name(), request->wait_timeout_ms(),
+      context, "Open", request->name(), request->wait_timeout_ms(),
       request->mapped_buffer_id(), reply,
       [this, params](broker::SessionId session, broker::WatchId watch,
                      std::function<void()> wake)
@@ -166,10 +178,11 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
     v1::Lease* reply) {
   auto params = FromProto(request->create());
   if (!params.ok()) {
-    return Respond(context, [&] { return params.status(); });
+    return Respond(context, "OpenOrCreate", [&] { return params.status(); });
   }
   return OpenMaybeWaiting(
-      context, request->create().name(), request->wait_timeout_ms(), 0, reply,
+      context, "OpenOrCreate", request->create().name(), request->wait_timeout_ms(),
+      0, reply,
       [this, params = *params](broker::SessionId session, broker::WatchId watch,
                                std::function<void()> wake) {
         return broker_.OpenOrCreate(session, params, watch, std::move(wake));
@@ -179,7 +192,7 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
 grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context,
                                             const v1::SealRequest* request,
                                             v1::SealReply* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "Seal", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     ASSIGN_OR_RETURN(broker::BufferInfo info,
                      broker_.Seal(session->id(), request->lease_id()));
@@ -191,7 +204,7 @@ grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context
 grpc::ServerUnaryReactor* MemdService::Release(grpc::CallbackServerContext* context,
                                                const v1::ReleaseRequest* request,
                                                v1::ReleaseReply* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "Release", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     return broker_.Release(session->id(), request->lease_id());
   });
@@ -200,7 +213,7 @@ grpc::ServerUnaryReactor* MemdService::Release(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* MemdService::Unlink(grpc::CallbackServerContext* context,
                                               const v1::UnlinkRequest* request,
                                               v1::UnlinkReply* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "Unlink", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     return broker_.Unlink(session->id(), request->name());
   });
@@ -209,7 +222,7 @@ grpc::ServerUnaryReactor* MemdService::Unlink(grpc::CallbackServerContext* conte
 grpc::ServerUnaryReactor* MemdService::List(grpc::CallbackServerContext* context,
                                             const v1::ListRequest* request,
                                             v1::ListReply* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "List", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     ASSIGN_OR_RETURN(auto buffers, broker_.List(session->id(), request->prefix()));
     for (const auto& info : buffers) ToProto(info, reply->add_buffers());
@@ -220,7 +233,7 @@ grpc::ServerUnaryReactor* MemdService::List(grpc::CallbackServerContext* context
 grpc::ServerUnaryReactor* MemdService::Stat(grpc::CallbackServerContext* context,
                                             const v1::StatRequest* request,
                                             v1::BufferInfo* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "Stat", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     ASSIGN_OR_RETURN(auto info, broker_.Stat(session->id(), request->name()));
     ToProto(info, reply);
@@ -231,7 +244,7 @@ grpc::ServerUnaryReactor* MemdService::Stat(grpc::CallbackServerContext* context
 grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* context,
                                              const v1::StatsRequest* request,
                                              v1::StatsReply* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "Stats", [&]() -> absl::Status {
     RETURN_IF_ERROR(Authenticate(context).status());
     reply->set_version(info_.version);
     reply->set_backend(info_.backend);
@@ -252,7 +265,7 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
 grpc::ServerUnaryReactor* MemdService::ListSessions(
     grpc::CallbackServerContext* context, const v1::ListSessionsRequest* request,
     v1::ListSessionsReply* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "ListSessions", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     ASSIGN_OR_RETURN(auto sessions, broker_.Sessions(session->id()));
     for (const auto& info : sessions) ToProto(info, reply->add_sessions());
@@ -263,7 +276,7 @@ grpc::ServerUnaryReactor* MemdService::ListSessions(
 grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context,
                                             const v1::TrimRequest* request,
                                             v1::TrimReply* reply) {
-  return Respond(context, [&]() -> absl::Status {
+  return Respond(context, "Trim", [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto session, Authenticate(context));
     const uid_t uid = session->peer().uid;
     if (uid != 0 && uid != ::geteuid()) {
@@ -296,10 +309,10 @@ grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context
 grpc::ServerUnaryReactor* MemdService::Ping(grpc::CallbackServerContext* context,
                                             const v1::PingRequest* request,
                                             v1::PingReply* reply) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reply->set_payload(request->payload());
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Respond(context, "Ping", [&] {
+    reply->set_payload(request->payload());
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace memd::service

@@ -7,6 +7,8 @@
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/broker/broker.h"
+#include "absl/functional/function_ref.h"
+#include "daemon/service/call_observer.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/session/session_server.h"
 #include "memd/v1/memd.grpc.pb.h"
@@ -37,10 +39,12 @@ inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
 /// (Trim by anyone but root or the daemon's user).
 class MemdService final : public v1::Memd::CallbackService {
  public:
-  // `backend` (may be null in tests) reports the devices in Stats.
+  // `backend` (may be null in tests) reports the devices in Stats;
+  // `observer` (may be null) hears of every finished call.
   MemdService(broker::Broker& broker, const pool::PoolSet& pools,
               const session::SessionServer& sessions, DaemonInfo info,
-              const backend::Backend* backend = nullptr);
+              const backend::Backend* backend = nullptr,
+              CallObserver* observer = nullptr);
 
   grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* context,
                                    const v1::CreateRequest* request,
@@ -91,9 +95,16 @@ class MemdService final : public v1::Memd::CallbackService {
   absl::Status Deliver(session::Session& session, broker::Grant grant,
                        std::uint64_t mapped_buffer_id, v1::Lease* reply);
 
+  // Runs a handler body that finishes at once, answers with its status and
+  // tells the observer.
+  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* context,
+                                    const char* method,
+                                    absl::FunctionRef<absl::Status()> body);
+  void Observe(const char* method, absl::StatusCode code, absl::Time start) const;
+
   // Finishes an Open-like call now (wait == 0) or after waiting.
   grpc::ServerUnaryReactor* OpenMaybeWaiting(
-      grpc::CallbackServerContext* context, std::string name,
+      grpc::CallbackServerContext* context, const char* method, std::string name,
       std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply,
       std::function<absl::StatusOr<std::optional<broker::Grant>>(
           broker::SessionId, broker::WatchId, std::function<void()>)>
@@ -104,6 +115,7 @@ class MemdService final : public v1::Memd::CallbackService {
   const session::SessionServer& sessions_;
   const DaemonInfo info_;
   const backend::Backend* const backend_;
+  CallObserver* const observer_;
 };
 
 }  // namespace memd::service

@@ -22,22 +22,24 @@ class WaitingOpen::Reactor : public grpc::ServerUnaryReactor {
 grpc::ServerUnaryReactor* WaitingOpen::Start(broker::Broker& broker,
                                              std::string name,
                                              absl::Duration wait,
-                                             Attempt attempt, Deliver deliver) {
+                                             Finished finished, Attempt attempt,
+                                             Deliver deliver) {
   auto* reactor = new Reactor;
   std::shared_ptr<WaitingOpen> waiting(
-      new WaitingOpen(broker, std::move(name), wait, std::move(attempt),
-                      std::move(deliver), reactor));
+      new WaitingOpen(broker, std::move(name), wait, std::move(finished),
+                      std::move(attempt), std::move(deliver), reactor));
   reactor->wait_ = waiting;
   waiting->Try();
   return reactor;
 }
 
 WaitingOpen::WaitingOpen(broker::Broker& broker, std::string name,
-                         absl::Duration wait, Attempt attempt, Deliver deliver,
-                         Reactor* reactor)
+                         absl::Duration wait, Finished finished, Attempt attempt,
+                         Deliver deliver, Reactor* reactor)
     : broker_(broker),
       name_(std::move(name)),
       wait_(wait),
+      finished_(std::move(finished)),
       attempt_(std::move(attempt)),
       deliver_(std::move(deliver)),
       watch_(broker.NewWatchId()),
@@ -45,7 +47,7 @@ WaitingOpen::WaitingOpen(broker::Broker& broker, std::string name,
 
 void WaitingOpen::Try() {
   absl::MutexLock lock(&mu_);
-  if (finished_) return;
+  if (done_) return;
   std::shared_ptr<WaitingOpen> self = shared_from_this();
   auto result = attempt_(watch_, [self] { self->Try(); });
   if (!result.ok()) return FinishLocked(result.status());
@@ -64,7 +66,7 @@ void WaitingOpen::Try() {
 
 void WaitingOpen::Expire() {
   absl::MutexLock lock(&mu_);
-  if (finished_) return;
+  if (done_) return;
   // When the wake won the race it is about to try again; let it finish.
   if (!broker_.CancelWatch(watch_)) return;
   FinishLocked(absl::DeadlineExceededError(
@@ -74,14 +76,15 @@ void WaitingOpen::Expire() {
 
 void WaitingOpen::Cancel() {
   absl::MutexLock lock(&mu_);
-  if (finished_) return;
+  if (done_) return;
   broker_.CancelWatch(watch_);
   FinishLocked(absl::CancelledError("the call was cancelled"));
 }
 
 void WaitingOpen::FinishLocked(const absl::Status& status) {
-  finished_ = true;
+  done_ = true;
   if (alarm_set_) alarm_.Cancel();
+  finished_(status);
   reactor_->Finish(ToGrpcStatus(status));
 }
 

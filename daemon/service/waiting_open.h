@@ -31,16 +31,20 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
   // Hands the grant to the client; its status finishes the call.
   using Deliver = std::function<absl::Status(broker::Grant grant)>;
 
+  // Told how the call ended, once.
+  using Finished = std::function<void(const absl::Status& status)>;
+
   // Starts the wait and returns the call's reactor.
   static grpc::ServerUnaryReactor* Start(broker::Broker& broker,
                                          std::string name, absl::Duration wait,
-                                         Attempt attempt, Deliver deliver);
+                                         Finished finished, Attempt attempt,
+                                         Deliver deliver);
 
  private:
   class Reactor;
 
   WaitingOpen(broker::Broker& broker, std::string name, absl::Duration wait,
-              Attempt attempt, Deliver deliver, Reactor* reactor);
+              Finished finished, Attempt attempt, Deliver deliver, Reactor* reactor);
 
   void Try();
   void Expire();
@@ -50,13 +54,14 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
   broker::Broker& broker_;
   const std::string name_;
   const absl::Duration wait_;
+  const Finished finished_;
   const Attempt attempt_;
   const Deliver deliver_;
   const broker::WatchId watch_;
 
   absl::Mutex mu_;
-  Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Not touched once finished_.
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Not touched once done_.
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Alarm alarm_;
 };

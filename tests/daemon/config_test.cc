@@ -117,5 +117,21 @@ TEST(ConfigTest, ShippedExampleConfigParses) {
   EXPECT_EQ(config->socket_dir, "/run/memd");
 }
 
+TEST(ConfigTest, OnlyLimitsAndLogLevelChangeWithoutRestart) {
+  Config running;
+  Config next = running;
+  next.log_level = "debug";
+  next.max_buffers = 7;
+  next.max_sessions = 3;
+  EXPECT_TRUE(SettingsNeedingRestart(running, next).empty());
+
+  next.socket_mode = 0600;
+  next.pool_large_fit_slack = 0.25;
+  next.backend = "host";
+  EXPECT_THAT(SettingsNeedingRestart(running, next),
+              ::testing::ElementsAre("socket_mode", "backend",
+                                     "pool_large_fit_slack"));
+}
+
 }  // namespace
 }  // namespace memd

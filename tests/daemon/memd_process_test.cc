@@ -21,10 +21,12 @@
 #include "absl/time/clock.h"
 #include "common/paths.h"
 #include "common/unix_socket.h"
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/files.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 
@@ -32,15 +34,12 @@ namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::BinDir;
 using testing::DaemonProcess;
+using testing::PathExists;
 using testing::ProgramResult;
 using testing::RunProgram;
-
-bool Exists(const std::string& path) {
-  struct stat info;
-  return ::lstat(path.c_str(), &info) == 0;
-}
 
 std::unique_ptr<DaemonProcess> StartOrDie(std::vector<std::string> args = {}) {
   auto daemon = DaemonProcess::Start(std::move(args));
@@ -76,9 +75,9 @@ TEST(MemdProcessTest, SigtermStopsCleanlyNotifiesAndRemovesItsSockets) {
     notes += note;
   }
   EXPECT_THAT(notes, HasSubstr("STOPPING=1"));
-  EXPECT_FALSE(Exists(ControlSocketPath(daemon->socket_dir())));
-  EXPECT_FALSE(Exists(SessionSocketPath(daemon->socket_dir())));
-  EXPECT_FALSE(Exists(daemon->socket_dir() + "/memd.lock"));
+  EXPECT_FALSE(PathExists(ControlSocketPath(daemon->socket_dir())));
+  EXPECT_FALSE(PathExists(SessionSocketPath(daemon->socket_dir())));
+  EXPECT_FALSE(PathExists(daemon->socket_dir() + "/memd.lock"));
   EXPECT_THAT(daemon->Log(), HasSubstr("stopped"));
   // The client sees the daemon gone, and says where it looked.
   EXPECT_EQ((*client)->Stats().status().code(), absl::StatusCode::kUnavailable);
@@ -119,7 +118,7 @@ TEST(MemdProcessTest, CleansUpStaleSocketsOfAKilledDaemon) {
   ASSERT_NE(daemon, nullptr);
   const std::string dir = daemon->socket_dir();
   ASSERT_EQ(daemon->Stop(SIGKILL), 128 + SIGKILL);
-  ASSERT_TRUE(Exists(ControlSocketPath(dir)));  // Left behind.
+  ASSERT_TRUE(PathExists(ControlSocketPath(dir)));  // Left behind.
 
   auto again = DaemonProcess::Start({"--socket-dir", dir});
   ASSERT_TRUE(again.ok()) << again.status();
@@ -171,7 +170,7 @@ TEST(MemdProcessTest, UnavailableBackendRefusesToStartAndSaysWhy) {
                            "--metrics-address", ""});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.err, HasSubstr("--backend cuda: no CUDA driver: cannot load"));
-  EXPECT_FALSE(Exists(ControlSocketPath(dir.Join("run"))));
+  EXPECT_FALSE(PathExists(ControlSocketPath(dir.Join("run"))));
 }
 
 TEST(MemdProcessTest, MetricsAddressInUseRefusesToStart) {
@@ -236,8 +235,13 @@ TEST(MemdProcessTest, MetricsEndpointServesLiveState) {
   EXPECT_THAT(body, HasSubstr("memd_pool_used_bytes{location=\"host\"} 8192"));
   EXPECT_THAT(body, HasSubstr("memd_sessions 1"));
   EXPECT_THAT(body, HasSubstr("memd_leases 1"));
-  EXPECT_THAT(body, HasSubstr("memd_buffers 1"));
-  EXPECT_THAT(body, HasSubstr("memd_build_info{version=\""));
+  EXPECT_THAT(body, HasSubstr("memd_buffers{state=\"creating\"} 1"));
+  EXPECT_THAT(body, HasSubstr("memd_buffers{state=\"sealed\"} 0"));
+  EXPECT_THAT(body, HasSubstr("memd_quota_rejections_total{limit=\"max_buffers\"} 0"));
+  // Every call so far is in the histogram: the Creates, the Stats above.
+  EXPECT_THAT(body, HasSubstr("memd_rpc_duration_seconds_count{code=\"OK\",method=\"Create\"} 3"));
+  EXPECT_THAT(body, HasSubstr(absl::StrCat("memd_build_info{version=\"", kVersion,
+                                           "\",backend=\"host\"} 1")));
 }
 
 // Started by hand (no service manager), memd greets with two commands to
@@ -330,6 +334,66 @@ TEST(MemdProcessTest, TraceFileRecordsAllocationsThatReplay) {
   ProgramResult replay = RunProgram(BinDir() + "/memd-replay", {"--trace", trace});
   EXPECT_EQ(replay.exit_code, 0) << replay.err;
   EXPECT_THAT(replay.out, HasSubstr("\"allocations\": 6"));
+}
+
+// Waits for a notification containing `what`; returns everything read.
+std::string AwaitNotification(DaemonProcess& daemon, const std::string& what,
+                              absl::Duration timeout = absl::Seconds(20)) {
+  std::string seen;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!absl::StrContains(seen, what) && absl::Now() < deadline) {
+    seen += daemon.NextNotification(absl::Milliseconds(100));
+  }
+  return seen;
+}
+
+TEST(MemdProcessTest, PingsTheSystemdWatchdog) {
+  ::setenv("WATCHDOG_USEC", "200000", 1);  // As systemd sets for WatchdogSec=.
+  auto daemon = DaemonProcess::Start();
+  ::unsetenv("WATCHDOG_USEC");
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_THAT(AwaitNotification(**daemon, "WATCHDOG=1"), HasSubstr("WATCHDOG=1"));
+  // And keeps pinging.
+  EXPECT_THAT(AwaitNotification(**daemon, "WATCHDOG=1"), HasSubstr("WATCHDOG=1"));
+  EXPECT_THAT((*daemon)->Log(), HasSubstr("watchdog: pinging every 100ms"));
+}
+
+TEST(MemdProcessTest, SighupReloadsLimitsAndLogLevel) {
+  testing::TempDir dir;
+  const std::string config = dir.Join("memd.toml");
+  std::ofstream(config) << "max_buffers = 1\n";
+  auto daemon = StartOrDie({"--config", config});
+  ASSERT_NE(daemon, nullptr);
+  auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+  ASSERT_TRUE(client.ok());
+  auto first = (*client)->Create("a", 10);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*client)->Create("b", 10).status().code(),
+            absl::StatusCode::kResourceExhausted);
+
+  std::ofstream(config, std::ios::trunc) << "max_buffers = 5\nlog_level = \"debug\"\n";
+  ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
+  std::string notes = AwaitNotification(*daemon, "READY=1");
+  EXPECT_THAT(notes, HasSubstr("RELOADING=1"));
+  EXPECT_TRUE((*client)->Create("b", 10).ok());
+  EXPECT_THAT(daemon->Log(), HasSubstr("SIGHUP: reloaded log level (debug) and limits"));
+  EXPECT_THAT(daemon->Log(), Not(HasSubstr("apply only after a restart")));
+
+  // Pool settings wait for a restart, and the log names them.
+  std::ofstream(config, std::ios::trunc)
+      << "max_buffers = 5\npool_idle_budget = 0.5\npool_trim_idle_seconds = 7\n";
+  ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
+  AwaitNotification(*daemon, "READY=1");
+  EXPECT_THAT(daemon->Log(),
+              HasSubstr("apply only after a restart: pool_idle_budget, "
+                        "pool_trim_idle_seconds"));
+
+  // A broken file keeps what runs, and says why.
+  std::ofstream(config, std::ios::trunc) << "max_buffers = \"many\"\n";
+  ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
+  AwaitNotification(*daemon, "READY=1");
+  EXPECT_THAT(daemon->Log(), HasSubstr("SIGHUP: keeping the running configuration"));
+  EXPECT_TRUE((*client)->Create("c", 10).ok());
 }
 
 TEST(MemdProcessTest, ConfigFileSetsKeysAndFlagsWin) {

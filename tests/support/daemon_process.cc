@@ -11,12 +11,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/support/files.h"
 #include "tests/support/run_program.h"
 
 namespace memd::testing {
@@ -127,11 +126,6 @@ std::string DaemonProcess::NextNotification(absl::Duration timeout) {
   return got > 0 ? std::string(buffer, got) : "";
 }
 
-std::string DaemonProcess::Log() const {
-  std::ifstream log(log_path_);
-  std::stringstream text;
-  text << log.rdbuf();
-  return text.str();
-}
+std::string DaemonProcess::Log() const { return ReadWholeFile(log_path_); }
 
 }  // namespace memd::testing

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 extern char** environ;
@@ -97,6 +98,12 @@ ProgramResult RunProgram(const std::string& program,
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;
+}
+
+std::string Describe(const ProgramResult& result) {
+  return absl::StrCat("exit ", result.exit_code, " signal ", result.signal,
+                      "\n--- stdout ---\n", result.out.substr(0, 2000),
+                      "\n--- stderr ---\n", result.err);
 }
 
 }  // namespace memd::testing

@@ -27,4 +27,8 @@ ProgramResult RunProgram(const std::string& program,
                          const std::map<std::string, std::string>& env = {},
                          absl::Duration timeout = absl::Seconds(30));
 
+// Everything about a run, for failure messages: exit status, signal, the
+// first 2000 bytes of stdout and all of stderr.
+std::string Describe(const ProgramResult& result);
+
 }  // namespace memd::testing

@@ -2,8 +2,6 @@
 // (what the lead's measurements and a script would see), plus the baseline
 // pools and the simulated backend on their own.
 
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/files.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 #include "tools/replay/exact_pool.h"
@@ -25,9 +24,12 @@ namespace memd {
 namespace {
 
 using ::memd::testing::BinDir;
+using ::memd::testing::Describe;
 using ::memd::testing::ProgramResult;
+using ::memd::testing::ReadWholeFile;
 using ::memd::testing::RunProgram;
 using ::memd::testing::TempDir;
+using ::memd::testing::WriteWholeFile;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
@@ -49,21 +51,6 @@ std::string Replay() { return BinDir() + "/memd-replay"; }
 std::string Tracegen() { return BinDir() + "/memd-tracegen"; }
 std::string DataFile(const std::string& name) {
   return absl::StrCat(MEMD_SOURCE_DIR, "/tests/data/", name);
-}
-
-std::string Describe(const ProgramResult& result) {
-  return absl::StrCat("exit ", result.exit_code, " signal ", result.signal,
-                      "\n--- stdout ---\n", result.out.substr(0, 2000),
-                      "\n--- stderr ---\n", result.err);
-}
-
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
 }
 
 // Runs memd-replay, expects success, and returns its JSON.
@@ -168,16 +155,16 @@ TEST(ReplayTest, PrintsTheFieldsInTheDocumentedOrder) {
 TEST(ReplayTest, DefinitionsOfTheFieldsOnAKnownTrace) {
   TempDir dir;
   const std::string trace = dir.Join("known.csv");
-  WriteFile(trace,
-            "op,id,bytes\n"
-            "a,1,5000\n"   // miss: an 8 KiB block
-            "f,1,0\n"
-            "a,2,6000\n"   // hit: the same 8 KiB block
-            "a,3,100\n"    // miss: a 4 KiB block
-            "f,3,0\n"
-            "a,4,200\n"    // hit
-            "f,2,0\n"
-            "f,4,0\n");
+  WriteWholeFile(trace,
+                 "op,id,bytes\n"
+                 "a,1,5000\n"   // miss: an 8 KiB block
+                 "f,1,0\n"
+                 "a,2,6000\n"   // hit: the same 8 KiB block
+                 "a,3,100\n"    // miss: a 4 KiB block
+                 "f,3,0\n"
+                 "a,4,200\n"    // hit
+                 "f,2,0\n"
+                 "f,4,0\n");
   Json report = ReplayOk({"--trace", trace, "--policy", "pow2", "--warmup", "0.5"});
   EXPECT_EQ(report["events"], 8);
   EXPECT_EQ(report["allocations"], 4);
@@ -205,15 +192,15 @@ TEST(ReplayTest, DefinitionsOfTheFieldsOnAKnownTrace) {
 TEST(ReplayTest, FailedWithRoomCountsOnlyFailuresTheFreeSpaceCouldHold) {
   TempDir dir;
   const std::string trace = dir.Join("full.csv");
-  WriteFile(trace,
-            "op,id,bytes\n"
-            "a,1,5000\n"  // an 8 KiB block: 8 KiB of 16 KiB reserved
-            "a,2,5000\n"  // another: the device is full
-            "a,3,100\n"   // refused, though 16384 - 10000 bytes are free
-            "f,3,0\n"     // skipped: 3 was never live
-            "f,1,0\n"
-            "a,4,12000\n"  // refused: a 16 KiB block; 16384 - 5000 < 12000
-            "f,2,0\n");
+  WriteWholeFile(trace,
+                 "op,id,bytes\n"
+                 "a,1,5000\n"  // an 8 KiB block: 8 KiB of 16 KiB reserved
+                 "a,2,5000\n"  // another: the device is full
+                 "a,3,100\n"   // refused, though 16384 - 10000 bytes are free
+                 "f,3,0\n"     // skipped: 3 was never live
+                 "f,1,0\n"
+                 "a,4,12000\n"  // refused: a 16 KiB block; 16384 - 5000 < 12000
+                 "f,2,0\n");
   Json report = ReplayOk({"--trace", trace, "--policy", "pow2", "--capacity", "16KiB"});
   EXPECT_EQ(report["capacity_bytes"], 16384);
   EXPECT_EQ(report["failed_allocations"], 2);
@@ -252,7 +239,7 @@ TEST(ReplayTest, OccupancySizesTheDeviceFromThePeakLiveBytes) {
 TEST(ReplayTest, AlignmentIsConfigurable) {
   TempDir dir;
   const std::string trace = dir.Join("one.csv");
-  WriteFile(trace, "op,id,bytes\na,1,1\nf,1,0\n");
+  WriteWholeFile(trace, "op,id,bytes\na,1,1\nf,1,0\n");
   Json report = ReplayOk({"--trace", trace, "--policy", "exact", "--alignment", "2MiB"});
   EXPECT_EQ(report["alignment_bytes"], 2 * kMiB);
   EXPECT_EQ(report["peak_reserved_bytes"], 2 * kMiB);
@@ -261,7 +248,7 @@ TEST(ReplayTest, AlignmentIsConfigurable) {
 TEST(ReplayTest, AnEmptyTraceReportsNullRatios) {
   TempDir dir;
   const std::string trace = dir.Join("empty.csv");
-  WriteFile(trace, "op,id,bytes\n");
+  WriteWholeFile(trace, "op,id,bytes\n");
   Json report = ReplayOk({"--trace", trace});
   EXPECT_EQ(report["events"], 0);
   EXPECT_TRUE(report["overhead"].is_null());
@@ -282,7 +269,7 @@ class BadTraceTest : public ::testing::TestWithParam<BadTrace> {};
 TEST_P(BadTraceTest, ExitsOneWithTheLineNumberAndWritesNoJson) {
   TempDir dir;
   const std::string trace = dir.Join("bad.csv");
-  WriteFile(trace, GetParam().text);
+  WriteWholeFile(trace, GetParam().text);
   for (const char* policy : kPolicies) {
     ProgramResult result = RunProgram(Replay(), {"--trace", trace, "--policy", policy});
     EXPECT_EQ(result.exit_code, kExitFailed) << Describe(result);
@@ -416,7 +403,7 @@ TEST(TracegenTest, WritesTracesThatReplayAndEndEmpty) {
         Tracegen(), {"--workload", workload, "--seed", "5", "--events", "20000"});
     ASSERT_EQ(result.exit_code, 0) << Describe(result);
     const std::string trace = dir.Join(absl::StrCat(workload, ".csv"));
-    WriteFile(trace, result.out);
+    WriteWholeFile(trace, result.out);
     Json report = ReplayOk({"--trace", trace, "--policy", "exact"});
     EXPECT_GE(report["events"].get<std::uint64_t>(), 20000u);
     // Everything allocated is freed by the end of the trace.
