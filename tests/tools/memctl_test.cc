@@ -5,19 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <iterator>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/bytes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/daemon_process.h"
+#include "tests/support/files.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,9 +26,12 @@ namespace {
 
 using ::memd::testing::BinDir;
 using ::memd::testing::DaemonProcess;
+using ::memd::testing::Describe;
 using ::memd::testing::ProgramResult;
+using ::memd::testing::ReadWholeFile;
 using ::memd::testing::RunProgram;
 using ::memd::testing::TempDir;
+using ::memd::testing::WriteWholeFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -40,13 +43,6 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
 std::string Memctl() { return BinDir() + "/memctl"; }
-
-// Everything about a run, for failure messages.
-std::string Describe(const ProgramResult& result) {
-  return absl::StrCat("exit ", result.exit_code, " signal ", result.signal,
-                      "\n--- stdout ---\n", result.out.substr(0, 2000),
-                      "\n--- stderr ---\n", result.err);
-}
 
 // Every byte value, several times over and in both orders.
 std::string AllByteValues() {
@@ -65,11 +61,6 @@ std::string RandomBytes(std::size_t size, unsigned seed) {
   return bytes;
 }
 
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 class MemctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,9 +77,7 @@ class MemctlTest : public ::testing::Test {
 
   std::string WriteFile(const std::string& name, const std::string& bytes) {
     const std::string path = files_.Join(name);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    EXPECT_TRUE(out.good()) << path;
+    WriteWholeFile(path, bytes);
     return path;
   }
 
@@ -319,6 +308,40 @@ TEST_F(MemctlTest, StatsShowsCountsAndAPoolTable) {
                                HasSubstr("USED"), HasSubstr("\nhost ")));
 }
 
+TEST_F(MemctlTest, StatsWatchShowsCountViewsAndExits) {
+  Put("w", "x");
+  ProgramResult watch = Run({"stats", "--watch", "0.05", "--count", "3"});
+  ASSERT_EQ(watch.exit_code, 0) << Describe(watch);
+  std::vector<std::string> views = absl::StrSplit(watch.out, "\n\n", absl::SkipEmpty());
+  ASSERT_EQ(views.size(), 3u) << watch.out;
+  for (const std::string& view : views) {
+    EXPECT_THAT(view, AllOf(StartsWith("memd "), HasSubstr("buffers 1"),
+                            HasSubstr("LOCATION"), HasSubstr("HIT%"), HasSubstr("\nhost ")));
+  }
+  // Not a terminal: no escape codes to redraw.
+  EXPECT_THAT(watch.out, Not(HasSubstr("\033")));
+}
+
+TEST_F(MemctlTest, StatsWatchJsonWritesOneTimestampedObjectPerLine) {
+  ProgramResult watch = Run({"stats", "--watch", "0.1", "--count", "3", "--json"});
+  ASSERT_EQ(watch.exit_code, 0) << Describe(watch);
+  std::vector<std::string> lines = absl::StrSplit(watch.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << watch.out;
+  std::int64_t previous = 0;
+  for (const std::string& line : lines) {
+    Json view = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(view.is_discarded()) << line;
+    EXPECT_EQ(view.at("socket_dir"), daemon_->socket_dir());
+    EXPECT_TRUE(view.at("pools").is_array());
+    const std::int64_t taken = view.at("time_unix_ns");
+    // Views are at least --watch apart.
+    if (previous != 0) {
+      EXPECT_GE(taken - previous, 100'000'000) << watch.out;
+    }
+    previous = taken;
+  }
+}
+
 TEST_F(MemctlTest, TrimGivesIdleMemoryBackAndSaysHowMuch) {
   Put("t", std::string(3 << 20, 't'));  // A large segment of its own.
   ProgramResult unlinked = Run({"unlink", "t"});
@@ -417,6 +440,10 @@ TEST_F(MemctlTest, UsageErrorsExitTwoWithoutTouchingStdout) {
       {"get", "x", "--wait", "soon"},
       {"get", "x", "--json"},  // Bytes and JSON cannot share stdout.
       {"ls", "a", "b"},
+      {"stats", "--watch", "0"},
+      {"stats", "--watch", "soon"},
+      {"stats", "--watch", "1", "--count", "0"},
+      {"stats", "--count", "2"},  // Without --watch.
   };
   for (const auto& args : cases) {
     ProgramResult result = Run(args);

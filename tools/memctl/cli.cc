@@ -125,8 +125,19 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       "reserve; a HIT is an allocation served without asking the backend, a\n"
       "MISS one that had to. --json adds per-size-class counts.",
       "  memctl stats\n"
-      "  memctl stats --json | jq '.pools[].used_bytes'\n",
+      "  memctl stats --watch          # redraw every 2 s until Ctrl-C\n"
+      "  memctl stats --watch 0.5 --count 10\n"
+      "  memctl stats --json | jq '.pools[].used_bytes'\n"
+      "  memctl stats --watch 5 --json # one JSON object per line\n",
       json);
+  std::string watch_text;
+  stats->add_option("--watch", watch_text,
+                    "Redraw a compact view every SECONDS (default 2) until interrupted")
+      ->expected(0, 1)
+      ->type_name("[SECONDS]");
+  stats->add_option("--count", invocation.count, "With --watch: stop after N views")
+      ->check(CLI::PositiveNumber)
+      ->type_name("N");
 
   CLI::App* ls = AddSubcommand(
       app, "ls", "List the buffers you may read, by name", "",
@@ -249,6 +260,19 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
     return kExitUsage;
   }
 
+  if (stats->count("--watch") > 0) {
+    double seconds = 2;
+    if (!watch_text.empty() &&
+        (!absl::SimpleAtod(watch_text, &seconds) || !(seconds > 0) || seconds > 86400)) {
+      ReportUsageError(err, absl::StrCat("--watch takes SECONDS above 0 and at most "
+                                         "86400, not '", watch_text, "'"));
+      return kExitUsage;
+    }
+    invocation.watch = absl::Seconds(seconds);
+  } else if (invocation.count > 0) {
+    ReportUsageError(err, "--count goes with --watch");
+    return kExitUsage;
+  }
   // The validators above accepted these texts.
   invocation.put.mode = ParseMode(mode_text).value_or(0600);
   invocation.get.wait = absl::Seconds(ParseWait(wait_text).value_or(0));

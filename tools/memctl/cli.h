@@ -8,6 +8,8 @@
 #include <ostream>
 #include <string>
 
+#include "absl/time/time.h"
+
 #include "tools/memctl/commands.h"
 
 namespace memd::memctl {
@@ -24,6 +26,10 @@ struct Invocation {
   std::string name;    // inspect, unlink.
   std::string prefix;  // ls.
   std::string location;  // trim.
+  // stats --watch: redraw every `watch` (zero: once); --count frames
+  // (zero: until interrupted).
+  absl::Duration watch = absl::ZeroDuration();
+  int count = 0;
   PutOptions put;
   GetOptions get;
 };

@@ -37,6 +37,11 @@ struct GetOptions {
 
 // Daemon-wide views and actions (daemon_commands.cc).
 absl::Status RunStats(Client& client, const Output& output);
+// stats --watch: a compact view every `every`, `count` times (0: until
+// interrupted). Writes each view to `output` and flushes it at once (the
+// other commands print only on success); on a terminal it redraws in place.
+absl::Status RunStatsWatch(Client& client, absl::Duration every, int count,
+                           const Output& output, bool terminal);
 absl::Status RunSessions(Client& client, const Output& output);
 absl::Status RunPing(Client& client, const Output& output);
 // The GPUs the daemon serves.

@@ -117,6 +117,41 @@ absl::Status RunTrim(Client& client, const std::string& location,
   return absl::OkStatus();
 }
 
+absl::Status RunStatsWatch(Client& client, absl::Duration every, int count,
+                           const Output& output, bool terminal) {
+  std::ostream& out = output.out;
+  for (int frame = 0; count == 0 || frame < count; ++frame) {
+    if (frame > 0) absl::SleepFor(every);
+    absl::StatusOr<DaemonStats> stats = client.Stats();
+    if (!stats.ok()) return Failed("stats", stats.status());
+    if (output.json) {
+      // JSON Lines: one object per view, stamped with when it was taken.
+      Json view = StatsJson(*stats, client.socket_dir());
+      view["time_unix_ns"] = absl::ToUnixNanos(absl::Now());
+      out << view.dump(-1, ' ', false, Json::error_handler_t::replace) << std::endl;
+      continue;
+    }
+    if (terminal) out << "\033[H\033[2J";  // Home, clear: redraw in place.
+    out << "memd " << stats->version << " " << stats->backend << "  "
+        << FormatLocalTime(absl::Now()) << "  buffers " << stats->buffers
+        << "  sessions " << stats->sessions << "  leases " << stats->leases << '\n';
+    Table table({{"LOCATION"}, {"USED", true}, {"RESERVED", true}, {"PEAK", true},
+                 {"HIT%", true}, {"FRAG", true}, {"LIMIT", true}});
+    for (const PoolStats& pool : stats->pools) {
+      const std::uint64_t requests = pool.hit_count + pool.miss_count;
+      table.AddRow({pool.location, FormatBytes(pool.used_bytes),
+                    FormatBytes(pool.reserved_bytes), FormatBytes(pool.peak_reserved_bytes),
+                    requests == 0 ? "-"
+                                  : absl::StrFormat("%.1f", 100.0 * pool.hit_count / requests),
+                    absl::StrFormat("%.2f", pool.fragmentation),
+                    FormatBytes(pool.limit_bytes)});
+    }
+    table.Print(out);
+    out << std::endl;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunSessions(Client& client, const Output& output) {
   absl::StatusOr<std::vector<SessionInfo>> sessions = client.Sessions();
   if (!sessions.ok()) return Failed("sessions", sessions.status());

@@ -47,6 +47,10 @@ absl::Status Run(const Invocation& invocation) {
   if (!client.ok()) {
     return Failed(absl::StrCat("connect to memd at ", socket_dir), client.status());
   }
+  if (invocation.command == Command::kStats && invocation.watch > absl::ZeroDuration()) {
+    return RunStatsWatch(**client, invocation.watch, invocation.count,
+                         Output{std::cout, invocation.json}, ::isatty(STDOUT_FILENO));
+  }
   // The result is printed only when the command succeeds, so a failure
   // leaves stdout empty.
   std::ostringstream text;
