@@ -1,0 +1,95 @@
+# What `cmake --install` puts where. GNU directories: prefix /usr puts the
+# configuration in /etc, any other prefix under itself (PREFIX/etc).
+#
+#   bin/memd, memctl, memd-replay, memd-tracegen   (install rules of their own)
+#   lib/libmemd.so.*  include/memd/client.h         the client library
+#   lib/cmake/memd/                                 find_package(memd) -> memd::client
+#   lib/systemd/system/memd.service                 the unit, paths filled in
+#   lib/sysusers.d/memd.conf                        the memd user and group
+#   etc/memd/memd.toml                              the example configuration
+#   share/doc/memd/README.md
+#
+# Included last by the top-level CMakeLists.txt, so every target exists.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# systemd reads units and sysusers.d from PREFIX/lib whatever the libdir
+# (never lib/x86_64-linux-gnu): not CMAKE_INSTALL_LIBDIR.
+set(MEMD_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
+  "Where memd.service goes, relative to the prefix or absolute")
+set(MEMD_SYSUSERS_DIR "lib/sysusers.d" CACHE STRING
+  "Where the sysusers.d file (memd.conf) goes, relative to the prefix or absolute")
+
+# The client library (libmemd.so, client/CMakeLists.txt) and its CMake
+# package. The installed programs link the client statically: nothing of
+# theirs needs the library path.
+install(TARGETS memd_client_shared EXPORT memdTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+set(memd_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/memd)
+install(EXPORT memdTargets NAMESPACE memd:: DESTINATION ${memd_cmake_dir})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/memdConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cmake/memdConfig.cmake
+  INSTALL_DESTINATION ${memd_cmake_dir})
+# 0.x: a new minor version may break the API.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/memdConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/cmake/memdConfig.cmake
+  ${PROJECT_BINARY_DIR}/cmake/memdConfigVersion.cmake
+  DESTINATION ${memd_cmake_dir})
+
+# The example configuration. GNUInstallDirs maps prefix /usr (and /opt/X)
+# to an absolute /etc (/etc/opt/X); otherwise it stays under the prefix,
+# which `cmake --install --prefix` may move. An existing file is replaced:
+# packages mark it as a conffile.
+if(CMAKE_INSTALL_FULL_SYSCONFDIR STREQUAL "${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_SYSCONFDIR}")
+  set(memd_config_dir ${CMAKE_INSTALL_SYSCONFDIR}/memd)
+else()
+  set(memd_config_dir ${CMAKE_INSTALL_FULL_SYSCONFDIR}/memd)
+endif()
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/memd.toml DESTINATION ${memd_config_dir})
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+install(FILES ${PROJECT_SOURCE_DIR}/systemd/memd.sysusers
+  DESTINATION ${MEMD_SYSUSERS_DIR} RENAME memd.conf)
+
+# The unit names installed paths (ExecStart=PREFIX/bin/memd --config ...), so
+# it is written at install time from the prefix the install really uses:
+# `cmake --install build --prefix /opt/memd` gets a unit that starts
+# /opt/memd/bin/memd, while DESTDIR (package staging) stays out of the paths.
+install(CODE "
+  set(memd_dirs
+    \"${CMAKE_INSTALL_BINDIR}\" \"${memd_config_dir}\" \"${CMAKE_INSTALL_DOCDIR}\"
+    \"${MEMD_SYSTEMD_UNIT_DIR}\")
+  set(memd_full_dirs)
+  foreach(dir IN LISTS memd_dirs)
+    if(NOT IS_ABSOLUTE \"\${dir}\")
+      set(dir \"\${CMAKE_INSTALL_PREFIX}/\${dir}\")
+    endif()
+    list(APPEND memd_full_dirs \"\${dir}\")
+  endforeach()
+  list(GET memd_full_dirs 0 MEMD_BINDIR)
+  list(GET memd_full_dirs 1 MEMD_CONFIG_DIR)
+  list(GET memd_full_dirs 2 MEMD_DOCDIR)
+  list(GET memd_full_dirs 3 memd_unit_dir)
+  set(memd_unit \"\$ENV{DESTDIR}\${memd_unit_dir}/memd.service\")
+  message(STATUS \"Installing: \${memd_unit}\")
+  file(READ \"${PROJECT_SOURCE_DIR}/systemd/memd.service.in\" memd_unit_text)
+  string(CONFIGURE \"\${memd_unit_text}\" memd_unit_text @ONLY)
+  file(WRITE \"\${memd_unit}\" \"\${memd_unit_text}\")
+  file(CHMOD \"\${memd_unit}\" PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${memd_unit}\")
+")
+
+# The install test (tests/install) checks this layout.
+if(TARGET install_test)
+  target_compile_definitions(install_test PRIVATE
+    MEMD_INSTALL_BINDIR="${CMAKE_INSTALL_BINDIR}"
+    MEMD_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}"
+    MEMD_INSTALL_INCLUDEDIR="${CMAKE_INSTALL_INCLUDEDIR}"
+    MEMD_INSTALL_CONFIG_DIR="${memd_config_dir}"
+    MEMD_INSTALL_DOCDIR="${CMAKE_INSTALL_DOCDIR}"
+    MEMD_INSTALL_UNIT_DIR="${MEMD_SYSTEMD_UNIT_DIR}"
+    MEMD_INSTALL_SYSUSERS_DIR="${MEMD_SYSUSERS_DIR}")
+endif()
