@@ -16,8 +16,10 @@
 //
 // Configuration (environment, read once, by the first cuInit of a load of the
 // library): MEMD_FAKE_CUDA_DEVICES, MEMD_FAKE_CUDA_MEMORY, MEMD_FAKE_CUDA_VMM,
-// MEMD_FAKE_CUDA_INIT_ERROR. See README.md next to this file for what each
-// call models, and which error each misuse returns.
+// MEMD_FAKE_CUDA_INIT_ERROR, and CUDA_VISIBLE_DEVICES as CUDA reads it: which
+// of the physical devices the process sees, and under which ordinals. See
+// README.md next to this file for what each call models, and which error each
+// misuse returns.
 //
 // State is per process (per load of the library: dlclose + dlopen starts
 // afresh) and guarded by one mutex; the current context is per thread.
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -64,7 +67,7 @@ constexpr int kDriverVersion = 13000;
 constexpr CUmemGenericAllocationHandle kFirstHandle = 0xfa4e000000000001ULL;
 // memfd names: the importer of an fd or of an IPC handle reads them back from
 // /proc/self/fd to check that it was given the fake's memory.
-constexpr char kVmmMemfdPrefix[] = "memd-fake-cuda-vmm:";      // + device
+constexpr char kVmmMemfdPrefix[] = "memd-fake-cuda-vmm:";      // + physical device
 constexpr char kAllocMemfdPrefix[] = "memd-fake-cuda-alloc:";  // + id (hex)
 
 // What a CUipcMemHandle carries (the rest of its 64 bytes are zero).
@@ -73,7 +76,7 @@ struct IpcWire {
   uint32_t version;
   int32_t pid;     // The exporting process, which holds the memfd open...
   int32_t fd;      // ...as this descriptor.
-  int32_t device;
+  int32_t device;  // Physical: ordinals differ between processes.
   uint64_t id;     // Names the allocation (and its memfd); unique per process.
   uint64_t size;
 };
@@ -81,7 +84,12 @@ static_assert(sizeof(IpcWire) <= CU_IPC_HANDLE_SIZE);
 constexpr char kIpcMagic[16] = "memd-fake-cuda";
 constexpr uint32_t kIpcVersion = 1;
 
+// A device this process sees. Its index in FakeDriver::devices_ is its
+// ordinal here (what CUdevice and location.id name); `physical` is the device
+// of the machine it is (MEMD_FAKE_CUDA_DEVICES numbers those), which names it
+// wherever identity leaves the process: UUID, name, PCI bus id, memfd names.
 struct Device {
+  int physical = 0;
   uint64_t used = 0;  // Bytes charged by cuMemCreate and cuMemAlloc.
   CUctx_st context;
 };
@@ -91,7 +99,7 @@ struct Device {
 struct VmmAllocation {
   int fd = -1;
   size_t size = 0;
-  int device = 0;
+  int device = 0;           // This process's ordinal.
   bool charged = false;     // Created here: counts against the device.
   bool exportable = false;  // Created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
   bool released = false;    // cuMemRelease was called.
@@ -162,6 +170,86 @@ bool ParseUnsigned(const char* text, uint64_t* value) {
   if (errno != 0 || end == nullptr || *end != '\0') return false;
   *value = parsed;
   return true;
+}
+
+// A physical device's UUID: "memd-fake-gpu" then the index in 3 big-endian
+// bytes. Stable across processes, whatever ordinal a process gives the device.
+CUuuid PhysicalUuid(int physical) {
+  static constexpr char kPrefix[] = "memd-fake-gpu";
+  static_assert(sizeof(kPrefix) - 1 == 13);
+  CUuuid uuid;
+  std::memcpy(uuid.bytes, kPrefix, 13);
+  const uint32_t index = static_cast<uint32_t>(physical);
+  uuid.bytes[13] = static_cast<char>((index >> 16) & 0xff);
+  uuid.bytes[14] = static_cast<char>((index >> 8) & 0xff);
+  uuid.bytes[15] = static_cast<char>(index & 0xff);
+  return uuid;
+}
+
+// As nvidia-smi prints it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+std::string UuidString(const CUuuid& uuid) {
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    char hex[3];
+    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(uuid.bytes[i]));
+    text += hex;
+  }
+  return text;
+}
+
+// The physical device one CUDA_VISIBLE_DEVICES entry names, or -1 when it
+// names none: an index below `physical_count` (digits only), or "GPU-" and
+// then the start of exactly one device's UUID (hex case-insensitive).
+int IdentifyDevice(const std::string& entry, int physical_count) {
+  uint64_t index = 0;
+  if (ParseUnsigned(entry.c_str(), &index)) {
+    return index < static_cast<uint64_t>(physical_count) ? static_cast<int>(index) : -1;
+  }
+  constexpr char kUuidPrefix[] = "GPU-";
+  constexpr size_t kUuidPrefixLength = sizeof(kUuidPrefix) - 1;
+  if (entry.size() <= kUuidPrefixLength || entry.compare(0, kUuidPrefixLength, kUuidPrefix) != 0) {
+    return -1;
+  }
+  int found = -1;
+  for (int physical = 0; physical < physical_count; ++physical) {
+    const std::string uuid = UuidString(PhysicalUuid(physical));
+    if (entry.size() > uuid.size()) continue;
+    bool same = true;
+    for (size_t i = kUuidPrefixLength; i < entry.size() && same; ++i) {
+      same = std::tolower(static_cast<unsigned char>(entry[i])) == uuid[i];
+    }
+    if (!same) continue;
+    if (found >= 0) return -1;  // Ambiguous: the start of several UUIDs.
+    found = physical;
+  }
+  return found;
+}
+
+// The physical devices a process sees, in the order it numbers them: all of
+// them when CUDA_VISIBLE_DEVICES is unset; else the devices its comma-separated
+// entries name, up to the first entry that names none or names one again
+// (so "" shows none, and "0,7,1" with 2 devices shows device 0 only).
+std::vector<int> VisibleDevices(const char* list, int physical_count) {
+  std::vector<int> visible;
+  if (list == nullptr) {
+    for (int physical = 0; physical < physical_count; ++physical) visible.push_back(physical);
+    return visible;
+  }
+  const std::string text = list;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    const std::string entry =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const int physical = IdentifyDevice(entry, physical_count);
+    if (physical < 0 || std::find(visible.begin(), visible.end(), physical) != visible.end()) {
+      break;
+    }
+    visible.push_back(physical);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return visible;
 }
 
 const char* Env(const char* name) {
@@ -282,7 +370,8 @@ class FakeDriver {
     if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
     if (name == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
-    std::snprintf(name, static_cast<size_t>(length), "memd fake GPU %d", device);
+    std::snprintf(name, static_cast<size_t>(length), "memd fake GPU %d",
+                  devices_[static_cast<size_t>(device)]->physical);
     return CUDA_SUCCESS;
   }
 
@@ -291,14 +380,8 @@ class FakeDriver {
     if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
     if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
-    // "memd-fake-gpu" then the ordinal, big-endian: stable and distinct.
-    static constexpr char kPrefix[] = "memd-fake-gpu";
-    static_assert(sizeof(kPrefix) - 1 == 13);
-    std::memcpy(uuid->bytes, kPrefix, 13);
-    const uint32_t ordinal = static_cast<uint32_t>(device);
-    uuid->bytes[13] = static_cast<char>((ordinal >> 16) & 0xff);
-    uuid->bytes[14] = static_cast<char>((ordinal >> 8) & 0xff);
-    uuid->bytes[15] = static_cast<char>(ordinal & 0xff);
+    // The physical device's: the same GPU has the same UUID in every process.
+    *uuid = PhysicalUuid(devices_[static_cast<size_t>(device)]->physical);
     return CUDA_SUCCESS;
   }
 
@@ -321,8 +404,8 @@ class FakeDriver {
       case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
         *value = vmm_ ? 1 : 0;
         return CUDA_SUCCESS;
-      case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-        *value = device;
+      case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:  // Where the device sits: physical.
+        *value = devices_[static_cast<size_t>(device)]->physical;
         return CUDA_SUCCESS;
       case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
       case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
@@ -447,7 +530,7 @@ class FakeDriver {
     Device& device = *devices_[static_cast<size_t>(prop->location.id)];
     if (size > memory_ - device.used) return CUDA_ERROR_OUT_OF_MEMORY;
     VmmAllocation allocation;
-    const std::string name = kVmmMemfdPrefix + std::to_string(prop->location.id);
+    const std::string name = kVmmMemfdPrefix + std::to_string(device.physical);
     if (CUresult result = CreateMemfd(name, size, &allocation.fd); result != CUDA_SUCCESS) {
       return result;
     }
@@ -636,12 +719,17 @@ class FakeDriver {
     if (value < 0 || value > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
     const int fd = static_cast<int>(value);
     if (fcntl(fd, F_GETFD) < 0) return CUDA_ERROR_INVALID_VALUE;
-    // Only memory a fake cuMemCreate made: "/memfd:memd-fake-cuda-vmm:<device> (deleted)".
+    // Only memory a fake cuMemCreate made:
+    // "/memfd:memd-fake-cuda-vmm:<physical device> (deleted)".
     const std::string target = FdTarget(fd);
     const std::string prefix = std::string("/memfd:") + kVmmMemfdPrefix;
     if (target.compare(0, prefix.size(), prefix) != 0) return CUDA_ERROR_INVALID_VALUE;
-    const int device = std::atoi(target.c_str() + prefix.size());
-    if (!ValidDevice(device)) return CUDA_ERROR_NOT_SUPPORTED;  // Unknown to this process.
+    const int physical = std::atoi(target.c_str() + prefix.size());
+    // A device this machine (MEMD_FAKE_CUDA_DEVICES) does not have.
+    if (physical < 0 || physical >= physical_count_) return CUDA_ERROR_NOT_SUPPORTED;
+    // One it has but CUDA_VISIBLE_DEVICES hides from this process.
+    const int device = LocalOrdinal(physical);
+    if (device < 0) return CUDA_ERROR_INVALID_DEVICE;
     struct stat info;
     if (fstat(fd, &info) != 0 || info.st_size <= 0 ||
         static_cast<uint64_t>(info.st_size) % kGranularity != 0) {
@@ -718,7 +806,7 @@ class FakeDriver {
     wire.version = kIpcVersion;
     wire.pid = static_cast<int32_t>(getpid());
     wire.fd = it->second.fd;
-    wire.device = it->second.device;
+    wire.device = devices_[static_cast<size_t>(it->second.device)]->physical;
     wire.id = it->second.id;
     wire.size = it->second.size;
     std::memset(handle->reserved, 0, sizeof(handle->reserved));
@@ -884,6 +972,14 @@ class FakeDriver {
     return ordinal >= 0 && static_cast<size_t>(ordinal) < devices_.size();
   }
 
+  // This process's ordinal for a physical device; -1 when it does not see it.
+  int LocalOrdinal(int physical) const {
+    for (size_t ordinal = 0; ordinal < devices_.size(); ++ordinal) {
+      if (devices_[ordinal]->physical == physical) return static_cast<int>(ordinal);
+    }
+    return -1;
+  }
+
   bool KnownContext(CUcontext context) const {
     for (const auto& device : devices_) {
       if (&device->context == context) return true;
@@ -933,9 +1029,13 @@ class FakeDriver {
     }
     memory_ = static_cast<size_t>(memory);
     vmm_ = vmm;
-    for (uint64_t i = 0; i < count; ++i) {
+    physical_count_ = static_cast<int>(count);
+    // Unlike MEMD_FAKE_CUDA_*, set but empty means something: no device. A
+    // bad entry is no error, as in CUDA: it ends the list.
+    for (int physical : VisibleDevices(std::getenv("CUDA_VISIBLE_DEVICES"), physical_count_)) {
       auto device = std::make_unique<Device>();
-      device->context.device = static_cast<int>(i);
+      device->physical = physical;
+      device->context.device = static_cast<int>(devices_.size());
       devices_.push_back(std::move(device));
     }
     return CUDA_SUCCESS;
@@ -1030,7 +1130,10 @@ class FakeDriver {
   CUresult init_result_ = CUDA_ERROR_NOT_INITIALIZED;
   size_t memory_ = 0;
   bool vmm_ = true;
-  std::vector<std::unique_ptr<Device>> devices_;  // Stable addresses: CUcontext points in.
+  int physical_count_ = 0;  // MEMD_FAKE_CUDA_DEVICES: the machine's devices.
+  // The devices this process sees, by ordinal. Stable addresses: CUcontext
+  // points in.
+  std::vector<std::unique_ptr<Device>> devices_;
   CUmemGenericAllocationHandle next_handle_ = kFirstHandle;
   uint64_t legacy_count_ = 0;
   std::map<CUmemGenericAllocationHandle, VmmAllocation> allocations_;

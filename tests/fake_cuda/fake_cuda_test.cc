@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -78,7 +79,8 @@ struct Api {
 };
 
 constexpr const char* kEnvironment[] = {"MEMD_FAKE_CUDA_DEVICES", "MEMD_FAKE_CUDA_MEMORY",
-                                        "MEMD_FAKE_CUDA_VMM", "MEMD_FAKE_CUDA_INIT_ERROR"};
+                                        "MEMD_FAKE_CUDA_VMM", "MEMD_FAKE_CUDA_INIT_ERROR",
+                                        "CUDA_VISIBLE_DEVICES"};
 
 CUmemAllocationProp DeviceProp(
     int device, CUmemAllocationHandleType types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
@@ -106,6 +108,30 @@ std::vector<unsigned char> Pattern(size_t size, unsigned seed) {
 
 void* AsPointer(CUdeviceptr address) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>(address));
+}
+
+void* AsOsHandle(int fd) { return reinterpret_cast<void*>(static_cast<uintptr_t>(fd)); }
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints a UUID and
+// CUDA_VISIBLE_DEVICES takes it.
+std::string UuidString(const CUuuid& uuid) {
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    char hex[3];
+    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(uuid.bytes[i]));
+    text += hex;
+  }
+  return text;
+}
+
+// Where /proc/self/fd/<fd> points: "/memfd:NAME (deleted)" for a memfd.
+std::string FdTarget(int fd) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  char target[256];
+  const ssize_t length = readlink(path, target, sizeof(target) - 1);
+  return length < 0 ? "" : std::string(target, static_cast<size_t>(length));
 }
 
 class FakeCudaTest : public ::testing::Test {
@@ -190,6 +216,50 @@ class FakeCudaTest : public ::testing::Test {
     EXPECT_EQ(cu.MemUnmap(ptr, size), CUDA_SUCCESS);
     EXPECT_EQ(cu.MemAddressFree(ptr, size), CUDA_SUCCESS);
     EXPECT_EQ(cu.MemRelease(handle), CUDA_SUCCESS);
+  }
+
+  // A fresh, initialised fake that reads CUDA_VISIBLE_DEVICES=`visible`
+  // (unset for nullptr); the other variables stay as they are.
+  void ReloadWithVisible(const char* visible) {
+    Unload();
+    if (visible == nullptr) {
+      unsetenv("CUDA_VISIBLE_DEVICES");
+    } else {
+      setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+    }
+    ASSERT_NO_FATAL_FAILURE(Load());
+    ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+  }
+
+  int Count() {
+    int count = -1;
+    EXPECT_EQ(cu.DeviceGetCount(&count), CUDA_SUCCESS);
+    return count;
+  }
+
+  // cuDeviceGetName of this load's device `ordinal` ("" on error).
+  std::string Name(int ordinal) {
+    char name[64];
+    if (cu.DeviceGetName(name, sizeof(name), ordinal) != CUDA_SUCCESS) return "";
+    return name;
+  }
+
+  // cuDeviceGetUuid_v2 of this load's device `ordinal`, as a string ("" on error).
+  std::string Uuid(int ordinal) {
+    CUuuid uuid;
+    if (cu.DeviceGetUuid(&uuid, ordinal) != CUDA_SUCCESS) return "";
+    return UuidString(uuid);
+  }
+
+  // The names of the devices a load with CUDA_VISIBLE_DEVICES=`visible`
+  // sees, by ordinal.
+  std::vector<std::string> VisibleNames(const char* visible) {
+    std::vector<std::string> names;
+    ReloadWithVisible(visible);
+    if (HasFatalFailure()) return names;
+    const int count = Count();
+    for (int ordinal = 0; ordinal < count; ++ordinal) names.push_back(Name(ordinal));
+    return names;
   }
 
   Api cu;
@@ -828,6 +898,235 @@ TEST_F(FakeCudaTest, ExportedFdSharesMemoryWithAnotherProcess) {
     UnmapAndRelease(size, imported, mine);
   });
 
+  std::vector<unsigned char> seen(size);
+  ASSERT_EQ(cu.MemcpyDtoH(seen.data(), ptr, size), CUDA_SUCCESS);
+  EXPECT_EQ(seen, from_child);
+  close(fd);
+  UnmapAndRelease(size, handle, ptr);
+}
+
+// ---- CUDA_VISIBLE_DEVICES ----
+
+using Names = std::vector<std::string>;
+
+TEST_F(FakeCudaTest, VisibleDevicesRenumberButKeepThePhysicalIdentity) {
+  setenv("MEMD_FAKE_CUDA_DEVICES", "2", 1);
+  setenv("MEMD_FAKE_CUDA_MEMORY", "4194304", 1);  // 4 MiB each
+  ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+  const std::string uuid0 = Uuid(0);
+  const std::string uuid1 = Uuid(1);
+  ASSERT_NE(uuid0, uuid1);
+
+  ASSERT_NO_FATAL_FAILURE(ReloadWithVisible("1,0"));
+  ASSERT_EQ(Count(), 2);
+  CUdevice device = -1;
+  ASSERT_EQ(cu.DeviceGet(&device, 0), CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);  // CUdevice is this process's ordinal...
+  // ...of physical device 1: its name, UUID and bus id go with it.
+  EXPECT_EQ(Name(0), "memd fake GPU 1");
+  EXPECT_EQ(Uuid(0), uuid1);
+  EXPECT_EQ(Name(1), "memd fake GPU 0");
+  EXPECT_EQ(Uuid(1), uuid0);
+  int bus = -1;
+  ASSERT_EQ(cu.DeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0), CUDA_SUCCESS);
+  EXPECT_EQ(bus, 1);
+  ASSERT_EQ(cu.DeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 1), CUDA_SUCCESS);
+  EXPECT_EQ(bus, 0);
+  EXPECT_EQ(cu.DeviceGet(&device, 2), CUDA_ERROR_INVALID_DEVICE);
+
+  // Contexts and VMM locations take ordinals; the memory is physical 1's.
+  ASSERT_NO_FATAL_FAILURE(InitWithContext(0));
+  ASSERT_EQ(cu.CtxGetDevice(&device), CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);
+  const CUmemAllocationProp on0 = DeviceProp(0);
+  const CUmemAllocationProp on1 = DeviceProp(1);
+  const CUmemAllocationProp on2 = DeviceProp(2);
+  size_t granularity = 0;
+  EXPECT_EQ(cu.MemGetAllocationGranularity(&granularity, &on1, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_SUCCESS);
+  EXPECT_EQ(cu.MemGetAllocationGranularity(&granularity, &on2, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            CUDA_ERROR_INVALID_VALUE);
+  CUmemGenericAllocationHandle first = 0;
+  CUmemGenericAllocationHandle second = 0;
+  EXPECT_EQ(cu.MemCreate(&first, kGranularity, &on2, 0), CUDA_ERROR_INVALID_DEVICE);
+  ASSERT_EQ(cu.MemCreate(&first, 4 * kMiB, &on0, 0), CUDA_SUCCESS);
+  int fd = -1;
+  ASSERT_EQ(cu.MemExportToShareableHandle(&fd, first, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                          0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(FdTarget(fd), "/memfd:memd-fake-cuda-vmm:1 (deleted)");
+  close(fd);
+  // Counted against ordinal 0 (physical 1), not against ordinal 1.
+  size_t free_bytes = 1;
+  size_t total_bytes = 0;
+  ASSERT_EQ(cu.MemGetInfo(&free_bytes, &total_bytes), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes, 0u);
+  EXPECT_EQ(cu.MemCreate(&second, kGranularity, &on0, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cu.MemCreate(&second, 4 * kMiB, &on1, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu.MemRelease(first), CUDA_SUCCESS);
+  EXPECT_EQ(cu.MemRelease(second), CUDA_SUCCESS);
+
+  // Unset again: every device, under its physical index.
+  EXPECT_EQ(VisibleNames(nullptr), (Names{"memd fake GPU 0", "memd fake GPU 1"}));
+}
+
+TEST_F(FakeCudaTest, VisibleDevicesTakeUuidsAndUniqueUuidPrefixes) {
+  // The fake's UUIDs differ only in their last bytes (the physical index), so
+  // with devices 0 and 1 no shorter prefix of 1's is unique; device 16 of 17
+  // is the only one whose UUID starts like "...00001".
+  setenv("MEMD_FAKE_CUDA_DEVICES", "17", 1);
+  ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+  const std::string uuid0 = Uuid(0);
+  const std::string uuid1 = Uuid(1);
+  const std::string uuid16 = Uuid(16);
+  ASSERT_EQ(uuid1, "GPU-6d656d64-2d66-616b-652d-677075000001");  // "memd-fake-gpu", 1.
+
+  EXPECT_EQ(VisibleNames(uuid1.c_str()), Names{"memd fake GPU 1"});
+  ASSERT_NO_FATAL_FAILURE(ReloadWithVisible(uuid1.c_str()));
+  EXPECT_EQ(Uuid(0), uuid1);
+  std::string upper = uuid1;  // Hex digits in either case.
+  for (size_t i = 4; i < upper.size(); ++i) upper[i] = static_cast<char>(std::toupper(upper[i]));
+  EXPECT_EQ(VisibleNames(upper.c_str()), Names{"memd fake GPU 1"});
+
+  const std::string prefix16 = uuid16.substr(0, uuid16.size() - 1);
+  EXPECT_EQ(VisibleNames(prefix16.c_str()), Names{"memd fake GPU 16"});
+  // Mixed with indices, in the listed order.
+  const std::string mixed = prefix16 + ",0," + uuid1;
+  EXPECT_EQ(VisibleNames(mixed.c_str()),
+            (Names{"memd fake GPU 16", "memd fake GPU 0", "memd fake GPU 1"}));
+
+  // A prefix of several UUIDs, or of none, names no device.
+  const std::string prefix1 = uuid1.substr(0, uuid1.size() - 1);
+  EXPECT_EQ(VisibleNames(prefix1.c_str()), Names{});
+  EXPECT_EQ(VisibleNames("GPU-ffffffff"), Names{});
+  EXPECT_EQ(VisibleNames("GPU-"), Names{});
+  EXPECT_EQ(VisibleNames(uuid1.substr(4).c_str()), Names{});  // Without "GPU-".
+
+  // With one device, the short form the CUDA guide shows ("GPU-8932f937").
+  Unload();
+  setenv("MEMD_FAKE_CUDA_DEVICES", "1", 1);
+  const std::string short_form = uuid0.substr(0, 12);
+  EXPECT_EQ(VisibleNames(short_form.c_str()), Names{"memd fake GPU 0"});
+}
+
+TEST_F(FakeCudaTest, VisibleDevicesStopAtTheFirstInvalidOrRepeatedEntry) {
+  setenv("MEMD_FAKE_CUDA_DEVICES", "2", 1);
+  ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+  const std::string uuid0 = Uuid(0);
+
+  EXPECT_EQ(VisibleNames("0,7,1"), Names{"memd fake GPU 0"});  // Out of range.
+  ASSERT_NO_FATAL_FAILURE(ReloadWithVisible("0,7,1"));
+  ASSERT_EQ(Count(), 1);
+  CUdevice device = -1;
+  EXPECT_EQ(cu.DeviceGet(&device, 1), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cu.DevicePrimaryCtxRetain(&context_, 1), CUDA_ERROR_INVALID_DEVICE);
+
+  EXPECT_EQ(VisibleNames("1,x,0"), Names{"memd fake GPU 1"});  // Not a number.
+  EXPECT_EQ(VisibleNames("1,,0"), Names{"memd fake GPU 1"});   // An empty entry.
+  EXPECT_EQ(VisibleNames("1,"), Names{"memd fake GPU 1"});
+  EXPECT_EQ(VisibleNames("1,-1,0"), Names{"memd fake GPU 1"});
+  EXPECT_EQ(VisibleNames("-1"), Names{});  // The usual way to hide every GPU.
+  EXPECT_EQ(VisibleNames("2"), Names{});
+  // A device named twice (by index or by UUID) ends the list there too.
+  EXPECT_EQ(VisibleNames("1,1,0"), Names{"memd fake GPU 1"});
+  const std::string twice = "0," + uuid0 + ",1";
+  EXPECT_EQ(VisibleNames(twice.c_str()), Names{"memd fake GPU 0"});
+  // A bad list is never an error: cuInit succeeded in each load above.
+  EXPECT_EQ(VisibleNames("0,1"), (Names{"memd fake GPU 0", "memd fake GPU 1"}));
+}
+
+TEST_F(FakeCudaTest, EmptyVisibleDevicesShowsNoDevice) {
+  setenv("MEMD_FAKE_CUDA_DEVICES", "2", 1);
+  // Set but empty is not unset, unlike the MEMD_FAKE_CUDA_* variables.
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+  EXPECT_EQ(Count(), 0);
+  CUdevice device = -1;
+  EXPECT_EQ(cu.DeviceGet(&device, 0), CUDA_ERROR_INVALID_DEVICE);
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp prop = DeviceProp(0);
+  EXPECT_EQ(cu.MemCreate(&handle, kGranularity, &prop, 0), CUDA_ERROR_INVALID_DEVICE);
+
+  // Read at cuInit, once per load: changing it later changes nothing.
+  setenv("CUDA_VISIBLE_DEVICES", "0", 1);
+  ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+  EXPECT_EQ(Count(), 0);
+}
+
+TEST_F(FakeCudaTest, ExportedFdImportsOnlyWhereItsPhysicalDeviceIsVisible) {
+  setenv("MEMD_FAKE_CUDA_DEVICES", "2", 1);
+  ASSERT_NO_FATAL_FAILURE(InitWithContext());  // Sees both devices.
+  const size_t size = kGranularity;
+  const CUmemAllocationProp on1 = DeviceProp(1);
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(cu.MemCreate(&handle, size, &on1, 0), CUDA_SUCCESS);
+  CUdeviceptr ptr = 0;
+  ASSERT_EQ(cu.MemAddressReserve(&ptr, size, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.MemMap(ptr, size, 0, handle, 0), CUDA_SUCCESS);
+  const CUmemAccessDesc rw1 = Access(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  ASSERT_EQ(cu.MemSetAccess(ptr, size, &rw1, 1), CUDA_SUCCESS);
+  const std::vector<unsigned char> from_parent = Pattern(size, 11);
+  const std::vector<unsigned char> from_child = Pattern(size, 12);
+  ASSERT_EQ(cu.MemcpyHtoD(ptr, from_parent.data(), size), CUDA_SUCCESS);
+  int fd = -1;
+  ASSERT_EQ(cu.MemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                          0),
+            CUDA_SUCCESS);
+  ASSERT_EQ(FdTarget(fd), "/memfd:memd-fake-cuda-vmm:1 (deleted)");
+
+  // A process that sees physical device 1 alone, as its ordinal 0.
+  RunInChild([&] {
+    setenv("CUDA_VISIBLE_DEVICES", "1", 1);
+    ASSERT_NO_FATAL_FAILURE(InitWithContext(0));
+    ASSERT_EQ(Count(), 1);
+    CUmemGenericAllocationHandle imported = 0;
+    ASSERT_EQ(cu.MemImportFromShareableHandle(&imported, AsOsHandle(fd),
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_SUCCESS);
+    CUdeviceptr mine = 0;
+    ASSERT_EQ(cu.MemAddressReserve(&mine, size, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cu.MemMap(mine, size, 0, imported, 0), CUDA_SUCCESS);
+    const CUmemAccessDesc by_physical = Access(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    EXPECT_EQ(cu.MemSetAccess(mine, size, &by_physical, 1), CUDA_ERROR_INVALID_DEVICE);
+    const CUmemAccessDesc rw0 = Access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    ASSERT_EQ(cu.MemSetAccess(mine, size, &rw0, 1), CUDA_SUCCESS);
+    std::vector<unsigned char> seen(size);
+    ASSERT_EQ(cu.MemcpyDtoH(seen.data(), mine, size), CUDA_SUCCESS);
+    EXPECT_EQ(seen, from_parent);
+    ASSERT_EQ(cu.MemcpyHtoD(mine, from_child.data(), size), CUDA_SUCCESS);
+    // Exported again it still names the physical device.
+    int again = -1;
+    ASSERT_EQ(cu.MemExportToShareableHandle(&again, imported,
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_SUCCESS);
+    EXPECT_EQ(FdTarget(again), "/memfd:memd-fake-cuda-vmm:1 (deleted)");
+    close(again);
+    UnmapAndRelease(size, imported, mine);
+  });
+
+  // Processes that do not see physical device 1 cannot import its memory.
+  for (const char* visible : {"0", ""}) {
+    RunInChild([&] {
+      setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+      ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+      CUmemGenericAllocationHandle imported = 0;
+      EXPECT_EQ(cu.MemImportFromShareableHandle(&imported, AsOsHandle(fd),
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                CUDA_ERROR_INVALID_DEVICE)
+          << "CUDA_VISIBLE_DEVICES=\"" << visible << "\"";
+    });
+  }
+  // Nor one whose machine has no device 1 (MEMD_FAKE_CUDA_DEVICES=1).
+  RunInChild([&] {
+    setenv("MEMD_FAKE_CUDA_DEVICES", "1", 1);
+    ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+    CUmemGenericAllocationHandle imported = 0;
+    EXPECT_EQ(cu.MemImportFromShareableHandle(&imported, AsOsHandle(fd),
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_ERROR_NOT_SUPPORTED);
+  });
+
+  // The bytes the first child wrote are in the parent's mapping.
   std::vector<unsigned char> seen(size);
   ASSERT_EQ(cu.MemcpyDtoH(seen.data(), ptr, size), CUDA_SUCCESS);
   EXPECT_EQ(seen, from_child);
