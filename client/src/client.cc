@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/client_core.h"
+#include "common/location.h"
 #include "common/paths.h"
+#include "common/status_macros.h"
 
 namespace memd {
 
@@ -251,6 +253,38 @@ absl::StatusOr<DaemonStats> Client::Stats() {
         device.handle_type() == v1::CUDA_IPC ? "ipc" : "vmm_fd"});
   }
   return stats;
+}
+
+absl::StatusOr<int> Client::CudaDevice(std::string_view text) {
+  const std::string location(text);
+  absl::StatusOr<Location> parsed = Location::Parse(location);
+  if (!parsed.ok() || parsed->kind != Location::Kind::kDevice) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", location, "' is not a GPU location (\"device:N\")"));
+  }
+  ASSIGN_OR_RETURN(DaemonStats stats, Stats());
+  for (const DeviceInfo& device : stats.devices) {
+    if (device.ordinal != parsed->device) continue;
+    absl::StatusOr<int> local = core_->device_imports().OrdinalOf(device.uuid);
+    if (!local.ok() && !absl::IsNotFound(local.status())) return local.status();
+    if (!local.ok()) {
+      return absl::NotFoundError(absl::StrCat(location, ": ", local.status().message()));
+    }
+    return *local;
+  }
+  return absl::NotFoundError(absl::StrCat("memd serves no ", location, " (it serves ",
+                                          stats.devices.size(), " GPUs)"));
+}
+
+absl::StatusOr<std::string> Client::DeviceLocation(int cuda_device) {
+  ASSIGN_OR_RETURN(std::string uuid, core_->device_imports().UuidOf(cuda_device));
+  ASSIGN_OR_RETURN(DaemonStats stats, Stats());
+  for (const DeviceInfo& device : stats.devices) {
+    if (device.uuid == uuid) return absl::StrCat("device:", device.ordinal);
+  }
+  return absl::NotFoundError(absl::StrCat("memd does not serve GPU ", uuid,
+                                          " (this process's CUDA device ", cuda_device,
+                                          "); it serves ", stats.devices.size(), " GPUs"));
 }
 
 absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {

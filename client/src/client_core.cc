@@ -106,6 +106,7 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     device.segment_id = handle.segment_id();
     device.segment_bytes = handle.segment_bytes();
     device.device = handle.device();
+    device.device_uuid = handle.device_uuid();
     device.ipc_handle = handle.ipc_handle();
     device.writable = writable;
     if (!device.ipc) {

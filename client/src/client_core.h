@@ -52,6 +52,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                                std::shared_ptr<Mapping> mapped = nullptr);
 
   MappingCache& mappings() { return mappings_; }
+  DeviceImports& device_imports() { return device_imports_; }
 
   absl::Status Seal(std::uint64_t generation, std::uint64_t lease,
                     BufferInfo* info);

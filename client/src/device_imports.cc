@@ -122,10 +122,60 @@ absl::StatusOr<std::shared_ptr<const cuda::Driver>> DeviceImports::DriverLocked(
   return driver_;
 }
 
+absl::StatusOr<const std::vector<std::string>*> DeviceImports::UuidsLocked() {
+  if (!uuids_.has_value()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const cuda::Driver> driver, DriverLocked());
+    int count = 0;
+    RETURN_IF_ERROR(driver->Check(driver->api().DeviceGetCount(&count), "cuDeviceGetCount"));
+    std::vector<std::string> uuids;
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+      ASSIGN_OR_RETURN(std::string uuid, driver->DeviceUuid(ordinal));
+      uuids.push_back(std::move(uuid));
+    }
+    uuids_ = std::move(uuids);
+  }
+  return &*uuids_;
+}
+
+absl::StatusOr<int> DeviceImports::OrdinalOfLocked(const std::string& uuid) {
+  ASSIGN_OR_RETURN(const std::vector<std::string>* uuids, UuidsLocked());
+  for (std::size_t ordinal = 0; ordinal < uuids->size(); ++ordinal) {
+    if ((*uuids)[ordinal] == uuid) return static_cast<int>(ordinal);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "this process does not see GPU ", uuid, " (it sees ", uuids->size(),
+      " GPUs; CUDA_VISIBLE_DEVICES or the container's GPUs leave it out)"));
+}
+
+absl::StatusOr<int> DeviceImports::OrdinalOf(const std::string& uuid) {
+  absl::MutexLock lock(&mu_);
+  return OrdinalOfLocked(uuid);
+}
+
+absl::StatusOr<std::string> DeviceImports::UuidOf(int ordinal) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const std::vector<std::string>* uuids, UuidsLocked());
+  if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= uuids->size()) {
+    return absl::NotFoundError(absl::StrCat("this process has no CUDA device ", ordinal,
+                                            " (it sees ", uuids->size(), ")"));
+  }
+  return (*uuids)[ordinal];
+}
+
 absl::StatusOr<std::shared_ptr<DeviceImport>> DeviceImports::Import(
     std::uint64_t generation, DeviceHandle handle) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::shared_ptr<const cuda::Driver> driver, DriverLocked());
+  if (!handle.device_uuid.empty()) {
+    absl::StatusOr<int> local = OrdinalOfLocked(handle.device_uuid);
+    if (absl::IsNotFound(local.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the buffer lives on memd's device:", handle.device, ", and ",
+          local.status().message()));
+    }
+    RETURN_IF_ERROR(local.status());
+    handle.device = *local;  // From here on, this process's numbering.
+  }
   ASSIGN_OR_RETURN(CUcontext context, CurrentContextOn(*driver, handle.device));
   std::weak_ptr<DeviceImport>& slot = imports_[{generation, handle.segment_id}];
   if (std::shared_ptr<DeviceImport> shared = slot.lock()) return shared;

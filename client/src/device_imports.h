@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -34,7 +36,8 @@ struct DeviceHandle {
   bool ipc = false;
   std::uint64_t segment_id = 0;
   std::uint64_t segment_bytes = 0;
-  int device = 0;
+  int device = 0;           // memd's ordinal...
+  std::string device_uuid;  // ...and the GPU's UUID (empty from an older memd).
   std::string ipc_handle;  // ipc: the CUipcMemHandle bytes.
   UniqueFd fd;             // VMM: the exported allocation.
   bool writable = false;
@@ -49,15 +52,31 @@ class DeviceImports {
   // CUDA context on the handle's device. Errors: FAILED_PRECONDITION (no
   // current context, or one on another device: the message says what to
   // do), UNAVAILABLE (no CUDA driver in this process), the driver's errors.
+  // The segment's GPU is found in this process by its UUID: memd's ordinal
+  // is another number where CUDA_VISIBLE_DEVICES or a container shows this
+  // process other GPUs; a GPU it cannot see is FAILED_PRECONDITION.
   absl::StatusOr<std::shared_ptr<DeviceImport>> Import(std::uint64_t generation,
                                                        DeviceHandle handle);
+
+  // This process's CUDA ordinal of the GPU with `uuid`, and back. Errors:
+  // NOT_FOUND (this process does not see that GPU, or has no such
+  // ordinal), UNAVAILABLE (no CUDA driver), the driver's.
+  absl::StatusOr<int> OrdinalOf(const std::string& uuid);
+  absl::StatusOr<std::string> UuidOf(int ordinal);
 
  private:
   absl::StatusOr<std::shared_ptr<const cuda::Driver>> DriverLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UUIDs by this process's ordinal, read once: CUDA fixes the visible
+  // devices when it initialises.
+  absl::StatusOr<const std::vector<std::string>*> UuidsLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> OrdinalOfLocked(const std::string& uuid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::shared_ptr<const cuda::Driver> driver_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::vector<std::string>> uuids_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<std::uint64_t, std::uint64_t>,
                       std::weak_ptr<DeviceImport>>
       imports_ ABSL_GUARDED_BY(mu_);

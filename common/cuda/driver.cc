@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 
 namespace memd::cuda {
 
@@ -80,6 +82,22 @@ absl::Status Driver::Check(CUresult result, std::string_view call, int device) c
     default:
       return absl::InternalError(message);
   }
+}
+
+absl::StatusOr<std::string> Driver::DeviceUuid(int ordinal) const {
+  CUdevice device = 0;
+  RETURN_IF_ERROR(Check(api_.DeviceGet(&device, ordinal), "cuDeviceGet", ordinal));
+  CUuuid uuid{};
+  RETURN_IF_ERROR(Check(api_.DeviceGetUuid(&uuid, device), "cuDeviceGetUuid", ordinal));
+  return FormatUuid(uuid);
+}
+
+std::string FormatUuid(const CUuuid& uuid) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  return absl::StrFormat(
+      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+      b[12], b[13], b[14], b[15]);
 }
 
 }  // namespace memd::cuda

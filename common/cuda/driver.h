@@ -106,6 +106,12 @@ class Driver {
   // UNIMPLEMENTED, a driver gone UNAVAILABLE, the rest INTERNAL.
   absl::Status Check(CUresult result, std::string_view call, int device = -1) const;
 
+  // The UUID of this process's device `ordinal`, as FormatUuid writes it:
+  // what names a GPU across processes, whose ordinals differ when
+  // CUDA_VISIBLE_DEVICES or a container shows each a different set.
+  // Errors: Check's, for cuDeviceGet and cuDeviceGetUuid.
+  absl::StatusOr<std::string> DeviceUuid(int ordinal) const;
+
  private:
   Driver(void* library, std::string path) : library_(library), path_(std::move(path)) {}
 
@@ -114,5 +120,8 @@ class Driver {
   DriverApi api_;
   int version_ = 0;
 };
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints UUIDs.
+std::string FormatUuid(const CUuuid& uuid);
 
 }  // namespace memd::cuda

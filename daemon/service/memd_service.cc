@@ -27,6 +27,16 @@ v1::Access ToProto(broker::Access access) {
   return access == broker::Access::kReadWrite ? v1::READ_WRITE : v1::READ;
 }
 
+std::vector<std::string> DeviceUuids(const backend::Backend* backend) {
+  std::vector<std::string> uuids;
+  if (backend == nullptr) return uuids;
+  for (const backend::DeviceInfo& device : backend->devices()) {
+    if (device.ordinal >= static_cast<int>(uuids.size())) uuids.resize(device.ordinal + 1);
+    uuids[device.ordinal] = device.uuid;
+  }
+  return uuids;
+}
+
 }  // namespace
 
 MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
@@ -38,6 +48,7 @@ MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
       sessions_(sessions),
       info_(std::move(info)),
       backend_(backend),
+      device_uuids_(DeviceUuids(backend)),
       observer_(observer) {}
 
 absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
@@ -89,7 +100,11 @@ absl::Status MemdService::Deliver(session::Session& session,
   handle->set_segment_bytes(grant.segment_bytes);
   handle->set_ipc_handle(grant.handle.opaque);
   if (grant.buffer.location.kind == Location::Kind::kDevice) {
-    handle->set_device(grant.buffer.location.device);
+    const int device = grant.buffer.location.device;
+    handle->set_device(device);
+    if (device >= 0 && device < static_cast<int>(device_uuids_.size())) {
+      handle->set_device_uuid(device_uuids_[device]);
+    }
   }
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -115,6 +116,8 @@ class MemdService final : public v1::Memd::CallbackService {
   const session::SessionServer& sessions_;
   const DaemonInfo info_;
   const backend::Backend* const backend_;
+  // By memd's ordinal; fixed once the backend is up.
+  const std::vector<std::string> device_uuids_;
   CallObserver* const observer_;
 };
 

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "absl/time/clock.h"
@@ -31,6 +32,10 @@ constexpr std::uint64_t kMiB = 1 << 20;
 
 class CudaTest : public ::testing::Test {
  protected:
+  // The fake honours CUDA_VISIBLE_DEVICES as CUDA does, and every process
+  // here inherits this one's environment: tests that want it set it.
+  CudaTest() { ::unsetenv("CUDA_VISIBLE_DEVICES"); }
+
   // Starts memd on the fake driver; `fake_env` configures the daemon's fake
   // (MEMD_FAKE_CUDA_*), read when it loads the driver.
   void StartDaemon(std::vector<std::string> args = {},
@@ -46,14 +51,18 @@ class CudaTest : public ::testing::Test {
     client_ = std::move(*client);
   }
 
+  // `env` adds to the program's environment: the fake's MEMD_FAKE_CUDA_*
+  // (each process's fake reads its own), CUDA_VISIBLE_DEVICES.
   ProgramResult Run(const std::string& program, std::vector<std::string> args,
-                    const std::string& input = "") {
-    return RunProgram(BinDir() + "/" + program, args, input,
-                      {{"MEMD_SOCKET_DIR", daemon_->socket_dir()},
-                       {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
+                    const std::string& input = "",
+                    std::map<std::string, std::string> env = {}) {
+    env.emplace("MEMD_SOCKET_DIR", daemon_->socket_dir());
+    env.emplace("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH);
+    return RunProgram(BinDir() + "/" + program, args, input, env);
   }
-  ProgramResult Client(std::vector<std::string> args) {
-    return Run("memd-test-client", std::move(args));
+  ProgramResult Client(std::vector<std::string> args,
+                       std::map<std::string, std::string> env = {}) {
+    return Run("memd-test-client", std::move(args), "", std::move(env));
   }
 
   std::unique_ptr<DaemonProcess> daemon_;
@@ -234,6 +243,80 @@ TEST_F(CudaTest, MemctlPutsAndGetsDeviceBuffers) {
   ASSERT_EQ(Client({"device-produce", "p", "1000", "5", "0"}).exit_code, 0);
   EXPECT_EQ(Run("memctl", {"get", "p"}).out.size(), 1000u);
 }
+
+// Two GPUs, numbered by each process's CUDA: memd sees both; a client with
+// CUDA_VISIBLE_DEVICES=1 sees memd's device:1 as its device 0. Buffers are
+// found by the GPU's UUID, whatever the numbers.
+class GpuNumberingTest : public CudaTest,
+                         public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override { StartDaemon({"--cuda-handles", GetParam()}, kTwoGpus); }
+
+  // What a client process with `visible` as CUDA_VISIBLE_DEVICES runs.
+  ProgramResult ClientSeeing(const std::string& visible, std::vector<std::string> args) {
+    return Client(std::move(args), {{"MEMD_FAKE_CUDA_DEVICES", "2"},
+                                    {"CUDA_VISIBLE_DEVICES", visible}});
+  }
+
+  static inline const std::vector<std::pair<std::string, std::string>> kTwoGpus = {
+      {"MEMD_FAKE_CUDA_DEVICES", "2"}};
+};
+
+TEST_P(GpuNumberingTest, ABufferIsFoundByItsGpuWhateverTheClientCallsIt) {
+  // Produced by a process that knows the GPU only as its device 0.
+  ProgramResult produced =
+      ClientSeeing("1", {"device-produce", "weights", "3000000", "21", "1"});
+  ASSERT_EQ(produced.exit_code, 0) << produced.out << produced.err;
+  EXPECT_EQ(client_->Stat("weights")->location, "device:1");
+  // Read where it is device 0, device 1 (the same order as memd), and
+  // device 0 again in a reversed order.
+  for (const char* visible : {"1", "0,1", "1,0"}) {
+    ProgramResult consumed =
+        ClientSeeing(visible, {"device-consume", "weights", "3000000", "21"});
+    EXPECT_EQ(consumed.exit_code, 0) << "CUDA_VISIBLE_DEVICES=" << visible << "\n"
+                                     << consumed.out << consumed.err;
+  }
+  // A process that does not see the GPU is told so, by UUID; no lease stays.
+  ProgramResult blind = ClientSeeing("0", {"device-open-without-context", "weights"});
+  EXPECT_EQ(blind.out, "FAILED_PRECONDITION\n") << blind.err;
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->devices.size(), 2u);
+  EXPECT_THAT(blind.err, HasSubstr("memd's device:1"));
+  EXPECT_THAT(blind.err, HasSubstr("does not see GPU " + stats->devices[1].uuid));
+  EXPECT_EQ(stats->leases, 0u);
+}
+
+TEST_P(GpuNumberingTest, TheClientTranslatesLocationsAndOrdinals) {
+  ProgramResult reversed = ClientSeeing("1,0", {"device-numbering", "-"});
+  ASSERT_EQ(reversed.exit_code, 0) << reversed.out << reversed.err;
+  EXPECT_EQ(reversed.out,
+            "device:0 cuda 1\ndevice:1 cuda 0\n"
+            "cuda 0 device:1\ncuda 1 device:0\n");
+  ProgramResult one = ClientSeeing("1", {"device-numbering", "-"});
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  EXPECT_EQ(one.out, "device:0 cuda NOT_FOUND\ndevice:1 cuda 0\ncuda 0 device:1\n");
+}
+
+TEST_P(GpuNumberingTest, MemctlCopiesThroughTheGpuMemdNames) {
+  std::string bytes(2 * 1000 * 1000, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 13);
+  const std::map<std::string, std::string> sees_one = {
+      {"MEMD_FAKE_CUDA_DEVICES", "2"}, {"CUDA_VISIBLE_DEVICES", "1"}};
+  ProgramResult put =
+      Run("memctl", {"put", "--location", "device:1", "blob", "-"}, bytes, sees_one);
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  ProgramResult get = Run("memctl", {"get", "blob"}, "", sees_one);
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_TRUE(get.out == bytes);
+  ProgramResult refused = Run("memctl", {"put", "--location", "device:0", "other", "-"},
+                              "x", sees_one);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("device:0: this process does not see GPU"));
+  EXPECT_FALSE(client_->Stat("other").ok()) << "nothing created";
+}
+
+INSTANTIATE_TEST_SUITE_P(Handles, GpuNumberingTest, ::testing::Values("vmm_fd", "ipc"));
 
 TEST_F(CudaTest, AutoTakesCudaWhenADriverIsThereAndHostWhenNot) {
   ::setenv("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH, 1);

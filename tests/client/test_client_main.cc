@@ -10,10 +10,16 @@
 //   memd-test-client [--uid N] unlink NAME
 //   memd-test-client [--uid N] trim LOCATION|all
 //   memd-test-client device-produce NAME SIZE SEED ORDINAL
-//       create on device:ORDINAL, fill it through the driver, seal, exit
+//       create on memd's device:ORDINAL, fill it through the driver, seal
 //   memd-test-client device-consume NAME SIZE SEED [WAIT_MS]
 //       open a device buffer (context on its device), read it through the
 //       driver, check the pattern; exit 0 if it matches
+//   memd-test-client device-numbering -
+//       print "device:N cuda K" for each GPU memd serves (K: this process's
+//       ordinal, or the status code), then "cuda K device:N" for each GPU
+//       this process sees (or the status code)
+// The device commands make current a context on the GPU the buffer lives
+// on, in this process's CUDA numbering (Client::CudaDevice).
 //   memd-test-client device-open-without-context NAME
 //       open a device buffer with no CUDA context current; print the code
 //   memd-test-client device-create-hold NAME SIZE
@@ -82,13 +88,47 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
     std::printf("OK\n");
     return 0;
   }
-  const int ordinal = command == "device-produce" && args.size() >= 5 ? std::stoi(args[4]) : 0;
-  auto driver = UseDevice(ordinal);
+  if (command == "device-numbering") {
+    auto stats = client.Stats();
+    if (!stats.ok()) return Fail(stats.status());
+    for (const memd::DeviceInfo& device : stats->devices) {
+      const std::string location = "device:" + std::to_string(device.ordinal);
+      auto cuda = client.CudaDevice(location);
+      std::printf("%s cuda %s\n", location.c_str(),
+                  cuda.ok() ? std::to_string(*cuda).c_str()
+                            : absl::StatusCodeToString(cuda.status().code()).c_str());
+    }
+    auto driver = memd::cuda::Driver::Load();
+    if (!driver.ok()) return Fail(driver.status());
+    int count = 0;
+    if (auto counted = (*driver)->Check((*driver)->api().DeviceGetCount(&count),
+                                        "cuDeviceGetCount");
+        !counted.ok()) {
+      return Fail(counted);
+    }
+    for (int cuda = 0; cuda < count; ++cuda) {
+      auto location = client.DeviceLocation(cuda);
+      std::printf("cuda %d %s\n", cuda,
+                  location.ok() ? location->c_str()
+                                : absl::StatusCodeToString(location.status().code()).c_str());
+    }
+    return 0;
+  }
+  // memd's location of the buffer (or, to create, the one asked for).
+  std::string location = "device:0";
+  if (command == "device-produce" && args.size() >= 5) {
+    location = "device:" + args[4];
+  } else if (auto info = client.Stat(name); info.ok()) {
+    location = info->location;
+  }
+  auto cuda_device = client.CudaDevice(location);
+  if (!cuda_device.ok()) return Fail(cuda_device.status());
+  auto driver = UseDevice(*cuda_device);
   if (!driver.ok()) return Fail(driver.status());
   const memd::cuda::DriverApi& api = (*driver)->api();
   if (command == "device-produce" && args.size() >= 5) {
     const std::uint64_t size = std::stoull(args[2]);
-    auto buffer = client.Create(name, size, {.location = "device:" + args[4]});
+    auto buffer = client.Create(name, size, {.location = location});
     if (!buffer.ok()) return Fail(buffer.status());
     std::vector<std::byte> bytes(size);
     memd::testing::FillPattern(bytes, std::stoul(args[3]));
@@ -113,7 +153,7 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
         !copied.ok()) {
       return Fail(copied);
     }
-    if (buffer->size() != std::stoull(args[2]) || buffer->device() != 0 ||
+    if (buffer->size() != std::stoull(args[2]) || buffer->device() != *cuda_device ||
         !memd::testing::MatchesPattern(bytes, std::stoul(args[3]))) {
       std::printf("MISMATCH\n");
       return 4;
@@ -122,7 +162,7 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
     return 0;
   }
   if (command == "device-create-hold" && args.size() >= 3) {
-    auto buffer = client.Create(name, std::stoull(args[2]), {.location = "device:0"});
+    auto buffer = client.Create(name, std::stoull(args[2]), {.location = location});
     if (!buffer.ok()) return Fail(buffer.status());
     std::printf("held\n");
     std::fflush(stdout);

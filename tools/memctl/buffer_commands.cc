@@ -136,7 +136,10 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   absl::StatusOr<Location> location = Location::Parse(options.location);
   std::shared_ptr<const cuda::Driver> driver;
   if (location.ok() && location->kind == Location::Kind::kDevice) {
-    auto used = UseDevice(location->device);
+    // memctl's CUDA may number the GPUs otherwise than memd's.
+    absl::StatusOr<int> cuda_device = client.CudaDevice(options.location);
+    if (!cuda_device.ok()) return Failed(step, cuda_device.status());
+    auto used = UseDevice(*cuda_device);
     if (!used.ok()) return Failed(step, used.status());
     driver = *std::move(used);
   }
@@ -185,7 +188,9 @@ absl::Status RunGet(Client& client, const GetOptions& options, const Output& out
   if (absl::StatusOr<BufferInfo> info = client.Stat(options.name); info.ok()) {
     absl::StatusOr<Location> location = Location::Parse(info->location);
     if (location.ok() && location->kind == Location::Kind::kDevice) {
-      auto used = UseDevice(location->device);
+      absl::StatusOr<int> cuda_device = client.CudaDevice(info->location);
+      if (!cuda_device.ok()) return Failed(step, cuda_device.status());
+      auto used = UseDevice(*cuda_device);
       if (!used.ok()) return Failed(step, used.status());
       driver = *std::move(used);
     }

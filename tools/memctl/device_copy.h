@@ -14,7 +14,8 @@
 
 namespace memd::memctl {
 
-// Makes device `ordinal`'s primary context current on this thread for the
+// Makes memctl's CUDA device `ordinal` (Client::CudaDevice translates memd's
+// "device:N") primary context current on this thread for the
 // rest of the program (memctl does one thing and exits). Errors: UNAVAILABLE
 // (no CUDA driver here), the driver's errors naming the call.
 absl::StatusOr<std::shared_ptr<const cuda::Driver>> UseDevice(int ordinal);

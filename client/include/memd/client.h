@@ -190,7 +190,9 @@ class Buffer {
   // process's GPU address space (a CUdeviceptr valid in contexts on
   // device()), else 0. Read-only leases map it read-only.
   DevicePointer device_pointer() const { return device_pointer_; }
-  // The device ordinal, or -1 for host memory.
+  // This process's CUDA ordinal of the buffer's GPU, or -1 for host memory.
+  // It is N of "device:N" only where this process sees the GPUs memd sees,
+  // in the same order (see Client::CudaDevice).
   int device() const { return device_import_ != nullptr ? device_ordinal() : -1; }
 
   // As of the call that granted the lease (and Seal()); Stat() is fresh.
@@ -272,6 +274,17 @@ class Client {
 
   // One round trip to the daemon, nothing else.
   absl::Status Ping();
+
+  // GPU numbering. memd names GPUs by its own CUDA ordinals ("device:N");
+  // this process numbers them differently where CUDA_VISIBLE_DEVICES or a
+  // container shows it other GPUs or another order. These translate through
+  // the GPUs' UUIDs (one Stats call each): the CUDA device to make current
+  // before opening a buffer at `location`, and the location naming this
+  // process's CUDA device `cuda_device` for Create. Errors: INVALID_ARGUMENT
+  // (not "device:N"), NOT_FOUND (memd serves no such GPU, or this process
+  // does not see it), UNAVAILABLE (no CUDA driver in this process).
+  absl::StatusOr<int> CudaDevice(std::string_view location);
+  absl::StatusOr<std::string> DeviceLocation(int cuda_device);
 
   std::uint64_t session_id() const;
   const std::string& socket_dir() const;

@@ -1,20 +1,11 @@
 #include "daemon/backend/cuda/cuda_backend.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/bytes.h"
 #include "common/status_macros.h"
 #include "common/cuda/scoped_context.h"
 
 namespace memd::backend {
-
-std::string FormatUuid(const CUuuid& uuid) {
-  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  return absl::StrFormat(
-      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-      b[12], b[13], b[14], b[15]);
-}
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     std::shared_ptr<const cuda::Driver> driver, CudaHandles handles) {
@@ -36,10 +27,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     RETURN_IF_ERROR(driver->Check(api.DeviceGetName(name, sizeof(name) - 1, device.handle),
                                   "cuDeviceGetName", ordinal));
     device.info.name = name;
-    CUuuid uuid{};
-    RETURN_IF_ERROR(driver->Check(api.DeviceGetUuid(&uuid, device.handle),
-                                  "cuDeviceGetUuid", ordinal));
-    device.info.uuid = FormatUuid(uuid);
+    ASSIGN_OR_RETURN(device.info.uuid, driver->DeviceUuid(ordinal));
     size_t total = 0;
     RETURN_IF_ERROR(driver->Check(api.DeviceTotalMem(&total, device.handle),
                                   "cuDeviceTotalMem", ordinal));

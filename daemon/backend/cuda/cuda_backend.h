@@ -58,7 +58,4 @@ class CudaBackend : public Backend {
   std::vector<Device> devices_;
 };
 
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints UUIDs.
-std::string FormatUuid(const CUuuid& uuid);
-
 }  // namespace memd::backend

@@ -27,7 +27,8 @@ constexpr std::uint64_t kMiB = 1 << 20;
 std::shared_ptr<const cuda::Driver> LoadFake(
     std::vector<std::pair<const char*, const char*>> environment = {}) {
   for (const char* name : {"MEMD_FAKE_CUDA_DEVICES", "MEMD_FAKE_CUDA_MEMORY",
-                           "MEMD_FAKE_CUDA_VMM", "MEMD_FAKE_CUDA_INIT_ERROR"}) {
+                           "MEMD_FAKE_CUDA_VMM", "MEMD_FAKE_CUDA_INIT_ERROR",
+                           "CUDA_VISIBLE_DEVICES"}) {
     ::unsetenv(name);
   }
   for (auto [name, value] : environment) ::setenv(name, value, 1);
