@@ -13,13 +13,14 @@
 #include "common/bytes.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "daemon/broker/quota.h"
 #include "toml++/toml.h"
 
 namespace memd {
 namespace {
 
 // How an option's text becomes a value.
-enum class Kind { kText, kBytes, kCount, kMode, kRatio };
+enum class Kind { kText, kBytes, kCount, kMode, kRatio, kQuota };
 
 struct Option {
   const char* key;  // TOML key; the flag is --key with '-' for '_'.
@@ -107,6 +108,14 @@ const std::vector<Option>& Options() {
       {"max_waits_per_session", Kind::kCount,
        "most opens one session may have waiting for a seal (default 256)",
        nullptr, &Config::max_waits_per_session},
+      {"max_uid_bytes", Kind::kQuota,
+       "most bytes of buffers one uid may own in each location: 16GiB, or "
+       "host=16GiB,pinned=2GiB,device=40GiB,device:1=8GiB (default: none)",
+       &Config::max_uid_bytes},
+      {"max_session_bytes", Kind::kQuota,
+       "most bytes of buffers one session may have created in each location, "
+       "written as max_uid_bytes (default: none)",
+       &Config::max_session_bytes},
   };
   return options;
 }
@@ -128,6 +137,12 @@ absl::Status Apply(const Option& option, const std::string& text,
     case Kind::kText:
       config.*option.text = text;
       return absl::OkStatus();
+    case Kind::kQuota: {
+      auto quota = broker::Quota::Parse(text);
+      if (!quota.ok()) return invalid(std::string(quota.status().message()));
+      config.*option.text = text;
+      return absl::OkStatus();
+    }
     case Kind::kBytes: {
       auto bytes = ParseBytes(text);
       if (!bytes.ok()) return invalid(std::string(bytes.status().message()));

@@ -27,9 +27,10 @@ struct Config {
   std::string log_level = "info";
   // The largest single buffer.
   std::uint64_t max_buffer_bytes = std::uint64_t{64} << 30;
-  // Most bytes the host pool reserves; 0 means half of physical memory.
+  // Most bytes the host pool reserves; 0 means half of the memory memd may
+  // use (memory_budget.h).
   std::uint64_t host_pool_limit_bytes = 0;
-  // Most bytes the pinned pool reserves; 0 means a quarter of physical memory.
+  // Most bytes the pinned pool reserves; 0 means a quarter of it.
   std::uint64_t pinned_pool_limit_bytes = 0;
   // Most bytes each device pool reserves; 0 means 90% of the device.
   std::uint64_t device_pool_limit_bytes = 0;
@@ -57,6 +58,11 @@ struct Config {
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;
   std::uint64_t max_waits_per_session = 256;
+  // Byte quotas (broker/quota.h): bytes of live buffers one uid may own, and
+  // one session may have created, per location: "16GiB" everywhere, or
+  // "host=16GiB,device=40GiB,device:1=8GiB"; empty: none.
+  std::string max_uid_bytes;
+  std::string max_session_bytes;
 };
 
 // Parses the command line (argv[0] first) and the config file it names.

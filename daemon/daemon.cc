@@ -84,10 +84,18 @@ absl::Status ChmodSocket(const std::string& path, std::uint32_t mode) {
   return absl::OkStatus();
 }
 
+// `config` has passed ParseConfig, which checked the quotas parse.
 broker::BrokerLimits LimitsOf(const Config& config) {
-  return broker::BrokerLimits{config.max_buffer_bytes, config.max_buffers,
-                              config.max_sessions, config.max_leases_per_session,
-                              config.max_waits_per_session};
+  broker::BrokerLimits limits;
+  limits.max_buffer_bytes = config.max_buffer_bytes;
+  limits.max_buffers = config.max_buffers;
+  limits.max_sessions = config.max_sessions;
+  limits.max_leases_per_session = config.max_leases_per_session;
+  limits.max_waits_per_session = config.max_waits_per_session;
+  limits.max_uid_bytes = broker::Quota::Parse(config.max_uid_bytes).value_or(broker::Quota());
+  limits.max_session_bytes =
+      broker::Quota::Parse(config.max_session_bytes).value_or(broker::Quota());
+  return limits;
 }
 
 }  // namespace

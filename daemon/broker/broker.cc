@@ -91,6 +91,7 @@ void Broker::EndSession(SessionId session) {
   if (it == sessions_.end()) return;
   std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
   for (LeaseId lease : leases) ReleaseLocked(lease, deferred);
+  usage_.ForgetSession(session);
   for (auto watch = watches_.begin(); watch != watches_.end();) {
     if (watch->second.session != session) {
       ++watch;
@@ -125,6 +126,14 @@ absl::StatusOr<Broker::Lease*> Broker::FindLeaseLocked(SessionId session,
         "or never granted)"));
   }
   return &lease->second;
+}
+
+absl::Status Broker::AdmitLocked(SessionId session, const Session& caller,
+                                 const CreateParams& params) {
+  const Charge charge{caller.peer.uid, session, caller.peer.pid, params.location,
+                      params.size};
+  return usage_.Admit(charge, params.name, limits_.max_uid_bytes,
+                      limits_.max_session_bytes);
 }
 
 Broker::Buffer* Broker::FindNamedLocked(const std::string& name) {
@@ -172,6 +181,8 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
       return absl::AlreadyExistsError(
           absl::StrCat("buffer ", Quoted(params.name), " already exists"));
     }
+    // Before allocating; checked again, and charged, once allocated.
+    RETURN_IF_ERROR(AdmitLocked(session, *caller, params));
     domain = DomainOf(caller->peer, params);
   }
   // Allocation may reach the backend (a system call, page zeroing): never
@@ -210,6 +221,9 @@ absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
         absl::StrCat("too many buffers: ", buffers_.size(),
                      " exist; the limit is ", limits_.max_buffers)));
   }
+  if (absl::Status admitted = AdmitLocked(session, **caller, params); !admitted.ok()) {
+    return give_back(admitted);
+  }
   const PeerCredentials& peer = (*caller)->peer;
   BufferInfo& info = buffer->info;
   info.name = params.name;
@@ -226,6 +240,8 @@ absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
   Buffer& stored = *buffer;
   auto grant = GrantLocked(session, **caller, stored, Access::kReadWrite);
   if (!grant.ok()) return give_back(grant.status());
+  stored.charge = Charge{peer.uid, session, peer.pid, params.location, params.size};
+  usage_.Add(stored.charge);
   names_.emplace(info.name, info.id);
   buffers_.emplace(info.id, std::move(buffer));
   grant->created = true;
@@ -347,6 +363,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     if (Buffer* existing = FindNamedLocked(params.name)) {
       return open_existing(*caller, *existing);
     }
+    RETURN_IF_ERROR(AdmitLocked(session, *caller, params));
     domain = DomainOf(caller->peer, params);
   }
   ASSIGN_OR_RETURN(pool::Allocation allocation,
@@ -463,6 +480,7 @@ void Broker::FreeIfUnusedLocked(BufferId id, Deferred& deferred) {
   auto it = buffers_.find(id);
   if (!it->second->info.unlinked || it->second->info.lease_count > 0) return;
   pool::Pool* pool = it->second->pool;
+  usage_.Remove(it->second->charge);
   deferred.freed.emplace_back(pool, std::move(it->second));
   buffers_.erase(it);
 }
@@ -551,6 +569,7 @@ BrokerCounts Broker::Counts() const {
   counts.sessions = sessions_.size();
   counts.leases = leases_.size();
   counts.rejections = rejections_;
+  counts.rejections.quotas = usage_.rejections();
   return counts;
 }
 

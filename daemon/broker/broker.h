@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/unix_socket.h"
 #include "daemon/broker/types.h"
+#include "daemon/broker/usage_ledger.h"
 #include "daemon/pool/pool.h"
 #include "daemon/pool/pool_set.h"
 
@@ -36,7 +37,8 @@ namespace memd::broker {
 /// INVALID_ARGUMENT (bad name, size, mode, location), NOT_FOUND (unknown
 /// name, unknown lease), ALREADY_EXISTS, PERMISSION_DENIED (mode forbids the
 /// caller), FAILED_PRECONDITION (wrong state: not sealed yet, sealed already,
-/// unlinked, read-only lease), RESOURCE_EXHAUSTED (limits, pool),
+/// unlinked, read-only lease), RESOURCE_EXHAUSTED (limits, byte quotas,
+/// pool),
 /// UNAUTHENTICATED (the session is unknown or has ended).
 class Broker {
  public:
@@ -115,6 +117,7 @@ class Broker {
     BufferInfo info;
     pool::Pool* pool = nullptr;
     pool::Allocation allocation;
+    Charge charge;  // What the ledger holds for it.
   };
   struct Lease {
     SessionId session = 0;
@@ -173,10 +176,15 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Buffer* FindNamedLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks the byte quotas for a buffer the session would create.
+  absl::Status AdmitLocked(SessionId session, const Session& caller,
+                           const CreateParams& params)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   pool::PoolSet& pools_;
   BrokerLimits limits_ ABSL_GUARDED_BY(mu_);
   LimitRejections rejections_ ABSL_GUARDED_BY(mu_);
+  UsageLedger usage_ ABSL_GUARDED_BY(mu_);
   const Clock& clock_;
 
   mutable absl::Mutex mu_;

@@ -3,15 +3,18 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "common/location.h"
 #include "common/unique_fd.h"
 #include "daemon/backend/backend.h"
+#include "daemon/broker/quota.h"
 
 namespace memd::broker {
 
@@ -91,6 +94,8 @@ struct LimitRejections {
   std::uint64_t sessions = 0;
   std::uint64_t leases_per_session = 0;
   std::uint64_t waits_per_session = 0;
+  // Byte quotas, by (quota key, location): {"max_uid_bytes", "host"} -> n.
+  std::map<std::pair<std::string, std::string>, std::uint64_t> quotas;
 };
 
 struct BrokerCounts {
@@ -111,6 +116,10 @@ struct BrokerLimits {
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;
   std::uint64_t max_waits_per_session = 256;
+  // Bytes of live buffers one uid may own, and one session may have
+  // created while it lasts, in each location (sizes as asked, not rounded).
+  Quota max_uid_bytes;
+  Quota max_session_bytes;
 };
 
 }  // namespace memd::broker

@@ -1,6 +1,8 @@
 #include "daemon/metrics/daemon_collectable.h"
 
+#include <map>
 #include <string>
+#include <utility>
 
 namespace memd::metrics {
 namespace {
@@ -140,6 +142,17 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
              static_cast<double>(refused.sessions));
   AddCounter(rejections, {{"limit", "max_leases_per_session"}},
              static_cast<double>(refused.leases_per_session));
+  // Every location's quota series exists from the start, at 0.
+  std::map<std::pair<std::string, std::string>, std::uint64_t> quotas = refused.quotas;
+  for (const pool::PoolStats& stats : pools_.Stats()) {
+    for (const char* quota : {"max_uid_bytes", "max_session_bytes"}) {
+      quotas.try_emplace({quota, stats.location.ToString()}, 0);
+    }
+  }
+  for (const auto& [key, count] : quotas) {
+    AddCounter(rejections, {{"limit", key.first}, {"location", key.second}},
+               static_cast<double>(count));
+  }
   AddCounter(rejections, {{"limit", "max_waits_per_session"}},
              static_cast<double>(refused.waits_per_session));
   auto sessions = Family("memd_sessions", "Connected client sessions.",

@@ -63,6 +63,8 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
            {{"--pool-domain-reuse", "always"}, "never, scrub"},
            {{"--pool-idle-budget", "lots"}, "not a number"},
            {{"--pool-large-fit-slack", "-1"}, "must not be negative"},
+           {{"--max-uid-bytes", "gpu=1GiB"}, "unknown location 'gpu'"},
+           {{"--max-session-bytes", "lots"}, "--max-session-bytes"},
        }) {
     auto config = Parse(c.args);
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument)
@@ -95,6 +97,27 @@ TEST(ConfigTest, FileSetsEveryKindOfKeyAndFlagsWin) {
   EXPECT_EQ(config->log_level, "error");
 }
 
+TEST(ConfigTest, QuotasComeFromFlagsOrTheFile) {
+  auto flags = Parse({"--max-uid-bytes", "host=16GiB,device=40GiB",
+                      "--max-session-bytes", "512MiB"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->max_uid_bytes, "host=16GiB,device=40GiB");
+  EXPECT_EQ(flags->max_session_bytes, "512MiB");
+  EXPECT_EQ(Parse({})->max_uid_bytes, "") << "no quota by default";
+
+  testing::TempDir dir;
+  std::string path = dir.Join("memd.toml");
+  std::ofstream(path) << "max_uid_bytes = \"pinned=1GiB\"\nmax_session_bytes = 4096\n";
+  auto file = Parse({"--config", path});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->max_uid_bytes, "pinned=1GiB");
+  EXPECT_EQ(file->max_session_bytes, "4096");
+  std::ofstream(path, std::ios::trunc) << "max_uid_bytes = \"host=\"\n";
+  auto bad = Parse({"--config", path});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("max_uid_bytes"));
+}
+
 TEST(ConfigTest, FileErrorsSayWhereAndWhat) {
   testing::TempDir dir;
   std::string path = dir.Join("memd.toml");
@@ -123,6 +146,8 @@ TEST(ConfigTest, OnlyLimitsAndLogLevelChangeWithoutRestart) {
   next.log_level = "debug";
   next.max_buffers = 7;
   next.max_sessions = 3;
+  next.max_uid_bytes = "16GiB";
+  next.max_session_bytes = "host=1GiB";
   EXPECT_TRUE(SettingsNeedingRestart(running, next).empty());
 
   next.socket_mode = 0600;

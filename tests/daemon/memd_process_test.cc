@@ -396,6 +396,36 @@ TEST(MemdProcessTest, SighupReloadsLimitsAndLogLevel) {
   EXPECT_TRUE((*client)->Create("c", 10).ok());
 }
 
+// Byte quotas end to end: RESOURCE_EXHAUSTED through gRPC with the numbers,
+// counted in /metrics, and changed by a reload.
+TEST(MemdProcessTest, ByteQuotasRefuseCountAndReload) {
+  testing::TempDir dir;
+  const std::string config = dir.Join("memd.toml");
+  std::ofstream(config) << "max_uid_bytes = \"host=1MiB\"\n";
+  auto daemon = StartOrDie({"--config", config});
+  ASSERT_NE(daemon, nullptr);
+  auto client = Client::Connect({.socket_dir = daemon->socket_dir()});
+  ASSERT_TRUE(client.ok());
+  auto kept = (*client)->Create("kept", 768 * 1024);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  auto over = (*client)->Create("over", 512 * 1024);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(),
+              HasSubstr(absl::StrCat("would take uid ", ::getuid(),
+                                     " over its quota of 1 MiB (1048576 bytes) at host "
+                                     "(max_uid_bytes): its buffers there take 768 KiB")));
+  std::string body = Scrape((*client)->Stats()->metrics_address);
+  EXPECT_THAT(body, HasSubstr("memd_quota_rejections_total{limit=\"max_uid_bytes\","
+                              "location=\"host\"} 1"));
+  EXPECT_THAT(body, HasSubstr("memd_quota_rejections_total{limit=\"max_session_bytes\","
+                              "location=\"host\"} 0"));
+
+  std::ofstream(config, std::ios::trunc) << "max_uid_bytes = \"host=2MiB\"\n";
+  ASSERT_EQ(::kill(daemon->pid(), SIGHUP), 0);
+  AwaitNotification(*daemon, "READY=1");
+  EXPECT_TRUE((*client)->Create("over", 512 * 1024).ok());
+}
+
 TEST(MemdProcessTest, ConfigFileSetsKeysAndFlagsWin) {
   testing::TempDir dir;
   const std::string config = dir.Join("memd.toml");

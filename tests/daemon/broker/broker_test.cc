@@ -44,7 +44,8 @@ class BrokerTest : public ::testing::Test {
  protected:
   BrokerTest() { MakeBroker(BrokerLimits{}); }
 
-  void MakeBroker(BrokerLimits limits) {
+  // `device`: a device:0 pool beside host.
+  void MakeBroker(BrokerLimits limits, bool device = false) {
     broker_.reset();
     pools_ = std::make_unique<pool::PoolSet>();
     pool::CarvingPoolOptions options;
@@ -52,6 +53,10 @@ class BrokerTest : public ::testing::Test {
     options.idle_budget = -1;  // Reuse shows in hit counts; keep idle memory.
     pools_->Add(std::make_unique<pool::CarvingPool>(backend_, Location::Host(),
                                                     options, clock_));
+    if (device) {
+      pools_->Add(std::make_unique<pool::CarvingPool>(backend_, Location::Device(0),
+                                                      options, clock_));
+    }
     broker_ = std::make_unique<Broker>(*pools_, limits, clock_);
   }
 
@@ -201,6 +206,109 @@ TEST_F(BrokerTest, TooManySessionsIsResourceExhausted) {
   auto second = broker_->StartSession(Peer(kBob, kStaff), "b");
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(second.status().message(), HasSubstr("the limit is 1"));
+}
+
+// ---- Byte quotas ----
+
+BrokerLimits Quotas(const char* uid, const char* session) {
+  BrokerLimits limits;
+  limits.max_uid_bytes = *Quota::Parse(uid);
+  limits.max_session_bytes = *Quota::Parse(session);
+  return limits;
+}
+
+TEST_F(BrokerTest, AUidQuotaRefusesWithTheNumbersAndFreesWithTheMemory) {
+  MakeBroker(Quotas("3MiB", ""));
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  auto a = broker_->Create(alice, Params("a", 2 * kMiB));
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto over = broker_->Create(alice, Params("b", 2 * kMiB));
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(),
+              HasSubstr("buffer 'b' (2 MiB (2097152 bytes) at host) would take uid 1000 "
+                        "over its quota of 3 MiB (3145728 bytes) at host (max_uid_bytes): "
+                        "its buffers there take 2 MiB (2097152 bytes)"));
+  EXPECT_EQ(broker_->Stat(alice, "b").status().code(), absl::StatusCode::kNotFound);
+  // Up to the quota exactly is fine.
+  ASSERT_TRUE(broker_->Create(alice, Params("c", kMiB)).ok());
+  EXPECT_FALSE(broker_->Create(alice, Params("d", 1)).ok());
+  // Unlinked, a buffer counts while its memory lives: until its last lease.
+  ASSERT_TRUE(broker_->Unlink(alice, "a").ok());
+  EXPECT_FALSE(broker_->Create(alice, Params("e", 2 * kMiB)).ok());
+  ASSERT_TRUE(broker_->Release(alice, a->lease).ok());
+  EXPECT_TRUE(broker_->Create(alice, Params("e", 2 * kMiB)).ok());
+  const LimitRejections rejections = broker_->Counts().rejections;
+  EXPECT_EQ(rejections.quotas.at({"max_uid_bytes", "host"}), 3u);
+}
+
+TEST_F(BrokerTest, AUidQuotaCountsEveryOwnedBufferAndOnlyThoseOfItsUid) {
+  MakeBroker(Quotas("3MiB", ""));
+  SessionId first = Start(Peer(kAlice, kStaff));
+  SessionId second = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  Publish(first, "a", std::string(2 * kMiB, 'a'));
+  // Another session of the same uid shares the quota...
+  EXPECT_EQ(broker_->Create(second, Params("b", 2 * kMiB)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // ...another uid has its own.
+  EXPECT_TRUE(broker_->Create(bob, Params("c", 3 * kMiB)).ok());
+  // A persistent buffer outlives its session and still counts for its uid.
+  broker_->EndSession(first);
+  EXPECT_EQ(broker_->Create(second, Params("d", 2 * kMiB)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(BrokerTest, ASessionQuotaHoldsPerSessionWhileItLasts) {
+  MakeBroker(Quotas("", "2MiB"));
+  SessionId first = Start(Peer(kAlice, kStaff));
+  SessionId second = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->Create(first, Params("a", 2 * kMiB)).ok());
+  auto over = broker_->Create(first, Params("b", 1));
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("would take session "));
+  EXPECT_THAT(over.status().message(), HasSubstr("(pid 5000) over its quota of 2 MiB"));
+  EXPECT_THAT(over.status().message(), HasSubstr("(max_session_bytes)"));
+  EXPECT_TRUE(broker_->Create(second, Params("c", 2 * kMiB)).ok());
+  EXPECT_EQ(broker_->Counts().rejections.quotas.at({"max_session_bytes", "host"}), 1u);
+}
+
+TEST_F(BrokerTest, QuotasArePerLocation) {
+  MakeBroker(Quotas("host=1MiB,device=4MiB", ""), /*device=*/true);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->Create(alice, Params("h", kMiB)).ok());
+  CreateParams on_device = Params("d", 4 * kMiB);
+  on_device.location = Location::Device(0);
+  EXPECT_TRUE(broker_->Create(alice, on_device).ok()) << "host's use does not count";
+  on_device.name = "d2";
+  auto over = broker_->Create(alice, on_device);
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("at device:0 (max_uid_bytes)"));
+}
+
+TEST_F(BrokerTest, OpenOrCreateIsRefusedOnlyWhenItWouldCreate) {
+  MakeBroker(Quotas("1MiB", ""));
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  Publish(alice, "shared", std::string(kMiB, 's'), 0644);
+  auto refused = broker_->OpenOrCreate(alice, Params("mine", 1), broker_->NewWatchId(), {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  // Opening what exists takes nothing of a quota.
+  auto opened = broker_->OpenOrCreate(bob, Params("shared", kMiB), broker_->NewWatchId(), {});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_TRUE(opened->has_value());
+  EXPECT_FALSE((*opened)->created);
+}
+
+TEST_F(BrokerTest, NewQuotasApplyToTheNextRequest) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->Create(alice, Params("a", 2 * kMiB)).ok());
+  broker_->SetLimits(Quotas("1MiB", ""));
+  // What exists stays; nothing more fits.
+  EXPECT_TRUE(broker_->Stat(alice, "a").ok());
+  EXPECT_EQ(broker_->Create(alice, Params("b", 1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  broker_->SetLimits(BrokerLimits{});
+  EXPECT_TRUE(broker_->Create(alice, Params("b", 1)).ok());
 }
 
 // ---- Open, Seal ----

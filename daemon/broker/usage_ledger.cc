@@ -1,0 +1,83 @@
+#include "daemon/broker/usage_ledger.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/bytes.h"
+
+namespace memd::broker {
+namespace {
+
+std::string Bytes(std::uint64_t bytes) {
+  return absl::StrCat(FormatBytes(bytes), " (", bytes, " bytes)");
+}
+
+// Subtracts, dropping the entry at zero so the maps hold only live users.
+template <typename Map, typename Key>
+void Subtract(Map& map, const Key& key, std::uint64_t bytes) {
+  auto it = map.find(key);
+  if (it == map.end()) return;
+  it->second = it->second > bytes ? it->second - bytes : 0;
+  if (it->second == 0) map.erase(it);
+}
+
+}  // namespace
+
+absl::Status UsageLedger::Admit(const Charge& charge, const std::string& name,
+                                const Quota& uid_quota, const Quota& session_quota) {
+  const std::string where = charge.location.ToString();
+  auto refuse = [&](const char* quota, const std::string& who, std::uint64_t held,
+                    std::uint64_t limit) {
+    ++rejections_[{quota, where}];
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "buffer '", name, "' (", Bytes(charge.bytes), " at ", where, ") would take ",
+        who, " over its quota of ", Bytes(limit), " at ", where, " (", quota, "): ",
+        "its buffers there take ", Bytes(held), "; unlink some, or ask the operator"));
+  };
+  if (const std::uint64_t limit = uid_quota.For(charge.location); limit != 0) {
+    const std::uint64_t held = uid_bytes(charge.uid, charge.location);
+    if (charge.bytes > limit || held > limit - charge.bytes) {
+      return refuse("max_uid_bytes", absl::StrCat("uid ", charge.uid), held, limit);
+    }
+  }
+  if (const std::uint64_t limit = session_quota.For(charge.location); limit != 0) {
+    const std::uint64_t held = session_bytes(charge.session, charge.location);
+    if (charge.bytes > limit || held > limit - charge.bytes) {
+      return refuse("max_session_bytes",
+                    absl::StrCat("session ", charge.session, " (pid ", charge.pid, ")"),
+                    held, limit);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void UsageLedger::Add(const Charge& charge) {
+  by_uid_[{charge.uid, charge.location}] += charge.bytes;
+  by_session_[{charge.session, charge.location}] += charge.bytes;
+}
+
+void UsageLedger::Remove(const Charge& charge) {
+  Subtract(by_uid_, std::make_pair(charge.uid, charge.location), charge.bytes);
+  Subtract(by_session_, std::make_pair(charge.session, charge.location), charge.bytes);
+}
+
+void UsageLedger::ForgetSession(std::uint64_t session) {
+  for (auto it = by_session_.begin(); it != by_session_.end();) {
+    if (it->first.first == session) {
+      by_session_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::uint64_t UsageLedger::uid_bytes(uid_t uid, const Location& location) const {
+  auto it = by_uid_.find({uid, location});
+  return it == by_uid_.end() ? 0 : it->second;
+}
+
+std::uint64_t UsageLedger::session_bytes(std::uint64_t session,
+                                         const Location& location) const {
+  auto it = by_session_.find({session, location});
+  return it == by_session_.end() ? 0 : it->second;
+}
+
+}  // namespace memd::broker
