@@ -287,6 +287,21 @@ absl::StatusOr<std::string> Client::DeviceLocation(int cuda_device) {
                                           "); it serves ", stats.devices.size(), " GPUs"));
 }
 
+absl::StatusOr<std::vector<UidUsage>> Client::Usage() {
+  v1::UsageRequest request;
+  v1::UsageReply reply;
+  if (absl::Status status = Call(*core_, &v1::Memd::Stub::Usage, request, &reply);
+      !status.ok()) {
+    return status;
+  }
+  std::vector<UidUsage> usage;
+  for (const auto& entry : reply.usage()) {
+    usage.push_back(UidUsage{entry.uid(), entry.location(), entry.bytes(),
+                             entry.buffers(), entry.quota_bytes()});
+  }
+  return usage;
+}
+
 absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
   v1::ListSessionsRequest request;
   v1::ListSessionsReply reply;

@@ -1,6 +1,7 @@
 #include "daemon/broker/broker.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -551,6 +552,33 @@ absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
   std::sort(listed.begin(), listed.end(),
             [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
   return listed;
+}
+
+absl::StatusOr<std::vector<UidUsage>> Broker::Usage(SessionId session) const {
+  std::vector<UidUsage> usage;
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<uid_t> only;
+    if (session != 0) {
+      auto caller = sessions_.find(session);
+      if (caller == sessions_.end()) {
+        return absl::UnauthenticatedError(
+            absl::StrCat("session ", session, " has ended; reconnect"));
+      }
+      if (caller->second.peer.uid != 0) only = caller->second.peer.uid;
+    }
+    for (const auto& [key, held] : usage_.by_uid()) {
+      const auto& [uid, location] = key;
+      if (only.has_value() && uid != *only) continue;
+      usage.push_back(UidUsage{uid, location, held.bytes, held.buffers,
+                               limits_.max_uid_bytes.For(location)});
+    }
+  }
+  std::sort(usage.begin(), usage.end(), [](const UidUsage& a, const UidUsage& b) {
+    return std::make_tuple(a.uid, a.location.kind, a.location.device) <
+           std::make_tuple(b.uid, b.location.kind, b.location.device);
+  });
+  return usage;
 }
 
 BrokerCounts Broker::Counts() const {

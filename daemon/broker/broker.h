@@ -106,6 +106,11 @@ class Broker {
   // Sessions of the caller's uid; all of them for root.
   absl::StatusOr<std::vector<SessionInfo>> Sessions(SessionId session);
 
+  // What live buffers take per uid and location, by uid then location: the
+  // caller's uid only, every uid for root (session 0: every uid, for
+  // metrics). Errors: UNAUTHENTICATED.
+  absl::StatusOr<std::vector<UidUsage>> Usage(SessionId session) const;
+
   BrokerCounts Counts() const;
 
   // Replaces the limits (a configuration reload). Takes effect for the next

@@ -88,6 +88,15 @@ struct SessionInfo {
   absl::Time started;
 };
 
+// What one uid's live buffers take at one location, against its quota.
+struct UidUsage {
+  uid_t uid = 0;
+  Location location;
+  std::uint64_t bytes = 0;
+  std::uint64_t buffers = 0;
+  std::uint64_t quota_bytes = 0;  // max_uid_bytes there; 0: none.
+};
+
 // Requests refused because a limit (BrokerLimits) was reached, since start.
 struct LimitRejections {
   std::uint64_t buffers = 0;

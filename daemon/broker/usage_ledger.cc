@@ -10,13 +10,14 @@ std::string Bytes(std::uint64_t bytes) {
   return absl::StrCat(FormatBytes(bytes), " (", bytes, " bytes)");
 }
 
-// Subtracts, dropping the entry at zero so the maps hold only live users.
+// Takes one buffer of `bytes` off, dropping the entry at zero buffers so the
+// maps hold only live users.
 template <typename Map, typename Key>
 void Subtract(Map& map, const Key& key, std::uint64_t bytes) {
   auto it = map.find(key);
   if (it == map.end()) return;
-  it->second = it->second > bytes ? it->second - bytes : 0;
-  if (it->second == 0) map.erase(it);
+  it->second.bytes = it->second.bytes > bytes ? it->second.bytes - bytes : 0;
+  if (--it->second.buffers == 0) map.erase(it);
 }
 
 }  // namespace
@@ -50,8 +51,11 @@ absl::Status UsageLedger::Admit(const Charge& charge, const std::string& name,
 }
 
 void UsageLedger::Add(const Charge& charge) {
-  by_uid_[{charge.uid, charge.location}] += charge.bytes;
-  by_session_[{charge.session, charge.location}] += charge.bytes;
+  for (Held* held : {&by_uid_[{charge.uid, charge.location}],
+                     &by_session_[{charge.session, charge.location}]}) {
+    held->bytes += charge.bytes;
+    ++held->buffers;
+  }
 }
 
 void UsageLedger::Remove(const Charge& charge) {
@@ -71,13 +75,13 @@ void UsageLedger::ForgetSession(std::uint64_t session) {
 
 std::uint64_t UsageLedger::uid_bytes(uid_t uid, const Location& location) const {
   auto it = by_uid_.find({uid, location});
-  return it == by_uid_.end() ? 0 : it->second;
+  return it == by_uid_.end() ? 0 : it->second.bytes;
 }
 
 std::uint64_t UsageLedger::session_bytes(std::uint64_t session,
                                          const Location& location) const {
   auto it = by_session_.find({session, location});
-  return it == by_session_.end() ? 0 : it->second;
+  return it == by_session_.end() ? 0 : it->second.bytes;
 }
 
 }  // namespace memd::broker

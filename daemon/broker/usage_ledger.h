@@ -40,6 +40,15 @@ class UsageLedger {
   // The session ended: its buffers stay charged to their uid only.
   void ForgetSession(std::uint64_t session);
 
+  // Bytes and buffers charged, per (uid, location) with any.
+  struct Held {
+    std::uint64_t bytes = 0;
+    std::uint64_t buffers = 0;
+  };
+  const absl::flat_hash_map<std::pair<uid_t, Location>, Held>& by_uid() const {
+    return by_uid_;
+  }
+
   std::uint64_t uid_bytes(uid_t uid, const Location& location) const;
   std::uint64_t session_bytes(std::uint64_t session, const Location& location) const;
   // Rejections since start by quota ("max_uid_bytes", "max_session_bytes")
@@ -49,8 +58,8 @@ class UsageLedger {
   }
 
  private:
-  absl::flat_hash_map<std::pair<uid_t, Location>, std::uint64_t> by_uid_;
-  absl::flat_hash_map<std::pair<std::uint64_t, Location>, std::uint64_t> by_session_;
+  absl::flat_hash_map<std::pair<uid_t, Location>, Held> by_uid_;
+  absl::flat_hash_map<std::pair<std::uint64_t, Location>, Held> by_session_;
   std::map<std::pair<std::string, std::string>, std::uint64_t> rejections_;
 };
 

@@ -155,6 +155,18 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
   }
   AddCounter(rejections, {{"limit", "max_waits_per_session"}},
              static_cast<double>(refused.waits_per_session));
+  auto uid_bytes = Family(
+      "memd_uid_bytes",
+      "Bytes of live buffers each uid owns, by location (what max_uid_bytes "
+      "counts); uids without buffers are absent.",
+      MetricType::Gauge);
+  if (auto usage = broker_.Usage(0); usage.ok()) {
+    for (const broker::UidUsage& entry : *usage) {
+      AddGauge(uid_bytes,
+               {{"uid", std::to_string(entry.uid)}, {"location", entry.location.ToString()}},
+               static_cast<double>(entry.bytes));
+    }
+  }
   auto sessions = Family("memd_sessions", "Connected client sessions.",
                          MetricType::Gauge);
   AddGauge(sessions, {}, static_cast<double>(counts.sessions));
@@ -166,7 +178,7 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
   return {reserved,     used,          free,      limit,     segments,
           requests,     hit_ratio,     peak_reserved, peak_used, largest_free,
           fragmentation, scrubbed,     trimmed,   class_allocations, class_cached,
-          rejections,   buffers,       sessions,  leases,    build};
+          rejections,   buffers,       uid_bytes, sessions,  leases,    build};
 }
 
 }  // namespace memd::metrics

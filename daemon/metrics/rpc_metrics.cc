@@ -15,7 +15,7 @@ const prometheus::Histogram::BucketBoundaries& Buckets() {
 
 constexpr const char* kMethods[] = {
     "Create", "Open", "OpenOrCreate", "Seal", "Release", "Unlink", "List",
-    "Stat",   "Stats", "ListSessions", "Trim", "Ping"};
+    "Stat",   "Stats", "ListSessions", "Usage", "Trim", "Ping"};
 
 }  // namespace
 

@@ -42,6 +42,14 @@ void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out) {
   out->set_started_unix_ns(absl::ToUnixNanos(info.started));
 }
 
+void ToProto(const broker::UidUsage& usage, v1::UidUsage* out) {
+  out->set_uid(usage.uid);
+  out->set_location(usage.location.ToString());
+  out->set_bytes(usage.bytes);
+  out->set_buffers(usage.buffers);
+  out->set_quota_bytes(usage.quota_bytes);
+}
+
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out) {
   out->set_location(stats.location.ToString());
   out->set_reserved_bytes(stats.reserved_bytes);

@@ -17,6 +17,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out);
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out);
+void ToProto(const broker::UidUsage& usage, v1::UidUsage* out);
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out);
 void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out);
 v1::HandleType ToProto(backend::HandleType type);

@@ -288,6 +288,17 @@ grpc::ServerUnaryReactor* MemdService::ListSessions(
   });
 }
 
+grpc::ServerUnaryReactor* MemdService::Usage(grpc::CallbackServerContext* context,
+                                             const v1::UsageRequest* request,
+                                             v1::UsageReply* reply) {
+  return Respond(context, "Usage", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    ASSIGN_OR_RETURN(auto usage, broker_.Usage(session->id()));
+    for (const auto& entry : usage) ToProto(entry, reply->add_usage());
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context,
                                             const v1::TrimRequest* request,
                                             v1::TrimReply* reply) {

@@ -78,6 +78,9 @@ class MemdService final : public v1::Memd::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::ListSessionsRequest* request,
       v1::ListSessionsReply* reply) override;
+  grpc::ServerUnaryReactor* Usage(grpc::CallbackServerContext* context,
+                                  const v1::UsageRequest* request,
+                                  v1::UsageReply* reply) override;
   grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context,
                                  const v1::TrimRequest* request,
                                  v1::TrimReply* reply) override;

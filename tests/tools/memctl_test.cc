@@ -385,6 +385,42 @@ TEST_F(MemctlTest, SessionsListMemctlItself) {
   EXPECT_THAT(text.out, AllOf(HasSubstr("PID"), HasSubstr("memctl (this memctl)")));
 }
 
+TEST_F(MemctlTest, UsageShowsWhatBuffersTakeAgainstTheQuota) {
+  Put("u/one", std::string(3 << 20, '1'));
+  Put("u/two", std::string(1 << 20, '2'));
+  Json usage = RunJson({"usage", "--json"});
+  ASSERT_TRUE(usage.is_array());
+  ASSERT_EQ(usage.size(), 1u) << usage.dump();
+  EXPECT_EQ(usage[0].at("uid"), ::getuid());
+  EXPECT_EQ(usage[0].at("location"), "host");
+  EXPECT_EQ(usage[0].at("bytes"), 4 << 20);
+  EXPECT_EQ(usage[0].at("buffers"), 2);
+  EXPECT_EQ(usage[0].at("quota_bytes"), 0) << "this daemon has no quota";
+
+  // A daemon with one shows how much of it is used.
+  auto limited = DaemonProcess::Start({"--max-uid-bytes", "host=16MiB"});
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  const std::vector<std::string> at = {"--socket-dir", (*limited)->socket_dir()};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), at.begin(), at.end());
+    return RunProgram(Memctl(), args, std::string(4 << 20, 'q'));
+  };
+  ASSERT_EQ(with({"put", "q", "-"}).exit_code, 0);
+  ProgramResult text = with({"usage"});
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("USE%"));
+  EXPECT_THAT(text.out, HasSubstr("4 MiB"));
+  EXPECT_THAT(text.out, HasSubstr("16 MiB"));
+  EXPECT_THAT(text.out, HasSubstr("25.0"));
+  // Over the quota, put fails with the numbers and leaves nothing.
+  ProgramResult over = RunProgram(Memctl(), {"--socket-dir", (*limited)->socket_dir(),
+                                             "put", "big", "-"},
+                                  std::string(13 << 20, 'b'));
+  EXPECT_EQ(over.exit_code, kExitFailed);
+  EXPECT_THAT(over.err, HasSubstr("RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(over.err, HasSubstr("over its quota of 16 MiB"));
+}
+
 TEST_F(MemctlTest, UnlinkThenGetFailsWithNotFound) {
   Put("gone", "bytes");
   ProgramResult unlink = Run({"unlink", "gone"});

@@ -20,6 +20,7 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl --json stats | jq '.pools[] | select(.location == "host")'
   memctl ls frames/                     buffers whose names start with frames/
   memctl inspect frames/0               everything the daemon knows about one
+  memctl usage                          what your buffers take, against your quota
   memctl put models/weights w.bin       publish a file as a sealed buffer
   memctl get frames/0 -o frame.raw      copy a buffer's bytes into a file
   memctl --socket-dir /run/memd ping    is the daemon there?
@@ -162,6 +163,16 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       "  memctl sessions --json | jq '.[] | select(.lease_count > 0)'\n",
       json);
 
+  CLI::App* usage = AddSubcommand(
+      app, "usage",
+      "Show what live buffers take per user and location, against the quota",
+      "One row per user and location holding buffers: your own (every user's\n"
+      "when run as root). QUOTA is max_uid_bytes there (- when none); a buffer\n"
+      "counts until its memory is freed.",
+      "  memctl usage\n"
+      "  sudo memctl usage --json | jq '.[] | select(.quota_bytes > 0)'\n",
+      json);
+
   CLI::App* put = AddSubcommand(
       app, "put",
       "Publish a file's bytes as a new sealed, persistent buffer",
@@ -280,6 +291,7 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   const std::pair<CLI::App*, Command> commands[] = {
       {stats, Command::kStats}, {ls, Command::kList},
       {inspect, Command::kInspect}, {sessions, Command::kSessions},
+      {usage, Command::kUsage},
       {put, Command::kPut}, {get, Command::kGet},
       {unlink, Command::kUnlink}, {ping, Command::kPing},
       {trim, Command::kTrim}, {devices, Command::kDevices}};

@@ -15,7 +15,8 @@
 namespace memd::memctl {
 
 enum class Command {
-  kStats, kList, kInspect, kSessions, kPut, kGet, kUnlink, kPing, kTrim, kDevices
+  kStats, kList, kInspect, kSessions, kUsage, kPut, kGet, kUnlink, kPing, kTrim,
+  kDevices
 };
 
 // What the command line asked for.

@@ -43,6 +43,7 @@ absl::Status RunStats(Client& client, const Output& output);
 absl::Status RunStatsWatch(Client& client, absl::Duration every, int count,
                            const Output& output, bool terminal);
 absl::Status RunSessions(Client& client, const Output& output);
+absl::Status RunUsage(Client& client, const Output& output);
 absl::Status RunPing(Client& client, const Output& output);
 // The GPUs the daemon serves.
 absl::Status RunDevices(Client& client, const Output& output);

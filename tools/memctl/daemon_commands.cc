@@ -182,6 +182,29 @@ absl::Status RunSessions(Client& client, const Output& output) {
   return absl::OkStatus();
 }
 
+absl::Status RunUsage(Client& client, const Output& output) {
+  absl::StatusOr<std::vector<UidUsage>> usage = client.Usage();
+  if (!usage.ok()) return Failed("usage", usage.status());
+  if (output.json) {
+    Json json = Json::array();
+    for (const UidUsage& entry : *usage) json.push_back(UsageJson(entry));
+    PrintJson(output.out, json);
+    return absl::OkStatus();
+  }
+  Table table({{"USER"}, {"LOCATION"}, {"BUFFERS", true}, {"BYTES", true},
+               {"QUOTA", true}, {"USE%", true}});
+  for (const UidUsage& entry : *usage) {
+    const bool quota = entry.quota_bytes != 0;
+    table.AddRow({UserName(entry.uid), entry.location, absl::StrCat(entry.buffers),
+                  FormatBytes(entry.bytes), quota ? FormatBytes(entry.quota_bytes) : "-",
+                  quota ? absl::StrFormat("%.1f", 100.0 * static_cast<double>(entry.bytes) /
+                                                      static_cast<double>(entry.quota_bytes))
+                        : "-"});
+  }
+  table.Print(output.out);
+  return absl::OkStatus();
+}
+
 absl::Status RunPing(Client& client, const Output& output) {
   const absl::Time start = absl::Now();
   if (absl::Status status = client.Ping(); !status.ok()) return Failed("ping", status);

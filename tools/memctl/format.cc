@@ -86,6 +86,16 @@ Json BufferJson(const BufferInfo& info) {
   return json;
 }
 
+Json UsageJson(const UidUsage& usage) {
+  Json json;
+  json["uid"] = usage.uid;
+  json["location"] = usage.location;
+  json["bytes"] = usage.bytes;
+  json["buffers"] = usage.buffers;
+  json["quota_bytes"] = usage.quota_bytes;
+  return json;
+}
+
 Json SessionJson(const SessionInfo& session) {
   Json json;
   json["id"] = session.id;

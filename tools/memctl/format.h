@@ -43,6 +43,7 @@ std::int64_t UnixNanos(absl::Time time);
 Json BufferJson(const BufferInfo& info);
 // Fields: id, pid, uid, gid, command, lease_count, started_unix_ns.
 Json SessionJson(const SessionInfo& session);
+Json UsageJson(const UidUsage& usage);
 // Fields: version, backend, socket_dir, started_unix_ns, metrics_address
 // ("" when off), buffers, sessions, leases, pools[] (location,
 // reserved_bytes, used_bytes, hit_count, miss_count, segments, limit_bytes).

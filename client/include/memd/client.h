@@ -144,6 +144,15 @@ struct SessionInfo {
   absl::Time started;
 };
 
+// What one uid's live buffers take at one location (Client::Usage).
+struct UidUsage {
+  uid_t uid = 0;
+  std::string location;
+  std::uint64_t bytes = 0;
+  std::uint64_t buffers = 0;
+  std::uint64_t quota_bytes = 0;  // The uid quota there; 0: none.
+};
+
 struct ConnectOptions {
   // Empty: $MEMD_SOCKET_DIR, else /run/memd for root, else
   // $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID.
@@ -266,6 +275,9 @@ class Client {
   absl::StatusOr<std::vector<BufferInfo>> List(std::string_view prefix = "");
   absl::StatusOr<DaemonStats> Stats();
   absl::StatusOr<std::vector<SessionInfo>> Sessions();
+  // Bytes and buffers per uid and location, against the uid quota: this
+  // user's (every user's for root), by uid then location.
+  absl::StatusOr<std::vector<UidUsage>> Usage();
 
   // Gives idle pool memory back to the system now: one location ("host",
   // "pinned", "device:N") or, empty, all. Root or the daemon's user only

@@ -299,6 +299,44 @@ TEST_F(BrokerTest, OpenOrCreateIsRefusedOnlyWhenItWouldCreate) {
   EXPECT_FALSE((*opened)->created);
 }
 
+TEST_F(BrokerTest, UsageShowsEachUidItsOwnAndRootEveryone) {
+  MakeBroker(Quotas("host=8MiB", ""), /*device=*/true);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  SessionId root = Start(Peer(0, 0));
+  Publish(alice, "a1", std::string(kMiB, '1'));
+  Publish(alice, "a2", std::string(2 * kMiB, '2'));
+  CreateParams on_device = Params("ad", 3 * kMiB);
+  on_device.location = Location::Device(0);
+  ASSERT_TRUE(broker_->Create(alice, on_device).ok());
+  Publish(bob, "b", std::string(kMiB, 'b'));
+
+  auto mine = broker_->Usage(alice);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_EQ(mine->size(), 2u) << "alice sees only her own, per location";
+  EXPECT_EQ((*mine)[0].location, Location::Host());
+  EXPECT_EQ((*mine)[0].bytes, 3 * kMiB);
+  EXPECT_EQ((*mine)[0].buffers, 2u);
+  EXPECT_EQ((*mine)[0].quota_bytes, 8 * kMiB);
+  EXPECT_EQ((*mine)[1].location, Location::Device(0));
+  EXPECT_EQ((*mine)[1].bytes, 3 * kMiB);
+  EXPECT_EQ((*mine)[1].quota_bytes, 0u) << "no quota there";
+
+  auto everyone = broker_->Usage(root);
+  ASSERT_TRUE(everyone.ok());
+  ASSERT_EQ(everyone->size(), 3u);
+  EXPECT_EQ((*everyone)[2].uid, kBob);
+  EXPECT_EQ(broker_->Usage(0)->size(), 3u) << "session 0: metrics see all";
+
+  // Unlinked, and its writer's lease gone with the session: freed, and off
+  // the list.
+  ASSERT_TRUE(broker_->Unlink(bob, "b").ok());
+  EXPECT_EQ(broker_->Usage(root)->size(), 3u) << "still leased";
+  broker_->EndSession(bob);
+  EXPECT_EQ(broker_->Usage(root)->size(), 2u);
+  EXPECT_EQ(broker_->Usage(bob).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
 TEST_F(BrokerTest, NewQuotasApplyToTheNextRequest) {
   SessionId alice = Start(Peer(kAlice, kStaff));
   ASSERT_TRUE(broker_->Create(alice, Params("a", 2 * kMiB)).ok());

@@ -25,7 +25,8 @@ using testing::RunProgram;
 
 constexpr char kPromtool[] = "/usr/bin/promtool";
 
-// The families the metrics contract names (Operations issue); each must
+// The families the metrics contract names (Operations issue), and the
+// per-uid usage; each must
 // have samples after Exercise().
 const char* const kFamilies[] = {
     "memd_pool_reserved_bytes",         "memd_pool_used_bytes",
@@ -35,7 +36,8 @@ const char* const kFamilies[] = {
     "memd_pool_segments",               "memd_pool_scrubbed_bytes_total",
     "memd_buffers",                     "memd_sessions",
     "memd_leases",                      "memd_rpc_duration_seconds_bucket",
-    "memd_quota_rejections_total",      "memd_build_info"};
+    "memd_quota_rejections_total",      "memd_build_info",
+    "memd_uid_bytes"};
 
 class MetricsTest : public ::testing::Test {
  protected:
