@@ -313,7 +313,8 @@ absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
     sessions.push_back(SessionInfo{session.id(), static_cast<pid_t>(session.pid()),
                                    session.uid(), session.gid(), session.command(),
                                    session.lease_count(),
-                                   absl::FromUnixNanos(session.started_unix_ns())});
+                                   absl::FromUnixNanos(session.started_unix_ns()),
+                                   session.created_bytes()});
   }
   return sessions;
 }

@@ -546,7 +546,7 @@ absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
       listed.push_back(SessionInfo{id, other.peer.pid, other.peer.uid,
                                    other.peer.gid, other.command,
                                    static_cast<std::uint32_t>(other.leases.size()),
-                                   other.started});
+                                   other.started, usage_.session_total(id)});
     }
   }
   std::sort(listed.begin(), listed.end(),

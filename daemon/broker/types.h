@@ -86,6 +86,9 @@ struct SessionInfo {
   std::string command;
   std::uint32_t lease_count = 0;
   absl::Time started;
+  // Bytes of live buffers this session created, all locations together
+  // (what max_session_bytes counts, per location).
+  std::uint64_t created_bytes = 0;
 };
 
 // What one uid's live buffers take at one location, against its quota.

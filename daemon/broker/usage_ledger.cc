@@ -84,4 +84,12 @@ std::uint64_t UsageLedger::session_bytes(std::uint64_t session,
   return it == by_session_.end() ? 0 : it->second.bytes;
 }
 
+std::uint64_t UsageLedger::session_total(std::uint64_t session) const {
+  std::uint64_t total = 0;
+  for (const auto& [key, held] : by_session_) {
+    if (key.first == session) total += held.bytes;
+  }
+  return total;
+}
+
 }  // namespace memd::broker

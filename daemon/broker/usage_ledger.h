@@ -51,6 +51,8 @@ class UsageLedger {
 
   std::uint64_t uid_bytes(uid_t uid, const Location& location) const;
   std::uint64_t session_bytes(std::uint64_t session, const Location& location) const;
+  // All locations together. O(entries): for listings, not for the hot path.
+  std::uint64_t session_total(std::uint64_t session) const;
   // Rejections since start by quota ("max_uid_bytes", "max_session_bytes")
   // and location.
   const std::map<std::pair<std::string, std::string>, std::uint64_t>& rejections() const {

@@ -40,6 +40,7 @@ void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out) {
   out->set_command(info.command);
   out->set_lease_count(info.lease_count);
   out->set_started_unix_ns(absl::ToUnixNanos(info.started));
+  out->set_created_bytes(info.created_bytes);
 }
 
 void ToProto(const broker::UidUsage& usage, v1::UidUsage* out) {

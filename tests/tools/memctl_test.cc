@@ -378,11 +378,13 @@ TEST_F(MemctlTest, SessionsListMemctlItself) {
   EXPECT_NE(self->at("pid").get<int>(), ::getpid());
   EXPECT_GT(self->at("id").get<std::uint64_t>(), 0u);
   EXPECT_EQ(self->at("lease_count"), 0);
+  EXPECT_EQ(self->at("created_bytes"), 0);
   EXPECT_GT(self->at("started_unix_ns").get<std::int64_t>(), 0);
 
   ProgramResult text = Run({"sessions"});
   ASSERT_EQ(text.exit_code, 0) << Describe(text);
-  EXPECT_THAT(text.out, AllOf(HasSubstr("PID"), HasSubstr("memctl (this memctl)")));
+  EXPECT_THAT(text.out, AllOf(HasSubstr("PID"), HasSubstr("CREATED"),
+                              HasSubstr("memctl (this memctl)")));
 }
 
 TEST_F(MemctlTest, UsageShowsWhatBuffersTakeAgainstTheQuota) {

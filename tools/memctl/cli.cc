@@ -158,7 +158,9 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
 
   CLI::App* sessions = AddSubcommand(
       app, "sessions",
-      "List the processes connected to memd (this memctl included)", "",
+      "List the processes connected to memd (this memctl included)",
+      "Yours, or everyone's as root. CREATED is the bytes of live buffers the\n"
+      "session created, which max_session_bytes bounds per location.",
       "  memctl sessions\n"
       "  memctl sessions --json | jq '.[] | select(.lease_count > 0)'\n",
       json);

@@ -170,13 +170,15 @@ absl::Status RunSessions(Client& client, const Output& output) {
                {"USER"},
                {"COMMAND"},
                {"LEASES", true},
+               {"CREATED", true},
                {"STARTED"}});
   for (const SessionInfo& session : *sessions) {
     table.AddRow({absl::StrCat(session.id), absl::StrCat(session.pid),
                   UserName(session.uid),
                   session.id == self ? session.command + " (this memctl)"
                                      : session.command,
-                  absl::StrCat(session.lease_count), FormatLocalTime(session.started)});
+                  absl::StrCat(session.lease_count), FormatBytes(session.created_bytes),
+                  FormatLocalTime(session.started)});
   }
   table.Print(output.out);
   return absl::OkStatus();

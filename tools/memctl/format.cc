@@ -105,6 +105,7 @@ Json SessionJson(const SessionInfo& session) {
   json["command"] = session.command;
   json["lease_count"] = session.lease_count;
   json["started_unix_ns"] = UnixNanos(session.started);
+  json["created_bytes"] = session.created_bytes;
   return json;
 }
 

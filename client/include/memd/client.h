@@ -142,6 +142,7 @@ struct SessionInfo {
   std::string command;
   std::uint32_t lease_count = 0;
   absl::Time started;
+  std::uint64_t created_bytes = 0;  // Live buffers it created.
 };
 
 // What one uid's live buffers take at one location (Client::Usage).

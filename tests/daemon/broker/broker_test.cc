@@ -327,6 +327,13 @@ TEST_F(BrokerTest, UsageShowsEachUidItsOwnAndRootEveryone) {
   ASSERT_EQ(everyone->size(), 3u);
   EXPECT_EQ((*everyone)[2].uid, kBob);
   EXPECT_EQ(broker_->Usage(0)->size(), 3u) << "session 0: metrics see all";
+  // Sessions say what each created, all locations together.
+  auto listed = broker_->Sessions(root);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_EQ((*listed)[0].created_bytes, 6 * kMiB);  // alice: 3 host + 3 device
+  EXPECT_EQ((*listed)[1].created_bytes, kMiB);      // bob
+  EXPECT_EQ((*listed)[2].created_bytes, 0u);        // root
 
   // Unlinked, and its writer's lease gone with the session: freed, and off
   // the list.
