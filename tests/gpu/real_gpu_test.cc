@@ -1,7 +1,11 @@
 // On a node with a real NVIDIA GPU and driver (tools/gpu-check runs these):
 // memd on the real CUDA driver, a device buffer written in one process and
-// read in another. Everywhere else each test skips and says why.
+// read in another. Everywhere else each test skips and says why, unless
+// MEMD_REQUIRE_GPU is set. The suite also runs on the project's fake driver
+// standing in for libcuda.so.1 (real_gpu_test_on_the_fake_driver), so that
+// it keeps working between GPU runs.
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +40,9 @@ class RealGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::string why = WhyNoGpu(); !why.empty()) {
+      // Where a GPU is promised (gpu-check on a GPU node, the run on the
+      // fake driver), a skip would hide the failure.
+      if (std::getenv("MEMD_REQUIRE_GPU") != nullptr) FAIL() << "no GPU: " << why;
       GTEST_SKIP() << "no GPU here (" << why << "); tools/gpu-check runs this on a GPU node";
     }
   }
@@ -67,6 +74,40 @@ TEST_F(RealGpuTest, LegacyIpcHandlesOnTheRealDriver) {
   ProgramResult consumed = RunProgram(BinDir() + "/memd-test-client",
                                       {"device-consume", "gpu/i", "3000000", "4"}, "", env);
   EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
+}
+
+// The real driver's CUDA_VISIBLE_DEVICES: a client that sees memd's last GPU
+// as its only one (by UUID, as containers and schedulers set it) still
+// opens buffers there, and one that sees another GPU is told it cannot.
+TEST_F(RealGpuTest, ClientsNumberingGpusOtherwiseFindThemByUuid) {
+  auto daemon = DaemonProcess::Start({"--backend", "cuda", "--cuda-driver", "libcuda.so.1"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Client::Connect({.socket_dir = (*daemon)->socket_dir()});
+  ASSERT_TRUE(client.ok());
+  auto stats = (*client)->Stats();
+  ASSERT_TRUE(stats.ok());
+  ASSERT_FALSE(stats->devices.empty());
+  const DeviceInfo& last = stats->devices.back();
+  auto env = std::map<std::string, std::string>{
+      {"MEMD_SOCKET_DIR", (*daemon)->socket_dir()},
+      {"MEMD_CUDA_DRIVER", "libcuda.so.1"},
+      {"CUDA_VISIBLE_DEVICES", last.uuid}};
+  ProgramResult produced = RunProgram(
+      BinDir() + "/memd-test-client",
+      {"device-produce", "gpu/u", "4000000", "6", std::to_string(last.ordinal)}, "", env);
+  ASSERT_EQ(produced.exit_code, 0) << produced.out << produced.err;
+  ProgramResult numbering =
+      RunProgram(BinDir() + "/memd-test-client", {"device-numbering", "-"}, "", env);
+  EXPECT_THAT(numbering.out,
+              ::testing::HasSubstr("device:" + std::to_string(last.ordinal) + " cuda 0\n"));
+  ProgramResult consumed = RunProgram(BinDir() + "/memd-test-client",
+                                      {"device-consume", "gpu/u", "4000000", "6"}, "", env);
+  EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
+  if (stats->devices.size() < 2) return;  // No other GPU to hide it behind.
+  env["CUDA_VISIBLE_DEVICES"] = stats->devices.front().uuid;
+  ProgramResult blind = RunProgram(BinDir() + "/memd-test-client",
+                                   {"device-open-without-context", "gpu/u"}, "", env);
+  EXPECT_EQ(blind.out, "FAILED_PRECONDITION\n") << blind.err;
 }
 
 TEST_F(RealGpuTest, DevicesAreListed) {
