@@ -14,6 +14,8 @@
 // the separate BM_Echo instead, for reference. The target (open p50 within
 // 1.25x the echo) is printed as BM_Open's label, not asserted: this is a
 // benchmark, not a test. Open maps the buffer but touches no page.
+// BM_CreateQuota compares Create against a daemon with byte quotas and one
+// without, in alternating blocks (quota_over_none_p50).
 
 #include <dirent.h>
 #include <sched.h>
@@ -122,6 +124,10 @@ struct Setup {
   std::unique_ptr<memd::Client> client;
   // mapping_cache_bytes = 0: every open receives a descriptor and maps.
   std::unique_ptr<memd::Client> cold_client;
+  // A second daemon, the same but with byte quotas (far above what the
+  // bench uses, so every create is admitted), and a client of it.
+  std::unique_ptr<memd::testing::DaemonProcess> quota_daemon;
+  std::unique_ptr<memd::Client> quota_client;
 };
 
 std::unique_ptr<Setup> g_setup;
@@ -132,6 +138,8 @@ void EndSetup() {
   if (g_setup == nullptr) return;
   g_setup->client.reset();
   g_setup->cold_client.reset();
+  g_setup->quota_client.reset();
+  if (g_setup->quota_daemon != nullptr) g_setup->quota_daemon->Stop(SIGTERM);
   g_setup->daemon->Stop(SIGTERM);
   g_setup.reset();
 }
@@ -179,6 +187,20 @@ Setup* Prepare(bool pinned, std::string* error) {
     return nullptr;
   }
   setup->cold_client = std::move(*cold_client);
+  auto quota_daemon = memd::testing::DaemonProcess::Start(
+      {"--max-uid-bytes", "1TiB", "--max-session-bytes", "1TiB"}, absl::Seconds(20),
+      pinned ? 0 : -1);
+  if (!quota_daemon.ok()) {
+    *error = quota_daemon.status().ToString();
+    return nullptr;
+  }
+  setup->quota_daemon = std::move(*quota_daemon);
+  auto quota_client = memd::Client::Connect({.socket_dir = setup->quota_daemon->socket_dir()});
+  if (!quota_client.ok()) {
+    *error = quota_client.status().ToString();
+    return nullptr;
+  }
+  setup->quota_client = std::move(*quota_client);
   // Once, untimed: the buffer is the producer's, sealed, and holds its bytes.
   auto buffer = setup->client->Open(kBufferName);
   if (!buffer.ok()) {
@@ -352,6 +374,56 @@ void BM_OpenRelease(benchmark::State& state, bool pinned) {
   Report(state, "", cycle);
 }
 
+// What the byte quotas cost a create: Create of a 4 KiB ephemeral buffer
+// and its Release (which frees it), against a daemon without quotas and one
+// with them, in alternating blocks of g_echo_block so that both see the
+// same machine. The timed span is the Create.
+void BM_CreateQuota(benchmark::State& state, bool pinned) {
+  std::string error;
+  Setup* setup = Prepare(pinned, &error);
+  if (setup == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  memd::Client* clients[2] = {setup->client.get(), setup->quota_client.get()};
+  std::vector<double> create[2];
+  auto cycle = [&](int which, bool record) -> absl::Status {
+    Clock::time_point start = Clock::now();
+    auto buffer = clients[which]->Create(
+        "bench/create", 4096, {.persistence = memd::Persistence::kEphemeral});
+    Clock::time_point end = Clock::now();
+    if (!buffer.ok()) return buffer.status();
+    if (record) create[which].push_back(MicrosSince(start, end));
+    return buffer->Release();
+  };
+  for (int i = 0; i < kWarmupCalls; ++i) {
+    for (int which : {0, 1}) {
+      if (absl::Status status = cycle(which, false); !status.ok()) {
+        state.SkipWithError(status.ToString().c_str());
+        return;
+      }
+    }
+  }
+  int until_switch = 0;
+  int which = 1;
+  for (auto _ : state) {
+    if (until_switch-- == 0) {
+      until_switch = g_echo_block - 1;
+      which = 1 - which;
+    }
+    if (absl::Status status = cycle(which, true); !status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      break;
+    }
+    state.SetIterationTime(create[which].back() / 1e6);
+  }
+  if (create[0].empty() || create[1].empty()) return;
+  Report(state, "none_", create[0]);
+  Report(state, "quota_", create[1]);
+  state.counters["quota_over_none_p50"] = Percentile(create[1], 50) / Percentile(create[0], 50);
+  state.counters["quota_over_none_p99"] = Percentile(create[1], 99) / Percentile(create[0], 99);
+}
+
 // Parses "--name=N" with N > 0 into `value`.
 bool ParsePositiveFlag(std::string_view arg, std::string_view prefix, int* value) {
   if (arg.substr(0, prefix.size()) != prefix) return false;
@@ -381,6 +453,8 @@ void Register() {
         [pinned](benchmark::State& state) { BM_Open(state, pinned, true); });
     add("BM_OpenRelease",
         [pinned](benchmark::State& state) { BM_OpenRelease(state, pinned); });
+    add("BM_CreateQuota",
+        [pinned](benchmark::State& state) { BM_CreateQuota(state, pinned); });
   }
 }
 
