@@ -3,7 +3,6 @@
 
 #include "memd/client.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -16,13 +15,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/paths.h"
-#include "common/unix_socket.h"
 #include "daemon/daemon.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "memd/v1/memd.grpc.pb.h"
 #include "tests/client/pattern.h"
+#include "tests/client/raw_session.h"
 #include "tests/support/temp_dir.h"
 
 namespace memd {
@@ -70,34 +69,8 @@ class ClientTest : public ::testing::Test {
         grpc::InsecureChannelCredentials()));
   }
 
-  // A session made by hand: its socket (keep it open to keep the session)
-  // and the token for raw calls. Descriptors the daemon sends pile up
-  // unread in the socket, which these tests do not need.
-  struct RawSession {
-    UniqueFd socket;
-    std::string token;
-    std::unique_ptr<v1::Memd::Stub> stub;
-
-    template <typename Method, typename Request, typename Reply>
-    grpc::Status Call(Method method, const Request& request, Reply* reply) {
-      grpc::ClientContext context;
-      context.AddMetadata("memd-session", token);
-      return (stub.get()->*method)(&context, request, reply);
-    }
-  };
-
-  RawSession OpenRawSession() {
-    RawSession raw;
-    auto socket = ConnectUnix(SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET);
-    EXPECT_TRUE(socket.ok()) << socket.status();
-    auto packet = ReceivePacket(socket->get(), 4096);
-    EXPECT_TRUE(packet.ok() && packet->has_value());
-    v1::SessionMessage hello;
-    EXPECT_TRUE(hello.ParseFromString((*packet)->bytes));
-    raw.socket = std::move(*socket);
-    raw.token = hello.hello().token();
-    raw.stub = RawStub();
-    return raw;
+  testing::RawSession OpenRawSession() {
+    return testing::RawSession::Open(config_.socket_dir);
   }
 
   testing::TempDir dir_;
@@ -192,7 +165,7 @@ TEST_F(ClientTest, ANameBoundToANewBufferIsMappedAfresh) {
 TEST_F(ClientTest, DaemonSendsNoDescriptorForABufferTheClientMaps) {
   Publish("a", 4096, 1);
   Publish("b", 4096, 2);
-  RawSession raw = OpenRawSession();
+  testing::RawSession raw = OpenRawSession();
   v1::OpenRequest open;
   open.set_name("a");
   v1::Lease first;
@@ -242,7 +215,7 @@ TEST_F(ClientTest, ReleasingTwiceIsFailedPreconditionLocallyAndNotFoundRemotely)
   EXPECT_EQ(buffer->Release().code(), absl::StatusCode::kFailedPrecondition);
 
   // The daemon's answer to a lease released twice, asked directly.
-  RawSession raw = OpenRawSession();
+  testing::RawSession raw = OpenRawSession();
   v1::Lease lease;
   v1::OpenRequest open;
   open.set_name("a");
@@ -276,7 +249,7 @@ TEST_F(ClientTest, ForgedTokenIsUnauthenticated) {
 }
 
 TEST_F(ClientTest, TokenOfAnEndedSessionIsUnauthenticated) {
-  RawSession raw = OpenRawSession();
+  testing::RawSession raw = OpenRawSession();
   raw.socket.reset();  // Hang up: the daemon ends the session.
   absl::Time deadline = absl::Now() + absl::Seconds(5);
   grpc::Status status;
@@ -298,7 +271,7 @@ TEST_F(ClientTest, PingNeedsNoSession) {
 }
 
 TEST_F(ClientTest, ValuesOnlyAHandMadeRequestCanCarryAreInvalidArgument) {
-  RawSession raw = OpenRawSession();
+  testing::RawSession raw = OpenRawSession();
   v1::Lease lease;
 
   v1::OpenRequest too_long;

@@ -5,7 +5,6 @@
 // the sessions end and the names are unlinked nothing may be left: no lease,
 // no buffer, no byte in use, no usage charged. Runs under ASan/UBSan in CI.
 
-#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdint>
@@ -18,13 +17,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/paths.h"
-#include "common/unix_socket.h"
 #include "daemon/daemon.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "memd/v1/memd.grpc.pb.h"
+#include "tests/client/raw_session.h"
 #include "tests/support/temp_dir.h"
 
 namespace memd {
@@ -34,19 +32,10 @@ constexpr std::uint64_t kMiB = 1 << 20;
 constexpr int kSessions = 3;
 constexpr int kOperations = 4000;
 
-// A session made by hand, as a misbehaving client would: its socket (kept
-// open, and drained of the descriptors the daemon sends) and its token.
-struct RawSession {
-  UniqueFd socket;
-  std::string token;
-  std::vector<std::uint64_t> leases;  // Granted and not released.
-
-  void Drain() {
-    for (;;) {
-      auto packet = ReceivePacket(socket.get(), 4096, MSG_DONTWAIT);
-      if (!packet.ok() || !packet->has_value()) return;  // Its fd closes with it.
-    }
-  }
+// A raw session and the leases it was granted and has not released.
+struct FuzzSession {
+  testing::RawSession raw;
+  std::vector<std::uint64_t> leases;
 };
 
 class RpcFuzzTest : public ::testing::Test {
@@ -65,36 +54,13 @@ class RpcFuzzTest : public ::testing::Test {
     auto daemon = Daemon::Start(config_);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
-    stub_ = v1::Memd::NewStub(grpc::CreateChannel(
-        "unix:" + ControlSocketPath(config_.socket_dir), grpc::InsecureChannelCredentials()));
   }
 
-  RawSession Open() {
-    RawSession raw;
-    auto socket = ConnectUnix(SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET);
-    EXPECT_TRUE(socket.ok()) << socket.status();
-    auto packet = ReceivePacket(socket->get(), 4096);
-    EXPECT_TRUE(packet.ok() && packet->has_value());
-    v1::SessionMessage hello;
-    EXPECT_TRUE(hello.ParseFromString((*packet)->bytes));
-    raw.socket = std::move(*socket);
-    raw.token = hello.hello().token();
-    return raw;
-  }
-
-  template <typename Method, typename Request, typename Reply>
-  grpc::Status Call(const RawSession& session, Method method, const Request& request,
-                    Reply* reply) {
-    grpc::ClientContext context;
-    context.AddMetadata("memd-session", session.token);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    return (stub_.get()->*method)(&context, request, reply);
-  }
+  FuzzSession Open() { return FuzzSession{testing::RawSession::Open(config_.socket_dir), {}}; }
 
   testing::TempDir dir_;
   Config config_;
   std::unique_ptr<Daemon> daemon_;
-  std::unique_ptr<v1::Memd::Stub> stub_;
 };
 
 // What the generator draws from: mostly valid, often not.
@@ -142,11 +108,11 @@ class Inputs {
     }
   }
 
-  std::uint64_t Lease(const RawSession& session, const std::vector<RawSession>& all) {
+  std::uint64_t Lease(const FuzzSession& session, const std::vector<FuzzSession>& all) {
     if (!session.leases.empty() && !OneIn(5)) {
       return session.leases[Below(static_cast<int>(session.leases.size()))];
     }
-    const RawSession& other = all[Below(static_cast<int>(all.size()))];
+    const FuzzSession& other = all[Below(static_cast<int>(all.size()))];
     if (!other.leases.empty() && OneIn(2)) return other.leases.front();  // Not ours.
     return OneIn(2) ? 0 : std::uniform_int_distribution<std::uint64_t>()(random_);
   }
@@ -194,12 +160,12 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
   if (const char* text = std::getenv("MEMD_FUZZ_SEED")) seed = std::strtoull(text, nullptr, 10);
   SCOPED_TRACE(absl::StrCat("MEMD_FUZZ_SEED=", seed));
   Inputs in(seed);
-  std::vector<RawSession> sessions;
+  std::vector<FuzzSession> sessions;
   for (int i = 0; i < kSessions; ++i) sessions.push_back(Open());
   std::map<std::string, int> answers;  // "Method CODE" -> count, for the log.
 
   for (int op = 0; op < kOperations && !HasFatalFailure(); ++op) {
-    RawSession& session = sessions[in.Below(kSessions)];
+    FuzzSession& session = sessions[in.Below(kSessions)];
     grpc::Status status;
     const char* method = "";
     v1::Lease lease;
@@ -208,7 +174,7 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
       case 1:
       case 2: {
         method = "Create";
-        status = Call(session, &v1::Memd::Stub::Create, in.Create(), &lease);
+        status = session.raw.Call(&v1::Memd::Stub::Create, in.Create(), &lease);
         break;
       }
       case 3:
@@ -219,7 +185,7 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
         request.set_access(in.Access());
         request.set_wait_timeout_ms(in.Wait());
         if (in.OneIn(4)) request.set_mapped_buffer_id(in.Below(100));
-        status = Call(session, &v1::Memd::Stub::Open, request, &lease);
+        status = session.raw.Call(&v1::Memd::Stub::Open, request, &lease);
         break;
       }
       case 5: {
@@ -227,7 +193,7 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
         v1::OpenOrCreateRequest request;
         *request.mutable_create() = in.Create();
         request.set_wait_timeout_ms(in.Wait());
-        status = Call(session, &v1::Memd::Stub::OpenOrCreate, request, &lease);
+        status = session.raw.Call(&v1::Memd::Stub::OpenOrCreate, request, &lease);
         break;
       }
       case 6: {
@@ -235,7 +201,7 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
         v1::SealRequest request;
         request.set_lease_id(in.Lease(session, sessions));
         v1::SealReply reply;
-        status = Call(session, &v1::Memd::Stub::Seal, request, &reply);
+        status = session.raw.Call(&v1::Memd::Stub::Seal, request, &reply);
         break;
       }
       case 7:
@@ -244,7 +210,7 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
         v1::ReleaseRequest request;
         request.set_lease_id(in.Lease(session, sessions));
         v1::ReleaseReply reply;
-        status = Call(session, &v1::Memd::Stub::Release, request, &reply);
+        status = session.raw.Call(&v1::Memd::Stub::Release, request, &reply);
         if (status.ok()) std::erase(session.leases, request.lease_id());
         break;
       }
@@ -253,7 +219,7 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
         v1::UnlinkRequest request;
         request.set_name(in.Name());
         v1::UnlinkReply reply;
-        status = Call(session, &v1::Memd::Stub::Unlink, request, &reply);
+        status = session.raw.Call(&v1::Memd::Stub::Unlink, request, &reply);
         break;
       }
       case 10: {
@@ -261,12 +227,12 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
         v1::ListRequest list;
         list.set_prefix(in.Name());
         v1::ListReply listed;
-        status = Call(session, &v1::Memd::Stub::List, list, &listed);
+        status = session.raw.Call(&v1::Memd::Stub::List, list, &listed);
         if (status.ok()) {
           v1::StatRequest stat;
           stat.set_name(in.Name());
           v1::BufferInfo info;
-          status = Call(session, &v1::Memd::Stub::Stat, stat, &info);
+          status = session.raw.Call(&v1::Memd::Stub::Stat, stat, &info);
         }
         break;
       }
@@ -275,25 +241,27 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
         v1::TrimRequest request;
         request.set_location(in.Location());
         v1::TrimReply reply;
-        status = Call(session, &v1::Memd::Stub::Trim, request, &reply);
+        status = session.raw.Call(&v1::Memd::Stub::Trim, request, &reply);
         break;
       }
       default: {
         method = "Stats/Usage/Sessions";
         v1::StatsReply stats;
-        status = Call(session, &v1::Memd::Stub::Stats, v1::StatsRequest(), &stats);
+        status = session.raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats);
         v1::UsageReply usage;
-        if (status.ok()) status = Call(session, &v1::Memd::Stub::Usage, v1::UsageRequest(), &usage);
+        if (status.ok()) {
+          status = session.raw.Call(&v1::Memd::Stub::Usage, v1::UsageRequest(), &usage);
+        }
         v1::ListSessionsReply listed;
         if (status.ok()) {
-          status = Call(session, &v1::Memd::Stub::ListSessions, v1::ListSessionsRequest(),
+          status = session.raw.Call(&v1::Memd::Stub::ListSessions, v1::ListSessionsRequest(),
                         &listed);
         }
         break;
       }
     }
     if (status.ok() && lease.lease_id() != 0) session.leases.push_back(lease.lease_id());
-    session.Drain();
+    session.raw.Drain();
     ++answers[absl::StrCat(method, " ", status.error_code())];
     if (std::getenv("MEMD_FUZZ_VERBOSE") != nullptr && !status.ok()) {
       std::printf("%s %d %s\n", method, status.error_code(), status.error_message().c_str());
@@ -315,11 +283,11 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
   EXPECT_GT(answers["Release 0"], 200) << summary;
 
   // The daemon agrees on what is held.
-  RawSession checker = Open();
+  FuzzSession checker = Open();
   v1::StatsReply stats;
-  ASSERT_TRUE(Call(checker, &v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
+  ASSERT_TRUE(checker.raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
   std::uint64_t held = 0;
-  for (const RawSession& session : sessions) held += session.leases.size();
+  for (const FuzzSession& session : sessions) held += session.leases.size();
   EXPECT_EQ(stats.leases(), held);
   EXPECT_EQ(stats.sessions(), static_cast<std::uint64_t>(kSessions + 1));
 
@@ -327,28 +295,28 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
   sessions.clear();
   for (int wait = 0; wait < 200; ++wait) {
     stats.Clear();
-    ASSERT_TRUE(Call(checker, &v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
+    ASSERT_TRUE(checker.raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
     if (stats.sessions() == 1 && stats.leases() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(stats.sessions(), 1u);
   ASSERT_EQ(stats.leases(), 0u);
   v1::ListReply remaining;
-  ASSERT_TRUE(Call(checker, &v1::Memd::Stub::List, v1::ListRequest(), &remaining).ok());
+  ASSERT_TRUE(checker.raw.Call(&v1::Memd::Stub::List, v1::ListRequest(), &remaining).ok());
   for (const v1::BufferInfo& buffer : remaining.buffers()) {
     v1::UnlinkRequest unlink;
     unlink.set_name(buffer.name());
     v1::UnlinkReply unlinked;
-    EXPECT_TRUE(Call(checker, &v1::Memd::Stub::Unlink, unlink, &unlinked).ok()) << buffer.name();
+    EXPECT_TRUE(checker.raw.Call(&v1::Memd::Stub::Unlink, unlink, &unlinked).ok()) << buffer.name();
   }
   stats.Clear();
-  ASSERT_TRUE(Call(checker, &v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
+  ASSERT_TRUE(checker.raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
   EXPECT_EQ(stats.buffers(), 0u);
   for (const v1::PoolStats& pool : stats.pools()) {
     EXPECT_EQ(pool.used_bytes(), 0u) << pool.location();
   }
   v1::UsageReply usage;
-  ASSERT_TRUE(Call(checker, &v1::Memd::Stub::Usage, v1::UsageRequest(), &usage).ok());
+  ASSERT_TRUE(checker.raw.Call(&v1::Memd::Stub::Usage, v1::UsageRequest(), &usage).ok());
   EXPECT_EQ(usage.usage_size(), 0) << usage.DebugString();
 }
 

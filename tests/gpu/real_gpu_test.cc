@@ -36,6 +36,11 @@ std::string WhyNoGpu() {
   return "";
 }
 
+// What a client process of `daemon` runs with: the real driver.
+std::map<std::string, std::string> ClientEnvironment(const DaemonProcess& daemon) {
+  return {{"MEMD_SOCKET_DIR", daemon.socket_dir()}, {"MEMD_CUDA_DRIVER", "libcuda.so.1"}};
+}
+
 class RealGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,8 +56,7 @@ class RealGpuTest : public ::testing::Test {
 TEST_F(RealGpuTest, DeviceBufferCrossesProcessesOnTheRealDriver) {
   auto daemon = DaemonProcess::Start({"--backend", "cuda", "--cuda-driver", "libcuda.so.1"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto env = std::map<std::string, std::string>{
-      {"MEMD_SOCKET_DIR", (*daemon)->socket_dir()}, {"MEMD_CUDA_DRIVER", "libcuda.so.1"}};
+  auto env = ClientEnvironment(**daemon);
   ProgramResult produced = RunProgram(BinDir() + "/memd-test-client",
                                       {"device-produce", "gpu/w", "8000000", "9", "0"}, "", env);
   ASSERT_EQ(produced.exit_code, 0) << produced.out << produced.err;
@@ -65,8 +69,7 @@ TEST_F(RealGpuTest, LegacyIpcHandlesOnTheRealDriver) {
   auto daemon = DaemonProcess::Start(
       {"--backend", "cuda", "--cuda-driver", "libcuda.so.1", "--cuda-handles", "ipc"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto env = std::map<std::string, std::string>{
-      {"MEMD_SOCKET_DIR", (*daemon)->socket_dir()}, {"MEMD_CUDA_DRIVER", "libcuda.so.1"}};
+  auto env = ClientEnvironment(**daemon);
   ASSERT_EQ(RunProgram(BinDir() + "/memd-test-client",
                        {"device-produce", "gpu/i", "3000000", "4", "0"}, "", env)
                 .exit_code,
@@ -88,10 +91,8 @@ TEST_F(RealGpuTest, ClientsNumberingGpusOtherwiseFindThemByUuid) {
   ASSERT_TRUE(stats.ok());
   ASSERT_FALSE(stats->devices.empty());
   const DeviceInfo& last = stats->devices.back();
-  auto env = std::map<std::string, std::string>{
-      {"MEMD_SOCKET_DIR", (*daemon)->socket_dir()},
-      {"MEMD_CUDA_DRIVER", "libcuda.so.1"},
-      {"CUDA_VISIBLE_DEVICES", last.uuid}};
+  auto env = ClientEnvironment(**daemon);
+  env["CUDA_VISIBLE_DEVICES"] = last.uuid;
   ProgramResult produced = RunProgram(
       BinDir() + "/memd-test-client",
       {"device-produce", "gpu/u", "4000000", "6", std::to_string(last.ordinal)}, "", env);
