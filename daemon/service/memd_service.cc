@@ -15,7 +15,8 @@ namespace memd::service {
 namespace {
 
 absl::Status ValidateWait(std::uint64_t wait_ms) {
-  if (absl::Milliseconds(wait_ms) > kMaxOpenWait) {
+  // Compared as integers: a duration made of 2^63 ms or more wraps negative.
+  if (wait_ms > static_cast<std::uint64_t>(absl::ToInt64Milliseconds(kMaxOpenWait))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "wait_timeout_ms ", wait_ms, " exceeds the maximum of ",
         absl::ToInt64Milliseconds(kMaxOpenWait), " ms"));

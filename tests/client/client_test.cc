@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "memd/v1/memd.grpc.pb.h"
 #include "tests/client/pattern.h"
-#include "tests/client/raw_session.h"
+#include "tests/support/raw_session.h"
 #include "tests/support/temp_dir.h"
 
 namespace memd {
