@@ -1,5 +1,7 @@
 #include "common/unix_socket.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,6 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+
+// Debian 12's headers predate the option; the number is the kernel's ABI.
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83
+#endif
 
 namespace memd {
 namespace {
@@ -164,6 +171,27 @@ absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
   }
   packet.bytes.resize(static_cast<std::size_t>(received));
   return std::optional<ReceivedPacket>(std::move(packet));
+}
+
+absl::Status RefuseDescriptors(int listener) {
+  const int off = 0;
+  if (::setsockopt(listener, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off)) == 0) {
+    return absl::OkStatus();
+  }
+  if (errno == ENOPROTOOPT) {
+    return absl::UnimplementedError(
+        "this kernel cannot refuse descriptors on Unix sockets "
+        "(SO_PASSRIGHTS needs Linux 6.16)");
+  }
+  return ErrnoStatus("setsockopt(SO_PASSRIGHTS)", errno);
+}
+
+absl::StatusOr<std::size_t> UnreadBytes(int socket_fd) {
+  int bytes = 0;
+  if (::ioctl(socket_fd, SIOCOUTQ, &bytes) != 0) {
+    return ErrnoStatus("ioctl(SIOCOUTQ)", errno);
+  }
+  return static_cast<std::size_t>(bytes);
 }
 
 }  // namespace memd

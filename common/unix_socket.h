@@ -57,4 +57,18 @@ absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
 absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
     int socket_fd, std::size_t max_bytes, int flags = 0);
 
+// Makes `listener` (and so every socket it accepts: the kernel copies the
+// setting at connect time) refuse descriptors: a peer's SCM_RIGHTS send
+// fails with EPERM (SO_PASSRIGHTS, Linux 6.16). A process that receives a
+// descriptor may be the one whose close() releases it, and some closes block
+// for as long as the sender likes (a lingering TCP socket, a FUSE file).
+// Errors: UNIMPLEMENTED when the kernel lacks the option, else the errno
+// mapping.
+absl::Status RefuseDescriptors(int listener);
+
+// Bytes this socket sent that its peer has not read yet (SIOCOUTQ; for Unix
+// sockets the kernel's accounting size of the queued packets). Errors: the
+// errno mapping.
+absl::StatusOr<std::size_t> UnreadBytes(int socket_fd);
+
 }  // namespace memd

@@ -108,6 +108,16 @@ const std::vector<Option>& Options() {
       {"max_waits_per_session", Kind::kCount,
        "most opens one session may have waiting for a seal (default 256)",
        nullptr, &Config::max_waits_per_session},
+      {"max_fds_in_flight_per_session", Kind::kCount,
+       "most descriptors one session may leave unread in its session socket "
+       "(default 32)",
+       nullptr, &Config::max_fds_in_flight_per_session},
+      {"max_connections_per_uid", Kind::kCount,
+       "most connections one uid may hold to the control socket (default 64)",
+       nullptr, &Config::max_connections_per_uid},
+      {"max_connections", Kind::kCount,
+       "most connections to the control socket in all (default 1024)", nullptr,
+       &Config::max_connections},
       {"max_uid_bytes", Kind::kQuota,
        "most bytes of buffers one uid may own in each location: 16GiB, or "
        "host=16GiB,pinned=2GiB,device=40GiB,device:1=8GiB (default: none)",

@@ -58,6 +58,12 @@ struct Config {
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;
   std::uint64_t max_waits_per_session = 256;
+  // Descriptors a session may leave unread in its socket (each counts
+  // against a kernel limit of memd's user), and connections to the control
+  // socket per uid and in all.
+  std::uint64_t max_fds_in_flight_per_session = 32;
+  std::uint64_t max_connections_per_uid = 64;
+  std::uint64_t max_connections = 1024;
   // Byte quotas (broker/quota.h): bytes of live buffers one uid may own, and
   // one session may have created, per location: "16GiB" everywhere, or
   // "host=16GiB,device=40GiB,device:1=8GiB"; empty: none.

@@ -14,6 +14,7 @@
 #include "common/unix_socket.h"
 #include "common/version.h"
 #include "daemon/backend/factory.h"
+#include "daemon/descriptor_budget.h"
 #include "daemon/broker/broker.h"
 #include "daemon/memory_budget.h"
 #include "daemon/metrics/daemon_collectable.h"
@@ -28,9 +29,32 @@
 #include "daemon/session/session_server.h"
 #include "daemon/socket_dir.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/server_posix.h"
 #include "spdlog/spdlog.h"
 
 namespace memd {
+
+// Hands the control connections the session server accepts to gRPC, until
+// the server shuts down.
+class ControlHandOff {
+ public:
+  void Open(grpc::Server* server) {
+    absl::MutexLock lock(&mu_);
+    server_ = server;
+  }
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    server_ = nullptr;
+  }
+  void Take(UniqueFd connection) {
+    absl::MutexLock lock(&mu_);
+    if (server_ != nullptr) grpc::AddInsecureChannelFromFd(server_, connection.release());
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::Server* server_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
 
 // Declared in the order they start; destroyed in reverse.
 struct Daemon::Parts {
@@ -43,6 +67,8 @@ struct Daemon::Parts {
   pool::PoolSet pools;
   std::unique_ptr<pool::PeriodicTrimmer> trimmer;
   std::unique_ptr<broker::Broker> broker;
+  std::uint64_t descriptor_limit = 0;  // RLIMIT_NOFILE, raised at start.
+  ControlHandOff control;
   std::unique_ptr<session::SessionServer> sessions;
   std::unique_ptr<metrics::RpcMetrics> rpc_metrics;
   std::unique_ptr<service::MemdService> service;
@@ -75,21 +101,17 @@ std::uint64_t PoolLimit(const Config& config, const Location& location,
   return config.host_pool_limit_bytes ? config.host_pool_limit_bytes : memory / 2;
 }
 
-// gRPC creates its socket with the process umask; give it the configured
-// mode like the session socket.
-absl::Status ChmodSocket(const std::string& path, std::uint32_t mode) {
-  if (::chmod(path.c_str(), mode) != 0) {
-    return ErrnoStatus(absl::StrCat("chmod ", path), errno);
-  }
-  return absl::OkStatus();
-}
-
 // `config` has passed ParseConfig, which checked the quotas parse.
-broker::BrokerLimits LimitsOf(const Config& config) {
+// max_sessions is lowered to what `descriptor_limit` can carry.
+broker::BrokerLimits LimitsOf(const Config& config, std::uint64_t descriptor_limit) {
   broker::BrokerLimits limits;
   limits.max_buffer_bytes = config.max_buffer_bytes;
   limits.max_buffers = config.max_buffers;
-  limits.max_sessions = config.max_sessions;
+  const SessionBudget sessions =
+      BudgetSessions(config.max_sessions, config.max_fds_in_flight_per_session,
+                     config.max_connections, descriptor_limit);
+  if (!sessions.note.empty()) spdlog::info("{}", sessions.note);
+  limits.max_sessions = sessions.max_sessions;
   limits.max_leases_per_session = config.max_leases_per_session;
   limits.max_waits_per_session = config.max_waits_per_session;
   limits.max_uid_bytes = broker::Quota::Parse(config.max_uid_bytes).value_or(broker::Quota());
@@ -98,13 +120,24 @@ broker::BrokerLimits LimitsOf(const Config& config) {
   return limits;
 }
 
+session::ConnectionLimits ConnectionLimitsOf(const Config& config) {
+  return session::ConnectionLimits{config.max_connections_per_uid,
+                                   config.max_connections};
+}
+
+std::uint32_t FdsInFlightOf(const Config& config) {
+  return static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(config.max_fds_in_flight_per_session, 1u << 20));
+}
+
 }  // namespace
 
 Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 
 std::vector<std::string> Daemon::Reload(const Config& config) {
   if (parts_->stopped) return {};
-  parts_->broker->SetLimits(LimitsOf(config));
+  parts_->broker->SetLimits(LimitsOf(config, parts_->descriptor_limit));
+  parts_->sessions->SetLimits(FdsInFlightOf(config), ConnectionLimitsOf(config));
   // Compared with what runs, not with the file read at the last reload.
   return SettingsNeedingRestart(parts_->started_with, config);
 }
@@ -161,21 +194,29 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
       parts->pools, idle, std::min(idle / 4, absl::Seconds(1)));
 
-  parts->broker = std::make_unique<broker::Broker>(parts->pools, LimitsOf(config),
-                                                   parts->clock);
+  parts->descriptor_limit = RaiseDescriptorLimit();
+  parts->broker = std::make_unique<broker::Broker>(
+      parts->pools, LimitsOf(config, parts->descriptor_limit), parts->clock);
 
+  // memd accepts the control socket's connections itself, so that it knows
+  // the credentials of each (gRPC's own listener would not tell).
   ASSIGN_OR_RETURN(UniqueFd listener,
                    ListenUnix(SessionSocketPath(dir), SOCK_SEQPACKET,
                               config.socket_mode));
+  ASSIGN_OR_RETURN(UniqueFd control_listener,
+                   ListenUnix(ControlSocketPath(dir), SOCK_STREAM,
+                              config.socket_mode));
   broker::Broker& broker = *parts->broker;
+  ControlHandOff& control = parts->control;
   parts->sessions = std::make_unique<session::SessionServer>(
-      std::move(listener),
+      std::move(listener), std::move(control_listener),
       session::SessionHooks{
           [&broker](const PeerCredentials& peer, const std::string& command) {
             return broker.StartSession(peer, command);
           },
-          [&broker](std::uint64_t id) { broker.EndSession(id); }});
-  RETURN_IF_ERROR(parts->sessions->Start());
+          [&broker](std::uint64_t id) { broker.EndSession(id); },
+          [&control](UniqueFd connection) { control.Take(std::move(connection)); }},
+      session::SessionServerOptions{FdsInFlightOf(config), ConnectionLimitsOf(config)});
 
   if (!config.metrics_address.empty()) {
     parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
@@ -193,17 +234,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
       service::DaemonInfo{kVersion, parts->backend_name, parts->metrics_address,
                           parts->clock.Now()},
       parts->backend.get(), parts->rpc_metrics.get());
-  const std::string control = ControlSocketPath(dir);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", control),
-                           grpc::InsecureServerCredentials());
   builder.RegisterService(parts->service.get());
+
   parts->server = builder.BuildAndStart();
   if (parts->server == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("gRPC could not listen on ", control));
+    return absl::UnavailableError("the gRPC server did not start");
   }
-  RETURN_IF_ERROR(ChmodSocket(control, config.socket_mode));
+
+  parts->control.Open(parts->server.get());
+  RETURN_IF_ERROR(parts->sessions->Start());
   parts->started_with = config;
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
@@ -213,9 +253,11 @@ void Daemon::Shutdown() {
   parts_->stopped = true;
   // Calls first (waiting opens are cancelled), then sessions (their leases
   // go back), then memory; the socket directory is cleaned last.
+  parts_->control.Close();
   parts_->server->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::milliseconds(500));
   spdlog::debug("shutdown: grpc server stopped");
+
   parts_->server.reset();
   parts_->sessions->Stop();
   spdlog::debug("shutdown: sessions ended");

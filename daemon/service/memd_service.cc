@@ -5,7 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/service/convert.h"
 #include "daemon/service/waiting_open.h"
@@ -52,6 +54,19 @@ MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
       device_uuids_(DeviceUuids(backend)),
       observer_(observer) {}
 
+std::optional<PeerCredentials> MemdService::ConnectionPeer(
+    const grpc::CallbackServerContext& context) const {
+  // memd accepts control connections itself and hands their descriptors to
+  // gRPC, which names such a peer "fd:N".
+  const std::string peer = context.peer();
+  absl::string_view number(peer);
+  int fd = -1;
+  if (!absl::ConsumePrefix(&number, "fd:") || !absl::SimpleAtoi(number, &fd)) {
+    return std::nullopt;
+  }
+  return sessions_.ControlPeer(fd);
+}
+
 absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
     grpc::CallbackServerContext* context) const {
   const auto& metadata = context->client_metadata();
@@ -66,6 +81,20 @@ absl::StatusOr<std::shared_ptr<session::Session>> MemdService::Authenticate(
   if (session == nullptr) {
     return absl::UnauthenticatedError(
         "the session token is unknown or its session has ended; reconnect");
+  }
+  // The token is a bearer secret: it counts only on a connection of the
+  // session's own user.
+  std::optional<PeerCredentials> caller = ConnectionPeer(*context);
+  if (!caller.has_value()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "memd does not know who is on this connection (", context->peer(),
+        "); connect to its control socket"));
+  }
+  if (caller->uid != session->peer().uid) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "this connection is uid ", caller->uid, "'s, but the token belongs to "
+        "a session of uid ", session->peer().uid,
+        "; a token is good only for its own user"));
   }
   return session;
 }
@@ -82,7 +111,12 @@ absl::Status MemdService::Deliver(session::Session& session,
     if (!sent.ok()) {
       absl::Status released = broker_.Release(session.id(), grant.lease);
       if (!released.ok()) spdlog::debug("undo lease: {}", released.ToString());
-      return absl::UnavailableError(absl::StrCat(
+      // RESOURCE_EXHAUSTED (too many unread) stays so: the client must
+      // read; anything else means it is gone or not reading at all.
+      const absl::StatusCode code = absl::IsResourceExhausted(sent.status())
+                                        ? absl::StatusCode::kResourceExhausted
+                                        : absl::StatusCode::kUnavailable;
+      return absl::Status(code, absl::StrCat(
           "could not pass the buffer's descriptor to the client: ",
           sent.status().message()));
     }

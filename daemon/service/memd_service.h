@@ -33,7 +33,8 @@ inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
 /// descriptors over the caller's session socket and converts statuses. The
 /// only code that sees gRPC. Borrows the broker, pools and session server
 /// (they outlive the gRPC server). Thread-safe.
-/// Errors: UNAUTHENTICATED (missing or unknown token), the broker's errors,
+/// Errors: UNAUTHENTICATED (missing or unknown token, or a token presented
+/// on a connection of another uid than its session's), the broker's errors,
 /// INVALID_ARGUMENT (bad enum values, wait beyond kMaxOpenWait),
 /// UNAVAILABLE (a descriptor could not reach the client),
 /// DEADLINE_EXCEEDED (a waiting Open ran out of time), PERMISSION_DENIED
@@ -89,8 +90,13 @@ class MemdService final : public v1::Memd::CallbackService {
                                  v1::PingReply* reply) override;
 
  private:
+  // The session of the call's token, when the call comes on a connection
+  // of the session's user.
   absl::StatusOr<std::shared_ptr<session::Session>> Authenticate(
       grpc::CallbackServerContext* context) const;
+  // Who is on the call's connection (memd accepted it and read SO_PEERCRED).
+  std::optional<PeerCredentials> ConnectionPeer(
+      const grpc::CallbackServerContext& context) const;
 
   // Sends the grant's descriptor to the session's client and fills `reply`;
   // sends none when the client maps that buffer already

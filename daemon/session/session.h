@@ -2,23 +2,40 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
 #include "common/unix_socket.h"
+#include "daemon/session/closer.h"
 
 namespace memd::session {
 
+/// What every session of a server shares, and may keep after the server is
+/// gone: how many descriptors may wait unread in a session's socket (a
+/// reload changes it) and the closer its socket goes to. Thread-safe.
+struct SessionShared {
+  explicit SessionShared(bool closes_inline) : closer(closes_inline) {}
+
+  std::atomic<std::uint32_t> max_fds_in_flight{32};
+  Closer closer;
+};
+
 /// One connected client of the session socket: its credentials, the token
-/// its gRPC calls carry, and the socket descriptors travel over.
-/// Owns the socket (closed when the last reference goes). Thread-safe.
+/// its gRPC calls carry, and the socket descriptors travel over (to the
+/// client only: the daemon never reads it).
+/// Owns the socket (handed to the closer when the last reference goes).
+/// Thread-safe.
 class Session {
  public:
   Session(std::uint64_t id, std::string token, PeerCredentials peer,
-          UniqueFd socket)
+          UniqueFd socket, std::shared_ptr<SessionShared> shared)
       : id_(id), token_(std::move(token)), peer_(std::move(peer)),
-        socket_(std::move(socket)) {}
+        socket_(std::move(socket)), shared_(std::move(shared)) {}
+  ~Session() { shared_->closer.Close(std::move(socket_)); }
 
   std::uint64_t id() const { return id_; }
   const std::string& token() const { return token_; }
@@ -26,16 +43,26 @@ class Session {
   int socket_fd() const { return socket_.get(); }
 
   // Sends a duplicate of `fd` to the client and returns the sequence number
-  // the client matches it with. Never blocks. Errors: UNAVAILABLE (the
-  // client hung up, or stopped reading and its socket is full).
+  // the client matches it with. Never blocks. Every descriptor in flight
+  // counts against a per-user limit of the kernel's for memd's user, so a
+  // session may have only max_fds_in_flight unread. Errors:
+  // RESOURCE_EXHAUSTED (that many wait unread, with the numbers),
+  // UNAVAILABLE (the client hung up, or its socket is full).
   absl::StatusOr<std::uint64_t> SendFd(int fd);
+
+  // Descriptors sent and not yet read by the client (an estimate from the
+  // kernel's accounting of the socket's queue, exact for memd's packets).
+  absl::StatusOr<std::uint64_t> FdsInFlight() const;
 
  private:
   const std::uint64_t id_;
   const std::string token_;
   const PeerCredentials peer_;
-  const UniqueFd socket_;
-  std::atomic<std::uint64_t> next_seq_{1};
+  UniqueFd socket_;
+  const std::shared_ptr<SessionShared> shared_;
+  // Sends one at a time, so that the in-flight check holds exactly.
+  absl::Mutex send_mu_;
+  std::uint64_t next_seq_ ABSL_GUARDED_BY(send_mu_) = 1;
 };
 
 }  // namespace memd::session

@@ -4,16 +4,17 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "common/errno_status.h"
 #include "memd/v1/memd.pb.h"
 #include "spdlog/spdlog.h"
@@ -53,10 +54,24 @@ void SendHello(int fd, const v1::SessionHello& hello) {
   if (!sent.ok()) spdlog::debug("session hello not delivered: {}", sent.ToString());
 }
 
+std::string KernelRelease() {
+  utsname name{};
+  return ::uname(&name) == 0 ? name.release : "unknown";
+}
+
 }  // namespace
 
-SessionServer::SessionServer(UniqueFd listener, SessionHooks hooks)
-    : listener_(std::move(listener)), hooks_(std::move(hooks)) {}
+SessionServer::SessionServer(UniqueFd session_listener, UniqueFd control_listener,
+                             SessionHooks hooks, SessionServerOptions options)
+    : sessions_listener_(std::move(session_listener), "session socket"),
+      hooks_(std::move(hooks)),
+      want_refuse_descriptors_(options.refuse_descriptors),
+      // Replaced in Start once it is known how sockets may be closed.
+      shared_(std::make_shared<SessionShared>(true)),
+      connection_limits_(options.connections) {
+  if (control_listener) control_listener_.emplace(std::move(control_listener), "control socket");
+  shared_->max_fds_in_flight = options.max_fds_in_flight_per_session;
+}
 
 SessionServer::~SessionServer() { Stop(); }
 
@@ -65,15 +80,44 @@ absl::Status SessionServer::Start() {
   if (!epoll_) return ErrnoStatus("epoll_create1", errno);
   wakeup_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wakeup_) return ErrnoStatus("eventfd", errno);
-  int flags = ::fcntl(listener_.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(listener_.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
-    return ErrnoStatus("fcntl(O_NONBLOCK)", errno);
+  std::vector<Listener*> listeners = {&sessions_listener_};
+  if (control_listener_) listeners.push_back(&*control_listener_);
+  for (Listener* listener : listeners) {
+    const int flags = ::fcntl(listener->fd(), F_GETFL);
+    if (flags < 0 || ::fcntl(listener->fd(), F_SETFL, flags | O_NONBLOCK) != 0) {
+      return ErrnoStatus("fcntl(O_NONBLOCK)", errno);
+    }
   }
-  for (int fd : {listener_.get(), wakeup_.get()}) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+  absl::Status refused = absl::UnimplementedError("not asked to refuse descriptors");
+  if (want_refuse_descriptors_) {
+    refused = absl::OkStatus();
+    for (Listener* listener : listeners) {
+      if (absl::Status status = RefuseDescriptors(listener->fd()); !status.ok()) {
+        refused = status;
+      }
+    }
+  }
+  refuses_descriptors_ = refused.ok();
+  if (!refuses_descriptors_) {
+    // Without SO_PASSRIGHTS a client can still slip a descriptor into its
+    // socket before memd shuts it for reading; such sockets are closed on
+    // a thread of their own.
+    spdlog::warn("kernel {}: {}; sockets clients may have loaded with "
+                 "descriptors are closed on a separate thread",
+                 KernelRelease(), std::string(refused.message()));
+  }
+  const std::uint32_t in_flight = shared_->max_fds_in_flight;
+  shared_ = std::make_shared<SessionShared>(refuses_descriptors_);
+  shared_->max_fds_in_flight = in_flight;
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = wakeup_.get();
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wakeup_.get(), &event) != 0) {
+    return ErrnoStatus("epoll_ctl", errno);
+  }
+  for (Listener* listener : listeners) {
+    event.data.fd = listener->fd();
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener->fd(), &event) != 0) {
       return ErrnoStatus("epoll_ctl", errno);
     }
   }
@@ -88,7 +132,6 @@ void SessionServer::Stop() {
     (void)written;
     thread_.join();
   }
-  listener_.reset();
   for (auto& [fd, session] : by_fd_) {
     {
       absl::MutexLock lock(&mu_);
@@ -99,71 +142,96 @@ void SessionServer::Stop() {
   by_fd_.clear();
 }
 
+void SessionServer::Watch(const Listener& listener) {
+  epoll_event event{};
+  event.events = listener.paused() ? 0 : EPOLLIN;
+  event.data.fd = listener.fd();
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener.fd(), &event);
+}
+
+int SessionServer::NextResumeMs(absl::Time now) const {
+  absl::Time first = absl::InfiniteFuture();
+  if (sessions_listener_.paused()) first = sessions_listener_.paused_until();
+  if (control_listener_ && control_listener_->paused()) {
+    first = std::min(first, control_listener_->paused_until());
+  }
+  if (first == absl::InfiniteFuture()) return -1;
+  return static_cast<int>(
+      std::max<std::int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(first - now, absl::Milliseconds(1)))));
+}
+
 void SessionServer::Run() {
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
   for (;;) {
-    int ready = ::epoll_wait(epoll_.get(), events, kMaxEvents, -1);
+    int ready = ::epoll_wait(epoll_.get(), events, kMaxEvents, NextResumeMs(absl::Now()));
     if (ready < 0) {
       if (errno == EINTR) continue;
       spdlog::error("session server: epoll_wait: {}", std::strerror(errno));
       return;
     }
+    const absl::Time now = absl::Now();
+    for (Listener* listener : {&sessions_listener_,
+                               control_listener_ ? &*control_listener_ : nullptr}) {
+      if (listener != nullptr && listener->paused() && listener->paused_until() <= now) {
+        listener->Resume();
+        Watch(*listener);
+      }
+    }
     for (int i = 0; i < ready; ++i) {
       const int fd = events[i].data.fd;
       if (fd == wakeup_.get()) return;
-      if (fd == listener_.get()) {
-        Accept();
-      } else if (events[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) {
-        Hangup(fd);
+      if (fd == sessions_listener_.fd()) {
+        AcceptSessions(now);
+      } else if (control_listener_ && fd == control_listener_->fd()) {
+        AcceptControl(now);
       } else {
-        Drain(fd);
+        // Session sockets are watched for nothing but hang-ups and errors.
+        Hangup(fd);
       }
     }
   }
 }
 
-void SessionServer::Accept() {
-  for (;;) {
-    UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr,
-                          SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!fd) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN) {
-        spdlog::warn("session server: accept: {}", std::strerror(errno));
-      }
-      return;
-    }
+void SessionServer::AcceptSessions(absl::Time now) {
+  while (std::optional<UniqueFd> fd = sessions_listener_.Accept(now)) {
+    // The client has nothing to say on this socket: shut it for reading so
+    // that whatever it sends fails (EPIPE) instead of queueing here.
+    ::shutdown(fd->get(), SHUT_RD);
     v1::SessionHello hello;
     hello.set_protocol_version(kProtocolVersion);
-    auto peer = GetPeerCredentials(fd.get());
+    auto peer = GetPeerCredentials(fd->get());
     if (!peer.ok()) {
-      spdlog::warn("session server: {}", peer.status().ToString());
+      refusals_.Warn(now, absl::StrCat("session server: ", peer.status().ToString()));
+      shared_->closer.Close(std::move(*fd));
       continue;
     }
     auto token = NewToken();
     absl::StatusOr<std::uint64_t> id =
         token.ok() ? hooks_.start(*peer, CommandOf(peer->pid)) : token.status();
     if (!id.ok()) {
-      spdlog::warn("refused session for pid {} uid {}: {}", peer->pid,
-                   peer->uid, id.status().ToString());
+      refusals_.Warn(now, absl::StrCat("refused session for pid ", peer->pid, " uid ",
+                                       peer->uid, ": ", id.status().ToString()));
       hello.set_error(std::string(id.status().message()));
       hello.set_error_code(static_cast<int>(id.status().code()));
-      SendHello(fd.get(), hello);
+      SendHello(fd->get(), hello);
+      shared_->closer.Close(std::move(*fd));
       continue;
     }
     hello.set_session_id(*id);
     hello.set_token(*token);
-    const int raw = fd.get();
+    const int raw = fd->get();
     epoll_event event{};
-    event.events = EPOLLIN | EPOLLRDHUP;
+    event.events = 0;  // EPOLLHUP and EPOLLERR are always reported.
     event.data.fd = raw;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw, &event) != 0) {
       spdlog::error("session server: epoll_ctl: {}", std::strerror(errno));
       hooks_.end(*id);
+      shared_->closer.Close(std::move(*fd));
       continue;
     }
-    auto session = std::make_shared<Session>(*id, *token, *peer, std::move(fd));
+    auto session =
+        std::make_shared<Session>(*id, *token, *peer, std::move(*fd), shared_);
     {
       absl::MutexLock lock(&mu_);
       by_token_.emplace(*token, session);
@@ -173,19 +241,30 @@ void SessionServer::Accept() {
     spdlog::debug("session {} started: pid {} uid {} gid {}", *id, peer->pid,
                   peer->uid, peer->gid);
   }
+  if (sessions_listener_.paused()) Watch(sessions_listener_);
 }
 
-void SessionServer::Drain(int fd) {
-  // Clients have nothing to say on this socket yet; whatever they send is
-  // read and dropped so that it cannot fill the buffer. EOF is a hang-up.
-  for (;;) {
-    auto packet = ReceivePacket(fd, 512, MSG_DONTWAIT);
-    if (!packet.ok()) {
-      Hangup(fd);
-      return;
+void SessionServer::AcceptControl(absl::Time now) {
+  while (std::optional<UniqueFd> fd = control_listener_->Accept(now)) {
+    auto peer = GetPeerCredentials(fd->get());
+    absl::Status admitted = peer.status();
+    if (peer.ok()) {
+      ConnectionLimits limits;
+      {
+        absl::MutexLock lock(&mu_);
+        limits = connection_limits_;
+      }
+      admitted = connections_.Admit(fd->get(), *peer, limits);
     }
-    if (!packet->has_value()) return;
+    if (!admitted.ok()) {
+      refusals_.Warn(now, absl::StrCat("control socket: refused a connection: ",
+                                       admitted.message()));
+      shared_->closer.Close(std::move(*fd));
+      continue;
+    }
+    hooks_.control(std::move(*fd));
   }
+  if (control_listener_->paused()) Watch(*control_listener_);
 }
 
 void SessionServer::Hangup(int fd) {
@@ -206,6 +285,17 @@ std::shared_ptr<Session> SessionServer::Find(absl::string_view token) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = by_token_.find(token);
   return it == by_token_.end() ? nullptr : it->second;
+}
+
+std::optional<PeerCredentials> SessionServer::ControlPeer(int fd) const {
+  return connections_.PeerOf(fd);
+}
+
+void SessionServer::SetLimits(std::uint32_t max_fds_in_flight_per_session,
+                              const ConnectionLimits& connections) {
+  shared_->max_fds_in_flight = max_fds_in_flight_per_session;
+  absl::MutexLock lock(&mu_);
+  connection_limits_ = connections;
 }
 
 std::size_t SessionServer::size() const {

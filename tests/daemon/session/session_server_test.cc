@@ -1,0 +1,168 @@
+// The session server alone, on sockets of the test's own: greetings,
+// hang-ups, descriptor bounds and the fallback for kernels that cannot
+// refuse descriptors.
+
+#include "daemon/session/session_server.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "absl/synchronization/notification.h"
+#include "common/unix_socket.h"
+#include "gtest/gtest.h"
+#include "memd/v1/memd.pb.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd::session {
+namespace {
+
+class SessionServerTest : public ::testing::Test {
+ protected:
+  // A server on a fresh session socket; `refuse` as SessionServerOptions.
+  std::unique_ptr<SessionServer> MakeServer(bool refuse, std::uint32_t in_flight = 32) {
+    auto listener = ListenUnix(path_, SOCK_SEQPACKET, 0600);
+    EXPECT_TRUE(listener.ok()) << listener.status();
+    SessionHooks hooks{
+        [this](const PeerCredentials&, const std::string&) -> absl::StatusOr<std::uint64_t> {
+          return ++started_;
+        },
+        [this](std::uint64_t) {
+          if (++ended_ == 1) first_end_.Notify();
+        },
+        [](UniqueFd) {}};
+    SessionServerOptions options;
+    options.refuse_descriptors = refuse;
+    options.max_fds_in_flight_per_session = in_flight;
+    return std::make_unique<SessionServer>(std::move(*listener), UniqueFd(),
+                                           std::move(hooks), options);
+  }
+
+  // Connects and reads the greeting, waiting at most `timeout`.
+  absl::StatusOr<std::pair<UniqueFd, v1::SessionHello>> Greeted(
+      absl::Duration timeout = absl::Seconds(10)) {
+    auto socket = ConnectUnix(path_, SOCK_SEQPACKET);
+    if (!socket.ok()) return socket.status();
+    pollfd readable{socket->get(), POLLIN, 0};
+    if (::poll(&readable, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) {
+      return absl::DeadlineExceededError("no greeting");
+    }
+    auto packet = ReceivePacket(socket->get(), 4096);
+    if (!packet.ok()) return packet.status();
+    v1::SessionMessage message;
+    if (!packet->has_value() || !message.ParseFromString((*packet)->bytes)) {
+      return absl::DataLossError("bad greeting");
+    }
+    return std::make_pair(std::move(*socket), message.hello());
+  }
+
+  testing::TempDir dir_;
+  const std::string path_ = dir_.Join("session.sock");
+  std::atomic<std::uint64_t> started_{0};
+  std::atomic<std::uint64_t> ended_{0};
+  absl::Notification first_end_;
+};
+
+TEST_F(SessionServerTest, WithoutPassRightsALoadedSocketIsClosedOffTheEventThread) {
+  // As on a kernel before 6.16: a client can slip a descriptor into its
+  // socket before memd accepts and shuts it for reading. Load it with a
+  // TCP socket whose last close lingers for a minute.
+  UniqueFd silent(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  const int small = 4096;
+  ::setsockopt(silent.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  ASSERT_EQ(::bind(silent.get(), reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(::listen(silent.get(), 1), 0);
+  ASSERT_EQ(::getsockname(silent.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  UniqueFd tcp(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  ::setsockopt(tcp.get(), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  ::connect(tcp.get(), reinterpret_cast<sockaddr*>(&address), length);
+  ::usleep(10000);
+  const linger stay{1, 60};
+  ::setsockopt(tcp.get(), SOL_SOCKET, SO_LINGER, &stay, sizeof(stay));
+  char junk[4096] = {};
+  while (::send(tcp.get(), junk, sizeof(junk), MSG_NOSIGNAL) > 0) {
+  }
+
+  std::unique_ptr<SessionServer> server = MakeServer(/*refuse=*/false);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd loaded(pair[1]);
+  ASSERT_TRUE(SendPacket(pair[0], "t", tcp.get(), 0).ok());
+  ::close(pair[0]);
+  tcp.reset();
+  // Not accepted yet (the server has not started): the send lands.
+  auto attacker = ConnectUnix(path_, SOCK_SEQPACKET);
+  ASSERT_TRUE(attacker.ok());
+  ASSERT_TRUE(SendPacket(attacker->get(), "x", loaded.get(), 0).ok());
+  loaded.reset();  // memd's queued copy is the last one now.
+
+  ASSERT_TRUE(server->Start().ok());
+  EXPECT_FALSE(server->refuses_descriptors());
+  // The attacker's session starts, and ends when it hangs up; the socket
+  // memd then closes (and with it the lingering one) goes to the closer.
+  auto first = Greeted();
+  ASSERT_TRUE(first.ok()) << first.status();
+  attacker->reset();
+  // The event thread saw the hang-up and let go of the socket; it is free
+  // again at once: a newcomer is greeted (an inline close would hold it for
+  // the minute the TCP socket lingers).
+  ASSERT_TRUE(first_end_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  auto next = Greeted();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GT(next->second.session_id(), 0u);
+  // The silent listener closing resets the lingering socket, so that the
+  // closer's thread finishes.
+  silent.reset();
+  server->Stop();
+}
+
+TEST_F(SessionServerTest, ASessionMayLeaveOnlyItsBoundOfDescriptorsUnread) {
+  std::unique_ptr<SessionServer> server = MakeServer(/*refuse=*/true, /*in_flight=*/4);
+  ASSERT_TRUE(server->Start().ok());
+  auto client = Greeted();
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::shared_ptr<Session> session = server->Find(client->second.token());
+  ASSERT_NE(session, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    auto sent = session->SendFd(1);
+    ASSERT_TRUE(sent.ok()) << i << ": " << sent.status();
+  }
+  auto refused = session->SendFd(1);
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("4 descriptors it has not read"),
+            std::string::npos)
+      << refused.status();
+  // Once the client reads them, sends go through again.
+  for (int i = 0; i < 4; ++i) {
+    auto packet = ReceivePacket(client->first.get(), 4096, MSG_DONTWAIT);
+    ASSERT_TRUE(packet.ok() && packet->has_value());
+  }
+  EXPECT_TRUE(session->SendFd(1).ok());
+}
+
+TEST_F(SessionServerTest, AHangUpEndsTheSessionOnce) {
+  std::unique_ptr<SessionServer> server = MakeServer(/*refuse=*/true);
+  ASSERT_TRUE(server->Start().ok());
+  {
+    auto client = Greeted();
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_EQ(server->size(), 1u);
+  }
+  ASSERT_TRUE(first_end_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(server->size(), 0u);
+  auto next = Greeted();
+  ASSERT_TRUE(next.ok());
+  server->Stop();
+  EXPECT_EQ(started_, 2u);
+  EXPECT_EQ(ended_, 2u);
+}
+
+}  // namespace
+}  // namespace memd::session
