@@ -92,6 +92,11 @@ broker::BrokerLimits LimitsOf(const Config& config) {
   limits.max_sessions = config.max_sessions;
   limits.max_leases_per_session = config.max_leases_per_session;
   limits.max_waits_per_session = config.max_waits_per_session;
+  limits.max_sessions_per_uid = config.max_sessions_per_uid;
+  limits.max_buffers_per_uid = config.max_buffers_per_uid;
+  limits.max_leases_per_uid = config.max_leases_per_uid;
+  limits.max_waits_per_uid = config.max_waits_per_uid;
+  limits.max_waits = config.max_waits;
   limits.max_uid_bytes = broker::Quota::Parse(config.max_uid_bytes).value_or(broker::Quota());
   limits.max_session_bytes =
       broker::Quota::Parse(config.max_session_bytes).value_or(broker::Quota());
