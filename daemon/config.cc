@@ -108,6 +108,24 @@ const std::vector<Option>& Options() {
       {"max_waits_per_session", Kind::kCount,
        "most opens one session may have waiting for a seal (default 256)",
        nullptr, &Config::max_waits_per_session},
+      // Per-uid limits (issue 9, finding 6); root is not exempt.
+      {"max_sessions_per_uid", Kind::kCount,
+       "most client sessions of one uid, root included (default 256)", nullptr,
+       &Config::max_sessions_per_uid},
+      {"max_buffers_per_uid", Kind::kCount,
+       "most buffers one uid owns at once, root included (default 16384)",
+       nullptr, &Config::max_buffers_per_uid},
+      {"max_leases_per_uid", Kind::kCount,
+       "most leases the sessions of one uid hold, root included (default "
+       "65536)",
+       nullptr, &Config::max_leases_per_uid},
+      {"max_waits_per_uid", Kind::kCount,
+       "most opens the sessions of one uid may have waiting, root included "
+       "(default 1024)",
+       nullptr, &Config::max_waits_per_uid},
+      {"max_waits", Kind::kCount,
+       "most opens waiting for a seal in the whole daemon (default 16384)",
+       nullptr, &Config::max_waits},
       {"max_fds_in_flight_per_session", Kind::kCount,
        "most descriptors one session may leave unread in its session socket "
        "(default 32)",

@@ -58,6 +58,14 @@ struct Config {
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;
   std::uint64_t max_waits_per_session = 256;
+  // Per uid (root included), so that one user cannot take what the global
+  // limits leave for everybody: defaults a fraction of the global ones.
+  // max_waits bounds waiting opens daemon-wide (each holds a gRPC call).
+  std::uint64_t max_sessions_per_uid = 256;
+  std::uint64_t max_buffers_per_uid = 16384;
+  std::uint64_t max_leases_per_uid = 65536;
+  std::uint64_t max_waits_per_uid = 1024;
+  std::uint64_t max_waits = 16384;
   // Descriptors a session may leave unread in its socket (each counts
   // against a kernel limit of memd's user), and connections to the control
   // socket per uid and in all.

@@ -153,6 +153,7 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
   request.set_access(options.access == Access::kReadWrite ? v1::READ_WRITE
                                                           : v1::READ);
   request.set_wait_timeout_ms(WaitMillis(options.wait));
+  if (options.owner.has_value()) request.set_owner_uid(*options.owner);
   // A read-only mapping this process still has for the name spares the
   // descriptor and the mmap if the name still means the same buffer; held
   // here so that it cannot be dropped before the reply.
@@ -176,6 +177,9 @@ absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
   v1::OpenOrCreateRequest request;
   SetCreate(name, size, options, request.mutable_create());
   request.set_wait_timeout_ms(WaitMillis(wait));
+  if (options.existing_owner.has_value()) {
+    request.set_owner_uid(*options.existing_owner);
+  }
   v1::Lease lease;
   std::shared_ptr<Connection> connection;
   absl::Status status = Call(*core_, &v1::Memd::Stub::OpenOrCreate, request,

@@ -24,6 +24,14 @@ absl::Status PermissionDenied(const PeerCredentials& peer,
       buffer.mode));
 }
 
+// "uid 61003 holds 16 sessions; the limit is 16 (max_sessions_per_uid)".
+absl::Status PerUidExhausted(uid_t uid, const char* verb, std::uint64_t count,
+                             const char* what, std::uint64_t limit, const char* key) {
+  return absl::ResourceExhaustedError(absl::StrCat("uid ", uid, " ", verb, " ", count, " ",
+                                                   what, "; the limit is ", limit, " (",
+                                                   key, ")"));
+}
+
 // A prefix is any start of a valid name, so only its length and bytes are
 // checked.
 absl::Status ValidatePrefix(const std::string& prefix) {
@@ -74,13 +82,21 @@ Broker::~Broker() {
 absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
                                                std::string command) {
   absl::MutexLock lock(&mu_);
+  const auto mine = by_uid_.find(peer.uid);
+  const std::uint64_t held = mine == by_uid_.end() ? 0 : mine->second.sessions;
+  if (held >= limits_.max_sessions_per_uid) {
+    ++rejections_.sessions_per_uid;
+    return PerUidExhausted(peer.uid, "holds", held, "sessions",
+                           limits_.max_sessions_per_uid, "max_sessions_per_uid");
+  }
   if (sessions_.size() >= limits_.max_sessions) {
     ++rejections_.sessions;
     return absl::ResourceExhaustedError(absl::StrCat(
         "too many sessions: ", sessions_.size(), " are open; the limit is ",
-        limits_.max_sessions));
+        limits_.max_sessions, " (max_sessions)"));
   }
   SessionId id = next_session_id_++;
+  ++by_uid_[peer.uid].sessions;
   sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, 0});
   return id;
 }
@@ -101,10 +117,30 @@ void Broker::EndSession(SessionId session) {
     auto& ids = watches_by_name_[watch->second.name];
     ids.erase(std::remove(ids.begin(), ids.end(), watch->first), ids.end());
     if (ids.empty()) watches_by_name_.erase(watch->second.name);
+    UncountWatchLocked(watch->second);
     deferred.wakes.push_back(std::move(watch->second.wake));
     watches_.erase(watch++);
   }
+  const uid_t uid = it->second.peer.uid;
   sessions_.erase(it);
+  --by_uid_[uid].sessions;
+  ForgetIfIdleLocked(uid);
+}
+
+void Broker::ForgetIfIdleLocked(uid_t uid) {
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  const UidCounts& held = it->second;
+  if (held.sessions == 0 && held.buffers == 0 && held.leases == 0 && held.waits == 0) {
+    by_uid_.erase(it);
+  }
+}
+
+void Broker::UncountWatchLocked(const Watch& watch) {
+  auto session = sessions_.find(watch.session);
+  if (session != sessions_.end()) --session->second.watches;
+  --by_uid_[watch.uid].waits;
+  ForgetIfIdleLocked(watch.uid);
 }
 
 absl::StatusOr<Broker::Session*> Broker::FindSessionLocked(SessionId session) {
@@ -130,11 +166,40 @@ absl::StatusOr<Broker::Lease*> Broker::FindLeaseLocked(SessionId session,
 }
 
 absl::Status Broker::AdmitLocked(SessionId session, const Session& caller,
-                                 const CreateParams& params) {
-  const Charge charge{caller.peer.uid, session, caller.peer.pid, params.location,
-                      params.size};
-  return usage_.Admit(charge, params.name, limits_.max_uid_bytes,
+                                 const CreateParams& params, std::uint64_t bytes) {
+  const uid_t uid = caller.peer.uid;
+  const auto mine = by_uid_.find(uid);
+  const std::uint64_t owned = mine == by_uid_.end() ? 0 : mine->second.buffers;
+  if (owned >= limits_.max_buffers_per_uid) {
+    ++rejections_.buffers_per_uid;
+    return PerUidExhausted(uid, "owns", owned, "buffers", limits_.max_buffers_per_uid,
+                           "max_buffers_per_uid");
+  }
+  if (buffers_.size() >= limits_.max_buffers) {
+    ++rejections_.buffers;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many buffers: ", buffers_.size(), " exist; the limit is ",
+                     limits_.max_buffers, " (max_buffers)"));
+  }
+  const Charge charge{uid, session, caller.peer.pid, params.location, bytes};
+  return usage_.Admit(charge, params.size, params.name, limits_.max_uid_bytes,
                       limits_.max_session_bytes);
+}
+
+absl::Status Broker::MayOpenLocked(const Session& caller, const BufferInfo& buffer,
+                                   const OpenParams& params) const {
+  if (!MayAccess(caller.peer, buffer, params.access)) {
+    return PermissionDenied(caller.peer, buffer,
+                            params.access == Access::kReadWrite ? "write" : "read");
+  }
+  // After the permission: a caller told the owner here may Stat it anyway.
+  if (params.expected_owner.has_value() && buffer.owner_uid != *params.expected_owner) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "buffer ", Quoted(buffer.name), " is owned by uid ", buffer.owner_uid,
+        ", not by the demanded uid ", *params.expected_owner,
+        " (a name belongs to whoever creates it first)"));
+  }
+  return absl::OkStatus();
 }
 
 Broker::Buffer* Broker::FindNamedLocked(const std::string& name) {
@@ -174,6 +239,7 @@ absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
 absl::StatusOr<Grant> Broker::Create(SessionId session,
                                      const CreateParams& params) {
   ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
+  const std::uint64_t taken = pool->AllocationBytes(params.size);
   pool::Domain domain;
   {
     absl::MutexLock lock(&mu_);
@@ -183,7 +249,7 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
           absl::StrCat("buffer ", Quoted(params.name), " already exists"));
     }
     // Before allocating; checked again, and charged, once allocated.
-    RETURN_IF_ERROR(AdmitLocked(session, *caller, params));
+    RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
     domain = DomainOf(caller->peer, params);
   }
   // Allocation may reach the backend (a system call, page zeroing): never
@@ -216,13 +282,9 @@ absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
     return give_back(absl::AlreadyExistsError(
         absl::StrCat("buffer ", Quoted(params.name), " already exists")));
   }
-  if (buffers_.size() >= limits_.max_buffers) {
-    ++rejections_.buffers;
-    return give_back(absl::ResourceExhaustedError(
-        absl::StrCat("too many buffers: ", buffers_.size(),
-                     " exist; the limit is ", limits_.max_buffers)));
-  }
-  if (absl::Status admitted = AdmitLocked(session, **caller, params); !admitted.ok()) {
+  if (absl::Status admitted =
+          AdmitLocked(session, **caller, params, buffer->allocation.bytes);
+      !admitted.ok()) {
     return give_back(admitted);
   }
   const PeerCredentials& peer = (*caller)->peer;
@@ -241,8 +303,10 @@ absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
   Buffer& stored = *buffer;
   auto grant = GrantLocked(session, **caller, stored, Access::kReadWrite);
   if (!grant.ok()) return give_back(grant.status());
-  stored.charge = Charge{peer.uid, session, peer.pid, params.location, params.size};
+  stored.charge = Charge{peer.uid, session, peer.pid, params.location,
+                         stored.allocation.bytes};
   usage_.Add(stored.charge);
+  ++by_uid_[peer.uid].buffers;
   names_.emplace(info.name, info.id);
   buffers_.emplace(info.id, std::move(buffer));
   grant->created = true;
@@ -256,12 +320,20 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
     return absl::ResourceExhaustedError(absl::StrCat(
         "session ", session, " holds ", holder.leases.size(),
         " leases; the limit is ", limits_.max_leases_per_session,
-        ": release some first"));
+        " (max_leases_per_session): release some first"));
+  }
+  const uid_t uid = holder.peer.uid;
+  UidCounts& mine = by_uid_[uid];  // There already: the session counts.
+  if (mine.leases >= limits_.max_leases_per_uid) {
+    ++rejections_.leases_per_uid;
+    return PerUidExhausted(uid, "holds", mine.leases, "leases",
+                           limits_.max_leases_per_uid, "max_leases_per_uid");
   }
   ASSIGN_OR_RETURN(backend::ExportedHandle handle,
                    buffer.allocation.segment->Export(access));
   LeaseId id = next_lease_id_++;
-  leases_.emplace(id, Lease{session, buffer.info.id, access});
+  leases_.emplace(id, Lease{session, buffer.info.id, access, uid});
+  ++mine.leases;
   holder.leases.insert(id);
   ++buffer.info.lease_count;
   Grant grant;
@@ -305,10 +377,27 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
       ++rejections_.waits_per_session;
       return absl::ResourceExhaustedError(absl::StrCat(
           "session ", session, " already waits on ", caller.watches,
-          " opens; the limit is ", limits_.max_waits_per_session));
+          " opens; the limit is ", limits_.max_waits_per_session,
+          " (max_waits_per_session)"));
+    }
+    const uid_t uid = caller.peer.uid;
+    UidCounts& mine = by_uid_[uid];
+    if (mine.waits >= limits_.max_waits_per_uid) {
+      ++rejections_.waits_per_uid;
+      return PerUidExhausted(uid, "has", mine.waits, "opens waiting",
+                             limits_.max_waits_per_uid, "max_waits_per_uid");
+    }
+    // Each waiting open holds a gRPC call and its buffers in the daemon:
+    // bounded whatever the number of uids.
+    if (watches_.size() >= limits_.max_waits) {
+      ++rejections_.waits;
+      return absl::ResourceExhaustedError(
+          absl::StrCat(watches_.size(), " opens are waiting; the limit is ",
+                       limits_.max_waits, " (max_waits)"));
     }
     ++caller.watches;
-    watches_.emplace(watch, Watch{session, params.name, std::move(*wake)});
+    ++mine.waits;
+    watches_.emplace(watch, Watch{session, params.name, std::move(*wake), uid});
     watches_by_name_[params.name].push_back(watch);
     return std::nullopt;
   };
@@ -318,10 +407,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
     return absl::NotFoundError(
         absl::StrCat("no buffer named ", Quoted(params.name)));
   }
-  if (!MayAccess(caller.peer, buffer->info, params.access)) {
-    return PermissionDenied(caller.peer, buffer->info,
-                            params.access == Access::kReadWrite ? "write" : "read");
-  }
+  RETURN_IF_ERROR(MayOpenLocked(caller, buffer->info, params));
   if (params.access == Access::kRead && buffer->info.state != BufferState::kSealed) {
     if (may_wait) return wait();
     return absl::FailedPreconditionError(absl::StrCat(
@@ -343,10 +429,15 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     SessionId session, const CreateParams& params, WatchId watch,
     std::function<void()> wake) {
   ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
+  const std::uint64_t taken = pool->AllocationBytes(params.size);
+  const OpenParams open{params.name, Access::kRead, params.expected_owner};
   // Open what exists; the lock is dropped only to allocate for a new one.
   // Runs with mu_ held.
   auto open_existing = [&](Session& caller, Buffer& existing)
       -> absl::StatusOr<std::optional<Grant>> {
+    // Permission first: a caller that may not read the buffer learns
+    // nothing of it, not even whether it guessed its size.
+    RETURN_IF_ERROR(MayOpenLocked(caller, existing.info, open));
     if (existing.info.size != params.size ||
         !(existing.info.location == params.location)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -354,8 +445,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
           existing.info.size, " at ", existing.info.location.ToString(),
           "; asked for size ", params.size, " at ", params.location.ToString()));
     }
-    return OpenLocked(session, caller, OpenParams{params.name, Access::kRead},
-                      watch, &wake);
+    return OpenLocked(session, caller, open, watch, &wake);
   };
   pool::Domain domain;
   {
@@ -364,7 +454,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     if (Buffer* existing = FindNamedLocked(params.name)) {
       return open_existing(*caller, *existing);
     }
-    RETURN_IF_ERROR(AdmitLocked(session, *caller, params));
+    RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
     domain = DomainOf(caller->peer, params);
   }
   ASSIGN_OR_RETURN(pool::Allocation allocation,
@@ -400,8 +490,7 @@ bool Broker::CancelWatch(WatchId id) {
   auto& ids = watches_by_name_[watch->second.name];
   ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
   if (ids.empty()) watches_by_name_.erase(watch->second.name);
-  auto session = sessions_.find(watch->second.session);
-  if (session != sessions_.end()) --session->second.watches;
+  UncountWatchLocked(watch->second);
   watches_.erase(watch);
   return true;
 }
@@ -411,8 +500,7 @@ void Broker::WakeWatchersLocked(const std::string& name, Deferred& deferred) {
   if (by_name == watches_by_name_.end()) return;
   for (WatchId id : by_name->second) {
     auto watch = watches_.find(id);
-    auto session = sessions_.find(watch->second.session);
-    if (session != sessions_.end()) --session->second.watches;
+    UncountWatchLocked(watch->second);
     deferred.wakes.push_back(std::move(watch->second.wake));
     watches_.erase(watch);
   }
@@ -458,6 +546,8 @@ void Broker::ReleaseLocked(LeaseId lease_id, Deferred& deferred) {
   leases_.erase(lease);
   auto session = sessions_.find(released.session);
   if (session != sessions_.end()) session->second.leases.erase(lease_id);
+  --by_uid_[released.uid].leases;
+  ForgetIfIdleLocked(released.uid);
   Buffer& buffer = *buffers_.at(released.buffer);
   if (--buffer.info.lease_count > 0) return;
   // The last lease: ephemeral buffers go, and so do buffers nobody sealed,
@@ -482,6 +572,9 @@ void Broker::FreeIfUnusedLocked(BufferId id, Deferred& deferred) {
   if (!it->second->info.unlinked || it->second->info.lease_count > 0) return;
   pool::Pool* pool = it->second->pool;
   usage_.Remove(it->second->charge);
+  const uid_t owner = it->second->info.owner_uid;
+  --by_uid_[owner].buffers;
+  ForgetIfIdleLocked(owner);
   deferred.freed.emplace_back(pool, std::move(it->second));
   buffers_.erase(it);
 }

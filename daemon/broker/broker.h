@@ -46,7 +46,7 @@ class Broker {
   ~Broker();
 
   // Registers a session for a connected peer. Errors: RESOURCE_EXHAUSTED
-  // (max_sessions).
+  // (max_sessions_per_uid, max_sessions).
   absl::StatusOr<SessionId> StartSession(const PeerCredentials& peer,
                                          std::string command);
 
@@ -54,27 +54,39 @@ class Broker {
   // then fail with UNAUTHENTICATED). Unknown ids are ignored.
   void EndSession(SessionId session);
 
-  // Creates a buffer and a READ_WRITE lease on it for the session.
+  // Creates a buffer and a READ_WRITE lease on it for the session. Charged
+  // to the caller's uid and session what the pool sets aside for it
+  // (Pool::AllocationBytes). Errors: RESOURCE_EXHAUSTED (max_buffers_per_uid,
+  // max_buffers, the byte quotas, max_leases_per_uid, max_leases_per_session,
+  // the pool), and as the class says.
   absl::StatusOr<Grant> Create(SessionId session, const CreateParams& params);
 
   // Opens a buffer: READ for sealed buffers, READ_WRITE for buffers still
-  // being written.
+  // being written. With an expected owner, a buffer owned by another uid is
+  // PERMISSION_DENIED, checked after the read permission (so that it tells
+  // nothing a refused reader could not learn anyway). Errors: RESOURCE_EXHAUSTED
+  // (max_leases_per_uid, max_leases_per_session), and as the class says.
   absl::StatusOr<Grant> Open(SessionId session, const OpenParams& params);
 
   // Like Open with READ, but when the only obstacle is that the buffer does
   // not exist yet or is not sealed, registers `wake` under `watch` and
   // returns std::nullopt. `wake` runs once, on another thread, after the name
   // is sealed, or the session ends, or CancelWatch; the caller then tries
-  // again. `watch` ids come from NewWatchId(). Errors: as Open, and
-  // RESOURCE_EXHAUSTED (max_waits_per_session).
+  // again (and meets the owner check then: a forged buffer sealed under the
+  // name is PERMISSION_DENIED). `watch` ids come from NewWatchId(). Errors:
+  // as Open, and RESOURCE_EXHAUSTED (max_waits_per_session,
+  // max_waits_per_uid, max_waits).
   absl::StatusOr<std::optional<Grant>> OpenOrWatch(SessionId session,
                                                    const OpenParams& params,
                                                    WatchId watch,
                                                    std::function<void()> wake);
 
   // Creates the buffer when the name is free (a READ_WRITE grant with
-  // created=true), else opens it READ like OpenOrWatch (a size or location
-  // that differs from the existing buffer is FAILED_PRECONDITION).
+  // created=true), else opens it READ like OpenOrWatch, with
+  // params.expected_owner. An existing buffer the caller may not read is
+  // PERMISSION_DENIED before anything else, so that it tells neither size
+  // nor location; a readable one of another size or location is
+  // FAILED_PRECONDITION.
   absl::StatusOr<std::optional<Grant>> OpenOrCreate(SessionId session,
                                                     const CreateParams& params,
                                                     WatchId watch,
@@ -128,11 +140,20 @@ class Broker {
     SessionId session = 0;
     BufferId buffer = 0;
     Access access = Access::kRead;
+    uid_t uid = 0;  // The holder's, for max_leases_per_uid.
   };
   struct Watch {
     SessionId session = 0;
     std::string name;
     std::function<void()> wake;
+    uid_t uid = 0;  // The waiter's, for max_waits_per_uid.
+  };
+  // What the sessions of one uid hold, against the per-uid limits.
+  struct UidCounts {
+    std::uint64_t sessions = 0;
+    std::uint64_t buffers = 0;  // Owned, until their memory is freed.
+    std::uint64_t leases = 0;
+    std::uint64_t waits = 0;
   };
   struct Session {
     PeerCredentials peer;
@@ -181,10 +202,20 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Buffer* FindNamedLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Checks the byte quotas for a buffer the session would create.
+  // Checks the buffer counts (per uid, global) and the byte quotas for a
+  // buffer the session would create, whose allocation takes `bytes`.
   absl::Status AdmitLocked(SessionId session, const Session& caller,
-                           const CreateParams& params)
+                           const CreateParams& params, std::uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks what Open checks of an existing buffer before granting: the read
+  // (or write) permission, then the expected owner.
+  absl::Status MayOpenLocked(const Session& caller, const BufferInfo& buffer,
+                             const OpenParams& params) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the uid's entry once it holds nothing.
+  void ForgetIfIdleLocked(uid_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes one away from a watch's counts (its session's and uid's).
+  void UncountWatchLocked(const Watch& watch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   pool::PoolSet& pools_;
   BrokerLimits limits_ ABSL_GUARDED_BY(mu_);
@@ -200,6 +231,8 @@ class Broker {
   absl::flat_hash_map<LeaseId, Lease> leases_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SessionId, Session> sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WatchId, Watch> watches_ ABSL_GUARDED_BY(mu_);
+  // Uids with any session, buffer, lease or wait.
+  absl::flat_hash_map<uid_t, UidCounts> by_uid_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<WatchId>> watches_by_name_
       ABSL_GUARDED_BY(mu_);
   BufferId next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -53,11 +53,18 @@ struct CreateParams {
   Location location;
   std::uint32_t mode = kDefaultMode;
   Persistence persistence = Persistence::kPersistent;
+  // OpenOrCreate only: when the name exists, the uid that must own it (as
+  // OpenParams::expected_owner). What a call creates is the caller's.
+  std::optional<uid_t> expected_owner = std::nullopt;
 };
 
 struct OpenParams {
   std::string name;
   Access access = Access::kRead;
+  // The uid that must own the buffer: names are claimed by whoever creates
+  // them first, so a consumer that waits for one producer says which.
+  // Another owner is PERMISSION_DENIED (after the read check).
+  std::optional<uid_t> expected_owner = std::nullopt;
 };
 
 // A lease the broker granted, with a descriptor for the caller to pass on.
@@ -106,6 +113,11 @@ struct LimitRejections {
   std::uint64_t sessions = 0;
   std::uint64_t leases_per_session = 0;
   std::uint64_t waits_per_session = 0;
+  std::uint64_t sessions_per_uid = 0;
+  std::uint64_t buffers_per_uid = 0;
+  std::uint64_t leases_per_uid = 0;
+  std::uint64_t waits_per_uid = 0;
+  std::uint64_t waits = 0;
   // Byte quotas, by (quota key, location): {"max_uid_bytes", "host"} -> n.
   std::map<std::pair<std::string, std::string>, std::uint64_t> quotas;
 };
@@ -128,8 +140,19 @@ struct BrokerLimits {
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;
   std::uint64_t max_waits_per_session = 256;
+  // Per uid, root included (in containers every client may be root): what
+  // all sessions of one uid may hold together, so that one user cannot
+  // take what the global limits leave for everybody. Buffers count until
+  // their memory is freed (as max_buffers).
+  std::uint64_t max_sessions_per_uid = 256;
+  std::uint64_t max_buffers_per_uid = 16384;
+  std::uint64_t max_leases_per_uid = 65536;
+  std::uint64_t max_waits_per_uid = 1024;
+  // Opens waiting for a seal in the whole daemon.
+  std::uint64_t max_waits = 16384;
   // Bytes of live buffers one uid may own, and one session may have
-  // created while it lasts, in each location (sizes as asked, not rounded).
+  // created while it lasts, in each location: what the pool sets aside for
+  // each (Pool::AllocationBytes), not the size asked.
   Quota max_uid_bytes;
   Quota max_session_bytes;
 };

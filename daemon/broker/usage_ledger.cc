@@ -22,14 +22,19 @@ void Subtract(Map& map, const Key& key, std::uint64_t bytes) {
 
 }  // namespace
 
-absl::Status UsageLedger::Admit(const Charge& charge, const std::string& name,
-                                const Quota& uid_quota, const Quota& session_quota) {
+absl::Status UsageLedger::Admit(const Charge& charge, std::uint64_t asked,
+                                const std::string& name, const Quota& uid_quota,
+                                const Quota& session_quota) {
   const std::string where = charge.location.ToString();
   auto refuse = [&](const char* quota, const std::string& who, std::uint64_t held,
                     std::uint64_t limit) {
     ++rejections_[{quota, where}];
+    // What the pool would set aside is what counts; say so where it is not
+    // the size asked, or the numbers would not add up to the reader.
+    const std::string taking =
+        asked == charge.bytes ? "" : absl::StrCat(", taking ", Bytes(charge.bytes));
     return absl::ResourceExhaustedError(absl::StrCat(
-        "buffer '", name, "' (", Bytes(charge.bytes), " at ", where, ") would take ",
+        "buffer '", name, "' (", Bytes(asked), " at ", where, taking, ") would take ",
         who, " over its quota of ", Bytes(limit), " at ", where, " (", quota, "): ",
         "its buffers there take ", Bytes(held), "; unlink some, or ask the operator"));
   };

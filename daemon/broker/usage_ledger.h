@@ -15,13 +15,13 @@
 namespace memd::broker {
 
 // Who is charged for a buffer: its owner's uid and the session that created
-// it (while that session lasts).
+// it (while that session lasts), for the memory its allocation takes.
 struct Charge {
   uid_t uid = 0;
   std::uint64_t session = 0;
   pid_t pid = 0;  // The session's process, for messages.
   Location location;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // Pool::AllocationBytes, not the size asked.
 };
 
 /// Bytes of live buffers per (uid, location) and per (session, location),
@@ -31,10 +31,12 @@ struct Charge {
 class UsageLedger {
  public:
   // OK when `charge` fits both quotas; else RESOURCE_EXHAUSTED saying which
-  // quota, what is held, what was asked and the limit, and counts the
-  // rejection. `name` is the buffer's, for the message.
-  absl::Status Admit(const Charge& charge, const std::string& name,
-                     const Quota& uid_quota, const Quota& session_quota);
+  // quota, what is held, what was asked (`asked`: the buffer's size) and
+  // taken, and the limit, and counts the rejection. `name` is the buffer's,
+  // for the message.
+  absl::Status Admit(const Charge& charge, std::uint64_t asked,
+                     const std::string& name, const Quota& uid_quota,
+                     const Quota& session_quota);
   void Add(const Charge& charge);
   void Remove(const Charge& charge);
   // The session ended: its buffers stay charged to their uid only.

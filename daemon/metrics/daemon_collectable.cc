@@ -155,6 +155,17 @@ std::vector<MetricFamily> DaemonCollectable::Collect() const {
   }
   AddCounter(rejections, {{"limit", "max_waits_per_session"}},
              static_cast<double>(refused.waits_per_session));
+  // Per-uid limits and the daemon-wide bound on waiting opens; the refusal
+  // itself names the uid.
+  const std::pair<const char*, std::uint64_t> per_uid[] = {
+      {"max_sessions_per_uid", refused.sessions_per_uid},
+      {"max_buffers_per_uid", refused.buffers_per_uid},
+      {"max_leases_per_uid", refused.leases_per_uid},
+      {"max_waits_per_uid", refused.waits_per_uid},
+      {"max_waits", refused.waits}};
+  for (const auto& [limit, count] : per_uid) {
+    AddCounter(rejections, {{"limit", limit}}, static_cast<double>(count));
+  }
   auto uid_bytes = Family(
       "memd_uid_bytes",
       "Bytes of live buffers each uid owns, by location (what max_uid_bytes "

@@ -179,6 +179,14 @@ absl::StatusOr<Allocation> CarvingPool::Allocate(std::uint64_t bytes,
   return AllocateLarge(arena, aligned);
 }
 
+std::uint64_t CarvingPool::AllocationBytes(std::uint64_t bytes) const {
+  const std::uint64_t aligned = AlignUp(bytes, alignment_);
+  if (bytes == 0 || aligned == 0) return bytes;
+  // As Allocate: AllocateSmall hands out whole blocks of the class.
+  if (aligned <= classes_.max_bytes()) return classes_.bytes(classes_.ClassOf(aligned));
+  return aligned;
+}
+
 Allocation CarvingPool::Make(const Placement& placement, std::uint64_t bytes,
                              const Domain& domain) {
   Allocation allocation;

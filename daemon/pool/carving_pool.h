@@ -75,6 +75,8 @@ class CarvingPool : public Pool {
   const Location& location() const override { return location_; }
   std::uint64_t alignment() const override { return alignment_; }
   absl::StatusOr<Allocation> Allocate(std::uint64_t bytes, Domain domain) override;
+  // The request's size class, or for large ones the request aligned.
+  std::uint64_t AllocationBytes(std::uint64_t bytes) const override;
   void Free(Allocation allocation) override;
   std::uint64_t Trim(absl::Duration min_idle) override;
   PoolStats Stats() const override;

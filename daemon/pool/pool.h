@@ -99,6 +99,14 @@ class Pool {
   virtual absl::StatusOr<Allocation> Allocate(std::uint64_t bytes,
                                               Domain domain) = 0;
 
+  // What an allocation of `bytes` takes: Allocation::bytes of a successful
+  // Allocate(bytes), the request rounded the way this pool rounds it. Byte
+  // quotas charge this figure, so that many tiny buffers cost what they
+  // hold (a page each for host memory, a 2 MiB granule each on a GPU). A
+  // size Allocate refuses (0, or one whose rounding overflows) is returned
+  // as it is.
+  virtual std::uint64_t AllocationBytes(std::uint64_t bytes) const = 0;
+
   // Takes back an allocation this pool made.
   virtual void Free(Allocation allocation) = 0;
 

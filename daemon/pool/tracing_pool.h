@@ -33,6 +33,9 @@ class TracingPool : public Pool {
   const Location& location() const override { return inner_->location(); }
   std::uint64_t alignment() const override { return inner_->alignment(); }
   absl::StatusOr<Allocation> Allocate(std::uint64_t bytes, Domain domain) override;
+  std::uint64_t AllocationBytes(std::uint64_t bytes) const override {
+    return inner_->AllocationBytes(bytes);
+  }
   // An allocation this pool did not make goes to the inner pool untouched
   // and unrecorded.
   void Free(Allocation allocation) override;

@@ -127,4 +127,18 @@ absl::StatusOr<broker::Access> FromProto(v1::Access access) {
   }
 }
 
+absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request) {
+  broker::OpenParams params;
+  params.name = request.name();
+  ASSIGN_OR_RETURN(params.access, FromProto(request.access()));
+  if (request.has_owner_uid()) params.expected_owner = request.owner_uid();
+  return params;
+}
+
+absl::StatusOr<broker::CreateParams> FromProto(const v1::OpenOrCreateRequest& request) {
+  ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(request.create()));
+  if (request.has_owner_uid()) params.expected_owner = request.owner_uid();
+  return params;
+}
+
 }  // namespace memd::service

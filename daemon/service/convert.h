@@ -29,4 +29,11 @@ absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request)
 // Errors: INVALID_ARGUMENT for an access value outside the enum.
 absl::StatusOr<broker::Access> FromProto(v1::Access access);
 
+// Name, access and expected owner of an Open. Errors: as FromProto(Access).
+absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request);
+
+// The create part, with the expected owner of an existing buffer. Errors:
+// as FromProto(CreateRequest).
+absl::StatusOr<broker::CreateParams> FromProto(const v1::OpenOrCreateRequest& request);
+
 }  // namespace memd::service

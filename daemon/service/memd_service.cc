@@ -208,16 +208,15 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
 grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context,
                                             const v1::OpenRequest* request,
                                             v1::Lease* reply) {
-  auto access = FromProto(request->access());
-  if (!access.ok()) {
-    return Respond(context, "Open", [&] { return access.status(); });
+  auto params = FromProto(*request);
+  if (!params.ok()) {
+    return Respond(context, "Open", [&] { return params.status(); });
   }
-  broker::OpenParams params{request->name(), *access};
   return OpenMaybeWaiting(
       context, "Open", request->name(), request->wait_timeout_ms(),
       request->mapped_buffer_id(), reply,
-      [this, params](broker::SessionId session, broker::WatchId watch,
-                     std::function<void()> wake)
+      [this, params = *params](broker::SessionId session, broker::WatchId watch,
+                               std::function<void()> wake)
           -> absl::StatusOr<std::optional<broker::Grant>> {
         return broker_.OpenOrWatch(session, params, watch, std::move(wake));
       });
@@ -226,7 +225,7 @@ grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context
 grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
     grpc::CallbackServerContext* context, const v1::OpenOrCreateRequest* request,
     v1::Lease* reply) {
-  auto params = FromProto(request->create());
+  auto params = FromProto(*request);
   if (!params.ok()) {
     return Respond(context, "OpenOrCreate", [&] { return params.status(); });
   }

@@ -30,6 +30,41 @@ TEST(ConfigTest, DefaultsAreSensible) {
   EXPECT_EQ(config->max_buffer_bytes, std::uint64_t{64} << 30);
 }
 
+// One uid must not be able to take what the global limits leave for
+// everybody: by default each per-uid limit is a fraction of its global one.
+TEST(ConfigTest, PerUidDefaultsLeaveRoomForOtherUsers) {
+  auto config = Parse({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->max_sessions_per_uid, 256u);
+  EXPECT_EQ(config->max_buffers_per_uid, 16384u);
+  EXPECT_EQ(config->max_leases_per_uid, 65536u);
+  EXPECT_EQ(config->max_waits_per_uid, 1024u);
+  EXPECT_EQ(config->max_waits, 16384u);
+  EXPECT_LE(config->max_sessions_per_uid * 8, config->max_sessions);
+  EXPECT_LE(config->max_buffers_per_uid * 4, config->max_buffers);
+  EXPECT_LE(config->max_waits_per_uid * 8, config->max_waits);
+  // A uid's waits fill at most four of its sessions' worth.
+  EXPECT_LE(config->max_waits_per_uid, 4 * config->max_waits_per_session);
+}
+
+TEST(ConfigTest, PerUidLimitsComeFromFlagsOrTheFile) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("memd.toml");
+  std::ofstream(path) << "max_sessions_per_uid = 5\n"
+                         "max_buffers_per_uid = 6\n"
+                         "max_leases_per_uid = 7\n"
+                         "max_waits_per_uid = 8\n"
+                         "max_waits = 9\n";
+  auto config = Parse({"--config", path, "--max-waits", "10"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->max_sessions_per_uid, 5u);
+  EXPECT_EQ(config->max_buffers_per_uid, 6u);
+  EXPECT_EQ(config->max_leases_per_uid, 7u);
+  EXPECT_EQ(config->max_waits_per_uid, 8u);
+  EXPECT_EQ(config->max_waits, 10u) << "the flag wins";
+  EXPECT_FALSE(Parse({"--max-sessions-per-uid", "0"}).ok());
+}
+
 TEST(ConfigTest, FlagsTakeUnitsAndOctalModes) {
   auto config = Parse({"--socket-dir", "/tmp/x", "--socket-mode", "0600",
                        "--max-buffer-bytes", "2GiB", "--pool-large-round-bytes", "0",
@@ -146,6 +181,8 @@ TEST(ConfigTest, OnlyLimitsAndLogLevelChangeWithoutRestart) {
   next.log_level = "debug";
   next.max_buffers = 7;
   next.max_sessions = 3;
+  next.max_sessions_per_uid = 2;
+  next.max_waits = 5;
   next.max_uid_bytes = "16GiB";
   next.max_session_bytes = "host=1GiB";
   EXPECT_TRUE(SettingsNeedingRestart(running, next).empty());

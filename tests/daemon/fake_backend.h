@@ -27,9 +27,15 @@ class FakeBackend : public backend::Backend {
   std::vector<Location> locations() const override {
     return {Location::Host(), Location::Device(0)};
   }
-  std::uint64_t alignment(const Location&) const override {
+  std::uint64_t alignment(const Location& location) const override {
+    if (location.kind == Location::Kind::kDevice && device_alignment_ != 0) {
+      return device_alignment_;
+    }
     return host_.alignment(Location::Host());
   }
+  // Gives device:0 a granularity of its own, like a GPU's 2 MiB (0: the
+  // page size). Before any pool is made for it.
+  void set_device_alignment(std::uint64_t bytes) { device_alignment_ = bytes; }
 
   absl::StatusOr<std::unique_ptr<backend::Segment>> Reserve(
       const Location& location, std::uint64_t bytes) override {
@@ -93,6 +99,7 @@ class FakeBackend : public backend::Backend {
   };
 
   const Memory memory_;
+  std::uint64_t device_alignment_ = 0;
   backend::HostBackend host_;
   std::atomic<int> reserved_{0};
   std::atomic<int> alive_{0};

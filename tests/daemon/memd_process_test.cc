@@ -222,6 +222,9 @@ TEST(MemdProcessTest, MetricsEndpointServesLiveState) {
   EXPECT_THAT(body, HasSubstr("memd_buffers{state=\"creating\"} 1"));
   EXPECT_THAT(body, HasSubstr("memd_buffers{state=\"sealed\"} 0"));
   EXPECT_THAT(body, HasSubstr("memd_quota_rejections_total{limit=\"max_buffers\"} 0"));
+  EXPECT_THAT(body,
+              HasSubstr("memd_quota_rejections_total{limit=\"max_sessions_per_uid\"} 0"));
+  EXPECT_THAT(body, HasSubstr("memd_quota_rejections_total{limit=\"max_waits\"} 0"));
   // Every call so far is in the histogram: the Creates, the Stats above.
   EXPECT_THAT(body, HasSubstr("memd_rpc_duration_seconds_count{code=\"OK\",method=\"Create\"} 3"));
   EXPECT_THAT(body, HasSubstr(absl::StrCat("memd_build_info{version=\"", kVersion,

@@ -133,6 +133,23 @@ TEST_F(MemctlTest, PutThenGetRoundTripsEveryByteValue) {
   EXPECT_THAT(get.err, IsEmpty());
 }
 
+// A consumer that trusts one producer names it: anyone who may connect can
+// create a name first (issue 9, finding 9).
+TEST_F(MemctlTest, GetWithOwnerAcceptsOnlyThatOwnersBuffer) {
+  Put("jobs/result", "payload");
+  for (const char* owner : {"0", "root"}) {
+    ProgramResult get = Run({"get", "--owner", owner, "jobs/result"});
+    EXPECT_EQ(get.exit_code, 0) << owner << "\n" << Describe(get);
+    EXPECT_EQ(get.out, "payload") << owner;
+  }
+  ProgramResult other = Run({"get", "--owner", "61003", "jobs/result"});
+  ExpectFailure(other, "get jobs/result", "PERMISSION_DENIED");
+  EXPECT_THAT(other.err, HasSubstr("owned by uid 0, not by the demanded uid 61003"));
+  // Waiting does not help: the name is taken by another owner.
+  ExpectFailure(Run({"get", "--wait", "30", "--owner", "61003", "jobs/result"}),
+                "get jobs/result", "PERMISSION_DENIED");
+}
+
 TEST_F(MemctlTest, PutThenGetRoundTripsAMultiMebibyteFileThroughOutputFile) {
   const std::string bytes = RandomBytes((std::size_t{5} << 20) + 123, 7);
   const std::string input = WriteFile("big.in", bytes);
@@ -477,6 +494,8 @@ TEST_F(MemctlTest, UsageErrorsExitTwoWithoutTouchingStdout) {
       {"get", "x", "--wait", "-1"},
       {"get", "x", "--wait", "soon"},
       {"get", "x", "--json"},  // Bytes and JSON cannot share stdout.
+      {"get", "x", "--owner", "no-such-user-of-memd"},
+      {"get", "x", "--owner", "-1"},
       {"ls", "a", "b"},
       {"stats", "--watch", "0"},
       {"stats", "--watch", "soon"},

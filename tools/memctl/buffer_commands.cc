@@ -198,6 +198,7 @@ absl::Status RunGet(Client& client, const GetOptions& options, const Output& out
   OpenOptions open;
   open.access = Access::kRead;
   open.wait = options.wait;
+  open.owner = options.owner;
   absl::StatusOr<Buffer> buffer = client.Open(options.name, open);
   if (!buffer.ok()) return Failed(step, buffer.status());
   std::vector<std::byte> staging;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "tools/memctl/failure.h"
+#include "tools/memctl/format.h"
 
 namespace memd::memctl {
 namespace {
@@ -62,6 +63,15 @@ CLI::Validator ModeValidator() {
         if (ParseMode(text).has_value()) return "";
         return absl::StrCat("'", text,
                             "' is not octal permission bits like 0600 or 0640");
+      },
+      "");
+}
+
+CLI::Validator UserValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (ParseUser(text).has_value()) return "";
+        return absl::StrCat("'", text, "' is neither a uid nor a known user name");
       },
       "");
 }
@@ -159,8 +169,8 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   CLI::App* sessions = AddSubcommand(
       app, "sessions",
       "List the processes connected to memd (this memctl included)",
-      "Yours, or everyone's as root. CREATED is the bytes of live buffers the\n"
-      "session created, which max_session_bytes bounds per location.",
+      "Yours, or everyone's as root. CREATED is the memory live buffers the\n"
+      "session created take, which max_session_bytes bounds per location.",
       "  memctl sessions\n"
       "  memctl sessions --json | jq '.[] | select(.lease_count > 0)'\n",
       json);
@@ -169,8 +179,9 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       app, "usage",
       "Show what live buffers take per user and location, against the quota",
       "One row per user and location holding buffers: your own (every user's\n"
-      "when run as root). QUOTA is max_uid_bytes there (- when none); a buffer\n"
-      "counts until its memory is freed.",
+      "when run as root). QUOTA is max_uid_bytes there (- when none). A buffer\n"
+      "counts the memory the pool sets aside for it (at least a page; a 2 MiB\n"
+      "granule on a GPU), not its size, until that memory is freed.",
       "  memctl usage\n"
       "  sudo memctl usage --json | jq '.[] | select(.quota_bytes > 0)'\n",
       json);
@@ -203,10 +214,15 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   CLI::App* get = AddSubcommand(
       app, "get",
       "Copy a sealed buffer's bytes to stdout or a file",
-      "With --json, -o is required: the bytes cannot share stdout with the JSON.",
+      "With --json, -o is required: the bytes cannot share stdout with the JSON.\n"
+      "Whoever may connect to memd can create a name first: to accept only the\n"
+      "buffer your producer made, name it with --owner (a buffer of that name\n"
+      "owned by anyone else is PERMISSION_DENIED, also one sealed while get\n"
+      "waits).",
       "  memctl get frames/0 > frame.raw\n"
       "  memctl get frames/0 -o frame.raw\n"
-      "  memctl get --wait 10 frames/1 -o next.raw   # wait for the producer's seal\n",
+      "  memctl get --wait 10 frames/1 -o next.raw   # wait for the producer's seal\n"
+      "  memctl get --wait 10 --owner camera frames/1 -o next.raw  # from user camera only\n",
       json);
   get->add_option("NAME", invocation.get.name, "Buffer name")->required()->type_name("");
   get->add_option("-o,--output", invocation.get.output,
@@ -218,6 +234,11 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       ->check(WaitValidator())
       ->type_name("SECONDS")
       ->capture_default_str();
+  std::string owner_text;
+  get->add_option("--owner", owner_text,
+                  "Accept the buffer only if this user (name or uid) owns it")
+      ->check(UserValidator())
+      ->type_name("USER");
 
   CLI::App* unlink = AddSubcommand(
       app, "unlink",
@@ -289,6 +310,7 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   // The validators above accepted these texts.
   invocation.put.mode = ParseMode(mode_text).value_or(0600);
   invocation.get.wait = absl::Seconds(ParseWait(wait_text).value_or(0));
+  if (!owner_text.empty()) invocation.get.owner = ParseUser(owner_text);
 
   const std::pair<CLI::App*, Command> commands[] = {
       {stats, Command::kStats}, {ls, Command::kList},

@@ -6,7 +6,10 @@
 // (failure.h); they never print half a result before a failure, except
 // `get` to stdout, whose bytes stream.
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -33,6 +36,8 @@ struct GetOptions {
   std::string name;
   std::string output;  // Empty or "-": stdout.
   absl::Duration wait = absl::ZeroDuration();
+  // --owner: the uid that must own the buffer (OpenOptions::owner).
+  std::optional<uid_t> owner;
 };
 
 // Daemon-wide views and actions (daemon_commands.cc).

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -51,6 +52,23 @@ std::string UserName(uid_t uid) {
     return found->pw_name;
   }
   return absl::StrCat(uid);
+}
+
+std::optional<uid_t> ParseUser(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  std::uint32_t number = 0;
+  if (text.find_first_not_of("0123456789") == std::string::npos) {
+    if (!absl::SimpleAtoi(text, &number)) return std::nullopt;
+    return static_cast<uid_t>(number);
+  }
+  std::vector<char> buffer(static_cast<std::size_t>(NameBufferSize(_SC_GETPW_R_SIZE_MAX)));
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwnam_r(text.c_str(), &entry, buffer.data(), buffer.size(), &found) == 0 &&
+      found != nullptr) {
+    return found->pw_uid;
+  }
+  return std::nullopt;
 }
 
 std::string GroupName(gid_t gid) {

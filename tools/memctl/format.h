@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -32,6 +33,8 @@ std::string FormatLocalTime(absl::Time time);
 std::string FormatAge(absl::Duration age);
 // The user's name, else the number.
 std::string UserName(uid_t uid);
+// A uid from a number or a user name; std::nullopt when it is neither.
+std::optional<uid_t> ParseUser(const std::string& text);
 std::string GroupName(gid_t gid);
 
 // Nanoseconds since the Unix epoch, as the protocol counts them.

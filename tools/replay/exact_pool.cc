@@ -15,6 +15,11 @@ ExactPool::ExactPool(backend::Backend& backend, Location location,
       alignment_(backend.alignment(location)),
       limit_bytes_(limit_bytes) {}
 
+std::uint64_t ExactPool::AllocationBytes(std::uint64_t bytes) const {
+  const std::uint64_t aligned = AlignUp(bytes, alignment_);
+  return aligned == 0 ? bytes : aligned;
+}
+
 absl::StatusOr<pool::Allocation> ExactPool::Allocate(std::uint64_t bytes,
                                                      pool::Domain domain) {
   if (bytes == 0) return absl::InvalidArgumentError("cannot allocate 0 bytes");

@@ -22,6 +22,7 @@ class ExactPool : public pool::Pool {
   std::uint64_t alignment() const override { return alignment_; }
   absl::StatusOr<pool::Allocation> Allocate(std::uint64_t bytes,
                                             pool::Domain domain) override;
+  std::uint64_t AllocationBytes(std::uint64_t bytes) const override;
   void Free(pool::Allocation allocation) override;
   // Holds nothing idle: always 0.
   std::uint64_t Trim(absl::Duration min_idle) override { return 0; }

@@ -17,6 +17,11 @@ Pow2Pool::Pow2Pool(backend::Backend& backend, Location location,
       alignment_(backend.alignment(location)),
       limit_bytes_(limit_bytes) {}
 
+std::uint64_t Pow2Pool::AllocationBytes(std::uint64_t bytes) const {
+  if (bytes == 0 || bytes > (std::uint64_t{1} << 63)) return bytes;
+  return std::max(alignment_, std::bit_ceil(bytes));
+}
+
 absl::StatusOr<pool::Allocation> Pow2Pool::Allocate(std::uint64_t bytes,
                                                     pool::Domain domain) {
   if (bytes == 0) return absl::InvalidArgumentError("cannot allocate 0 bytes");

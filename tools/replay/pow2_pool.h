@@ -30,6 +30,8 @@ class Pow2Pool : public pool::Pool {
   std::uint64_t alignment() const override { return alignment_; }
   absl::StatusOr<pool::Allocation> Allocate(std::uint64_t bytes,
                                             pool::Domain domain) override;
+  // The power of two (at least the alignment) that serves `bytes`.
+  std::uint64_t AllocationBytes(std::uint64_t bytes) const override;
   void Free(pool::Allocation allocation) override;
   std::uint64_t Trim(absl::Duration min_idle) override;
   pool::PoolStats Stats() const override;

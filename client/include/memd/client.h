@@ -66,6 +66,10 @@ struct CreateOptions {
   // when the whole buffer will be touched (pool memory is already
   // committed), slower for a large buffer touched sparsely.
   bool populate = false;
+  // OpenOrCreate only: when the name exists already, the uid that must own
+  // it, as OpenOptions::owner (PERMISSION_DENIED otherwise). A buffer the
+  // call creates is this process's, whatever this says.
+  std::optional<uid_t> existing_owner = std::nullopt;
 };
 
 struct OpenOptions {
@@ -77,6 +81,11 @@ struct OpenOptions {
   absl::Duration wait = absl::ZeroDuration();
   // As CreateOptions::populate, when this open maps the buffer.
   bool populate = false;
+  // The uid that must own the buffer: anyone who may connect can create a
+  // name first, so a consumer that trusts only one producer says which.
+  // A buffer owned by anyone else is PERMISSION_DENIED, also one sealed
+  // while this open waits. Unset: any owner whose mode lets this user read.
+  std::optional<uid_t> owner = std::nullopt;
 };
 
 struct SizeClassStats {
@@ -142,14 +151,14 @@ struct SessionInfo {
   std::string command;
   std::uint32_t lease_count = 0;
   absl::Time started;
-  std::uint64_t created_bytes = 0;  // Live buffers it created.
+  std::uint64_t created_bytes = 0;  // Memory of live buffers it created.
 };
 
 // What one uid's live buffers take at one location (Client::Usage).
 struct UidUsage {
   uid_t uid = 0;
   std::string location;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // What the buffers take (as the quota counts).
   std::uint64_t buffers = 0;
   std::uint64_t quota_bytes = 0;  // The uid quota there; 0: none.
 };
@@ -263,7 +272,9 @@ class Client {
                               const OpenOptions& options = {});
 
   // Creates the buffer if the name is free (writable, created() true), else
-  // opens it read-only, waiting up to `wait` for the seal.
+  // opens it read-only, waiting up to `wait` for the seal (and, with
+  // options.existing_owner, only if that uid owns it). An existing buffer
+  // this user may not read is PERMISSION_DENIED whatever size was asked.
   absl::StatusOr<Buffer> OpenOrCreate(std::string_view name, std::uint64_t size,
                                       const CreateOptions& options = {},
                                       absl::Duration wait = absl::ZeroDuration());
@@ -277,7 +288,9 @@ class Client {
   absl::StatusOr<DaemonStats> Stats();
   absl::StatusOr<std::vector<SessionInfo>> Sessions();
   // Bytes and buffers per uid and location, against the uid quota: this
-  // user's (every user's for root), by uid then location.
+  // user's (every user's for root), by uid then location. Bytes are what
+  // the buffers take in the pools (each at least a page, or a GPU granule),
+  // which is what the quota counts.
   absl::StatusOr<std::vector<UidUsage>> Usage();
 
   // Gives idle pool memory back to the system now: one location ("host",

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "daemon/pool/carving_pool.h"
@@ -17,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 constexpr uid_t kAlice = 1000;
@@ -208,6 +210,118 @@ TEST_F(BrokerTest, TooManySessionsIsResourceExhausted) {
   EXPECT_THAT(second.status().message(), HasSubstr("the limit is 1"));
 }
 
+// ---- Per-uid limits ----
+
+TEST_F(BrokerTest, SessionsPerUidAreLimitedWithTheNumbersAndTheKey) {
+  BrokerLimits limits;
+  limits.max_sessions_per_uid = 2;
+  MakeBroker(limits);
+  SessionId first = Start(Peer(kAlice, kStaff));
+  Start(Peer(kAlice, kStaff));
+  auto third = broker_->StartSession(Peer(kAlice, kStaff), "c");
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(third.status().message(),
+            "uid 1000 holds 2 sessions; the limit is 2 (max_sessions_per_uid)");
+  EXPECT_TRUE(broker_->StartSession(Peer(kBob, kStaff), "b").ok()) << "bob has his own";
+  broker_->EndSession(first);
+  EXPECT_TRUE(broker_->StartSession(Peer(kAlice, kStaff), "c").ok());
+  EXPECT_EQ(broker_->Counts().rejections.sessions_per_uid, 1u);
+}
+
+TEST_F(BrokerTest, RootIsNotExemptFromPerUidLimits) {
+  BrokerLimits limits;
+  limits.max_sessions_per_uid = 1;
+  MakeBroker(limits);
+  Start(Peer(0, 0));
+  EXPECT_EQ(broker_->StartSession(Peer(0, 0), "again").status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(BrokerTest, BuffersPerUidCountOwnedBuffersUntilTheirMemoryIsFreed) {
+  BrokerLimits limits;
+  limits.max_buffers_per_uid = 2;
+  MakeBroker(limits);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  auto a = broker_->Create(alice, Params("a", 10));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(broker_->Create(alice, Params("b", 10)).ok());
+  auto third = broker_->Create(alice, Params("c", 10));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(third.status().message(),
+            "uid 1000 owns 2 buffers; the limit is 2 (max_buffers_per_uid)");
+  auto either = broker_->OpenOrCreate(alice, Params("d", 10), broker_->NewWatchId(), {});
+  EXPECT_EQ(either.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(broker_->Create(bob, Params("e", 10)).ok()) << "bob has his own";
+  // Unlinked but leased, a buffer still holds its memory and counts.
+  ASSERT_TRUE(broker_->Unlink(alice, "a").ok());
+  EXPECT_FALSE(broker_->Create(alice, Params("c", 10)).ok());
+  ASSERT_TRUE(broker_->Release(alice, a->lease).ok());
+  EXPECT_TRUE(broker_->Create(alice, Params("c", 10)).ok());
+  EXPECT_EQ(broker_->Counts().rejections.buffers_per_uid, 3u);
+}
+
+TEST_F(BrokerTest, LeasesPerUidAreLimitedAcrossItsSessions) {
+  BrokerLimits limits;
+  limits.max_leases_per_uid = 3;
+  MakeBroker(limits);
+  SessionId first = Start(Peer(kAlice, kStaff));
+  SessionId second = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  Publish(first, "a", "x", 0644);  // The writer's lease is the first.
+  auto opened = broker_->Open(first, {"a", Access::kRead});
+  ASSERT_TRUE(opened.ok());
+  ASSERT_TRUE(broker_->Open(second, {"a", Access::kRead}).ok());
+  auto fourth = broker_->Open(second, {"a", Access::kRead});
+  EXPECT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(fourth.status().message(),
+            "uid 1000 holds 3 leases; the limit is 3 (max_leases_per_uid)");
+  EXPECT_TRUE(broker_->Open(bob, {"a", Access::kRead}).ok()) << "bob has his own";
+  ASSERT_TRUE(broker_->Release(first, opened->lease).ok());
+  EXPECT_TRUE(broker_->Open(second, {"a", Access::kRead}).ok());
+  broker_->EndSession(second);  // Its two leases go with it.
+  EXPECT_TRUE(broker_->Open(first, {"a", Access::kRead}).ok());
+  EXPECT_TRUE(broker_->Open(first, {"a", Access::kRead}).ok());
+  EXPECT_EQ(broker_->Counts().rejections.leases_per_uid, 1u);
+}
+
+TEST_F(BrokerTest, WaitsArePerUidAndDaemonWideLimited) {
+  BrokerLimits limits;
+  limits.max_waits_per_uid = 2;
+  limits.max_waits = 3;
+  MakeBroker(limits);
+  SessionId first = Start(Peer(kAlice, kStaff));
+  SessionId second = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  SessionId carol = Start(Peer(1003, kStaff));
+  auto wait = [&](SessionId session, const char* name, WatchId watch = 0) {
+    return broker_->OpenOrWatch(session, {name, Access::kRead},
+                                watch != 0 ? watch : broker_->NewWatchId(), [] {});
+  };
+  const WatchId cancelled = broker_->NewWatchId();
+  ASSERT_TRUE(wait(first, "x", cancelled).ok());
+  ASSERT_TRUE(wait(second, "y").ok());
+  auto over_uid = wait(first, "z");
+  EXPECT_EQ(over_uid.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over_uid.status().message(),
+            "uid 1000 has 2 opens waiting; the limit is 2 (max_waits_per_uid)");
+  ASSERT_TRUE(wait(bob, "x").ok());
+  auto over_all = wait(carol, "x");
+  EXPECT_EQ(over_all.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over_all.status().message(),
+            "3 opens are waiting; the limit is 3 (max_waits)");
+  // A cancelled, a woken and an ended wait each give their room back.
+  EXPECT_TRUE(broker_->CancelWatch(cancelled));
+  EXPECT_TRUE(wait(carol, "x").ok());
+  Publish(bob, "y", "1", 0644);  // Wakes second's.
+  EXPECT_TRUE(wait(first, "z").ok());
+  broker_->EndSession(bob);
+  EXPECT_TRUE(wait(second, "w").ok()) << "alice: first's z and second's w";
+  const LimitRejections rejections = broker_->Counts().rejections;
+  EXPECT_EQ(rejections.waits_per_uid, 1u);
+  EXPECT_EQ(rejections.waits, 1u);
+}
+
 // ---- Byte quotas ----
 
 BrokerLimits Quotas(const char* uid, const char* session) {
@@ -297,6 +411,46 @@ TEST_F(BrokerTest, OpenOrCreateIsRefusedOnlyWhenItWouldCreate) {
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_TRUE(opened->has_value());
   EXPECT_FALSE((*opened)->created);
+}
+
+TEST_F(BrokerTest, QuotasChargeWhatThePoolSetsAsideNotTheSizeAsked) {
+  MakeBroker(Quotas("1MiB", ""));
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  // One byte takes a page: 256 of them fill 1 MiB.
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_TRUE(broker_->Create(alice, Params(absl::StrCat("tiny/", i), 1)).ok()) << i;
+  }
+  auto over = broker_->Create(alice, Params("tiny/256", 1));
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(),
+              HasSubstr("buffer 'tiny/256' (1 B (1 bytes) at host, taking 4 KiB "
+                        "(4096 bytes)) would take uid 1000 over its quota of 1 MiB "
+                        "(1048576 bytes) at host (max_uid_bytes): its buffers there "
+                        "take 1 MiB (1048576 bytes)"));
+  auto usage = broker_->Usage(alice);
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ((*usage)[0].bytes, kMiB);
+  EXPECT_EQ((*usage)[0].bytes, pools_->Stats()[0].used_bytes);
+  EXPECT_EQ(broker_->Sessions(alice)->at(0).created_bytes, kMiB);
+}
+
+TEST_F(BrokerTest, DeviceBuffersAreChargedWholeGranules) {
+  backend_.set_device_alignment(2 * kMiB);
+  MakeBroker(Quotas("device=8MiB", ""), /*device=*/true);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  CreateParams tiny = Params("g/0", 1);
+  tiny.location = Location::Device(0);
+  for (int i = 0; i < 4; ++i) {
+    tiny.name = absl::StrCat("g/", i);
+    ASSERT_TRUE(broker_->Create(alice, tiny).ok()) << i;
+  }
+  tiny.name = "g/4";
+  auto over = broker_->Create(alice, tiny);
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.status().message(), HasSubstr("taking 2 MiB (2097152 bytes)"));
+  EXPECT_THAT(over.status().message(), HasSubstr("take 8 MiB (8388608 bytes)"));
+  // Refused before allocating: the pool holds the four granules only.
+  EXPECT_EQ(pools_->Stats()[1].used_bytes, 8 * kMiB);
 }
 
 TEST_F(BrokerTest, UsageShowsEachUidItsOwnAndRootEveryone) {
@@ -759,6 +913,93 @@ TEST_F(BrokerTest, OpenOrCreateWithADifferentSizeIsFailedPrecondition) {
                                         broker_->NewWatchId(), nullptr);
   EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(mismatch.status().message(), HasSubstr("exists with size 4"));
+}
+
+// ---- Demanding the producer; what OpenOrCreate tells ----
+
+TEST_F(BrokerTest, AnExpectedOwnerRefusesBuffersOfAnyOtherOwner) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  SessionId root = Start(Peer(0, 0));
+  Publish(alice, "result", "x", 0644);
+  OpenParams demand{"result", Access::kRead, kAlice};
+  EXPECT_TRUE(broker_->Open(bob, demand).ok());
+  demand.expected_owner = kBob;
+  auto denied = broker_->Open(bob, demand);
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.status().message(),
+            "buffer 'result' is owned by uid 1000, not by the demanded uid 1001 "
+            "(a name belongs to whoever creates it first)");
+  demand.expected_owner = 0;
+  EXPECT_EQ(broker_->Open(root, demand).status().code(),
+            absl::StatusCode::kPermissionDenied)
+      << "root may read anything, but it is not the owner";
+}
+
+TEST_F(BrokerTest, TheOwnerIsCheckedOnlyAfterTheReadPermission) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  Publish(alice, "private", "x", 0600);
+  auto denied = broker_->Open(bob, {"private", Access::kRead, kBob});
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(denied.status().message(), HasSubstr("may not read"));
+  EXPECT_THAT(denied.status().message(), Not(HasSubstr("demanded")));
+}
+
+TEST_F(BrokerTest, AWaitWokenByAForgedSealIsDenied) {
+  SessionId consumer = Start(Peer(kBob, kOther));
+  SessionId forger = Start(Peer(1003, 1003));
+  const OpenParams demand{"late", Access::kRead, kAlice};
+  std::atomic<int> woken{0};
+  auto first = broker_->OpenOrWatch(consumer, demand, broker_->NewWatchId(),
+                                    [&] { ++woken; });
+  ASSERT_TRUE(first.ok());
+  ASSERT_FALSE(first->has_value());
+  Publish(forger, "late", "forged", 0644);
+  EXPECT_EQ(woken.load(), 1);
+  // The retry the wake calls for (service/waiting_open) is refused.
+  auto retry = broker_->OpenOrWatch(consumer, demand, broker_->NewWatchId(), [] {});
+  EXPECT_EQ(retry.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(retry.status().message(), HasSubstr("owned by uid 1003"));
+  // Without the demand, the forgery would have been handed out.
+  EXPECT_TRUE(broker_->Open(consumer, {"late", Access::kRead}).ok());
+}
+
+TEST_F(BrokerTest, OpenOrCreateChecksTheExpectedOwnerOfAnExistingBuffer) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  Publish(alice, "shared", "12345678", 0644);
+  CreateParams params = Params("shared", 8);
+  params.expected_owner = kAlice;
+  auto opened = broker_->OpenOrCreate(bob, params, broker_->NewWatchId(), {});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_FALSE((*opened)->created);
+  params.expected_owner = kBob;
+  EXPECT_EQ(broker_->OpenOrCreate(bob, params, broker_->NewWatchId(), {}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // A free name is created, and the creator owns it whatever it expected.
+  params.name = "fresh";
+  params.expected_owner = kAlice;
+  auto created = broker_->OpenOrCreate(bob, params, broker_->NewWatchId(), {});
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_TRUE((*created)->created);
+  EXPECT_EQ((*created)->buffer.owner_uid, kBob);
+}
+
+TEST_F(BrokerTest, OpenOrCreateOfAnUnreadableBufferTellsNeitherSizeNorLocation) {
+  MakeBroker(BrokerLimits{}, /*device=*/true);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  CreateParams secret = Params("secret", 12345);
+  secret.location = Location::Device(0);
+  ASSERT_TRUE(broker_->Create(alice, secret).ok());
+  for (CreateParams guess : {Params("secret", 1), secret}) {
+    auto denied = broker_->OpenOrCreate(bob, guess, broker_->NewWatchId(), {});
+    EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(denied.status().message(), Not(HasSubstr("12345")));
+    EXPECT_THAT(denied.status().message(), Not(HasSubstr("device")));
+    EXPECT_THAT(denied.status().message(), Not(HasSubstr("size")));
+  }
 }
 
 }  // namespace

@@ -46,6 +46,32 @@ class CarvingPoolTest : public ::testing::Test {
 
 // ---- Size classes ----
 
+TEST_F(CarvingPoolTest, AllocationBytesIsWhatAnAllocationOfThatSizeTakes) {
+  auto pool = MakePool();
+  for (std::uint64_t bytes : {std::uint64_t{1}, kPage - 1, kPage, kPage + 1,
+                              std::uint64_t{70} << 10, kMiB - 1, kMiB, kMiB + 1,
+                              3 * kMiB + 1}) {
+    Allocation allocation = Allocate(*pool, bytes);
+    EXPECT_EQ(pool->AllocationBytes(bytes), allocation.bytes) << bytes;
+    pool->Free(std::move(allocation));
+  }
+  EXPECT_EQ(pool->AllocationBytes(1), kPage);
+  EXPECT_EQ(pool->AllocationBytes(70 << 10), 72u << 10);  // Its size class.
+  EXPECT_EQ(pool->AllocationBytes(0), 0u);
+  EXPECT_EQ(pool->AllocationBytes(~std::uint64_t{0}), ~std::uint64_t{0}) << "overflows";
+}
+
+TEST_F(CarvingPoolTest, AllocationBytesOnADeviceIsAWholeGranule) {
+  testing::FakeBackend granular{testing::FakeBackend::Memory::kHollow};
+  granular.set_device_alignment(2 * kMiB);
+  CarvingPool pool(granular, Location::Device(0), {}, clock_);
+  EXPECT_EQ(pool.AllocationBytes(1), 2 * kMiB);
+  EXPECT_EQ(pool.AllocationBytes(2 * kMiB + 1), 4 * kMiB);
+  Allocation one = Allocate(pool, 1);
+  EXPECT_EQ(one.bytes, 2 * kMiB);
+  pool.Free(std::move(one));
+}
+
 TEST_F(CarvingPoolTest, SmallRequestIsRoundedToItsClassAndCarvedFromASmallSegment) {
   auto pool = MakePool();
   Allocation a = Allocate(*pool, 70 << 10);  // Class 72 KiB.

@@ -14,6 +14,7 @@ class CountingPool : public Pool {
   absl::StatusOr<Allocation> Allocate(std::uint64_t, Domain) override {
     return absl::UnimplementedError("not in this test");
   }
+  std::uint64_t AllocationBytes(std::uint64_t bytes) const override { return bytes; }
   void Free(Allocation) override {}
   std::uint64_t Trim(absl::Duration min_idle) override {
     absl::MutexLock lock(&mu);

@@ -58,6 +58,9 @@ class IdCheckingPool : public Pool {
     live_.insert(allocation.id);
     return allocation;
   }
+  std::uint64_t AllocationBytes(std::uint64_t bytes) const override {
+    return AlignUp(bytes, 4096);
+  }
   void Free(Allocation allocation) override {
     absl::MutexLock lock(&mu_);
     if (live_.erase(allocation.id) == 0 || allocation.internal != allocation.id * 7) {
@@ -149,6 +152,7 @@ TEST_F(TracingPoolTest, ForwardsEverythingElse) {
   EXPECT_EQ(pool.location(), Location::Device(0));
   EXPECT_EQ(pool.alignment(), 4096u);
   EXPECT_EQ(pool.Trim(absl::ZeroDuration()), 42u);
+  EXPECT_EQ(pool.AllocationBytes(1), 4096u);
   auto allocation = pool.Allocate(1, kDomain);
   ASSERT_TRUE(allocation.ok());
   EXPECT_EQ(pool.Stats().used_bytes, 4096u);

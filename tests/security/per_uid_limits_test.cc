@@ -1,0 +1,124 @@
+// Finding 6 (issue 9): the limits were global only. One uid took every
+// session, filled max_buffers with 1-byte buffers and could keep about a
+// million opens waiting. Each is now also bounded per uid (and waiting opens
+// daemon-wide): the attacker is refused with the numbers while other users
+// go on.
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/security/held_attack.h"
+#include "tests/security/open_daemon.h"
+
+namespace memd {
+namespace {
+
+using ::memd::testing::Describe;
+using ::memd::testing::HeldAttack;
+using ::memd::testing::kAlice;
+using ::memd::testing::kBob;
+using ::memd::testing::kMallory;
+using ::memd::testing::ProgramResult;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class PerUidLimitsTest : public testing::OpenDaemonTest {};
+
+TEST_F(PerUidLimitsTest, OneUidCannotTakeEverySession) {
+  config_.max_sessions = 64;
+  config_.max_sessions_per_uid = 8;
+  StartDaemon();
+  HeldAttack attack(kMallory, config_.socket_dir, {"fill_sessions"}, Gate("gate"));
+  const std::string report = attack.Report();
+  EXPECT_THAT(report, StartsWith("sessions 8\n"));
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 holds 8 sessions; the "
+                                "limit is 8 (max_sessions_per_uid)"));
+
+  ProgramResult alice = Hostile(kAlice, {"start_session"});
+  EXPECT_EQ(alice.exit_code, 0) << Describe(alice);
+  EXPECT_EQ(alice.out, "ok\n");
+  EXPECT_EQ(attack.Release().exit_code, 0) << Describe(attack.Release());
+}
+
+TEST_F(PerUidLimitsTest, OneUidCannotFillTheBufferTable) {
+  config_.max_buffers = 64;
+  config_.max_buffers_per_uid = 16;
+  StartDaemon();
+  ProgramResult mallory = Hostile(kMallory, {"fill_buffers", "junk", "1", "1000"});
+  ASSERT_EQ(mallory.exit_code, 0) << Describe(mallory);
+  EXPECT_THAT(mallory.out, StartsWith("buffers 16\n"));
+  EXPECT_THAT(mallory.out, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 owns 16 buffers; the "
+                                     "limit is 16 (max_buffers_per_uid)"));
+
+  // The attacker's buffers stay (they are sealed and persistent); others
+  // still have room.
+  ProgramResult alice = Hostile(kAlice, {"publish_text", "alice/a", "mine", "600"});
+  EXPECT_EQ(alice.out, "published\n") << Describe(alice);
+}
+
+TEST_F(PerUidLimitsTest, OneUidCannotHoldUnboundedLeases) {
+  config_.max_leases_per_session = 16;
+  config_.max_leases_per_uid = 40;
+  StartDaemon();
+  HeldAttack attack(kMallory, config_.socket_dir, {"fill_leases", "junk/leased", "4"},
+                    Gate("gate"));
+  const std::string report = attack.Report();
+  EXPECT_THAT(report, StartsWith("leases 40\n"));
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 holds 40 leases; the "
+                                "limit is 40 (max_leases_per_uid)"));
+
+  ProgramResult published = Hostile(kAlice, {"publish_text", "alice/a", "mine", "600"});
+  EXPECT_EQ(published.out, "published\n") << Describe(published);
+  ProgramResult read = Hostile(kAlice, {"read_text", "alice/a", "0"});
+  EXPECT_EQ(read.out, "read: mine\n") << Describe(read);
+  EXPECT_EQ(attack.Release().exit_code, 0) << Describe(attack.Release());
+}
+
+TEST_F(PerUidLimitsTest, OneUidCannotKeepUnboundedOpensWaiting) {
+  config_.max_waits_per_session = 8;
+  config_.max_waits_per_uid = 20;
+  StartDaemon();
+  // Four sessions of eight waits: each session within its own limit, the
+  // uid over its.
+  HeldAttack attack(kMallory, config_.socket_dir, {"fill_waits", "4", "8", "12"},
+                    Gate("gate"));
+  const std::string report = attack.Report();
+  EXPECT_THAT(report, StartsWith("waiting 20\nrefused 12\n"));
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 20 opens waiting; "
+                                "the limit is 20 (max_waits_per_uid)"));
+
+  // Alice's open may still wait: it runs out of time instead of being
+  // refused.
+  ProgramResult alice = Hostile(kAlice, {"read_text", "alice/never", "200"});
+  EXPECT_THAT(alice.out, StartsWith("DEADLINE_EXCEEDED")) << Describe(alice);
+  EXPECT_EQ(attack.Release().exit_code, 0) << Describe(attack.Release());
+}
+
+TEST_F(PerUidLimitsTest, WaitingOpensAreBoundedDaemonWide) {
+  config_.max_waits_per_session = 8;
+  config_.max_waits_per_uid = 16;
+  config_.max_waits = 24;
+  StartDaemon();
+  // One call over each session's limit: its refusal says the other eight
+  // wait.
+  HeldAttack mallory(kMallory, config_.socket_dir, {"fill_waits", "2", "9", "2"},
+                     Gate("mallory"));
+  EXPECT_THAT(mallory.Report(), StartsWith("waiting 16\nrefused 2\n"));
+  HeldAttack bob(kBob, config_.socket_dir, {"fill_waits", "2", "8", "8"}, Gate("bob"));
+  const std::string report = bob.Report();
+  EXPECT_THAT(report, StartsWith("waiting 8\nrefused 8\n"));
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: 24 opens are waiting; the limit "
+                                "is 24 (max_waits)"));
+  // The daemon-wide bound is what keeps the daemon's memory bounded
+  // whatever the number of uids: once reached it refuses everyone.
+  ProgramResult alice = Hostile(kAlice, {"read_text", "alice/never", "200"});
+  EXPECT_THAT(alice.out, HasSubstr("(max_waits)")) << Describe(alice);
+  EXPECT_EQ(mallory.Release().exit_code, 0) << Describe(mallory.Release());
+  EXPECT_EQ(bob.Release().exit_code, 0) << Describe(bob.Release());
+}
+
+}  // namespace
+}  // namespace memd
