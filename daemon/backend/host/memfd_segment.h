@@ -10,8 +10,10 @@
 namespace memd::backend {
 
 /// One sealed memfd of fixed size. Owns its descriptors (read-write and
-/// read-only) and, when pinned, the daemon's locked mapping of it.
-/// Immutable after Create, so thread-safe.
+/// read-only) and, when pinned, the daemon's locked mapping of it. The
+/// memfd's inode has no permission bits, so a client cannot reopen it
+/// (/proc/self/fd) with more access than its descriptor grants. Immutable
+/// after Create, so thread-safe.
 class MemfdSegment : public Segment {
  public:
   // Creates, commits (fallocate) and seals a memfd of `bytes`; `pin` maps it
