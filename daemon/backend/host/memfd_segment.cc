@@ -86,6 +86,17 @@ absl::Status MemfdSegment::Scrub() {
   return absl::OkStatus();
 }
 
+void MemfdSegment::Discard() {
+  // Nobody mapping it keeps the pages: a client that touches them again
+  // gets fresh zeroed pages, charged to that client's memory cgroup.
+  // Punching a hole in a memfd that has no write seal fails only when
+  // interrupted.
+  while (::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                     static_cast<off_t>(size_)) != 0 &&
+         errno == EINTR) {
+  }
+}
+
 MemfdSegment::~MemfdSegment() {
   if (pinned_ != nullptr) ::munmap(pinned_, size_);
 }

@@ -34,6 +34,8 @@ class MemfdSegment : public Segment {
 
   // Punches out every page and commits fresh (zeroed) ones.
   absl::Status Scrub() override;
+  // Punches out every page (the descriptors clients hold stay valid).
+  void Discard() override;
 
  private:
   MemfdSegment(UniqueFd fd, UniqueFd read_only, std::uint64_t size)

@@ -129,6 +129,35 @@ TEST(HostBackendTest, NoDescriptorReopensTheMemfdWithMoreAccess) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(HostBackendTest, DiscardFreesThePagesWhileAClientStillHoldsTheDescriptor) {
+  HostBackend backend;
+  auto segment = backend.Reserve(Location::Host(), kMiB);
+  ASSERT_TRUE(segment.ok());
+  auto writable = (*segment)->Export(Access::kReadWrite);
+  ASSERT_TRUE(writable.ok());
+  // What a client keeps: its own descriptor and mapping.
+  const int kept = ::dup(writable->fd);
+  ASSERT_GE(kept, 0);
+  auto* mapped = static_cast<char*>(
+      ::mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, kept, 0));
+  ASSERT_NE(mapped, MAP_FAILED);
+  std::memcpy(mapped, "memd", 4);
+
+  (*segment)->Discard();
+  segment->reset();
+  struct stat info;
+  ASSERT_EQ(::fstat(kept, &info), 0);
+  EXPECT_EQ(info.st_blocks, 0);
+  EXPECT_EQ(mapped[0], 0);
+  // Touching it again allocates afresh, for the client.
+  mapped[0] = 'c';
+  ASSERT_EQ(::fstat(kept, &info), 0);
+  EXPECT_GT(info.st_blocks, 0);
+  EXPECT_LT(static_cast<std::uint64_t>(info.st_blocks) * 512, kMiB);
+  ::munmap(mapped, kMiB);
+  ::close(kept);
+}
+
 TEST(HostBackendTest, RejectsDeviceLocationsAndUnalignedSizes) {
   HostBackend backend;
   auto device = backend.Reserve(Location::Device(0), kMiB);
