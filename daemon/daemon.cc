@@ -165,8 +165,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
                                                    parts->clock);
 
   ASSIGN_OR_RETURN(UniqueFd listener,
-                   ListenUnix(SessionSocketPath(dir), SOCK_SEQPACKET,
-                              config.socket_mode));
+                   parts->socket_dir->Listen(kSessionSocketName, SOCK_SEQPACKET,
+                                             config.socket_mode));
   broker::Broker& broker = *parts->broker;
   parts->sessions = std::make_unique<session::SessionServer>(
       std::move(listener),
