@@ -30,7 +30,9 @@ constexpr char kMainFooter[] = R"(Examples:
 
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
-$XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID.
+$XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID. memctl talks only to a daemon it
+trusts (root, yourself, the owner of a directory root made for memd); set
+$MEMD_DAEMON_UID to the uid memd runs as when it is another user's.
 
 Exit status: 0 success; 1 the operation failed (the reason is on stderr as
 "memctl: <what>: <STATUS_CODE>: <message>"); 2 the command line was wrong.)";
