@@ -7,6 +7,7 @@
 // `get` to stdout, whose bytes stream.
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -15,6 +16,9 @@
 #include "memd/client.h"
 
 namespace memd::memctl {
+
+// What `put` collects at most from a stream of unknown size (--max-stream).
+inline constexpr std::uint64_t kDefaultMaxStreamBytes = std::uint64_t{1} << 30;
 
 // Where a command prints its result, and in which form. Borrows `out`.
 struct Output {
@@ -27,6 +31,10 @@ struct PutOptions {
   std::string file;  // "-" reads stdin.
   std::string location = "host";
   std::uint32_t mode = 0600;
+  // --size: the buffer's size, read straight into it from a stream; without
+  // it a stream is collected in memory first, up to max_stream_bytes.
+  std::optional<std::uint64_t> size;
+  std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
 };
 
 struct GetOptions {
