@@ -55,11 +55,13 @@ absl::StatusOr<UniqueFd> OpenTrustedDir(const std::string& dir) {
   const uid_t self = ::geteuid();
   const std::string mode = absl::StrFormat("%04o", info.st_mode & 07777);
   if (info.st_uid != self && info.st_uid != 0) {
+    const std::string rightful = self == 0 ? std::string("root, memd's user")
+                                           : absl::StrCat("memd's uid ", self, " or root");
     return absl::FailedPreconditionError(absl::StrCat(
         "socket directory ", dir, " belongs to uid ", info.st_uid, " (mode ", mode,
-        "), not to ", self == 0 ? std::string("root, memd's user") : absl::StrCat("memd's uid ", self, " or root"),
-        ": another user may have made it to capture memd's clients or "
-        "files; remove it (or choose another --socket-dir) and start memd again"));
+        "), not to ", rightful,
+        ": another user may have made it to capture memd's clients or files; "
+        "remove it (or choose another --socket-dir) and start memd again"));
   }
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
