@@ -214,11 +214,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   // memd accepts the control socket's connections itself, so that it knows
   // the credentials of each (gRPC's own listener would not tell).
   ASSIGN_OR_RETURN(UniqueFd listener,
-                   ListenUnix(SessionSocketPath(dir), SOCK_SEQPACKET,
-                              config.socket_mode));
+                   parts->socket_dir->Listen(kSessionSocketName, SOCK_SEQPACKET,
+                                             config.socket_mode));
   ASSIGN_OR_RETURN(UniqueFd control_listener,
-                   ListenUnix(ControlSocketPath(dir), SOCK_STREAM,
-                              config.socket_mode));
+                   parts->socket_dir->Listen(kControlSocketName, SOCK_STREAM,
+                                             config.socket_mode));
   broker::Broker& broker = *parts->broker;
   ControlHandOff& control = parts->control;
   parts->sessions = std::make_unique<session::SessionServer>(

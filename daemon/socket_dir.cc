@@ -4,13 +4,13 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <string_view>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/errno_status.h"
 #include "common/paths.h"
@@ -32,6 +32,46 @@ absl::Status MakeDirs(const std::string& dir) {
   }
 }
 
+std::string PathInDir(int dir_fd, const std::string& name) {
+  return absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
+}
+
+// Opens `dir` itself (not what a link there points to) and checks that
+// nobody but this daemon's user and root could have put anything in it.
+absl::StatusOr<UniqueFd> OpenTrustedDir(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    const int error = errno;
+    if (error == ELOOP || error == ENOTDIR) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "socket directory ", dir,
+          " is a symbolic link or not a directory; memd serves only from a real "
+          "directory: remove it or choose another --socket-dir"));
+    }
+    return ErrnoStatus(absl::StrCat("open ", dir), error);
+  }
+  struct stat info;
+  if (::fstat(fd.get(), &info) != 0) return ErrnoStatus(absl::StrCat("stat ", dir), errno);
+  const uid_t self = ::geteuid();
+  const std::string mode = absl::StrFormat("%04o", info.st_mode & 07777);
+  if (info.st_uid != self && info.st_uid != 0) {
+    const std::string rightful = self == 0 ? std::string("root, memd's user")
+                                           : absl::StrCat("memd's uid ", self, " or root");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, " belongs to uid ", info.st_uid, " (mode ", mode,
+        "), not to ", rightful,
+        ": another user may have made it to capture memd's clients or files; "
+        "remove it (or choose another --socket-dir) and start memd again"));
+  }
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, " (owner uid ", info.st_uid, ") has mode ", mode,
+        ": group or other users may write it and replace memd's sockets or lock "
+        "file; run `chmod go-w ", dir, "` (or choose another --socket-dir)"));
+  }
+  return fd;
+}
+
 std::string ReadPid(int fd) {
   char text[32] = {};
   ssize_t got = ::pread(fd, text, sizeof(text) - 1, 0);
@@ -39,19 +79,22 @@ std::string ReadPid(int fd) {
   return std::string(absl::StripAsciiWhitespace(absl::string_view(text, got)));
 }
 
-// A socket file is stale when nothing accepts connections on it.
-absl::Status RemoveIfStale(const std::string& path, int type) {
+// A socket file is stale when nothing accepts connections on it; anything
+// else under a socket's name (a link, a file) is removed, never followed.
+absl::Status RemoveIfStale(int dir_fd, const std::string& dir, const char* name,
+                           int type) {
+  const std::string path = absl::StrCat(dir, "/", name);
   struct stat info;
-  if (::lstat(path.c_str(), &info) != 0) {
+  if (::fstatat(dir_fd, name, &info, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return absl::OkStatus();
     return ErrnoStatus(absl::StrCat("stat ", path), errno);
   }
-  if (ConnectUnix(path, type).ok()) {
+  if (S_ISSOCK(info.st_mode) && ConnectUnix(PathInDir(dir_fd, name), type).ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "another memd is accepting connections on ", path, "; stop it first"));
   }
-  spdlog::info("removing stale socket {}", path);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+  spdlog::info("removing stale {} {}", S_ISSOCK(info.st_mode) ? "socket" : "entry", path);
+  if (::unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT) {
     return ErrnoStatus(absl::StrCat("unlink ", path), errno);
   }
   return absl::OkStatus();
@@ -61,9 +104,23 @@ absl::Status RemoveIfStale(const std::string& path, int type) {
 
 absl::StatusOr<std::unique_ptr<SocketDir>> SocketDir::Claim(const std::string& dir) {
   if (auto made = MakeDirs(dir); !made.ok()) return made;
+  absl::StatusOr<UniqueFd> dir_fd = OpenTrustedDir(dir);
+  if (!dir_fd.ok()) return dir_fd.status();
   std::string lock_path = absl::StrCat(dir, "/", kLockName);
-  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!lock) return ErrnoStatus(absl::StrCat("open ", lock_path), errno);
+  UniqueFd lock(::openat(dir_fd->get(), kLockName,
+                         O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!lock) {
+    if (errno == ELOOP) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          lock_path, " is a symbolic link; memd does not follow it: remove it"));
+    }
+    return ErrnoStatus(absl::StrCat("open ", lock_path), errno);
+  }
+  struct stat lock_info;
+  if (::fstat(lock.get(), &lock_info) != 0 || !S_ISREG(lock_info.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(lock_path, " is not a regular file: remove it"));
+  }
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -80,20 +137,54 @@ absl::StatusOr<std::unique_ptr<SocketDir>> SocketDir::Claim(const std::string& d
   }
   // The lock is ours, yet a daemon from before locks existed, or one whose
   // lock file was deleted, could still listen: ask the sockets themselves.
-  if (auto stale = RemoveIfStale(ControlSocketPath(dir), SOCK_STREAM); !stale.ok()) {
-    return stale;
-  }
-  if (auto stale = RemoveIfStale(SessionSocketPath(dir), SOCK_SEQPACKET);
+  if (auto stale = RemoveIfStale(dir_fd->get(), dir, kControlSocketName, SOCK_STREAM);
       !stale.ok()) {
     return stale;
   }
-  return std::unique_ptr<SocketDir>(new SocketDir(dir, std::move(lock)));
+  if (auto stale =
+          RemoveIfStale(dir_fd->get(), dir, kSessionSocketName, SOCK_SEQPACKET);
+      !stale.ok()) {
+    return stale;
+  }
+  return std::unique_ptr<SocketDir>(
+      new SocketDir(dir, std::move(*dir_fd), std::move(lock)));
+}
+
+std::string SocketDir::InDir(const std::string& name) const {
+  return PathInDir(dir_fd_.get(), name);
+}
+
+absl::StatusOr<UniqueFd> SocketDir::Listen(std::string_view name, int type,
+                                           unsigned mode, int backlog) const {
+  // absl::StrCat takes absl::string_view, which is not std::string_view here.
+  const std::string name_string(name);
+  const std::string shown = absl::StrCat(dir_, "/", name_string);
+  const std::string path = InDir(name_string);
+  UniqueFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoStatus("socket", errno);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket name too long: ", shown));
+  }
+  path.copy(address.sun_path, path.size());
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    return ErrnoStatus(absl::StrCat("bind ", shown), errno);
+  }
+  // Before listen: nobody can connect while the mode is still the umask's.
+  if (::fchmodat(dir_fd_.get(), name_string.c_str(), mode, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoStatus(absl::StrCat("chmod ", shown), errno);
+  }
+  if (::listen(fd.get(), backlog) != 0) {
+    return ErrnoStatus(absl::StrCat("listen ", shown), errno);
+  }
+  return fd;
 }
 
 SocketDir::~SocketDir() {
-  ::unlink(ControlSocketPath(dir_).c_str());
-  ::unlink(SessionSocketPath(dir_).c_str());
-  ::unlink(absl::StrCat(dir_, "/", kLockName).c_str());
+  for (const char* name : {kControlSocketName, kSessionSocketName, kLockName}) {
+    ::unlinkat(dir_fd_.get(), name, 0);
+  }
 }
 
 }  // namespace memd

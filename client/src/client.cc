@@ -1,5 +1,7 @@
 #include "memd/client.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,8 @@ namespace memd {
 
 using internal::ClientCore;
 using internal::Connection;
+using internal::DaemonTrust;
+using internal::DaemonUidFromEnvironment;
 
 // ---- Buffer ----
 
@@ -77,8 +81,14 @@ Client::~Client() = default;
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ConnectOptions options) {
   std::string dir =
       options.socket_dir.empty() ? ClientSocketDir() : options.socket_dir;
+  DaemonTrust trust{::geteuid(), options.daemon_uid};
+  if (!trust.daemon_uid.has_value()) {
+    auto from_environment = DaemonUidFromEnvironment();
+    if (!from_environment.ok()) return from_environment.status();
+    trust.daemon_uid = *from_environment;
+  }
   auto core = std::make_shared<ClientCore>(std::move(dir), options.call_timeout,
-                                           options.mapping_cache_bytes);
+                                           options.mapping_cache_bytes, trust);
   auto connection = core->Current();
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<Client>(new Client(std::move(core)));

@@ -58,7 +58,7 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::Current() {
 
 absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
   connection_.reset();
-  auto session = SessionChannel::Connect(socket_dir_, call_timeout_);
+  auto session = SessionChannel::Connect(socket_dir_, call_timeout_, trust_);
   if (!session.ok()) return session.status();
   auto connection = std::make_shared<Connection>();
   connection->session = std::move(*session);
@@ -67,7 +67,8 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   connection->channel = grpc::CreateCustomChannel(
-      absl::StrCat("unix:", ControlSocketPath(socket_dir_)),
+      // The directory the session's checks passed, links resolved.
+      absl::StrCat("unix:", ControlSocketPath(connection->session->directory())),
       grpc::InsecureChannelCredentials(), arguments);
   connection->stub = v1::Memd::NewStub(connection->channel);
   connection->generation = ++generations_;

@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/daemon_trust.h"
 #include "client/src/device_imports.h"
 #include "client/src/mapping_cache.h"
 #include "client/src/session_channel.h"
@@ -30,9 +31,10 @@ struct Connection {
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   ClientCore(std::string socket_dir, absl::Duration call_timeout,
-             std::uint64_t mapping_cache_bytes)
+             std::uint64_t mapping_cache_bytes, DaemonTrust trust)
       : socket_dir_(std::move(socket_dir)),
         call_timeout_(call_timeout),
+        trust_(trust),
         mappings_(mapping_cache_bytes) {}
 
   // The live connection, reconnecting first when the daemon hung up.
@@ -70,6 +72,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   const std::string socket_dir_;
   const absl::Duration call_timeout_;
+  const DaemonTrust trust_;
 
   absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);

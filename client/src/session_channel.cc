@@ -1,11 +1,15 @@
 #include "client/src/session_channel.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/errno_status.h"
 #include "common/paths.h"
 #include "common/unix_socket.h"
@@ -47,9 +51,47 @@ absl::StatusOr<ReceivedPacket> Receive(int fd, absl::Time deadline) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
-    const std::string& socket_dir, absl::Duration timeout) {
-  auto socket = ConnectUnix(SessionSocketPath(socket_dir), SOCK_SEQPACKET);
-  if (!socket.ok()) return socket.status();
+    const std::string& socket_dir, absl::Duration timeout,
+    const DaemonTrust& trust) {
+  // The directory is checked once, as a descriptor; the socket is then
+  // reached through that descriptor, so that swapping the directory after
+  // the check changes nothing.
+  UniqueFd dir(::open(socket_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) {
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR) {
+      return absl::UnavailableError(absl::StrCat(
+          "no memd listens on ", SessionSocketPath(socket_dir), " (",
+          std::strerror(error),
+          "); is the daemon running, and is the socket directory right?"));
+    }
+    return ErrnoStatus(absl::StrCat("open socket directory ", socket_dir), error);
+  }
+  const std::string through = absl::StrCat("/proc/self/fd/", dir.get());
+  std::string directory = socket_dir;
+  char resolved[4096];
+  const ssize_t length = ::readlink(through.c_str(), resolved, sizeof(resolved));
+  const bool have_proc = length > 0 && length < static_cast<ssize_t>(sizeof(resolved));
+  if (have_proc) directory.assign(resolved, static_cast<std::size_t>(length));
+  auto chain = DescribeDirChain(dir.get(), directory);
+  if (!chain.ok()) return chain.status();
+  auto owner = CheckSocketDirChain(*chain, trust);
+  if (!owner.ok()) return owner.status();
+
+  auto socket = ConnectUnix(have_proc ? SessionSocketPath(through)
+                                      : SessionSocketPath(directory),
+                            SOCK_SEQPACKET);
+  if (!socket.ok()) {
+    return absl::Status(socket.status().code(),
+                        absl::StrReplaceAll(socket.status().message(),
+                                            {{through, socket_dir}}));
+  }
+  auto peer = GetPeerCredentials(socket->get());
+  if (!peer.ok()) return peer.status();
+  if (auto trusted = CheckDaemonPeer(socket_dir, *owner, peer->uid, trust);
+      !trusted.ok()) {
+    return trusted;
+  }
   auto packet = Receive(socket->get(), absl::Now() + timeout);
   if (!packet.ok()) {
     return absl::Status(packet.status().code(),
@@ -67,8 +109,8 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
     if (code == absl::StatusCode::kOk) code = absl::StatusCode::kUnavailable;
     return absl::Status(code, absl::StrCat("memd refused the session: ", hello.error()));
   }
-  return std::unique_ptr<SessionChannel>(
-      new SessionChannel(std::move(*socket), hello.session_id(), hello.token()));
+  return std::unique_ptr<SessionChannel>(new SessionChannel(
+      std::move(*socket), hello.session_id(), hello.token(), std::move(directory)));
 }
 
 absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,

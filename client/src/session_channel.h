@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/src/daemon_trust.h"
 #include "common/unique_fd.h"
 
 namespace memd::internal {
@@ -19,14 +20,21 @@ namespace memd::internal {
 /// closes. Thread-safe.
 class SessionChannel {
  public:
-  // Connects and reads the greeting. Errors: UNAVAILABLE (no daemon),
-  // PERMISSION_DENIED (socket mode), the daemon's refusal (e.g.
-  // RESOURCE_EXHAUSTED), DATA_LOSS (a greeting memd would not send).
+  // Checks the socket directory, connects, checks who listens and reads the
+  // greeting (daemon_trust.h: nothing is read from or sent to a daemon the
+  // checks refuse). Errors: UNAVAILABLE (no daemon), PERMISSION_DENIED
+  // (socket mode; a directory or daemon `trust` refuses), the daemon's
+  // refusal (e.g. RESOURCE_EXHAUSTED), DATA_LOSS (a greeting memd would not
+  // send).
   static absl::StatusOr<std::unique_ptr<SessionChannel>> Connect(
-      const std::string& socket_dir, absl::Duration timeout);
+      const std::string& socket_dir, absl::Duration timeout,
+      const DaemonTrust& trust);
 
   std::uint64_t id() const { return id_; }
   const std::string& token() const { return token_; }
+  // The socket directory as checked, symbolic links resolved: where the
+  // control socket is too.
+  const std::string& directory() const { return directory_; }
 
   // The descriptor sent with `seq`; descriptors for other calls that arrive
   // first are kept for them. Errors: UNAVAILABLE (the daemon hung up),
@@ -37,12 +45,17 @@ class SessionChannel {
   bool HungUp() const;
 
  private:
-  SessionChannel(UniqueFd socket, std::uint64_t id, std::string token)
-      : socket_(std::move(socket)), id_(id), token_(std::move(token)) {}
+  SessionChannel(UniqueFd socket, std::uint64_t id, std::string token,
+                 std::string directory)
+      : socket_(std::move(socket)),
+        id_(id),
+        token_(std::move(token)),
+        directory_(std::move(directory)) {}
 
   const UniqueFd socket_;
   const std::uint64_t id_;
   const std::string token_;
+  const std::string directory_;
   absl::Mutex mu_;
   // Descriptors that arrived for calls still on their way back. Capped: an
   // entry is orphaned only when its call's reply was lost.

@@ -66,6 +66,16 @@ class Segment {
   virtual absl::Status Scrub() {
     return absl::UnimplementedError("this backend cannot scrub segments");
   }
+
+  // Frees the memory now although clients may still hold descriptors or
+  // mappings of it (a lease ends without an unmap; a client may keep a
+  // descriptor on purpose): the pool calls it when it gives an idle segment
+  // back, so that memory memd no longer accounts for stops counting against
+  // it. Host: punches out every page; what a stale client maps afterwards is
+  // fresh zeroed memory charged to that client. Never called for memory of
+  // live buffers (nor at shutdown: clients' mappings outlive the daemon).
+  // Best effort; the default (device memory) does nothing.
+  virtual void Discard() {}
 };
 
 /// Reserves segments at the locations a node offers. Thread-safe.

@@ -409,7 +409,12 @@ std::string CarvingPool::LimitMessage(std::uint64_t bytes) const {
 
 void CarvingPool::Release(std::vector<std::unique_ptr<PoolSegment>> segments) {
   std::uint64_t bytes = 0;
-  for (const auto& segment : segments) bytes += segment->size;
+  for (const auto& segment : segments) {
+    bytes += segment->size;
+    // Idle: no buffer lives in it, yet a client may still hold its
+    // descriptor, which would keep the pages (charged to memd) alive.
+    segment->backing->Discard();
+  }
   if (bytes == 0) return;
   {
     absl::MutexLock lock(&reserve_mu_);

@@ -13,11 +13,11 @@
 namespace memd::testing {
 
 /// A backend for tests, with what a test needs to see and steer: how many
-/// segments (and bytes) were reserved and are alive, how many scrubs ran,
-/// and failures injected into the next Reserve calls. Serves "host" and
-/// "device:0" (a fake device). Real mode backs segments with host memory,
-/// so descriptors work; hollow mode backs them with nothing (Export fails),
-/// so that tests can reserve terabytes. Thread-safe.
+/// segments (and bytes) were reserved and are alive, how many scrubs and
+/// discards ran, and failures injected into the next Reserve calls. Serves
+/// "host" and "device:0" (a fake device). Real mode backs segments with host
+/// memory, so descriptors work; hollow mode backs them with nothing (Export
+/// fails), so that tests can reserve terabytes. Thread-safe.
 class FakeBackend : public backend::Backend {
  public:
   enum class Memory { kReal, kHollow };
@@ -68,6 +68,7 @@ class FakeBackend : public backend::Backend {
   int alive() const { return alive_.load(); }
   std::uint64_t alive_bytes() const { return alive_bytes_.load(); }
   int scrubs() const { return scrubs_.load(); }
+  int discards() const { return discards_.load(); }
 
  private:
   class CountedSegment : public backend::Segment {
@@ -91,6 +92,10 @@ class FakeBackend : public backend::Backend {
       ++backend_.scrubs_;
       return inner_ == nullptr ? absl::OkStatus() : inner_->Scrub();
     }
+    void Discard() override {
+      ++backend_.discards_;
+      if (inner_ != nullptr) inner_->Discard();
+    }
 
    private:
     std::unique_ptr<backend::Segment> inner_;
@@ -105,6 +110,7 @@ class FakeBackend : public backend::Backend {
   std::atomic<int> alive_{0};
   std::atomic<std::uint64_t> alive_bytes_{0};
   std::atomic<int> scrubs_{0};
+  std::atomic<int> discards_{0};
   absl::Mutex mu_;
   std::vector<absl::Status> failures_;
 };

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,16 @@ namespace memd::testing {
 bool DropPrivileges(uid_t uid, gid_t gid) {
   return ::setgroups(0, nullptr) == 0 && ::setresgid(gid, gid, gid) == 0 &&
          ::setresuid(uid, uid, uid) == 0;
+}
+
+void LetOthersTraverse(const std::string& dir) {
+  for (std::string path = dir; path.size() > 1;
+       path = path.substr(0, path.rfind('/'))) {
+    struct stat info;
+    if (::stat(path.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0) {
+      ::chmod(path.c_str(), (info.st_mode & 07777) | S_IXOTH);
+    }
+  }
 }
 
 void WriteAll(int fd, const std::string& text) {

@@ -51,6 +51,11 @@ ProgramResult RunHostile(uid_t uid, const std::string& socket_dir,
                          const std::string& input = "",
                          absl::Duration timeout = absl::Seconds(30));
 
+// Lets every user reach sockets under `dir`: adds search permission (o+x)
+// to `dir` and each of its ancestors that lacks it (TempDir makes 0700
+// directories). The daemon must also run with socket_mode 0666.
+void LetOthersTraverse(const std::string& dir);
+
 // Writes all of `text` to `fd`, for bodies of ForkAs.
 void WriteAll(int fd, const std::string& text);
 

@@ -187,6 +187,44 @@ TEST_F(MemctlTest, PutReadsStdinAndDevStdinPipes) {
   }
 }
 
+TEST_F(MemctlTest, PutFromAnEndlessStreamStopsAtTheLimitAndAsksForSize) {
+  // Without --size a stream is collected in memory first: never without
+  // bound.
+  ProgramResult endless = Run({"put", "zeros", "/dev/zero", "--max-stream", "4MiB"});
+  ExpectFailure(endless, "read /dev/zero", "RESOURCE_EXHAUSTED");
+  EXPECT_THAT(endless.err, HasSubstr("more than 4 MiB (4194304 bytes)"));
+  EXPECT_THAT(endless.err, HasSubstr("pass --size BYTES"));
+  EXPECT_EQ(RunJson({"ls", "--json"}), Json::array());
+
+  // With --size it streams straight into the buffer: a device gives its
+  // first BYTES.
+  ProgramResult sized = Run({"put", "zeros", "/dev/zero", "--size", "3MiB"});
+  ASSERT_EQ(sized.exit_code, 0) << Describe(sized);
+  ProgramResult get = Run({"get", "zeros"});
+  ASSERT_EQ(get.exit_code, 0) << Describe(get);
+  EXPECT_TRUE(get.out == std::string(3 << 20, '\0')) << get.out.size() << " bytes";
+}
+
+TEST_F(MemctlTest, PutWithSizeRefusesAPipeThatEndsEarlyOrRunsOn) {
+  const std::string hundred = RandomBytes(100, 3);
+  ProgramResult early = Run({"put", "p", "-", "--size", "100"}, hundred.substr(0, 99));
+  ExpectFailure(early, "read stdin", "FAILED_PRECONDITION");
+  EXPECT_THAT(early.err, HasSubstr("ended after 99 of the 100 bytes --size promised"));
+  ProgramResult long_run = Run({"put", "p", "-", "--size", "100"}, hundred + "x");
+  ExpectFailure(long_run, "read stdin", "FAILED_PRECONDITION");
+  EXPECT_THAT(long_run.err, HasSubstr("more than the 100 bytes --size promised"));
+  EXPECT_EQ(RunJson({"ls", "--json"}), Json::array());
+
+  // A file's size is known: --size must agree with it.
+  ProgramResult file = Run({"put", "f", WriteFile("five", "12345"), "--size", "6"});
+  ExpectFailure(file, "put f", "INVALID_ARGUMENT");
+  EXPECT_THAT(file.err, HasSubstr("has 5 bytes, not the 6 of --size"));
+
+  ProgramResult exact = Run({"put", "p", "-", "--size", "100"}, hundred);
+  ASSERT_EQ(exact.exit_code, 0) << Describe(exact);
+  EXPECT_EQ(Run({"get", "p"}).out, hundred);
+}
+
 TEST_F(MemctlTest, PutJsonDescribesTheSealedBuffer) {
   ProgramResult put = Run({"put", "--json", "--mode", "0640", "j/one",
                            WriteFile("in", "hello")});

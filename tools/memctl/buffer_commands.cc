@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -45,17 +44,28 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
 }
 
 // The bytes to publish: read straight into the buffer when the size is
-// known, else (pipes) collected first because the buffer's size is fixed at
-// creation.
-absl::Status Fill(Input& input, const std::string& collected,
+// known (a file's, or --size), else (pipes) collected first because the
+// buffer's size is fixed at creation.
+absl::Status Fill(Input& input, const Collected& collected, bool sized_by_flag,
                   std::span<std::byte> into) {
   if (!input.size.has_value()) {
-    std::memcpy(into.data(), collected.data(), into.size());
+    collected.CopyTo(into);
     return absl::OkStatus();
   }
-  if (absl::Status status = ReadExactly(input, into); !status.ok()) return status;
+  if (absl::Status status = ReadExactly(input, into, sized_by_flag ? "--size" : "");
+      !status.ok()) {
+    return status;
+  }
+  // A device such as /dev/zero never ends: --size takes its first bytes.
+  if (sized_by_flag && input.kind == Input::Kind::kDevice) return absl::OkStatus();
   absl::StatusOr<bool> at_end = AtEnd(input);
   if (!at_end.ok()) return at_end.status();
+  if (!*at_end && sized_by_flag) {
+    return Failed(absl::StrCat("read ", input.label),
+                  absl::FailedPreconditionError(absl::StrCat(
+                      input.label, " has more than the ", into.size(),
+                      " bytes --size promised")));
+  }
   if (!*at_end) {
     return Failed(absl::StrCat("read ", input.label),
                   absl::FailedPreconditionError(absl::StrCat(
@@ -115,17 +125,28 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   const std::string step = absl::StrCat("put ", options.name);
   absl::StatusOr<Input> input = OpenInput(options.file);
   if (!input.ok()) return input.status();
-  std::string collected;
+  Collected collected;
   std::uint64_t size = 0;
-  if (input->size.has_value() && *input->size > 0) {
+  const bool sized_by_flag = options.size.has_value();
+  if (sized_by_flag) {
+    size = *options.size;
+    // A file that claims 0 bytes (files under /proc do) is read as a stream.
+    if (input->kind == Input::Kind::kFile && input->size.value_or(0) > 0 &&
+        *input->size != size) {
+      return Failed(step, absl::InvalidArgumentError(absl::StrCat(
+                              input->label, " has ", *input->size, " bytes, not the ",
+                              size, " of --size")));
+    }
+    input->size = size;
+  } else if (input->size.has_value() && *input->size > 0) {
     size = *input->size;
   } else {
-    // Unknown size, or a file that claims 0 bytes (files under /proc do).
+    // Unknown size, or a file that claims 0 bytes: collected first, bounded.
     input->size.reset();
-    absl::StatusOr<std::string> bytes = ReadToEnd(*input);
+    absl::StatusOr<Collected> bytes = ReadToEnd(*input, options.max_stream_bytes);
     if (!bytes.ok()) return bytes.status();
     collected = std::move(*bytes);
-    size = collected.size();
+    size = collected.size;
   }
   if (size == 0) {
     return Failed(step, absl::InvalidArgumentError(absl::StrCat(
@@ -153,13 +174,13 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   absl::Status status;
   if (driver != nullptr) {
     std::vector<std::byte> staging(size);
-    status = Fill(*input, collected, staging);
+    status = Fill(*input, collected, sized_by_flag, staging);
     if (status.ok()) status = CopyToDevice(*driver, buffer->device_pointer(), staging);
   } else if (std::span<std::byte> into = buffer->mutable_data(); into.size() != size) {
     status = absl::InternalError(absl::StrCat("the daemon mapped ", into.size(),
                                               " bytes for a buffer of ", size));
   } else {
-    status = Fill(*input, collected, into);
+    status = Fill(*input, collected, sized_by_flag, into);
   }
   if (status.ok()) status = Failed(absl::StrCat("seal ", options.name), buffer->Seal());
   if (!status.ok()) {

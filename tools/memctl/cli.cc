@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/bytes.h"
 #include "common/version.h"
 #include "tools/memctl/failure.h"
 #include "tools/memctl/format.h"
@@ -31,7 +32,9 @@ constexpr char kMainFooter[] = R"(Examples:
 
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
-$XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID.
+$XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID. memctl talks only to a daemon it
+trusts (root, yourself, the owner of a directory root made for memd); set
+$MEMD_DAEMON_UID to the uid memd runs as when it is another user's.
 
 Exit status: 0 success; 1 the operation failed (the reason is on stderr as
 "memctl: <what>: <STATUS_CODE>: <message>"); 2 the command line was wrong.)";
@@ -72,6 +75,17 @@ CLI::Validator UserValidator() {
       [](std::string& text) -> std::string {
         if (ParseUser(text).has_value()) return "";
         return absl::StrCat("'", text, "' is neither a uid nor a known user name");
+      },
+      "");
+}
+
+CLI::Validator SizeValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<std::uint64_t> bytes = ParseBytes(text);
+        if (bytes.ok() && *bytes > 0) return "";
+        return absl::StrCat("'", text,
+                            "' is not a size of at least 1 byte like 4096, 64KiB or 2GiB");
       },
       "");
 }
@@ -190,11 +204,16 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
       app, "put",
       "Publish a file's bytes as a new sealed, persistent buffer",
       "Creates NAME with the file's size, writes the bytes and seals it. FILE\n"
-      "may be - (stdin) or a pipe, which is read to the end first. Empty files\n"
-      "are refused: a buffer holds at least 1 byte. On failure no buffer is left.",
+      "may be - (stdin) or a pipe: with --size its bytes go straight into the\n"
+      "buffer and the stream must hold exactly that many (a device such as\n"
+      "/dev/zero gives its first BYTES); without, it is read to the end first,\n"
+      "up to --max-stream. Empty files are refused: a buffer holds at least 1\n"
+      "byte. On failure no buffer is left.",
       "  memctl put models/weights weights.bin\n"
       "  memctl put --mode 0640 shared/table table.csv\n"
-      "  producer | memctl put frames/0 -\n",
+      "  producer | memctl put frames/0 -\n"
+      "  producer | memctl put --size 8GiB frames/big -\n"
+      "  memctl put --size 1GiB scratch /dev/zero\n",
       json);
   put->add_option("NAME", invocation.put.name, "Buffer name")->required()->type_name("");
   put->add_option("FILE", invocation.put.file, "File to read; - reads stdin")
@@ -204,6 +223,18 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   put->add_option("--mode", mode_text, "Permission bits, octal")
       ->check(ModeValidator())
       ->type_name("OCTAL")
+      ->capture_default_str();
+  std::string size_text;
+  put->add_option("--size", size_text,
+                  "The buffer's size: stream FILE straight into it (pipes: exactly "
+                  "this many bytes)")
+      ->check(SizeValidator())
+      ->type_name("BYTES");
+  std::string max_stream_text = "1GiB";
+  put->add_option("--max-stream", max_stream_text,
+                  "Without --size, the most bytes collected from a pipe")
+      ->check(SizeValidator())
+      ->type_name("BYTES")
       ->capture_default_str();
   put->add_option("--location", invocation.put.location,
                   "Where the memory lives: host, pinned, device:N (device "
@@ -309,6 +340,9 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   }
   // The validators above accepted these texts.
   invocation.put.mode = ParseMode(mode_text).value_or(0600);
+  if (!size_text.empty()) invocation.put.size = ParseBytes(size_text).value_or(0);
+  invocation.put.max_stream_bytes =
+      ParseBytes(max_stream_text).value_or(kDefaultMaxStreamBytes);
   invocation.get.wait = absl::Seconds(ParseWait(wait_text).value_or(0));
   if (!owner_text.empty()) invocation.get.owner = ParseUser(owner_text);
 

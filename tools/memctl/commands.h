@@ -19,6 +19,9 @@
 
 namespace memd::memctl {
 
+// What `put` collects at most from a stream of unknown size (--max-stream).
+inline constexpr std::uint64_t kDefaultMaxStreamBytes = std::uint64_t{1} << 30;
+
 // Where a command prints its result, and in which form. Borrows `out`.
 struct Output {
   std::ostream& out;
@@ -30,6 +33,10 @@ struct PutOptions {
   std::string file;  // "-" reads stdin.
   std::string location = "host";
   std::uint32_t mode = 0600;
+  // --size: the buffer's size, read straight into it from a stream; without
+  // it a stream is collected in memory first, up to max_stream_bytes.
+  std::optional<std::uint64_t> size;
+  std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
 };
 
 struct GetOptions {

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/bytes.h"
 #include "common/errno_status.h"
 #include "tools/memctl/failure.h"
 
@@ -40,7 +42,9 @@ absl::StatusOr<Input> OpenInput(const std::string& path) {
     return Failed(ReadStep(input.label),
                   absl::InvalidArgumentError("is a directory, not a file"));
   }
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) input.kind = Input::Kind::kDevice;
   if (S_ISREG(st.st_mode)) {
+    input.kind = Input::Kind::kFile;
     // stdin may be a regular file read part-way already: count what is left.
     off_t offset = ::lseek(input.fd.get(), 0, SEEK_CUR);
     if (offset >= 0 && offset <= st.st_size) {
@@ -50,7 +54,8 @@ absl::StatusOr<Input> OpenInput(const std::string& path) {
   return input;
 }
 
-absl::Status ReadExactly(Input& input, std::span<std::byte> into) {
+absl::Status ReadExactly(Input& input, std::span<std::byte> into,
+                         const std::string& promised_by) {
   std::size_t done = 0;
   while (done < into.size()) {
     std::size_t want = std::min(into.size() - done, kChunkBytes);
@@ -58,6 +63,12 @@ absl::Status ReadExactly(Input& input, std::span<std::byte> into) {
     if (got < 0) {
       if (errno == EINTR) continue;
       return Failed(ReadStep(input.label), ErrnoStatus("read", errno));
+    }
+    if (got == 0 && !promised_by.empty()) {
+      return Failed(ReadStep(input.label),
+                    absl::FailedPreconditionError(absl::StrCat(
+                        input.label, " ended after ", done, " of the ", into.size(),
+                        " bytes ", promised_by, " promised")));
     }
     if (got == 0) {
       return Failed(ReadStep(input.label),
@@ -79,19 +90,44 @@ absl::StatusOr<bool> AtEnd(Input& input) {
   }
 }
 
-absl::StatusOr<std::string> ReadToEnd(Input& input) {
-  std::string bytes;
+absl::StatusOr<Collected> ReadToEnd(Input& input, std::uint64_t max_bytes) {
+  Collected collected;
   for (;;) {
-    std::size_t old_size = bytes.size();
-    bytes.resize(old_size + kChunkBytes);
-    ssize_t got = ::read(input.fd.get(), bytes.data() + old_size, kChunkBytes);
+    if (collected.size > max_bytes) {
+      return Failed(ReadStep(input.label),
+                    absl::ResourceExhaustedError(absl::StrCat(
+                        input.label, " holds more than ", FormatBytes(max_bytes), " (",
+                        max_bytes, " bytes), the most memctl collects from a stream "
+                        "of unknown size; pass --size BYTES to stream it straight "
+                        "into the buffer (or raise --max-stream)")));
+    }
+    if (collected.pieces.empty() || collected.pieces.back().size() == kChunkBytes) {
+      collected.pieces.emplace_back();
+      collected.pieces.back().reserve(kChunkBytes);
+    }
+    std::string& piece = collected.pieces.back();
+    // One byte past the limit tells a stream that ends there from one that
+    // goes on.
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(
+        kChunkBytes - piece.size(), max_bytes + 1 - collected.size));
+    const std::size_t old_size = piece.size();
+    piece.resize(old_size + want);
+    ssize_t got = ::read(input.fd.get(), piece.data() + old_size, want);
+    piece.resize(old_size + static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
     if (got < 0) {
-      bytes.resize(old_size);
       if (errno == EINTR) continue;
       return Failed(ReadStep(input.label), ErrnoStatus("read", errno));
     }
-    bytes.resize(old_size + static_cast<std::size_t>(got));
-    if (got == 0) return bytes;
+    collected.size += static_cast<std::uint64_t>(got);
+    if (got == 0) return collected;
+  }
+}
+
+void Collected::CopyTo(std::span<std::byte> into) const {
+  std::size_t done = 0;
+  for (const std::string& piece : pieces) {
+    std::memcpy(into.data() + done, piece.data(), piece.size());
+    done += piece.size();
   }
 }
 

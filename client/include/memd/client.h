@@ -173,6 +173,14 @@ struct ConnectOptions {
   // recently used first, up to this many bytes: opening the same buffer
   // again then needs no new descriptor and no mmap. 0 unmaps at once.
   std::uint64_t mapping_cache_bytes = std::uint64_t{256} << 20;
+  // Before sending anything, Connect checks whom it talks to, and refuses
+  // with PERMISSION_DENIED a socket directory others may write or that an
+  // untrusted user owns (or one of the directories above it), and a daemon
+  // running as an untrusted uid. Trusted: root, this process's effective
+  // uid, the owner of a socket directory that root made (its parent is
+  // root's and writable by root alone, as a systemd RuntimeDirectory in
+  // /run), and this uid. Unset: $MEMD_DAEMON_UID when set.
+  std::optional<uid_t> daemon_uid = std::nullopt;
 };
 
 namespace internal {
@@ -258,8 +266,11 @@ class Buffer {
 class Client {
  public:
   // Errors: UNAVAILABLE (no daemon on the socket directory), PERMISSION_DENIED
-  // (the socket's mode refuses this user), RESOURCE_EXHAUSTED (the daemon's
-  // session limit).
+  // (the socket's mode refuses this user; the socket directory or the daemon
+  // is not one this client trusts: ConnectOptions::daemon_uid says which),
+  // INVALID_ARGUMENT (MEMD_DAEMON_UID is not a number), RESOURCE_EXHAUSTED
+  // (the daemon's session limit). A reconnect after a daemon restart checks
+  // again.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       ConnectOptions options = {});
   ~Client();

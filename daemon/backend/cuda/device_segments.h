@@ -99,6 +99,8 @@ class PinnedSegment : public Segment {
     return memory_->Export(access);
   }
   absl::Status Scrub() override;
+  // The pages go; the driver's registration of them ends with the segment.
+  void Discard() override { memory_->Discard(); }
 
  private:
   PinnedSegment(std::shared_ptr<const cuda::Driver> driver, CudaDevice device,

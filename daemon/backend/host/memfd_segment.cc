@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +44,12 @@ absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
   std::string path = absl::StrCat("/proc/self/fd/", fd.get());
   UniqueFd read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!read_only) return ErrnoStatus(absl::StrCat("open ", path), errno);
+  // The same reopen would give a client holding the read-only descriptor a
+  // writable one: a memfd's inode is mode 0777. With no permission bits,
+  // opening it again needs CAP_DAC_OVERRIDE (root); the descriptors already
+  // open keep their access, and only the owner (memd) or CAP_FOWNER could
+  // change the mode back.
+  if (::fchmod(fd.get(), 0) != 0) return ErrnoStatus("fchmod(memfd, 0)", errno);
   std::unique_ptr<MemfdSegment> segment(
       new MemfdSegment(std::move(fd), std::move(read_only), bytes));
   if (pin) {
@@ -77,6 +84,17 @@ absl::Status MemfdSegment::Scrub() {
     return ErrnoStatus("fallocate", errno);
   }
   return absl::OkStatus();
+}
+
+void MemfdSegment::Discard() {
+  // Nobody mapping it keeps the pages: a client that touches them again
+  // gets fresh zeroed pages, charged to that client's memory cgroup.
+  // Punching a hole in a memfd that has no write seal fails only when
+  // interrupted.
+  while (::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                     static_cast<off_t>(size_)) != 0 &&
+         errno == EINTR) {
+  }
 }
 
 MemfdSegment::~MemfdSegment() {

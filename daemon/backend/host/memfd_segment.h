@@ -10,8 +10,10 @@
 namespace memd::backend {
 
 /// One sealed memfd of fixed size. Owns its descriptors (read-write and
-/// read-only) and, when pinned, the daemon's locked mapping of it.
-/// Immutable after Create, so thread-safe.
+/// read-only) and, when pinned, the daemon's locked mapping of it. The
+/// memfd's inode has no permission bits, so a client cannot reopen it
+/// (/proc/self/fd) with more access than its descriptor grants. Immutable
+/// after Create, so thread-safe.
 class MemfdSegment : public Segment {
  public:
   // Creates, commits (fallocate) and seals a memfd of `bytes`; `pin` maps it
@@ -32,6 +34,8 @@ class MemfdSegment : public Segment {
 
   // Punches out every page and commits fresh (zeroed) ones.
   absl::Status Scrub() override;
+  // Punches out every page (the descriptors clients hold stay valid).
+  void Discard() override;
 
  private:
   MemfdSegment(UniqueFd fd, UniqueFd read_only, std::uint64_t size)

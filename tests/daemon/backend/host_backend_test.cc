@@ -93,6 +93,71 @@ TEST(HostBackendTest, ReadOnlyExportSharesBytesButRefusesWritableMappings) {
   ::munmap(read_map, kMiB);
 }
 
+TEST(HostBackendTest, NoDescriptorReopensTheMemfdWithMoreAccess) {
+  HostBackend backend;
+  auto segment = backend.Reserve(Location::Host(), kMiB);
+  ASSERT_TRUE(segment.ok());
+  auto readable = (*segment)->Export(Access::kRead);
+  ASSERT_TRUE(readable.ok());
+  struct stat info;
+  ASSERT_EQ(::fstat(readable->fd, &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0u);
+
+  // The descriptor itself writes nothing...
+  const char byte = 'x';
+  EXPECT_EQ(::pwrite(readable->fd, &byte, 1, 0), -1);
+  EXPECT_EQ(::fallocate(readable->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                        4096),
+            -1);
+  EXPECT_EQ(::ftruncate(readable->fd, 0), -1);
+  // ...and a process without CAP_DAC_OVERRIDE cannot reopen it writable,
+  // nor give it permission bits again.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) {
+      ::_exit(10);
+    }
+    std::string path = "/proc/self/fd/" + std::to_string(readable->fd);
+    if (::open(path.c_str(), O_RDWR) >= 0 || errno != EACCES) ::_exit(11);
+    if (::fchmod(readable->fd, 0666) == 0) ::_exit(12);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(HostBackendTest, DiscardFreesThePagesWhileAClientStillHoldsTheDescriptor) {
+  HostBackend backend;
+  auto segment = backend.Reserve(Location::Host(), kMiB);
+  ASSERT_TRUE(segment.ok());
+  auto writable = (*segment)->Export(Access::kReadWrite);
+  ASSERT_TRUE(writable.ok());
+  // What a client keeps: its own descriptor and mapping.
+  const int kept = ::dup(writable->fd);
+  ASSERT_GE(kept, 0);
+  auto* mapped = static_cast<char*>(
+      ::mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, kept, 0));
+  ASSERT_NE(mapped, MAP_FAILED);
+  std::memcpy(mapped, "memd", 4);
+
+  (*segment)->Discard();
+  segment->reset();
+  struct stat info;
+  ASSERT_EQ(::fstat(kept, &info), 0);
+  EXPECT_EQ(info.st_blocks, 0);
+  EXPECT_EQ(mapped[0], 0);
+  // Touching it again allocates afresh, for the client.
+  mapped[0] = 'c';
+  ASSERT_EQ(::fstat(kept, &info), 0);
+  EXPECT_GT(info.st_blocks, 0);
+  EXPECT_LT(static_cast<std::uint64_t>(info.st_blocks) * 512, kMiB);
+  ::munmap(mapped, kMiB);
+  ::close(kept);
+}
+
 TEST(HostBackendTest, RejectsDeviceLocationsAndUnalignedSizes) {
   HostBackend backend;
   auto device = backend.Reserve(Location::Device(0), kMiB);

@@ -377,6 +377,20 @@ TEST_F(CarvingPoolTest, TrimGivesBackIdleSegmentsEvenWithCachedBlocks) {
   pool->Free(std::move(busy));
 }
 
+TEST_F(CarvingPoolTest, SegmentsGivenBackAreDiscardedFirst) {
+  // A client may still hold a descriptor of an idle segment: its memory
+  // must go when the pool stops accounting for it.
+  auto pool = MakePool();
+  Allocation busy = Allocate(*pool, 4 * kMiB, kBob);
+  pool->Free(Allocate(*pool, 4 * kMiB));
+  EXPECT_EQ(pool->Trim(absl::ZeroDuration()), 4 * kMiB);
+  EXPECT_EQ(backend_.discards(), 1);
+  // Memory of a live buffer is never discarded, not even when the pool goes
+  // (clients keep their mappings across a daemon restart).
+  pool.reset();
+  EXPECT_EQ(backend_.discards(), 1);
+}
+
 TEST_F(CarvingPoolTest, PeriodicTrimWaitsForTheIdleTime) {
   auto pool = MakePool();
   pool->Free(Allocate(*pool, 4 * kMiB));

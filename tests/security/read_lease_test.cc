@@ -1,0 +1,82 @@
+// Finding 1 (issue 9): a memfd's inode was mode 0777, so a client holding the
+// read-only descriptor of a sealed buffer reopened /proc/self/fd/N O_RDWR
+// and wrote into the whole segment: the buffer and its neighbours.
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "daemon/daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/hostile.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::testing::Each;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using testing::Describe;
+using testing::kAlice;
+using testing::kBob;
+using testing::kMallory;
+using testing::RunHostile;
+
+class ReadLeaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.socket_dir = dir_.Join("run");
+    config_.socket_mode = 0666;
+    config_.metrics_address = "";
+    auto daemon = Daemon::Start(config_);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    testing::LetOthersTraverse(config_.socket_dir);
+  }
+
+  void Publish(const std::string& name, const std::string& text) {
+    testing::ProgramResult made =
+        RunHostile(kAlice, config_.socket_dir, {"publish", name, "644", text});
+    ASSERT_EQ(made.exit_code, 0) << Describe(made);
+  }
+
+  std::string ReadAs(uid_t uid, const std::string& name) {
+    testing::ProgramResult read = RunHostile(uid, config_.socket_dir, {"read", name});
+    EXPECT_EQ(read.exit_code, 0) << Describe(read);
+    return read.out;
+  }
+
+  testing::TempDir dir_;
+  Config config_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(ReadLeaseTest, AnotherUidCannotWriteASealedBufferByAnyPath) {
+  // Two small buffers of one domain share a segment: the attacker's
+  // descriptor reaches both.
+  const std::string target = absl::StrCat("target:", std::string(4000, 't'));
+  const std::string neighbour = absl::StrCat("neighbour:", std::string(3000, 'n'));
+  Publish("victim/target", target);
+  Publish("victim/neighbour", neighbour);
+
+  testing::ProgramResult attack = RunHostile(
+      kMallory, config_.socket_dir, {"write_through_read_lease", "victim/target"});
+  EXPECT_EQ(attack.exit_code, 0) << Describe(attack);
+  std::vector<std::string> lines =
+      absl::StrSplit(attack.out, '\n', absl::SkipEmpty());
+  EXPECT_THAT(lines, SizeIs(9)) << attack.out;
+  EXPECT_THAT(lines, Each(HasSubstr(": refused: "))) << attack.out;
+
+  // A third user reads what the owner sealed.
+  const std::string read_target = ReadAs(kBob, "victim/target");
+  EXPECT_TRUE(read_target == target) << "victim/target now starts with "
+                                     << read_target.substr(0, 16);
+  const std::string read_neighbour = ReadAs(kBob, "victim/neighbour");
+  EXPECT_TRUE(read_neighbour == neighbour) << "victim/neighbour now starts with "
+                                           << read_neighbour.substr(0, 16);
+}
+
+}  // namespace
+}  // namespace memd
