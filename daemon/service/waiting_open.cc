@@ -52,6 +52,13 @@ void WaitingOpen::Try() {
   auto result = attempt_(watch_, [self] { self->Try(); });
   if (!result.ok()) return FinishLocked(result.status());
   if (result->has_value()) return FinishLocked(deliver_(std::move(**result)));
+  if (expired_) {
+    // The alarm fired while a wake was on its way, and the wake found
+    // reason to wait again: nothing else would end this wait. (Should that
+    // wake's watch have fired too, its own try comes next and ends here.)
+    if (broker_.CancelWatch(watch_)) FinishLocked(DeadlineExceeded());
+    return;
+  }
   if (!alarm_set_) {
     alarm_set_ = true;
     // Weak: the alarm keeps its callback as long as it lives, and it lives
@@ -67,11 +74,18 @@ void WaitingOpen::Try() {
 void WaitingOpen::Expire() {
   absl::MutexLock lock(&mu_);
   if (done_) return;
-  // When the wake won the race it is about to try again; let it finish.
-  if (!broker_.CancelWatch(watch_)) return;
-  FinishLocked(absl::DeadlineExceededError(
-      absl::StrCat("buffer '", name_, "' was not sealed within ",
-                   absl::FormatDuration(wait_))));
+  // When the wake won the race it is about to try again: it finishes the
+  // call, or ends the wait if it would wait again.
+  if (!broker_.CancelWatch(watch_)) {
+    expired_ = true;
+    return;
+  }
+  FinishLocked(DeadlineExceeded());
+}
+
+absl::Status WaitingOpen::DeadlineExceeded() const {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "buffer '", name_, "' was not sealed within ", absl::FormatDuration(wait_)));
 }
 
 void WaitingOpen::Cancel() {

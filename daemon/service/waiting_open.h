@@ -50,6 +50,7 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
   void Expire();
   void Cancel();
   void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DeadlineExceeded() const;
 
   broker::Broker& broker_;
   const std::string name_;
@@ -63,6 +64,8 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Not touched once done_.
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;
+  // The alarm fired but a wake was already on its way (it owns the end).
+  bool expired_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Alarm alarm_;
 };
 
