@@ -17,7 +17,7 @@
 #include "common/paths.h"
 #include "common/unix_socket.h"
 #include "memd/client.h"
-#include "tests/security/security_fixture.h"
+#include "tests/security/open_daemon.h"
 #include "tests/support/hostile.h"
 
 namespace memd {
@@ -75,10 +75,9 @@ int SendDescriptor(int socket, int fd) {
                                                                              : EIO;
 }
 
-class DescriptorPassingTest : public testing::SecurityTest {
+class DescriptorPassingTest : public testing::OpenDaemonTest {
  protected:
   void SetUp() override {
-    SecurityTest::SetUp();
     StartDaemon();
   }
 };
@@ -87,14 +86,14 @@ TEST_F(DescriptorPassingTest, NeitherSocketAcceptsADescriptorFromAClient) {
   testing::ChildResult attack = ForkAs(kMallory, kMallory, [&](int out) {
     std::string report;
     for (const auto& [path, type] :
-         {std::pair{SessionSocketPath(socket_dir()), SOCK_SEQPACKET},
-          std::pair{ControlSocketPath(socket_dir()), SOCK_STREAM}}) {
+         {std::pair{SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET},
+          std::pair{ControlSocketPath(config_.socket_dir), SOCK_STREAM}}) {
       auto socket = ConnectUnix(path, type);
       if (!socket.ok()) return 10;
       absl::StrAppend(&report, SendDescriptor(socket->get(), 1), " ");
     }
     // Nor anything else on the session socket.
-    auto session = ConnectUnix(SessionSocketPath(socket_dir()), SOCK_SEQPACKET);
+    auto session = ConnectUnix(SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET);
     ::usleep(100000);  // Give the daemon time to take the session.
     absl::StrAppend(&report, SendDescriptor(session->get(), -1));
     WriteAll(out, report);
@@ -126,7 +125,7 @@ TEST_F(DescriptorPassingTest, ALingeringSocketCannotFreezeTheSessionThread) {
     if (!SendPacket(pair[0], "t", tcp, 0).ok()) return 12;
     ::close(tcp);
     ::close(pair[0]);
-    auto session = ConnectUnix(SessionSocketPath(socket_dir()), SOCK_SEQPACKET);
+    auto session = ConnectUnix(SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET);
     if (!session.ok()) return 13;
     // Whoever closes the last copy of the loaded socket waits out the
     // linger, unless it is exiting. Drop the attacker's copy at once, while
@@ -141,7 +140,7 @@ TEST_F(DescriptorPassingTest, ALingeringSocketCannotFreezeTheSessionThread) {
 
   // Another client is greeted, and served, at once. Before the fix the
   // session thread sat in close() for the two minutes the socket lingers.
-  auto client = Client::Connect({.socket_dir = socket_dir(),
+  auto client = Client::Connect({.socket_dir = config_.socket_dir,
                                  .call_timeout = absl::Seconds(10)});
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_TRUE((*client)->Ping().ok());

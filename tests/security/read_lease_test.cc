@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/hostile.h"
-#include "tests/support/temp_dir.h"
+#include "tests/security/open_daemon.h"
 
 namespace memd {
 namespace {
@@ -24,17 +24,9 @@ using testing::kBob;
 using testing::kMallory;
 using testing::RunHostile;
 
-class ReadLeaseTest : public ::testing::Test {
+class ReadLeaseTest : public testing::OpenDaemonTest {
  protected:
-  void SetUp() override {
-    config_.socket_dir = dir_.Join("run");
-    config_.socket_mode = 0666;
-    config_.metrics_address = "";
-    auto daemon = Daemon::Start(config_);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
-    testing::LetOthersTraverse(config_.socket_dir);
-  }
+  void SetUp() override { StartDaemon(); }
 
   void Publish(const std::string& name, const std::string& text) {
     testing::ProgramResult made =
@@ -47,10 +39,6 @@ class ReadLeaseTest : public ::testing::Test {
     EXPECT_EQ(read.exit_code, 0) << Describe(read);
     return read.out;
   }
-
-  testing::TempDir dir_;
-  Config config_;
-  std::unique_ptr<Daemon> daemon_;
 };
 
 TEST_F(ReadLeaseTest, AnotherUidCannotWriteASealedBufferByAnyPath) {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "memd/client.h"
-#include "tests/security/security_fixture.h"
+#include "tests/security/open_daemon.h"
 #include "tests/support/hostile.h"
 #include "tests/support/raw_session.h"
 
@@ -17,25 +17,24 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-class TokenBindingTest : public testing::SecurityTest {
+class TokenBindingTest : public testing::OpenDaemonTest {
  protected:
   void SetUp() override {
-    SecurityTest::SetUp();
     StartDaemon();
   }
 };
 
 TEST_F(TokenBindingTest, AnotherUsersTokenIsRefusedOnTheAttackersConnection) {
   // A buffer only its owner (root here) may read.
-  auto client = Client::Connect({.socket_dir = socket_dir()});
+  auto client = Client::Connect({.socket_dir = config_.socket_dir});
   ASSERT_TRUE(client.ok()) << client.status();
   auto secret = (*client)->Create("secret", 4096, {.mode = 0600});
   ASSERT_TRUE(secret.ok()) << secret.status();
   ASSERT_TRUE(secret->Seal().ok());
-  testing::RawSession victim = testing::RawSession::Open(socket_dir());
+  testing::RawSession victim = testing::RawSession::Open(config_.socket_dir);
 
   testing::ProgramResult stolen = testing::RunHostile(
-      testing::kMallory, socket_dir(), {"call_with_token", victim.token, "secret"});
+      testing::kMallory, config_.socket_dir, {"call_with_token", victim.token, "secret"});
   ASSERT_EQ(stolen.exit_code, 0) << testing::Describe(stolen);
   EXPECT_THAT(stolen.out, StartsWith(absl::StrCat(
                               static_cast<int>(grpc::StatusCode::UNAUTHENTICATED), " ")));
@@ -51,7 +50,7 @@ TEST_F(TokenBindingTest, AnotherUsersTokenIsRefusedOnTheAttackersConnection) {
 TEST_F(TokenBindingTest, AUsersOwnTokenWorksOnAnyOfItsConnections) {
   // memd-hostile makes its own connection: as the token's uid it is served.
   testing::ProgramResult own = testing::RunHostile(
-      0, socket_dir(), {"call_with_token", testing::RawSession::Open(socket_dir()).token,
+      0, config_.socket_dir, {"call_with_token", testing::RawSession::Open(config_.socket_dir).token,
                         "missing"});
   ASSERT_EQ(own.exit_code, 0) << testing::Describe(own);
   EXPECT_THAT(own.out,
