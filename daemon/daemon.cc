@@ -114,15 +114,13 @@ broker::BrokerLimits LimitsOf(const Config& config, std::uint64_t descriptor_lim
   limits.max_sessions = sessions.max_sessions;
   limits.max_leases_per_session = config.max_leases_per_session;
   limits.max_waits_per_session = config.max_waits_per_session;
-  // Where the budget lowered max_sessions, one uid keeps the same share of
-  // what is left, so that room for other users stays.
+  // Where the budget lowered max_sessions, one uid may take at most half
+  // of what is left, so that room for other users stays.
   limits.max_sessions_per_uid =
       sessions.max_sessions == config.max_sessions
           ? config.max_sessions_per_uid
           : std::min(config.max_sessions_per_uid,
-                     std::max<std::uint64_t>(1, config.max_sessions_per_uid *
-                                                    sessions.max_sessions /
-                                                    config.max_sessions));
+                     std::max<std::uint64_t>(1, sessions.max_sessions / 2));
   limits.max_buffers_per_uid = config.max_buffers_per_uid;
   limits.max_leases_per_uid = config.max_leases_per_uid;
   limits.max_waits_per_uid = config.max_waits_per_uid;

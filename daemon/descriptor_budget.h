@@ -14,8 +14,8 @@ std::uint64_t RaiseDescriptorLimit();
 // their way to its client, which the kernel counts against memd's user and
 // refuses beyond RLIMIT_NOFILE ("Too many references": every user's sends
 // would then fail). Half the limit is kept for everything else (segments,
-// control connections, gRPC, logs). The daemon lowers max_sessions_per_uid
-// in proportion.
+// control connections, gRPC, logs). The daemon then lowers
+// max_sessions_per_uid to at most half of the sessions left.
 struct SessionBudget {
   std::uint64_t max_sessions = 0;
   std::string note;  // Why max_sessions was lowered; empty when it was not.

@@ -1,46 +1,63 @@
-// Attack steps on sessions: many of them, and calls made with them.
-
-#include <unistd.h>
+// Attack steps on sessions: many of them, each leaving what memd sends
+// unread.
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#define MEMD_HOSTILE_SIDE_ONLY
 #include "tests/security/attacks.h"
+#include "tests/security/held_attack.h"
 #include "tests/support/raw_session.h"
 
 namespace memd::hostile {
-namespace {
 
-// Blocks until the test closes our stdin (or kills us).
-void WaitForStdinToClose() {
-  char byte;
-  while (::read(0, &byte, 1) > 0) {
-  }
-}
-
-}  // namespace
-
-MEMD_ATTACK(hold_sessions,
-            "N: opens N raw sessions that never read their socket; prints "
-            "'held K' (K opened) and the first refusal, then holds them until "
-            "stdin closes") {
-  if (args.size() != 1) return 2;
-  const int wanted = std::stoi(args[0]);
+MEMD_ATTACK(flood_unread,
+            "NAME SESSIONS OPENS GATE: opens up to SESSIONS raw sessions that "
+            "never read their socket and in each opens NAME (read) up to OPENS "
+            "times, every grant sending a descriptor; reports 'sessions K "
+            "granted G' and then 'session|open CODE COUNT: first message' per "
+            "kind and code of refusal at GATE, then holds them") {
+  if (args.size() != 4) return 2;
+  const int sessions = std::stoi(args[1]);
+  const int opens = std::stoi(args[2]);
   std::vector<testing::RawSession> held;
-  std::string refusal;
-  for (int i = 0; i < wanted; ++i) {
+  std::uint64_t granted = 0;
+  // (what, code) -> count, first message.
+  std::map<std::pair<std::string, int>, std::pair<int, std::string>> refused;
+  auto refuse = [&](const std::string& what, int code, const std::string& message) {
+    auto& [count, first] = refused[{what, code}];
+    if (count++ == 0) first = message;
+  };
+  for (int s = 0; s < sessions; ++s) {
     auto session = testing::RawSession::Connect(SocketDir());
     if (!session.ok()) {
-      refusal = session.status().ToString();
-      break;
+      refuse("session", static_cast<int>(session.status().code()),
+             std::string(session.status().message()));
+      continue;
+    }
+    for (int i = 0; i < opens; ++i) {
+      v1::OpenRequest request;
+      request.set_name(args[0]);
+      v1::Lease lease;
+      grpc::Status status = session->Call(&v1::Memd::Stub::Open, request, &lease);
+      if (status.ok()) {
+        ++granted;
+        continue;
+      }
+      refuse("open", static_cast<int>(status.error_code()), status.error_message());
+      break;  // This session is done; the next may still be served.
     }
     held.push_back(std::move(*session));
   }
-  std::printf("held %zu\n%s\n", held.size(), refusal.c_str());
-  std::fflush(stdout);
-  WaitForStdinToClose();
-  return 0;
+  std::string report = absl::StrCat("sessions ", held.size(), " granted ", granted, "\n");
+  for (const auto& [kind, entry] : refused) {
+    absl::StrAppend(&report, kind.first, " ", kind.second, " ", entry.first, ": ",
+                    entry.second, "\n");
+  }
+  return testing::HoldAtGate(args[3], report) ? 0 : 1;
 }
 
 }  // namespace memd::hostile

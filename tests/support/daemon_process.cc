@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,12 +18,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/support/files.h"
+#include "tests/support/hostile.h"
 #include "tests/support/run_program.h"
 
 namespace memd::testing {
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     std::vector<std::string> extra_args, absl::Duration timeout, int cpu) {
+  return Launch(Identity{}, std::move(extra_args), timeout, cpu);
+}
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartAs(
+    const Identity& identity, std::vector<std::string> extra_args,
+    absl::Duration timeout) {
+  return Launch(identity, std::move(extra_args), timeout, -1);
+}
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
+    const Identity& identity, std::vector<std::string> extra_args,
+    absl::Duration timeout, int cpu) {
   std::unique_ptr<DaemonProcess> daemon(new DaemonProcess);
   daemon->socket_dir_ = daemon->dir_.Join("run");
   daemon->log_path_ = daemon->dir_.Join("memd.log");
@@ -34,6 +49,19 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   if (::bind(daemon->notify_.get(), reinterpret_cast<sockaddr*>(&address),
              sizeof(address)) != 0) {
     return absl::InternalError(absl::StrCat("bind notify socket: ", std::strerror(errno)));
+  }
+
+  if (identity.uid != 0) {
+    // A socket directory of the daemon's own in a root-owned one others may
+    // search (what memd and its clients trust), and a notify socket it may
+    // write to.
+    ::chmod(daemon->dir_.path().c_str(), 0755);
+    ::chmod(notify_path.c_str(), 0666);
+    if (::mkdir(daemon->socket_dir_.c_str(), 0755) != 0 ||
+        ::chown(daemon->socket_dir_.c_str(), identity.uid, identity.uid) != 0) {
+      return absl::InternalError(absl::StrCat("prepare ", daemon->socket_dir_, ": ",
+                                              std::strerror(errno)));
+    }
   }
 
   // Flags the caller gives win over the harness's defaults.
@@ -65,6 +93,11 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     ::dup2(null, 0);
     ::dup2(null, 1);
     ::setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
+    if (identity.descriptor_limit != 0) {
+      const rlimit limit{identity.descriptor_limit, identity.descriptor_limit};
+      if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(126);
+    }
+    if (identity.uid != 0 && !DropPrivileges(identity.uid, identity.uid)) ::_exit(126);
     if (cpu >= 0) {
       cpu_set_t set;
       CPU_ZERO(&set);

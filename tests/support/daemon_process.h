@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,17 @@ class DaemonProcess {
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       std::vector<std::string> extra_args = {},
       absl::Duration timeout = absl::Seconds(20), int cpu = -1);
+
+  // Who the daemon runs as, for tests of limits that bind only an
+  // unprivileged daemon.
+  struct Identity {
+    uid_t uid = 0;  // Group `uid`, no supplementary groups; 0: this process's.
+    std::uint64_t descriptor_limit = 0;  // RLIMIT_NOFILE; 0: inherited.
+  };
+  // As Start; the socket directory is made for `identity.uid` beforehand.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> StartAs(
+      const Identity& identity, std::vector<std::string> extra_args = {},
+      absl::Duration timeout = absl::Seconds(20));
   ~DaemonProcess();
 
   const std::string& socket_dir() const { return socket_dir_; }
@@ -44,6 +56,9 @@ class DaemonProcess {
 
  private:
   DaemonProcess() = default;
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Launch(
+      const Identity& identity, std::vector<std::string> extra_args,
+      absl::Duration timeout, int cpu);
 
   TempDir dir_;
   std::string socket_dir_;
