@@ -1,5 +1,8 @@
-// Attack steps on sessions: many of them, each leaving what memd sends
-// unread.
+// Attack steps on sessions and connections: many of them, each leaving
+// what memd sends unread.
+
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <map>
@@ -10,6 +13,9 @@
 #define MEMD_HOSTILE_SIDE_ONLY
 #include "tests/security/attacks.h"
 #include "tests/security/held_attack.h"
+#include "absl/time/clock.h"
+#include "common/paths.h"
+#include "common/unix_socket.h"
 #include "tests/support/raw_session.h"
 
 namespace memd::hostile {
@@ -58,6 +64,38 @@ MEMD_ATTACK(flood_unread,
                     entry.second, "\n");
   }
   return testing::HoldAtGate(args[3], report) ? 0 : 1;
+}
+
+MEMD_ATTACK(flood_connections,
+            "N KEEP GATE: opens N connections to the control socket and sends "
+            "nothing; waits (up to 10 s) until at most KEEP are still open; "
+            "reports 'connected C open K' at GATE, then holds them") {
+  if (args.size() != 3) return 2;
+  const int wanted = std::stoi(args[0]);
+  const std::size_t keep = std::stoul(args[1]);
+  std::vector<UniqueFd> connections;
+  for (int i = 0; i < wanted; ++i) {
+    auto connection = ConnectUnix(ControlSocketPath(SocketDir()), SOCK_STREAM);
+    if (!connection.ok()) break;
+    connections.push_back(std::move(*connection));
+  }
+  const std::size_t connected = connections.size();
+  // memd closes the ones it refuses: wait for those hang-ups.
+  std::vector<pollfd> open;
+  for (const UniqueFd& fd : connections) open.push_back({fd.get(), POLLRDHUP, 0});
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (open.size() > keep) {
+    const int left =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (left <= 0 || ::poll(open.data(), open.size(), left) <= 0) break;
+    std::erase_if(open, [](const pollfd& fd) {
+      return (fd.revents & (POLLHUP | POLLRDHUP)) != 0;
+    });
+  }
+  return testing::HoldAtGate(args[2], absl::StrCat("connected ", connected, " open ",
+                                                   open.size(), "\n"))
+             ? 0
+             : 1;
 }
 
 }  // namespace memd::hostile
