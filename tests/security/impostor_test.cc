@@ -147,11 +147,8 @@ class Impostor {
 class ImpostorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Like /tmp: everyone may add entries, nobody may remove another's.
-    shared_ = dir_.Join("shared");
-    ASSERT_EQ(::mkdir(shared_.c_str(), 0755), 0);
-    ASSERT_EQ(::chmod(shared_.c_str(), 01777), 0);
-    testing::LetOthersTraverse(shared_);
+    shared_ = dir_.Join("shared");  // Like /tmp.
+    ASSERT_TRUE(testing::MakeStickyDir(shared_));
   }
 
   // Alice publishes a secret through libmemd, as any client would.

@@ -29,11 +29,8 @@ constexpr char kPrecious[] = "precious bytes of a file memd may write\n";
 class SocketDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Like /tmp: everyone may add entries, nobody may remove another's.
-    shared_ = dir_.Join("shared");
-    ASSERT_EQ(::mkdir(shared_.c_str(), 0755), 0);
-    ASSERT_EQ(::chmod(shared_.c_str(), 01777), 0);
-    testing::LetOthersTraverse(shared_);
+    shared_ = dir_.Join("shared");  // Like /tmp.
+    ASSERT_TRUE(testing::MakeStickyDir(shared_));
     victim_ = dir_.Join("victim");
     testing::WriteWholeFile(victim_, kPrecious);
     ASSERT_EQ(::chmod(victim_.c_str(), 0644), 0);

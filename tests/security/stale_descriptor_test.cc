@@ -12,7 +12,7 @@
 #include "daemon/daemon.h"
 #include "gtest/gtest.h"
 #include "tests/support/raw_session.h"
-#include "tests/support/temp_dir.h"
+#include "tests/security/open_daemon.h"
 
 namespace memd {
 namespace {
@@ -26,21 +26,12 @@ std::uint64_t AllocatedBytes(int fd) {
   return static_cast<std::uint64_t>(info.st_blocks) * 512;
 }
 
-class StaleDescriptorTest : public ::testing::Test {
+class StaleDescriptorTest : public testing::OpenDaemonTest {
  protected:
   void SetUp() override {
-    config_.socket_dir = dir_.Join("run");
-    config_.metrics_address = "";
-    config_.backend = "host";
     config_.host_pool_limit_bytes = 64 * kMiB;
-    auto daemon = Daemon::Start(config_);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
+    StartDaemon();
   }
-
-  testing::TempDir dir_;
-  Config config_;
-  std::unique_ptr<Daemon> daemon_;
 };
 
 TEST_F(StaleDescriptorTest, KeptDescriptorsOfTrimmedSegmentsHoldNoMemory) {

@@ -7,26 +7,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/raw_session.h"
-#include "tests/support/temp_dir.h"
+#include "tests/security/open_daemon.h"
 
 namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
 
-class WaitLimitsTest : public ::testing::Test {
+class WaitLimitsTest : public testing::OpenDaemonTest {
  protected:
-  void SetUp() override {
-    config_.socket_dir = dir_.Join("run");
-    config_.metrics_address = "";
-    auto daemon = Daemon::Start(config_);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
-  }
-
-  testing::TempDir dir_;
-  Config config_;
-  std::unique_ptr<Daemon> daemon_;
+  void SetUp() override { StartDaemon(); }
 };
 
 TEST_F(WaitLimitsTest, WaitsBeyondTheMaximumAreInvalidWhateverTheirSize) {

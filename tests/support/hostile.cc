@@ -31,6 +31,12 @@ void LetOthersTraverse(const std::string& dir) {
   }
 }
 
+bool MakeStickyDir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) != 0 || ::chmod(dir.c_str(), 01777) != 0) return false;
+  LetOthersTraverse(dir);
+  return true;
+}
+
 void WriteAll(int fd, const std::string& text) {
   std::size_t done = 0;
   while (done < text.size()) {

@@ -56,6 +56,10 @@ ProgramResult RunHostile(uid_t uid, const std::string& socket_dir,
 // directories). The daemon must also run with socket_mode 0666.
 void LetOthersTraverse(const std::string& dir);
 
+// Makes `dir` like /tmp (mode 01777: everyone may add entries, nobody may
+// remove another's) and reachable by every user. Returns false on failure.
+bool MakeStickyDir(const std::string& dir);
+
 // Writes all of `text` to `fd`, for bodies of ForkAs.
 void WriteAll(int fd, const std::string& text);
 
