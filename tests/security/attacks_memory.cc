@@ -30,46 +30,6 @@ std::string Refusal(int error) {
 
 }  // namespace
 
-MEMD_ATTACK(publish, "NAME MODE TEXT: creates NAME (mode octal MODE) holding "
-                     "TEXT and seals it; prints 'sealed'") {
-  if (args.size() != 3) return 2;
-  auto client = Client::Connect();
-  if (!client.ok()) {
-    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
-    return 1;
-  }
-  CreateOptions options;
-  options.mode = static_cast<std::uint32_t>(std::stoul(args[1], nullptr, 8));
-  auto buffer = (*client)->Create(args[0], args[2].size(), options);
-  if (!buffer.ok()) {
-    std::fprintf(stderr, "%s\n", buffer.status().ToString().c_str());
-    return 1;
-  }
-  std::memcpy(buffer->mutable_data().data(), args[2].data(), args[2].size());
-  if (absl::Status sealed = buffer->Seal(); !sealed.ok()) {
-    std::fprintf(stderr, "%s\n", sealed.ToString().c_str());
-    return 1;
-  }
-  std::printf("sealed\n");
-  return 0;
-}
-
-MEMD_ATTACK(read, "NAME: opens NAME read-only and prints its bytes") {
-  if (args.size() != 1) return 2;
-  auto client = Client::Connect();
-  if (!client.ok()) {
-    std::fprintf(stderr, "%s\n", client.status().ToString().c_str());
-    return 1;
-  }
-  auto buffer = (*client)->Open(args[0]);
-  if (!buffer.ok()) {
-    std::fprintf(stderr, "%s\n", buffer.status().ToString().c_str());
-    return 1;
-  }
-  std::fwrite(buffer->data().data(), 1, buffer->data().size(), stdout);
-  return 0;
-}
-
 MEMD_ATTACK(write_through_read_lease,
             "NAME: opens NAME read-only (raw session), takes the memfd and tries "
             "every way to change its bytes: reopening it writable, mmap "

@@ -154,7 +154,7 @@ class ImpostorTest : public ::testing::Test {
   // Alice publishes a secret through libmemd, as any client would.
   testing::ProgramResult AlicePublishes(const std::string& socket_dir) {
     return testing::RunHostile(kAlice, socket_dir,
-                               {"publish", "secret", "600", "alice's secret"}, "",
+                               {"publish_text", "secret", "alice's secret", "600"}, "",
                                absl::Seconds(10));
   }
 
@@ -179,9 +179,9 @@ TEST_F(ImpostorTest, ClientRefusesADirectoryAnotherUserMade) {
 
   testing::ProgramResult alice = AlicePublishes(trap);
   EXPECT_EQ(alice.exit_code, 1) << Describe(alice);
-  EXPECT_THAT(alice.err, HasSubstr("PERMISSION_DENIED")) << alice.err;
-  EXPECT_THAT(alice.err, HasSubstr("uid 61003")) << alice.err;
-  EXPECT_THAT(alice.err, HasSubstr("MEMD_DAEMON_UID")) << alice.err;
+  EXPECT_THAT(alice.out, HasSubstr("PERMISSION_DENIED")) << alice.out;
+  EXPECT_THAT(alice.out, HasSubstr("uid 61003")) << alice.out;
+  EXPECT_THAT(alice.out, HasSubstr("MEMD_DAEMON_UID")) << alice.out;
 
   Heard heard = impostor.Stop();
   EXPECT_EQ(heard.sessions, 0);
@@ -201,8 +201,8 @@ TEST_F(ImpostorTest, ClientRefusesASessionSocketAnotherUserListensOn) {
 
   testing::ProgramResult alice = AlicePublishes(lent);
   EXPECT_EQ(alice.exit_code, 1) << Describe(alice);
-  EXPECT_THAT(alice.err, HasSubstr("PERMISSION_DENIED")) << alice.err;
-  EXPECT_THAT(alice.err, HasSubstr("runs as uid 61003")) << alice.err;
+  EXPECT_THAT(alice.out, HasSubstr("PERMISSION_DENIED")) << alice.out;
+  EXPECT_THAT(alice.out, HasSubstr("runs as uid 61003")) << alice.out;
 
   Heard heard = impostor.Stop();
   EXPECT_EQ(heard.controls, 0);
@@ -234,8 +234,8 @@ TEST_F(ImpostorTest, ClientRefusesALinkToTheRealDaemonInAnotherUsersDirectory) {
 
   testing::ProgramResult alice = AlicePublishes(relay);
   EXPECT_EQ(alice.exit_code, 1) << Describe(alice);
-  EXPECT_THAT(alice.err, HasSubstr("PERMISSION_DENIED")) << alice.err;
-  EXPECT_THAT(alice.err, HasSubstr("uid 61003")) << alice.err;
+  EXPECT_THAT(alice.out, HasSubstr("PERMISSION_DENIED")) << alice.out;
+  EXPECT_THAT(alice.out, HasSubstr("uid 61003")) << alice.out;
   Heard heard = impostor.Stop();
   EXPECT_EQ(heard.controls, 0);
   EXPECT_EQ(heard.bytes, 0);

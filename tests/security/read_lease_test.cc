@@ -30,14 +30,16 @@ class ReadLeaseTest : public testing::OpenDaemonTest {
 
   void Publish(const std::string& name, const std::string& text) {
     testing::ProgramResult made =
-        RunHostile(kAlice, config_.socket_dir, {"publish", name, "644", text});
+        RunHostile(kAlice, config_.socket_dir, {"publish_text", name, text, "644"});
     ASSERT_EQ(made.exit_code, 0) << Describe(made);
   }
 
   std::string ReadAs(uid_t uid, const std::string& name) {
-    testing::ProgramResult read = RunHostile(uid, config_.socket_dir, {"read", name});
+    testing::ProgramResult read =
+        RunHostile(uid, config_.socket_dir, {"read_text", name, "0"});
     EXPECT_EQ(read.exit_code, 0) << Describe(read);
-    return read.out;
+    // "read: TEXT\n"
+    return read.out.size() > 7 ? read.out.substr(6, read.out.size() - 7) : read.out;
   }
 };
 
