@@ -53,6 +53,13 @@ double CpuSeconds(pid_t pid) {
 TEST_F(ConnectionFloodTest, RunningOutOfDescriptorsNeitherSpinsNorFloodsTheLog) {
   // A daemon whose descriptor table the flood fills (the per-uid cap set
   // above it), as when many users connect at once.
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "UBSan's vptr check probes memory through a pipe, which a "
+                  "process with no descriptor left cannot make, so it reports "
+                  "every virtual call then as an invalid vptr (and cannot "
+                  "symbolize to honour a suppression); the plain build runs "
+                  "this test";
+#endif
   auto daemon = testing::DaemonProcess::StartAs(
       {.uid = 0, .descriptor_limit = 128},
       {"--socket-mode", "0666", "--backend", "host", "--max-connections-per-uid",
@@ -81,7 +88,7 @@ TEST_F(ConnectionFloodTest, RunningOutOfDescriptorsNeitherSpinsNorFloodsTheLog) 
   // Once the flood is gone, others connect again.
   auto client = Client::Connect({.socket_dir = (*daemon)->socket_dir(),
                                  .call_timeout = absl::Seconds(10)});
-  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(client.ok()) << client.status() << "\n" << (*daemon)->Log();
   EXPECT_TRUE((*client)->Ping().ok());
 }
 
