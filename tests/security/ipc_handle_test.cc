@@ -262,5 +262,38 @@ TEST_F(IpcHandleTest, ScrubbedReuseNeverHandsAnotherOwnerASegmentWhoseHandleLive
   Release(victim, secret);
 }
 
+TEST_F(IpcHandleTest, ALegacySegmentNeverChangesDomainEvenAfterItsSessionsEnd) {
+  StartDaemon({"--pool-domain-reuse", "scrub"});
+  auto importer = Importer::Load();
+  ASSERT_NE(importer, nullptr);
+  // The bytes outlive the session that received them: mallory hangs up and
+  // keeps them (or passed them to a process that never had a session).
+  std::string kept;
+  {
+    RawSession mallory = Session();
+    v1::Lease bait = Create(mallory, "bait", 0600);
+    kept = bait.handle().ipc_handle();
+    Release(mallory, bait);
+    End(mallory);
+  }
+  RawSession victim = Session();
+  v1::Lease secret = Create(victim, "secret", 0640);
+  std::vector<std::byte> bytes(kSize);
+  testing::FillPattern(bytes, 7);
+  importer->Write(secret.handle().ipc_handle(), secret.handle().offset(), bytes);
+  // The idle segment went back to the driver instead of to the victim: the
+  // kept bytes open nothing, and nothing was scrubbed for reuse.
+  EXPECT_NE(secret.handle().ipc_handle(), kept);
+  EXPECT_EQ(importer->TryOpen(kept), CUDA_ERROR_INVALID_HANDLE);
+  v1::StatsReply stats;
+  ASSERT_TRUE(admin_.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
+  for (const v1::PoolStats& pool : stats.pools()) {
+    if (pool.location() == "device:0") {
+      EXPECT_EQ(pool.scrubbed_bytes(), 0u);
+    }
+  }
+  Release(victim, secret);
+}
+
 }  // namespace
 }  // namespace memd
