@@ -30,6 +30,16 @@ struct ExportedHandle {
   int fd = -1;
   // kCudaIpc: the CUipcMemHandle's bytes.
   std::string opaque;
+
+  // Whether a client that once received the handle can reach the memory
+  // again whenever it likes while holding nothing that keeps the memory: a
+  // CUipcMemHandle is bytes, which open (cuIpcOpenMemHandle) whatever lives
+  // in the allocation at the time, lease or no lease. A descriptor is the
+  // client's own reference instead: what it names lives as long as the
+  // descriptor, whatever memd does. Memory behind a replayable handle must
+  // stay where it is, neither freed nor given to another domain, while a
+  // client that received the handle may still use it.
+  bool replayable() const { return type == HandleType::kCudaIpc; }
 };
 
 // A GPU the backend serves, as operators and clients see it.

@@ -97,7 +97,7 @@ absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
   }
   SessionId id = next_session_id_++;
   ++by_uid_[peer.uid].sessions;
-  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, 0});
+  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, 0, {}});
   return id;
 }
 
@@ -120,6 +120,9 @@ void Broker::EndSession(SessionId session) {
     UncountWatchLocked(watch->second);
     deferred.wakes.push_back(std::move(watch->second.wake));
     watches_.erase(watch++);
+  }
+  for (auto& [id, segment] : it->second.replayable) {
+    deferred.let_go.push_back(std::move(segment));
   }
   const uid_t uid = it->second.peer.uid;
   sessions_.erase(it);
@@ -336,6 +339,12 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   ++mine.leases;
   holder.leases.insert(id);
   ++buffer.info.lease_count;
+  // Taken while the buffer lives, so that its segment, idle or not, never
+  // gains a holder once idle (PoolSegment::HeldElsewhere).
+  if (handle.replayable()) {
+    holder.replayable.try_emplace(buffer.allocation.segment_id,
+                                  buffer.allocation.segment);
+  }
   Grant grant;
   grant.lease = id;
   grant.access = access;

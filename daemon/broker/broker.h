@@ -29,6 +29,12 @@ namespace memd::broker {
 /// pool when it is unlinked (explicitly, or implicitly: ephemeral buffers and
 /// never-sealed buffers when their last lease ends) and no lease is left.
 ///
+/// Keeps, for each session, the segment of every replayable handle (a legacy
+/// CUDA IPC handle: ExportedHandle::replayable) granted to it, once per
+/// segment, until the session ends: the client may open those bytes again
+/// at any time, so the segment must stay where it is. The pool does not give
+/// back or move a segment held so (Pool::Trim).
+///
 /// Thread-safe: one mutex guards the registry; pools are called outside it
 /// for allocations that may reach the backend, and watch callbacks run
 /// outside it.
@@ -161,11 +167,17 @@ class Broker {
     absl::Time started;
     absl::flat_hash_set<LeaseId> leases;
     std::uint64_t watches = 0;
+    // Segments of replayable handles granted to the session, by segment id:
+    // held until it ends, since the client may open the handle any time.
+    absl::flat_hash_map<std::uint64_t, std::shared_ptr<const backend::Segment>>
+        replayable;
   };
   // What to free and whom to wake once the mutex is released.
   struct Deferred {
     std::vector<std::pair<pool::Pool*, std::unique_ptr<Buffer>>> freed;
     std::vector<std::function<void()>> wakes;
+    // Segments an ended session held (Session::replayable); let go last.
+    std::vector<std::shared_ptr<const backend::Segment>> let_go;
     ~Deferred();
   };
 

@@ -80,6 +80,13 @@ struct Arena {
   static bool Idle(const PoolSegment& segment) {
     return segment.used.load(std::memory_order_acquire) == 0;
   }
+
+  // Whether the segment may leave the arena (go back, or to another
+  // domain): idle, and held by nobody else (PoolSegment::HeldElsewhere).
+  // Stable under the same locks as Idle: an idle segment gains no holders.
+  static bool Releasable(const PoolSegment& segment) {
+    return Idle(segment) && !segment.HeldElsewhere();
+  }
 };
 
 namespace {
@@ -352,7 +359,9 @@ std::unique_ptr<PoolSegment> CarvingPool::StealIdle(Arena& thief, bool small,
     AllCachesLock caches(*victim);
     PoolSegment* best = nullptr;
     for (auto& [raw, owned] : victim->segments) {
-      if (raw->small != small || raw->size < bytes || !Arena::Idle(*raw)) continue;
+      if (raw->small != small || raw->size < bytes || !Arena::Releasable(*raw)) {
+        continue;
+      }
       if (best == nullptr || raw->size < best->size ||
           (raw->size == best->size && raw->seq < best->seq)) {
         best = raw;
@@ -397,14 +406,31 @@ absl::StatusOr<std::shared_ptr<backend::Segment>> CarvingPool::Reserve(
   }
 }
 
+std::uint64_t CarvingPool::HeldIdleBytes() const {
+  std::uint64_t bytes = 0;
+  for (Arena* arena : AllArenas()) {
+    absl::MutexLock lock(&arena->mu);
+    for (auto& [raw, owned] : arena->segments) {
+      if (Arena::Idle(*raw) && raw->HeldElsewhere()) bytes += raw->size;
+    }
+  }
+  return bytes;
+}
+
 std::string CarvingPool::LimitMessage(std::uint64_t bytes) const {
   const std::uint64_t reserved = reserved_.load();
   const std::uint64_t used = used_.load();
-  return absl::StrCat(
+  std::string message = absl::StrCat(
       location_.ToString(), " pool: cannot reserve ", bytes, " bytes (",
       FormatBytes(bytes), "): ", reserved, " of the limit ",
       options_.limit_bytes, " bytes (", FormatBytes(options_.limit_bytes),
       ") are reserved, ", used, " in use; no idle segment was left to trim");
+  if (const std::uint64_t held = HeldIdleBytes(); held > 0) {
+    absl::StrAppend(&message, " (", held, " bytes of idle segments are held ",
+                    "for sessions that received their legacy IPC handles, ",
+                    "until those sessions end)");
+  }
+  return message;
 }
 
 void CarvingPool::Release(std::vector<std::unique_ptr<PoolSegment>> segments) {
@@ -428,15 +454,22 @@ void CarvingPool::Release(std::vector<std::unique_ptr<PoolSegment>> segments) {
 
 std::vector<std::unique_ptr<PoolSegment>> CarvingPool::DetachIdle(
     const std::function<std::vector<IdleSegment>(std::vector<IdleSegment>)>&
-        choose) {
+        choose,
+    bool* saw_held) {
   // A first look without the cache locks: candidates only, copied out (the
   // segments may go while `choose` runs), each confirmed under every lock
   // below before it is detached.
   std::vector<IdleSegment> idle;
+  *saw_held = false;
   for (Arena* arena : AllArenas()) {
     absl::MutexLock lock(&arena->mu);
     for (auto& [raw, owned] : arena->segments) {
-      if (Arena::Idle(*raw)) idle.push_back({arena, raw, raw->size, raw->seq});
+      if (!Arena::Idle(*raw)) continue;
+      if (raw->HeldElsewhere()) {
+        *saw_held = true;
+        continue;
+      }
+      idle.push_back({arena, raw, raw->size, raw->seq});
     }
   }
   std::vector<std::unique_ptr<PoolSegment>> detached;
@@ -453,7 +486,7 @@ std::vector<std::unique_ptr<PoolSegment>> CarvingPool::DetachIdle(
       continue;
     }
     AllCachesLock caches(*arena);
-    if (Arena::Idle(*candidate.segment)) {
+    if (Arena::Releasable(*candidate.segment)) {
       detached.push_back(arena->DetachIdleLocked(candidate.segment));
     }
   }
@@ -476,6 +509,7 @@ void CarvingPool::KeepIdleWithinBudget(std::uint64_t bytes) {
   const std::uint64_t events = idle_events_.load(std::memory_order_relaxed);
   if (events == idle_events_seen_.load(std::memory_order_relaxed)) return;
   bool all_taken = true;
+  bool saw_held = false;
   Release(DetachIdle([&](std::vector<IdleSegment> idle) {
     // Largest first: the fewest segments to give back.
     std::sort(idle.begin(), idle.end(), [](const IdleSegment& a, const IdleSegment& b) {
@@ -490,8 +524,12 @@ void CarvingPool::KeepIdleWithinBudget(std::uint64_t bytes) {
     }
     all_taken = chosen.size() == idle.size();
     return chosen;
-  }));
-  if (all_taken) idle_events_seen_.store(events, std::memory_order_relaxed);
+  }, &saw_held));
+  // A held segment is let go without an event the pool sees: look again at
+  // the next growth while any is left.
+  if (all_taken && !saw_held) {
+    idle_events_seen_.store(events, std::memory_order_relaxed);
+  }
 }
 
 std::uint64_t CarvingPool::Trim(absl::Duration min_idle) {
@@ -511,7 +549,11 @@ std::uint64_t CarvingPool::Trim(absl::Duration min_idle) {
           if (!Arena::Idle(*raw)) continue;
         }
         if (!raw->idle_since_ns) raw->idle_since_ns = now;
-        if (now - *raw->idle_since_ns >= wait) idle.push_back(raw);
+        // Held, it keeps its idle time and goes at the first look once let
+        // go.
+        if (now - *raw->idle_since_ns >= wait && !raw->HeldElsewhere()) {
+          idle.push_back(raw);
+        }
       }
       for (PoolSegment* segment : idle) {
         released.push_back(arena->DetachIdleLocked(segment));

@@ -62,6 +62,10 @@ struct CarvingPoolOptions {
 /// - Trim: segments idle (no live allocation, unused) for a while go back to
 ///   the backend: Trim(min_idle), called periodically by the daemon and on
 ///   demand. Cached size-class blocks do not keep a segment alive.
+/// - Held segments: an idle segment whose backing someone else still holds
+///   (the broker, for a session that received its legacy IPC handle) is
+///   neither given back (trim, idle budget, limit) nor moved to another
+///   domain; it stays reserved, and its own domain may use it, until let go.
 ///
 /// Owns its segments; borrows the backend and the clock, which must outlive
 /// it. Every allocation must be freed before the pool is destroyed.
@@ -112,9 +116,11 @@ class CarvingPool : public Pool {
     std::uint64_t seq;
   };
   // Detaches (from every arena) the idle segments `choose` picks among all
-  // idle ones; `choose` runs with no lock held.
+  // idle ones nobody else holds; `choose` runs with no lock held.
+  // `saw_held`: whether idle segments held elsewhere were passed over.
   std::vector<std::unique_ptr<PoolSegment>> DetachIdle(
-      const std::function<std::vector<IdleSegment>(std::vector<IdleSegment>)>& choose);
+      const std::function<std::vector<IdleSegment>(std::vector<IdleSegment>)>& choose,
+      bool* saw_held);
   std::unique_ptr<PoolSegment> StealIdle(Arena& thief, bool small,
                                          std::uint64_t bytes);
   Allocation Make(const Placement& placement, std::uint64_t bytes,
@@ -125,6 +131,9 @@ class CarvingPool : public Pool {
                     const Domain& domain, bool missed);
   void Release(std::vector<std::unique_ptr<PoolSegment>> segments);
   void NoteUsed(std::uint64_t bytes);
+  // Bytes of idle segments that stay because someone else holds them
+  // (PoolSegment::HeldElsewhere); for messages.
+  std::uint64_t HeldIdleBytes() const;
   std::string LimitMessage(std::uint64_t bytes) const;
 
   backend::Backend& backend_;

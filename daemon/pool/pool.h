@@ -33,7 +33,9 @@ struct Domain {
 };
 
 // A piece of a segment handed out by a pool. The segment is shared so that a
-// descriptor can still be exported from it while the pool recycles it.
+// descriptor can still be exported from it while the pool recycles it, and
+// so that a holder can keep it: a segment whose `segment` someone holds past
+// the allocation's Free stays in the pool, in its domain, until let go.
 struct Allocation {
   std::shared_ptr<backend::Segment> segment;
   // Unique among the daemon's segments for its lifetime.
@@ -112,7 +114,9 @@ class Pool {
 
   // Gives back to the backend every segment that has been idle (no live
   // allocation) for at least `min_idle`; zero gives back all idle ones.
-  // Returns the bytes given back.
+  // A segment someone else still holds (Allocation::segment kept past its
+  // Free: a session that received a replayable handle of it) stays until
+  // let go. Returns the bytes given back.
   virtual std::uint64_t Trim(absl::Duration min_idle) = 0;
 
   virtual PoolStats Stats() const = 0;

@@ -25,6 +25,16 @@ struct PoolSegment {
       : backing(std::move(backing)), size(size), small(small), seq(seq) {}
 
   const std::shared_ptr<backend::Segment> backing;
+
+  // Whether someone besides the pool holds the backing: a grant still being
+  // sent, or a session keeping the segment of a replayable handle it
+  // received (ExportedHandle::replayable). Such a segment is not given back
+  // (dropping the pool's reference would free nothing, only stop counting
+  // it) nor moved to another domain. Once the segment is idle, nobody can
+  // take a new reference (references are copied only from live
+  // allocations), so the answer can only turn from true to false: reading
+  // false under the arena's locks means it stays false.
+  bool HeldElsewhere() const { return backing.use_count() > 1; }
   const std::uint64_t size;
   // Small segments are carved into size classes; large ones by best fit.
   const bool small;

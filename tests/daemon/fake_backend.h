@@ -2,10 +2,13 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/host/host_backend.h"
@@ -17,7 +20,10 @@ namespace memd::testing {
 /// discards ran, and failures injected into the next Reserve calls. Serves
 /// "host" and "device:0" (a fake device). Real mode backs segments with host
 /// memory, so descriptors work; hollow mode backs them with nothing (Export
-/// fails), so that tests can reserve terabytes. Thread-safe.
+/// fails), so that tests can reserve terabytes. With device IPC handles,
+/// device:0 segments export a pretend legacy CUDA IPC handle (bytes, no
+/// descriptor) that "opens" while the segment lives, as CUDA's does while
+/// its allocation is not freed. Thread-safe.
 class FakeBackend : public backend::Backend {
  public:
   enum class Memory { kReal, kHollow };
@@ -36,6 +42,15 @@ class FakeBackend : public backend::Backend {
   // Gives device:0 a granularity of its own, like a GPU's 2 MiB (0: the
   // page size). Before any pool is made for it.
   void set_device_alignment(std::uint64_t bytes) { device_alignment_ = bytes; }
+  // Device:0 segments reserved from now on export kCudaIpc handles.
+  void set_device_ipc_handles(bool ipc) { device_ipc_ = ipc; }
+
+  // Whether a kCudaIpc handle this backend exported would still open: its
+  // segment has not been destroyed (cuMemFree'd).
+  bool IpcHandleOpens(const std::string& handle) const {
+    absl::MutexLock lock(&mu_);
+    return live_ipc_.contains(handle);
+  }
 
   absl::StatusOr<std::unique_ptr<backend::Segment>> Reserve(
       const Location& location, std::uint64_t bytes) override {
@@ -53,9 +68,13 @@ class FakeBackend : public backend::Backend {
       if (!segment.ok()) return segment.status();
       inner = std::move(*segment);
     }
-    ++reserved_;
+    const int serial = ++reserved_;
+    std::string ipc_handle;
+    if (device_ipc_ && location.kind == Location::Kind::kDevice) {
+      ipc_handle = absl::StrCat("fake-ipc-handle:", serial);
+    }
     return std::unique_ptr<backend::Segment>(
-        new CountedSegment(std::move(inner), bytes, *this));
+        new CountedSegment(std::move(inner), bytes, std::move(ipc_handle), *this));
   }
 
   // The next Reserve calls fail with these statuses, in order.
@@ -73,18 +92,33 @@ class FakeBackend : public backend::Backend {
  private:
   class CountedSegment : public backend::Segment {
    public:
+    // `ipc_handle`: empty, or the pretend CUipcMemHandle it exports.
     CountedSegment(std::unique_ptr<backend::Segment> inner, std::uint64_t size,
-                   FakeBackend& backend)
-        : inner_(std::move(inner)), size_(size), backend_(backend) {
+                   std::string ipc_handle, FakeBackend& backend)
+        : inner_(std::move(inner)),
+          size_(size),
+          ipc_handle_(std::move(ipc_handle)),
+          backend_(backend) {
       ++backend_.alive_;
       backend_.alive_bytes_ += size_;
+      if (!ipc_handle_.empty()) {
+        absl::MutexLock lock(&backend_.mu_);
+        backend_.live_ipc_.insert(ipc_handle_);
+      }
     }
     ~CountedSegment() override {
       --backend_.alive_;
       backend_.alive_bytes_ -= size_;
+      if (!ipc_handle_.empty()) {
+        absl::MutexLock lock(&backend_.mu_);
+        backend_.live_ipc_.erase(ipc_handle_);
+      }
     }
     std::uint64_t size() const override { return size_; }
     absl::StatusOr<backend::ExportedHandle> Export(backend::Access access) const override {
+      if (!ipc_handle_.empty()) {
+        return backend::ExportedHandle{backend::HandleType::kCudaIpc, -1, ipc_handle_};
+      }
       if (inner_ == nullptr) return absl::InternalError("a hollow segment has no memory");
       return inner_->Export(access);
     }
@@ -100,19 +134,22 @@ class FakeBackend : public backend::Backend {
    private:
     std::unique_ptr<backend::Segment> inner_;
     const std::uint64_t size_;
+    const std::string ipc_handle_;
     FakeBackend& backend_;
   };
 
   const Memory memory_;
   std::uint64_t device_alignment_ = 0;
+  std::atomic<bool> device_ipc_{false};
   backend::HostBackend host_;
   std::atomic<int> reserved_{0};
   std::atomic<int> alive_{0};
   std::atomic<std::uint64_t> alive_bytes_{0};
   std::atomic<int> scrubs_{0};
   std::atomic<int> discards_{0};
-  absl::Mutex mu_;
-  std::vector<absl::Status> failures_;
+  mutable absl::Mutex mu_;
+  std::vector<absl::Status> failures_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> live_ipc_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace memd::testing

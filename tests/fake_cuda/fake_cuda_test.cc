@@ -1279,6 +1279,40 @@ TEST_F(FakeCudaTest, IpcHandleErrors) {
   });
 }
 
+TEST_F(FakeCudaTest, NewMemoryWhereFreedMemoryWasGetsANewHandle) {
+  // cuda.h: if memory is freed with cuMemFree and a later cuMemAlloc returns
+  // memory at the same address, cuIpcGetMemHandle returns a unique handle
+  // for the new memory. The old handle must not reach the new memory (memd
+  // relies on it when it frees a legacy IPC segment).
+  ASSERT_NO_FATAL_FAILURE(InitWithContext());
+  const size_t size = 4 * 4096;
+  CUdeviceptr old_ptr = 0;
+  ASSERT_EQ(cu.MemAlloc(&old_ptr, size), CUDA_SUCCESS);
+  CUipcMemHandle old_handle;
+  ASSERT_EQ(cu.IpcGetMemHandle(&old_handle, old_ptr), CUDA_SUCCESS);
+  ASSERT_EQ(cu.MemFree(old_ptr), CUDA_SUCCESS);
+  CUdeviceptr new_ptr = 0;
+  ASSERT_EQ(cu.MemAlloc(&new_ptr, size), CUDA_SUCCESS);
+  const std::vector<unsigned char> secret = Pattern(size, 9);
+  ASSERT_EQ(cu.MemcpyHtoD(new_ptr, secret.data(), size), CUDA_SUCCESS);
+  CUipcMemHandle new_handle;
+  ASSERT_EQ(cu.IpcGetMemHandle(&new_handle, new_ptr), CUDA_SUCCESS);
+  EXPECT_NE(std::memcmp(&old_handle, &new_handle, sizeof(old_handle)), 0);
+  RunInChild([&] {
+    ASSERT_NO_FATAL_FAILURE(InitWithContext());
+    CUdeviceptr mine = 0;
+    EXPECT_EQ(cu.IpcOpenMemHandle(&mine, old_handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_ERROR_INVALID_HANDLE);
+    ASSERT_EQ(cu.IpcOpenMemHandle(&mine, new_handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_SUCCESS);
+    std::vector<unsigned char> seen(size);
+    ASSERT_EQ(cu.MemcpyDtoH(seen.data(), mine, size), CUDA_SUCCESS);
+    EXPECT_EQ(seen, secret);
+    EXPECT_EQ(cu.IpcCloseMemHandle(mine), CUDA_SUCCESS);
+  });
+  EXPECT_EQ(cu.MemFree(new_ptr), CUDA_SUCCESS);
+}
+
 // ---- Host registration ----
 
 TEST_F(FakeCudaTest, HostRegistration) {

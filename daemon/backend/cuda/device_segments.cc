@@ -89,10 +89,10 @@ IpcSegment::~IpcSegment() {
 }
 
 absl::Status IpcSegment::Scrub() {
-  cuda::ScopedContext context(*driver_, device_.context);
-  RETURN_IF_ERROR(context.status());
-  return driver_->Check(driver_->api().MemsetD8(address_, 0, size_),
-                      "cuMemsetD8", device_.ordinal);
+  return absl::UnimplementedError(
+      "a legacy CUDA IPC segment never changes domain: its handle is bytes "
+      "that open the allocation for as long as it lives, whoever kept them; "
+      "it goes back to the driver instead, and new memory gets a new handle");
 }
 
 // ---- PinnedSegment ----

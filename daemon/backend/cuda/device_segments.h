@@ -58,6 +58,11 @@ class VmmSegment : public Segment {
 
 /// Device memory from cuMemAlloc with its legacy IPC handle, for devices or
 /// clients without VMM fd export. Owns the allocation. Thread-safe.
+///
+/// The handle is bytes (ExportedHandle::replayable): anyone who ever held
+/// them may open the allocation for as long as it lives, so it never
+/// changes domain (Scrub is UNIMPLEMENTED: the pool frees it instead, and
+/// cuIpcGetMemHandle gives new memory a new handle).
 class IpcSegment : public Segment {
  public:
   static absl::StatusOr<std::unique_ptr<IpcSegment>> Create(
@@ -69,6 +74,7 @@ class IpcSegment : public Segment {
   absl::StatusOr<ExportedHandle> Export(Access access) const override {
     return ExportedHandle{HandleType::kCudaIpc, -1, handle_};
   }
+  // UNIMPLEMENTED, always (see the class comment).
   absl::Status Scrub() override;
 
  private:

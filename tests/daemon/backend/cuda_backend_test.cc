@@ -176,6 +176,20 @@ TEST(CudaBackendTest, IpcCanBeChosenEvenWhereVmmWorks) {
   EXPECT_EQ((*segment)->Export(Access::kRead)->type, HandleType::kCudaIpc);
 }
 
+TEST(CudaBackendTest, ALegacyIpcSegmentNeverChangesDomain) {
+  // Its handle is bytes that open it for as long as it lives: the pool must
+  // free it rather than scrub it for another domain.
+  auto driver = LoadFake();
+  ASSERT_NE(driver, nullptr);
+  auto backend = CudaBackend::Create(driver, CudaHandles::kIpc);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto segment = (*backend)->Reserve(Location::Device(0), 2 * kMiB);
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  absl::Status scrubbed = (*segment)->Scrub();
+  EXPECT_EQ(scrubbed.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(scrubbed.message(), HasSubstr("never changes domain"));
+}
+
 TEST(CudaBackendTest, OutOfDeviceMemoryIsResourceExhaustedNamingTheCallAndDevice) {
   auto driver = LoadFake({{"MEMD_FAKE_CUDA_MEMORY", "8388608"}});
   ASSERT_NE(driver, nullptr);

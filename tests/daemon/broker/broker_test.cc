@@ -705,6 +705,101 @@ TEST_F(BrokerTest, EndSessionReleasesEveryLeaseOfIt) {
   broker_->EndSession(client);  // Idempotent.
 }
 
+// ---- Legacy CUDA IPC handles ----
+// A CUipcMemHandle is bytes: whoever received one may open it whenever it
+// likes, lease or no lease, and it reaches whatever memory then lives at its
+// allocation. Its segment stays (not freed, not given to another domain)
+// while any session that received it lasts.
+
+// A device buffer, whose handle is the pretend IPC handle of FakeBackend.
+CreateParams OnDevice(std::string name, std::uint64_t size, std::uint32_t mode) {
+  return CreateParams{std::move(name), size, Location::Device(0), mode,
+                      Persistence::kPersistent};
+}
+
+TEST_F(BrokerTest, ASegmentWhoseIpcHandleASessionReceivedStaysUntilTheSessionEnds) {
+  backend_.set_device_ipc_handles(true);
+  MakeBroker(BrokerLimits{}, /*device=*/true);
+  pool::Pool& device = *pools_->Find(Location::Device(0));
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  std::string handle;
+  {
+    auto created = broker_->Create(alice, OnDevice("weights", kMiB, 0644));
+    ASSERT_TRUE(created.ok()) << created.status();
+    ASSERT_EQ(created->handle.type, backend::HandleType::kCudaIpc);
+    ASSERT_TRUE(broker_->Seal(alice, created->lease).ok());
+    ASSERT_TRUE(broker_->Release(alice, created->lease).ok());
+    auto opened = broker_->Open(bob, {"weights", Access::kRead});
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    handle = opened->handle.opaque;
+    EXPECT_EQ(handle, created->handle.opaque);
+    ASSERT_TRUE(broker_->Release(bob, opened->lease).ok());
+  }  // The grants, which hold the segment until sent, are gone.
+  ASSERT_TRUE(broker_->Unlink(alice, "weights").ok());
+  EXPECT_EQ(broker_->Counts().buffers, 0u);
+  const std::uint64_t reserved = device.Stats().reserved_bytes;
+  ASSERT_GT(reserved, 0u);
+
+  // Both sessions received the handle and may open it still.
+  EXPECT_EQ(device.Trim(absl::ZeroDuration()), 0u);
+  EXPECT_EQ(device.Stats().reserved_bytes, reserved);
+  EXPECT_TRUE(backend_.IpcHandleOpens(handle));
+  broker_->EndSession(bob);
+  EXPECT_EQ(device.Trim(absl::ZeroDuration()), 0u) << "alice received it too";
+  EXPECT_TRUE(backend_.IpcHandleOpens(handle));
+  broker_->EndSession(alice);
+  EXPECT_EQ(device.Trim(absl::ZeroDuration()), reserved);
+  EXPECT_EQ(device.Stats().reserved_bytes, 0u);
+  EXPECT_FALSE(backend_.IpcHandleOpens(handle));
+}
+
+TEST_F(BrokerTest, ASessionHoldsEachIpcSegmentOnceHoweverOftenItOpens) {
+  backend_.set_device_ipc_handles(true);
+  MakeBroker(BrokerLimits{}, /*device=*/true);
+  pool::Pool& device = *pools_->Find(Location::Device(0));
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  std::shared_ptr<const backend::Segment> segment;
+  {
+    auto created = broker_->Create(alice, OnDevice("w", kMiB, 0644));
+    ASSERT_TRUE(created.ok());
+    ASSERT_TRUE(broker_->Seal(alice, created->lease).ok());
+    ASSERT_TRUE(broker_->Release(alice, created->lease).ok());
+    segment = created->segment;
+  }
+  broker_->EndSession(alice);
+  const long before = segment.use_count();  // The pool's, the buffer's, ours.
+  for (int i = 0; i < 100; ++i) {
+    auto opened = broker_->Open(bob, {"w", Access::kRead});
+    ASSERT_TRUE(opened.ok());
+    ASSERT_TRUE(broker_->Release(bob, opened->lease).ok());
+  }
+  EXPECT_EQ(segment.use_count(), before + 1);
+  segment.reset();
+  broker_->EndSession(bob);
+  SessionId root = Start(Peer(0, 0));
+  ASSERT_TRUE(broker_->Unlink(root, "w").ok());
+  EXPECT_GT(device.Trim(absl::ZeroDuration()), 0u);
+}
+
+TEST_F(BrokerTest, DescriptorHandlesKeepNoSegmentAfterTheirLease) {
+  // A descriptor is the client's own reference: the memory it names lives
+  // as long as the descriptor, so nothing needs to stay in the pool.
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  {
+    Grant grant = Publish(alice, "a", "x", 0644);
+    ASSERT_TRUE(broker_->Release(alice, grant.lease).ok());
+    auto opened = broker_->Open(bob, {"a", Access::kRead});
+    ASSERT_TRUE(opened.ok());
+    ASSERT_TRUE(broker_->Release(bob, opened->lease).ok());
+  }
+  ASSERT_TRUE(broker_->Unlink(alice, "a").ok());
+  EXPECT_GT(pools_->Trim(absl::ZeroDuration()), 0u);
+  EXPECT_EQ(backend_.alive(), 0);
+}
+
 // ---- Permissions ----
 
 TEST_F(BrokerTest, OwnerOnlyBufferIsRefusedToOtherUsersWithTheReason) {

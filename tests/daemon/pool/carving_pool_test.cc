@@ -276,11 +276,12 @@ TEST_F(CarvingPoolTest, WithScrubbingAnIdleSegmentMovesToAnotherDomainZeroed) {
   ASSERT_NE(map, MAP_FAILED);
   std::memset(map, 0xAB, 4 * kMiB);
   ::munmap(map, 4 * kMiB);
-  const auto segment = alice.segment;
+  // By number: a reference held here would keep the segment in its domain.
+  const std::uint64_t segment_id = alice.segment_id;
   pool->Free(std::move(alice));
 
   Allocation bob = Allocate(*pool, 4 * kMiB, kBob);
-  EXPECT_EQ(bob.segment, segment);  // Moved, not reserved anew.
+  EXPECT_EQ(bob.segment_id, segment_id);  // Moved, not reserved anew.
   PoolStats stats = pool->Stats();
   EXPECT_EQ(stats.scrubbed_bytes, 4 * kMiB);
   EXPECT_EQ(stats.miss_count, 1u);
@@ -407,6 +408,110 @@ TEST_F(CarvingPoolTest, PeriodicTrimWaitsForTheIdleTime) {
   EXPECT_EQ(pool->Trim(idle), 4 * kMiB);
   EXPECT_EQ(pool->Stats().trimmed_bytes, 4 * kMiB);
   EXPECT_EQ(backend_.alive(), 0);
+}
+
+// ---- Segments held outside the pool ----
+// A legacy CUDA IPC handle is bytes a client may open again at any time; the
+// broker keeps the segment of every such handle it gave a session until the
+// session ends. The pool must then neither give the segment back nor move
+// it to another domain: giving it back would not even free it.
+
+TEST_F(CarvingPoolTest, TrimKeepsAnIdleSegmentHeldOutsideThePool) {
+  auto pool = MakePool();
+  Allocation allocation = Allocate(*pool, 4 * kMiB);
+  std::shared_ptr<backend::Segment> held = allocation.segment;
+  pool->Free(std::move(allocation));
+  EXPECT_EQ(pool->Trim(absl::ZeroDuration()), 0u);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.reserved_bytes, 4 * kMiB);  // Still the pool's, honestly.
+  EXPECT_EQ(stats.segments, 1u);
+  EXPECT_EQ(stats.trimmed_bytes, 0u);
+  EXPECT_EQ(backend_.discards(), 0);
+  EXPECT_EQ(backend_.alive(), 1);
+  // Its own domain may use it meanwhile.
+  Allocation again = Allocate(*pool, 4 * kMiB);
+  EXPECT_EQ(again.segment, held);
+  pool->Free(std::move(again));
+  // Once nobody else holds it, it goes back like any idle segment.
+  held.reset();
+  EXPECT_EQ(pool->Trim(absl::ZeroDuration()), 4 * kMiB);
+  EXPECT_EQ(pool->Stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend_.alive(), 0);
+}
+
+TEST_F(CarvingPoolTest, PeriodicTrimKeepsAHeldSegmentAndTakesItOnceLetGo) {
+  auto pool = MakePool();
+  Allocation allocation = Allocate(*pool, 4 * kMiB);
+  std::shared_ptr<backend::Segment> held = allocation.segment;
+  pool->Free(std::move(allocation));
+  const absl::Duration idle = absl::Seconds(30);
+  for (int look = 0; look < 4; ++look) {
+    EXPECT_EQ(pool->Trim(idle), 0u);
+    clock_.now += absl::Seconds(31);
+  }
+  held.reset();
+  // Idle all along: it goes at the next look.
+  EXPECT_EQ(pool->Trim(idle), 4 * kMiB);
+}
+
+TEST_F(CarvingPoolTest, WithScrubbingAHeldIdleSegmentNeverChangesDomain) {
+  CarvingPoolOptions options;
+  options.scrub_between_domains = true;
+  auto pool = MakePool(options);
+  Allocation alice = Allocate(*pool, 4 * kMiB, kAlice);
+  std::shared_ptr<backend::Segment> held = alice.segment;
+  const std::uint64_t alice_segment = alice.segment_id;
+  pool->Free(std::move(alice));
+  Allocation bob = Allocate(*pool, 4 * kMiB, kBob);
+  EXPECT_NE(bob.segment_id, alice_segment);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.scrubbed_bytes, 0u);
+  EXPECT_EQ(stats.miss_count, 2u);
+  EXPECT_EQ(backend_.scrubs(), 0);
+  pool->Free(std::move(bob));
+  // Let go, it may move.
+  held.reset();
+  Allocation carol = Allocate(*pool, 4 * kMiB, Domain{1002, 100, 0600});
+  EXPECT_EQ(pool->Stats().scrubbed_bytes, 4 * kMiB);
+  pool->Free(std::move(carol));
+}
+
+TEST_F(CarvingPoolTest, TheIdleBudgetKeepsHeldSegmentsAndTakesThemOnceLetGo) {
+  auto pool = MakePool();  // idle_budget 0.08.
+  Allocation first = Allocate(*pool, 8 * kMiB);
+  std::shared_ptr<backend::Segment> held = first.segment;
+  pool->Free(std::move(first));
+  // Beyond the budget, but the idle segment is held.
+  Allocation big = Allocate(*pool, 16 * kMiB);
+  EXPECT_EQ(pool->Stats().reserved_bytes, 24 * kMiB);
+  EXPECT_EQ(pool->Stats().trimmed_bytes, 0u);
+  held.reset();
+  // No segment went idle since, yet the next growth finds the 8 MiB free
+  // to go: 24 + 16 > 1.08 x 32 MiB.
+  Allocation bigger = Allocate(*pool, 16 * kMiB);
+  EXPECT_EQ(pool->Stats().trimmed_bytes, 8 * kMiB);
+  EXPECT_EQ(pool->Stats().reserved_bytes, 32 * kMiB);
+  pool->Free(std::move(big));
+  pool->Free(std::move(bigger));
+}
+
+TEST_F(CarvingPoolTest, AtTheLimitAHeldIdleSegmentStaysAndTheMessageSaysWhy) {
+  CarvingPoolOptions options;
+  options.limit_bytes = 16 * kMiB;
+  auto pool = MakePool(options);
+  Allocation alice = Allocate(*pool, 12 * kMiB, kAlice);
+  std::shared_ptr<backend::Segment> held = alice.segment;
+  pool->Free(std::move(alice));
+  auto bob = pool->Allocate(10 * kMiB, kBob);
+  EXPECT_EQ(bob.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(bob.status().message(),
+              HasSubstr("12582912 bytes of idle segments are held"));
+  EXPECT_EQ(pool->Stats().reserved_bytes, 12 * kMiB);
+  EXPECT_EQ(backend_.alive_bytes(), 12 * kMiB);
+  held.reset();
+  Allocation retried = Allocate(*pool, 10 * kMiB, kBob);
+  EXPECT_EQ(pool->Stats().reserved_bytes, 10 * kMiB);
+  pool->Free(std::move(retried));
 }
 
 // ---- Statistics ----
