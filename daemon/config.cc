@@ -259,7 +259,7 @@ absl::Status LoadFile(const std::string& path, Config& config,
       return absl::InvalidArgumentError(
           absl::StrCat(origin, ": expected a string or a non-negative integer"));
     }
-    RETURN_IF_ERROR(Apply(*option->second, *text, origin, config));
+    MEMD_RETURN_IF_ERROR(Apply(*option->second, *text, origin, config));
   }
   return absl::OkStatus();
 }
@@ -333,14 +333,14 @@ absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
     if (flag->count() > 0) set_by_flags.insert(key);
   }
   if (!config.config_file.empty()) {
-    RETURN_IF_ERROR(LoadFile(config.config_file, config, set_by_flags));
+    MEMD_RETURN_IF_ERROR(LoadFile(config.config_file, config, set_by_flags));
   }
   for (const Option& option : Options()) {
     if (!set_by_flags.contains(option.key)) continue;
-    RETURN_IF_ERROR(Apply(option, flag_values[option.key],
+    MEMD_RETURN_IF_ERROR(Apply(option, flag_values[option.key],
                           FlagName(option.key), config));
   }
-  RETURN_IF_ERROR(Validate(config));
+  MEMD_RETURN_IF_ERROR(Validate(config));
   return config;
 }
 

@@ -167,17 +167,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   const std::string dir =
       config.socket_dir.empty() ? DefaultSocketDir() : config.socket_dir;
   parts->socket_dir_path = dir;
-  ASSIGN_OR_RETURN(parts->socket_dir, SocketDir::Claim(dir));
+  MEMD_ASSIGN_OR_RETURN(parts->socket_dir, SocketDir::Claim(dir));
 
   std::string fallback;
-  ASSIGN_OR_RETURN(parts->backend,
+  MEMD_ASSIGN_OR_RETURN(parts->backend,
                    backend::CreateBackend(
                        {config.backend, config.cuda_driver, config.cuda_handles},
                        &fallback));
   if (!fallback.empty()) spdlog::info("{}", fallback);
   parts->backend_name = std::string(parts->backend->name());
   if (!config.trace_file.empty()) {
-    ASSIGN_OR_RETURN(parts->trace, pool::TraceWriter::Create(config.trace_file));
+    MEMD_ASSIGN_OR_RETURN(parts->trace, pool::TraceWriter::Create(config.trace_file));
     spdlog::info("recording pool allocations to {}", config.trace_file);
   }
   const MemoryBudget memory = AvailableMemory();
@@ -211,10 +211,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
 
   // memd accepts the control socket's connections itself, so that it knows
   // the credentials of each (gRPC's own listener would not tell).
-  ASSIGN_OR_RETURN(UniqueFd listener,
+  MEMD_ASSIGN_OR_RETURN(UniqueFd listener,
                    parts->socket_dir->Listen(kSessionSocketName, SOCK_SEQPACKET,
                                              config.socket_mode));
-  ASSIGN_OR_RETURN(UniqueFd control_listener,
+  MEMD_ASSIGN_OR_RETURN(UniqueFd control_listener,
                    parts->socket_dir->Listen(kControlSocketName, SOCK_STREAM,
                                              config.socket_mode));
   broker::Broker& broker = *parts->broker;
@@ -235,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
         std::make_shared<metrics::DaemonCollectable>(parts->pools, *parts->broker,
                                                      kVersion, parts->backend_name),
         parts->rpc_metrics->registry()};
-    ASSIGN_OR_RETURN(parts->metrics, metrics::MetricsServer::Start(
+    MEMD_ASSIGN_OR_RETURN(parts->metrics, metrics::MetricsServer::Start(
                                          config.metrics_address, std::move(collectables)));
     parts->metrics_address = parts->metrics->address();
   }
@@ -254,7 +254,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   }
 
   parts->control.Open(parts->server.get());
-  RETURN_IF_ERROR(parts->sessions->Start());
+  MEMD_RETURN_IF_ERROR(parts->sessions->Start());
   parts->started_with = config;
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }

@@ -276,7 +276,7 @@ absl::StatusOr<int> Client::CudaDevice(std::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", location, "' is not a GPU location (\"device:N\")"));
   }
-  ASSIGN_OR_RETURN(DaemonStats stats, Stats());
+  MEMD_ASSIGN_OR_RETURN(DaemonStats stats, Stats());
   for (const DeviceInfo& device : stats.devices) {
     if (device.ordinal != parsed->device) continue;
     absl::StatusOr<int> local = core_->device_imports().OrdinalOf(device.uuid);
@@ -291,8 +291,8 @@ absl::StatusOr<int> Client::CudaDevice(std::string_view text) {
 }
 
 absl::StatusOr<std::string> Client::DeviceLocation(int cuda_device) {
-  ASSIGN_OR_RETURN(std::string uuid, core_->device_imports().UuidOf(cuda_device));
-  ASSIGN_OR_RETURN(DaemonStats stats, Stats());
+  MEMD_ASSIGN_OR_RETURN(std::string uuid, core_->device_imports().UuidOf(cuda_device));
+  MEMD_ASSIGN_OR_RETURN(DaemonStats stats, Stats());
   for (const DeviceInfo& device : stats.devices) {
     if (device.uuid == uuid) return absl::StrCat("device:", device.ordinal);
   }

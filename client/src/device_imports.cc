@@ -14,7 +14,7 @@ namespace {
 absl::StatusOr<CUcontext> CurrentContextOn(const cuda::Driver& driver, int device) {
   const cuda::DriverApi& api = driver.api();
   CUcontext context = nullptr;
-  RETURN_IF_ERROR(driver.Check(api.CtxGetCurrent(&context), "cuCtxGetCurrent"));
+  MEMD_RETURN_IF_ERROR(driver.Check(api.CtxGetCurrent(&context), "cuCtxGetCurrent"));
   if (context == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no CUDA context is current on this thread: make one on device ", device,
@@ -22,8 +22,8 @@ absl::StatusOr<CUcontext> CurrentContextOn(const cuda::Driver& driver, int devic
         "a device buffer"));
   }
   CUdevice current = 0, wanted = 0;
-  RETURN_IF_ERROR(driver.Check(api.CtxGetDevice(&current), "cuCtxGetDevice"));
-  RETURN_IF_ERROR(driver.Check(api.DeviceGet(&wanted, device), "cuDeviceGet", device));
+  MEMD_RETURN_IF_ERROR(driver.Check(api.CtxGetDevice(&current), "cuCtxGetDevice"));
+  MEMD_RETURN_IF_ERROR(driver.Check(api.DeviceGet(&wanted, device), "cuDeviceGet", device));
   if (current != wanted) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the current CUDA context is on device ", current, "; the buffer lives on "
@@ -37,7 +37,7 @@ absl::Status MapVmm(const cuda::Driver& driver, DeviceHandle& handle,
   const cuda::DriverApi& api = driver.api();
   const int device = handle.device;
   CUmemGenericAllocationHandle allocation = 0;
-  RETURN_IF_ERROR(driver.Check(
+  MEMD_RETURN_IF_ERROR(driver.Check(
       api.MemImportFromShareableHandle(
           &allocation, reinterpret_cast<void*>(static_cast<std::uintptr_t>(handle.fd.get())),
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
@@ -53,11 +53,11 @@ absl::Status MapVmm(const cuda::Driver& driver, DeviceHandle& handle,
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device;
   size_t granularity = 0;
-  RETURN_IF_ERROR(driver.Check(
+  MEMD_RETURN_IF_ERROR(driver.Check(
       api.MemGetAllocationGranularity(&granularity, &prop,
                                       CU_MEM_ALLOC_GRANULARITY_MINIMUM),
       "cuMemGetAllocationGranularity", device));
-  RETURN_IF_ERROR(driver.Check(
+  MEMD_RETURN_IF_ERROR(driver.Check(
       api.MemAddressReserve(&import.base, handle.segment_bytes, granularity, 0, 0),
       "cuMemAddressReserve", device));
   import.bytes = handle.segment_bytes;
@@ -86,7 +86,7 @@ absl::Status OpenIpc(const cuda::Driver& driver, const DeviceHandle& handle,
         " bytes; it should be ", sizeof(ipc.reserved)));
   }
   std::memcpy(ipc.reserved, handle.ipc_handle.data(), sizeof(ipc.reserved));
-  RETURN_IF_ERROR(driver.Check(
+  MEMD_RETURN_IF_ERROR(driver.Check(
       driver.api().IpcOpenMemHandle(&import.base, ipc,
                                     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
       "cuIpcOpenMemHandle", handle.device));
@@ -124,12 +124,12 @@ absl::StatusOr<std::shared_ptr<const cuda::Driver>> DeviceImports::DriverLocked(
 
 absl::StatusOr<const std::vector<std::string>*> DeviceImports::UuidsLocked() {
   if (!uuids_.has_value()) {
-    ASSIGN_OR_RETURN(std::shared_ptr<const cuda::Driver> driver, DriverLocked());
+    MEMD_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::Driver> driver, DriverLocked());
     int count = 0;
-    RETURN_IF_ERROR(driver->Check(driver->api().DeviceGetCount(&count), "cuDeviceGetCount"));
+    MEMD_RETURN_IF_ERROR(driver->Check(driver->api().DeviceGetCount(&count), "cuDeviceGetCount"));
     std::vector<std::string> uuids;
     for (int ordinal = 0; ordinal < count; ++ordinal) {
-      ASSIGN_OR_RETURN(std::string uuid, driver->DeviceUuid(ordinal));
+      MEMD_ASSIGN_OR_RETURN(std::string uuid, driver->DeviceUuid(ordinal));
       uuids.push_back(std::move(uuid));
     }
     uuids_ = std::move(uuids);
@@ -138,7 +138,7 @@ absl::StatusOr<const std::vector<std::string>*> DeviceImports::UuidsLocked() {
 }
 
 absl::StatusOr<int> DeviceImports::OrdinalOfLocked(const std::string& uuid) {
-  ASSIGN_OR_RETURN(const std::vector<std::string>* uuids, UuidsLocked());
+  MEMD_ASSIGN_OR_RETURN(const std::vector<std::string>* uuids, UuidsLocked());
   for (std::size_t ordinal = 0; ordinal < uuids->size(); ++ordinal) {
     if ((*uuids)[ordinal] == uuid) return static_cast<int>(ordinal);
   }
@@ -154,7 +154,7 @@ absl::StatusOr<int> DeviceImports::OrdinalOf(const std::string& uuid) {
 
 absl::StatusOr<std::string> DeviceImports::UuidOf(int ordinal) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const std::vector<std::string>* uuids, UuidsLocked());
+  MEMD_ASSIGN_OR_RETURN(const std::vector<std::string>* uuids, UuidsLocked());
   if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= uuids->size()) {
     return absl::NotFoundError(absl::StrCat("this process has no CUDA device ", ordinal,
                                             " (it sees ", uuids->size(), ")"));
@@ -165,7 +165,7 @@ absl::StatusOr<std::string> DeviceImports::UuidOf(int ordinal) {
 absl::StatusOr<std::shared_ptr<DeviceImport>> DeviceImports::Import(
     std::uint64_t generation, DeviceHandle handle) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(std::shared_ptr<const cuda::Driver> driver, DriverLocked());
+  MEMD_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::Driver> driver, DriverLocked());
   if (!handle.device_uuid.empty()) {
     absl::StatusOr<int> local = OrdinalOfLocked(handle.device_uuid);
     if (absl::IsNotFound(local.status())) {
@@ -173,10 +173,10 @@ absl::StatusOr<std::shared_ptr<DeviceImport>> DeviceImports::Import(
           "the buffer lives on memd's device:", handle.device, ", and ",
           local.status().message()));
     }
-    RETURN_IF_ERROR(local.status());
+    MEMD_RETURN_IF_ERROR(local.status());
     handle.device = *local;  // From here on, this process's numbering.
   }
-  ASSIGN_OR_RETURN(CUcontext context, CurrentContextOn(*driver, handle.device));
+  MEMD_ASSIGN_OR_RETURN(CUcontext context, CurrentContextOn(*driver, handle.device));
   std::weak_ptr<DeviceImport>& slot = imports_[{generation, handle.segment_id}];
   if (std::shared_ptr<DeviceImport> shared = slot.lock()) return shared;
   auto import = std::make_shared<DeviceImport>();

@@ -86,9 +86,9 @@ absl::Status Driver::Check(CUresult result, std::string_view call, int device) c
 
 absl::StatusOr<std::string> Driver::DeviceUuid(int ordinal) const {
   CUdevice device = 0;
-  RETURN_IF_ERROR(Check(api_.DeviceGet(&device, ordinal), "cuDeviceGet", ordinal));
+  MEMD_RETURN_IF_ERROR(Check(api_.DeviceGet(&device, ordinal), "cuDeviceGet", ordinal));
   CUuuid uuid{};
-  RETURN_IF_ERROR(Check(api_.DeviceGetUuid(&uuid, device), "cuDeviceGetUuid", ordinal));
+  MEMD_RETURN_IF_ERROR(Check(api_.DeviceGetUuid(&uuid, device), "cuDeviceGetUuid", ordinal));
   return FormatUuid(uuid);
 }
 

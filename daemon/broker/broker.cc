@@ -157,7 +157,7 @@ absl::StatusOr<Broker::Session*> Broker::FindSessionLocked(SessionId session) {
 
 absl::StatusOr<Broker::Lease*> Broker::FindLeaseLocked(SessionId session,
                                                        LeaseId lease_id) {
-  RETURN_IF_ERROR(FindSessionLocked(session).status());
+  MEMD_RETURN_IF_ERROR(FindSessionLocked(session).status());
   auto lease = leases_.find(lease_id);
   // Another session's lease is as unknown to this one as a made-up id.
   if (lease == leases_.end() || lease->second.session != session) {
@@ -212,7 +212,7 @@ Broker::Buffer* Broker::FindNamedLocked(const std::string& name) {
 
 absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
     const CreateParams& params) const {
-  RETURN_IF_ERROR(ValidateBufferName(params.name));
+  MEMD_RETURN_IF_ERROR(ValidateBufferName(params.name));
   if (params.size == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("buffer ", Quoted(params.name), ": size is 0"));
@@ -228,7 +228,7 @@ absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
         FormatBytes(params.size), ") exceeds the maximum of ", max_buffer_bytes,
         " bytes (", FormatBytes(max_buffer_bytes), ")"));
   }
-  RETURN_IF_ERROR(ValidateMode(params.mode));
+  MEMD_RETURN_IF_ERROR(ValidateMode(params.mode));
   pool::Pool* pool = pools_.Find(params.location);
   if (pool == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -241,24 +241,24 @@ absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
 
 absl::StatusOr<Grant> Broker::Create(SessionId session,
                                      const CreateParams& params) {
-  ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
+  MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
   pool::Domain domain;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     if (names_.contains(params.name)) {
       return absl::AlreadyExistsError(
           absl::StrCat("buffer ", Quoted(params.name), " already exists"));
     }
     // Before allocating; checked again, and charged, once allocated.
-    RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
+    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
     domain = DomainOf(caller->peer, params);
   }
   // Allocation may reach the backend (a system call, page zeroing): never
   // under the registry mutex. A racing Create of the same name is caught
   // below and its memory goes back.
-  ASSIGN_OR_RETURN(pool::Allocation allocation,
+  MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
                    pool->Allocate(params.size, domain));
   Deferred deferred;
   return CreateWithAllocation(session, params, pool, std::move(allocation),
@@ -332,7 +332,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
     return PerUidExhausted(uid, "holds", mine.leases, "leases",
                            limits_.max_leases_per_uid, "max_leases_per_uid");
   }
-  ASSIGN_OR_RETURN(backend::ExportedHandle handle,
+  MEMD_ASSIGN_OR_RETURN(backend::ExportedHandle handle,
                    buffer.allocation.segment->Export(access));
   LeaseId id = next_lease_id_++;
   leases_.emplace(id, Lease{session, buffer.info.id, access, uid});
@@ -359,10 +359,10 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
 }
 
 absl::StatusOr<Grant> Broker::Open(SessionId session, const OpenParams& params) {
-  RETURN_IF_ERROR(ValidateBufferName(params.name));
+  MEMD_RETURN_IF_ERROR(ValidateBufferName(params.name));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-  ASSIGN_OR_RETURN(std::optional<Grant> grant,
+  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  MEMD_ASSIGN_OR_RETURN(std::optional<Grant> grant,
                    OpenLocked(session, *caller, params, 0, nullptr));
   return std::move(*grant);  // Without a wake, OpenLocked never waits.
 }
@@ -370,9 +370,9 @@ absl::StatusOr<Grant> Broker::Open(SessionId session, const OpenParams& params) 
 absl::StatusOr<std::optional<Grant>> Broker::OpenOrWatch(
     SessionId session, const OpenParams& params, WatchId watch,
     std::function<void()> wake) {
-  RETURN_IF_ERROR(ValidateBufferName(params.name));
+  MEMD_RETURN_IF_ERROR(ValidateBufferName(params.name));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
   return OpenLocked(session, *caller, params, watch, &wake);
 }
 
@@ -416,7 +416,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
     return absl::NotFoundError(
         absl::StrCat("no buffer named ", Quoted(params.name)));
   }
-  RETURN_IF_ERROR(MayOpenLocked(caller, buffer->info, params));
+  MEMD_RETURN_IF_ERROR(MayOpenLocked(caller, buffer->info, params));
   if (params.access == Access::kRead && buffer->info.state != BufferState::kSealed) {
     if (may_wait) return wait();
     return absl::FailedPreconditionError(absl::StrCat(
@@ -430,14 +430,14 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
         "buffer ", Quoted(params.name),
         " is sealed; sealed buffers open read-only"));
   }
-  ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, *buffer, params.access));
+  MEMD_ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, *buffer, params.access));
   return std::optional<Grant>(std::move(grant));
 }
 
 absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     SessionId session, const CreateParams& params, WatchId watch,
     std::function<void()> wake) {
-  ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
+  MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
   const OpenParams open{params.name, Access::kRead, params.expected_owner};
   // Open what exists; the lock is dropped only to allocate for a new one.
@@ -446,7 +446,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
       -> absl::StatusOr<std::optional<Grant>> {
     // Permission first: a caller that may not read the buffer learns
     // nothing of it, not even whether it guessed its size.
-    RETURN_IF_ERROR(MayOpenLocked(caller, existing.info, open));
+    MEMD_RETURN_IF_ERROR(MayOpenLocked(caller, existing.info, open));
     if (existing.info.size != params.size ||
         !(existing.info.location == params.location)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -459,14 +459,14 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   pool::Domain domain;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     if (Buffer* existing = FindNamedLocked(params.name)) {
       return open_existing(*caller, *existing);
     }
-    RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
+    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
     domain = DomainOf(caller->peer, params);
   }
-  ASSIGN_OR_RETURN(pool::Allocation allocation,
+  MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
                    pool->Allocate(params.size, domain));
   Deferred deferred;
   auto created = CreateWithAllocation(session, params, pool,
@@ -477,7 +477,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   }
   // Another session created the name while this one allocated.
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
   Buffer* existing = FindNamedLocked(params.name);
   if (existing == nullptr) {
     return absl::UnavailableError(absl::StrCat(
@@ -519,7 +519,7 @@ void Broker::WakeWatchersLocked(const std::string& name, Deferred& deferred) {
 absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
+  MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
   Buffer& buffer = *buffers_.at(lease->buffer);
   if (lease->access != Access::kReadWrite) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -544,7 +544,7 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
 absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(FindLeaseLocked(session, lease_id).status());
+  MEMD_RETURN_IF_ERROR(FindLeaseLocked(session, lease_id).status());
   ReleaseLocked(lease_id, deferred);
   return absl::OkStatus();
 }
@@ -589,10 +589,10 @@ void Broker::FreeIfUnusedLocked(BufferId id, Deferred& deferred) {
 }
 
 absl::Status Broker::Unlink(SessionId session, const std::string& name) {
-  RETURN_IF_ERROR(ValidateBufferName(name));
+  MEMD_RETURN_IF_ERROR(ValidateBufferName(name));
   Deferred deferred;
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
   Buffer* buffer = FindNamedLocked(name);
   if (buffer == nullptr) {
     return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
@@ -607,11 +607,11 @@ absl::Status Broker::Unlink(SessionId session, const std::string& name) {
 
 absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
                                                      const std::string& prefix) {
-  RETURN_IF_ERROR(ValidatePrefix(prefix));
+  MEMD_RETURN_IF_ERROR(ValidatePrefix(prefix));
   std::vector<BufferInfo> listed;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     for (const auto& [name, id] : names_) {
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
       const BufferInfo& info = buffers_.at(id)->info;
@@ -625,9 +625,9 @@ absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
 
 absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
                                         const std::string& name) {
-  RETURN_IF_ERROR(ValidateBufferName(name));
+  MEMD_RETURN_IF_ERROR(ValidateBufferName(name));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
   Buffer* buffer = FindNamedLocked(name);
   if (buffer == nullptr) {
     return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
@@ -642,7 +642,7 @@ absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
   std::vector<SessionInfo> listed;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     for (const auto& [id, other] : sessions_) {
       if (caller->peer.uid != 0 && other.peer.uid != caller->peer.uid) continue;
       listed.push_back(SessionInfo{id, other.peer.pid, other.peer.uid,

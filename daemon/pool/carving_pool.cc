@@ -263,7 +263,7 @@ absl::StatusOr<Allocation> CarvingPool::AllocateSmall(Arena& arena,
     if (round > 64) {
       return absl::InternalError("could not place a small block in new segments");
     }
-    ASSIGN_OR_RETURN(bool reserved, Grow(arena, /*small=*/true, bytes));
+    MEMD_ASSIGN_OR_RETURN(bool reserved, Grow(arena, /*small=*/true, bytes));
     missed = missed || reserved;
   }
 }
@@ -284,7 +284,7 @@ absl::StatusOr<Allocation> CarvingPool::AllocateLarge(Arena& arena,
     if (round > 64) {
       return absl::InternalError("could not place a large block in new segments");
     }
-    ASSIGN_OR_RETURN(bool reserved, Grow(arena, /*small=*/false, bytes));
+    MEMD_ASSIGN_OR_RETURN(bool reserved, Grow(arena, /*small=*/false, bytes));
     missed = missed || reserved;
   }
 }
@@ -336,7 +336,7 @@ absl::StatusOr<bool> CarvingPool::Grow(Arena& arena, bool small,
   }
   if (segment == nullptr) {
     KeepIdleWithinBudget(size);
-    ASSIGN_OR_RETURN(std::shared_ptr<backend::Segment> backing, Reserve(size));
+    MEMD_ASSIGN_OR_RETURN(std::shared_ptr<backend::Segment> backing, Reserve(size));
     segment = std::make_unique<PoolSegment>(
         std::move(backing), size, small, next_segment_seq.fetch_add(1));
     segments_.fetch_add(1, std::memory_order_relaxed);

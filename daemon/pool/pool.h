@@ -17,7 +17,7 @@ namespace memd::pool {
 // Who may see memory. A client that receives a handle to one piece of a
 // segment can map the whole segment, so a segment's pieces only ever serve
 // one domain: buffers with the same owner, group and mode, which the same
-// clients may open anyway (DESIGN.md section 4).
+// clients may open anyway (docs/design.md, "Pools: the engine": Domains).
 struct Domain {
   uid_t uid = 0;
   gid_t gid = 0;

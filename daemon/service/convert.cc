@@ -98,7 +98,7 @@ absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request)
   broker::CreateParams params;
   params.name = request.name();
   params.size = request.size_bytes();
-  ASSIGN_OR_RETURN(params.location, Location::Parse(request.location()));
+  MEMD_ASSIGN_OR_RETURN(params.location, Location::Parse(request.location()));
   params.mode = request.has_mode() ? request.mode() : broker::kDefaultMode;
   switch (request.persistence()) {
     case v1::PERSISTENCE_UNSPECIFIED:
@@ -130,13 +130,13 @@ absl::StatusOr<broker::Access> FromProto(v1::Access access) {
 absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request) {
   broker::OpenParams params;
   params.name = request.name();
-  ASSIGN_OR_RETURN(params.access, FromProto(request.access()));
+  MEMD_ASSIGN_OR_RETURN(params.access, FromProto(request.access()));
   if (request.has_owner_uid()) params.expected_owner = request.owner_uid();
   return params;
 }
 
 absl::StatusOr<broker::CreateParams> FromProto(const v1::OpenOrCreateRequest& request) {
-  ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(request.create()));
+  MEMD_ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(request.create()));
   if (request.has_owner_uid()) params.expected_owner = request.owner_uid();
   return params;
 }

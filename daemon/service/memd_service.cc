@@ -148,9 +148,9 @@ grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* conte
                                               const v1::CreateRequest* request,
                                               v1::Lease* reply) {
   return Respond(context, "Create", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
-    ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
+    MEMD_ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
     return Deliver(*session, std::move(grant), 0, reply);
   });
 }
@@ -182,8 +182,8 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
   absl::Status valid = session.ok() ? ValidateWait(wait_ms) : session.status();
   if (!valid.ok() || wait_ms == 0) {
     return Respond(context, method, [&]() -> absl::Status {
-      RETURN_IF_ERROR(valid);
-      ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
+      MEMD_RETURN_IF_ERROR(valid);
+      MEMD_ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
                        attempt((*session)->id(), 0, nullptr));
       // Without a wake the broker answers at once.
       return Deliver(**session, std::move(*grant), mapped_buffer_id, reply);
@@ -242,8 +242,8 @@ grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context
                                             const v1::SealRequest* request,
                                             v1::SealReply* reply) {
   return Respond(context, "Seal", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    ASSIGN_OR_RETURN(broker::BufferInfo info,
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(broker::BufferInfo info,
                      broker_.Seal(session->id(), request->lease_id()));
     ToProto(info, reply->mutable_buffer());
     return absl::OkStatus();
@@ -254,7 +254,7 @@ grpc::ServerUnaryReactor* MemdService::Release(grpc::CallbackServerContext* cont
                                                const v1::ReleaseRequest* request,
                                                v1::ReleaseReply* reply) {
   return Respond(context, "Release", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
     return broker_.Release(session->id(), request->lease_id());
   });
 }
@@ -263,7 +263,7 @@ grpc::ServerUnaryReactor* MemdService::Unlink(grpc::CallbackServerContext* conte
                                               const v1::UnlinkRequest* request,
                                               v1::UnlinkReply* reply) {
   return Respond(context, "Unlink", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
     return broker_.Unlink(session->id(), request->name());
   });
 }
@@ -272,8 +272,8 @@ grpc::ServerUnaryReactor* MemdService::List(grpc::CallbackServerContext* context
                                             const v1::ListRequest* request,
                                             v1::ListReply* reply) {
   return Respond(context, "List", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    ASSIGN_OR_RETURN(auto buffers, broker_.List(session->id(), request->prefix()));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(auto buffers, broker_.List(session->id(), request->prefix()));
     for (const auto& info : buffers) ToProto(info, reply->add_buffers());
     return absl::OkStatus();
   });
@@ -283,8 +283,8 @@ grpc::ServerUnaryReactor* MemdService::Stat(grpc::CallbackServerContext* context
                                             const v1::StatRequest* request,
                                             v1::BufferInfo* reply) {
   return Respond(context, "Stat", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    ASSIGN_OR_RETURN(auto info, broker_.Stat(session->id(), request->name()));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(auto info, broker_.Stat(session->id(), request->name()));
     ToProto(info, reply);
     return absl::OkStatus();
   });
@@ -294,7 +294,7 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
                                              const v1::StatsRequest* request,
                                              v1::StatsReply* reply) {
   return Respond(context, "Stats", [&]() -> absl::Status {
-    RETURN_IF_ERROR(Authenticate(context).status());
+    MEMD_RETURN_IF_ERROR(Authenticate(context).status());
     reply->set_version(info_.version);
     reply->set_backend(info_.backend);
     reply->set_metrics_address(info_.metrics_address);
@@ -315,8 +315,8 @@ grpc::ServerUnaryReactor* MemdService::ListSessions(
     grpc::CallbackServerContext* context, const v1::ListSessionsRequest* request,
     v1::ListSessionsReply* reply) {
   return Respond(context, "ListSessions", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    ASSIGN_OR_RETURN(auto sessions, broker_.Sessions(session->id()));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(auto sessions, broker_.Sessions(session->id()));
     for (const auto& info : sessions) ToProto(info, reply->add_sessions());
     return absl::OkStatus();
   });
@@ -326,8 +326,8 @@ grpc::ServerUnaryReactor* MemdService::Usage(grpc::CallbackServerContext* contex
                                              const v1::UsageRequest* request,
                                              v1::UsageReply* reply) {
   return Respond(context, "Usage", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    ASSIGN_OR_RETURN(auto usage, broker_.Usage(session->id()));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(auto usage, broker_.Usage(session->id()));
     for (const auto& entry : usage) ToProto(entry, reply->add_usage());
     return absl::OkStatus();
   });
@@ -337,7 +337,7 @@ grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context
                                             const v1::TrimRequest* request,
                                             v1::TrimReply* reply) {
   return Respond(context, "Trim", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
     const uid_t uid = session->peer().uid;
     if (uid != 0 && uid != ::geteuid()) {
       return absl::PermissionDeniedError(absl::StrCat(
@@ -348,7 +348,7 @@ grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context
     if (request->location().empty()) {
       chosen = pools_.All();
     } else {
-      ASSIGN_OR_RETURN(Location location, Location::Parse(request->location()));
+      MEMD_ASSIGN_OR_RETURN(Location location, Location::Parse(request->location()));
       pool::Pool* pool = pools_.Find(location);
       if (pool == nullptr) {
         return absl::NotFoundError(absl::StrCat(

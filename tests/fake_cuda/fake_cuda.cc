@@ -1,8 +1,8 @@
 // memd FAKE CUDA driver: libmemd_fake_cuda.so.
 //
 // A test double for NVIDIA's libcuda.so.1, built by the project so that memd's
-// CUDA backend runs its real code paths on machines without a GPU (DESIGN.md
-// section 3). It is not a CUDA driver and runs no kernels. It exports exactly
+// CUDA backend runs its real code paths on machines without a GPU
+// (docs/design.md, "CUDA"). It is not a CUDA driver and runs no kernels. It exports exactly
 // the driver entry points memd resolves (by the versioned symbol names cuda.h
 // maps them to), with CUDA's documented semantics and error codes, and keeps
 // its "device memory" in host memory backed by memfds:

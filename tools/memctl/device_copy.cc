@@ -14,12 +14,12 @@ absl::StatusOr<std::shared_ptr<const cuda::Driver>> UseDevice(int ordinal) {
   std::shared_ptr<const cuda::Driver> driver = *std::move(loaded);
   const cuda::DriverApi& api = driver->api();
   CUdevice device = 0;
-  RETURN_IF_ERROR(driver->Check(api.DeviceGet(&device, ordinal), "cuDeviceGet", ordinal));
+  MEMD_RETURN_IF_ERROR(driver->Check(api.DeviceGet(&device, ordinal), "cuDeviceGet", ordinal));
   // Retained for the life of the process: released when it exits.
   CUcontext context = nullptr;
-  RETURN_IF_ERROR(driver->Check(api.DevicePrimaryCtxRetain(&context, device),
+  MEMD_RETURN_IF_ERROR(driver->Check(api.DevicePrimaryCtxRetain(&context, device),
                                 "cuDevicePrimaryCtxRetain", ordinal));
-  RETURN_IF_ERROR(driver->Check(api.CtxSetCurrent(context), "cuCtxSetCurrent", ordinal));
+  MEMD_RETURN_IF_ERROR(driver->Check(api.CtxSetCurrent(context), "cuCtxSetCurrent", ordinal));
   return driver;
 }
 

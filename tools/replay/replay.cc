@@ -34,7 +34,7 @@ absl::StatusOr<TraceSummary> SummarizeTrace(std::istream& trace) {
   absl::flat_hash_map<std::uint64_t, std::uint64_t> sizes;
   std::uint64_t live_bytes = 0;
   for (;;) {
-    ASSIGN_OR_RETURN(std::optional<pool::TraceEvent> event, reader.Next());
+    MEMD_ASSIGN_OR_RETURN(std::optional<pool::TraceEvent> event, reader.Next());
     if (!event.has_value()) break;
     ++summary.events;
     if (event->op == pool::TraceEvent::Op::kAllocate) {

@@ -11,7 +11,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     std::shared_ptr<const cuda::Driver> driver, CudaHandles handles) {
   const cuda::DriverApi& api = driver->api();
   int count = 0;
-  RETURN_IF_ERROR(driver->Check(api.DeviceGetCount(&count), "cuDeviceGetCount"));
+  MEMD_RETURN_IF_ERROR(driver->Check(api.DeviceGetCount(&count), "cuDeviceGetCount"));
   if (count == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("the CUDA driver ", driver->path(), " sees no device"));
@@ -21,23 +21,23 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     Device device;
     device.cuda.ordinal = ordinal;
     device.info.ordinal = ordinal;
-    RETURN_IF_ERROR(driver->Check(api.DeviceGet(&device.handle, ordinal), "cuDeviceGet",
+    MEMD_RETURN_IF_ERROR(driver->Check(api.DeviceGet(&device.handle, ordinal), "cuDeviceGet",
                                   ordinal));
     char name[256] = {};
-    RETURN_IF_ERROR(driver->Check(api.DeviceGetName(name, sizeof(name) - 1, device.handle),
+    MEMD_RETURN_IF_ERROR(driver->Check(api.DeviceGetName(name, sizeof(name) - 1, device.handle),
                                   "cuDeviceGetName", ordinal));
     device.info.name = name;
-    ASSIGN_OR_RETURN(device.info.uuid, driver->DeviceUuid(ordinal));
+    MEMD_ASSIGN_OR_RETURN(device.info.uuid, driver->DeviceUuid(ordinal));
     size_t total = 0;
-    RETURN_IF_ERROR(driver->Check(api.DeviceTotalMem(&total, device.handle),
+    MEMD_RETURN_IF_ERROR(driver->Check(api.DeviceTotalMem(&total, device.handle),
                                   "cuDeviceTotalMem", ordinal));
     device.info.total_bytes = total;
     int vmm = 0, posix_fd = 0;
-    RETURN_IF_ERROR(driver->Check(
+    MEMD_RETURN_IF_ERROR(driver->Check(
         api.DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                                device.handle),
         "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)", ordinal));
-    RETURN_IF_ERROR(driver->Check(
+    MEMD_RETURN_IF_ERROR(driver->Check(
         api.DeviceGetAttribute(
             &posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
             device.handle),
@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     device.info.handle_type = (handles == CudaHandles::kIpc || !fds)
                                   ? HandleType::kCudaIpc
                                   : HandleType::kCudaVmmFd;
-    RETURN_IF_ERROR(driver->Check(
+    MEMD_RETURN_IF_ERROR(driver->Check(
         api.DevicePrimaryCtxRetain(&device.cuda.context, device.handle),
         "cuDevicePrimaryCtxRetain", ordinal));
     backend->devices_.push_back(device);  // Released in the destructor from here on.
@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
       prop.location.id = ordinal;
       prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
       size_t recommended = 0;
-      RETURN_IF_ERROR(driver->Check(
+      MEMD_RETURN_IF_ERROR(driver->Check(
           api.MemGetAllocationGranularity(&recommended, &prop,
                                           CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
           "cuMemGetAllocationGranularity", ordinal));
@@ -104,11 +104,11 @@ absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::Reserve(const Location& lo
                                                              std::uint64_t bytes) {
   if (location.kind == Location::Kind::kHost) return host_.Reserve(location, bytes);
   if (location.kind == Location::Kind::kPinned) {
-    ASSIGN_OR_RETURN(std::unique_ptr<MemfdSegment> memory,
+    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<MemfdSegment> memory,
                      MemfdSegment::Create(bytes, /*pin=*/false));
     // Registered with the first device's context; PORTABLE makes the
     // registration good for every context.
-    ASSIGN_OR_RETURN(std::unique_ptr<PinnedSegment> pinned,
+    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<PinnedSegment> pinned,
                      PinnedSegment::Create(driver_, devices_.front().cuda, std::move(memory)));
     return std::unique_ptr<Segment>(std::move(pinned));
   }
@@ -123,11 +123,11 @@ absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::Reserve(const Location& lo
         location.device, "'s granularity ", device.cuda.granularity));
   }
   if (device.info.handle_type == HandleType::kCudaVmmFd) {
-    ASSIGN_OR_RETURN(std::unique_ptr<VmmSegment> segment,
+    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<VmmSegment> segment,
                      VmmSegment::Create(driver_, device.cuda, bytes));
     return std::unique_ptr<Segment>(std::move(segment));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<IpcSegment> segment,
+  MEMD_ASSIGN_OR_RETURN(std::unique_ptr<IpcSegment> segment,
                    IpcSegment::Create(driver_, device.cuda, bytes));
   return std::unique_ptr<Segment>(std::move(segment));
 }

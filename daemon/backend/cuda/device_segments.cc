@@ -24,19 +24,19 @@ absl::StatusOr<std::unique_ptr<VmmSegment>> VmmSegment::Create(
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device.ordinal;
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  RETURN_IF_ERROR(driver->Check(api.MemCreate(&segment->handle_, bytes, &prop, 0),
+  MEMD_RETURN_IF_ERROR(driver->Check(api.MemCreate(&segment->handle_, bytes, &prop, 0),
                                "cuMemCreate", device.ordinal));
   segment->created_ = true;
   int fd = -1;
-  RETURN_IF_ERROR(driver->Check(
+  MEMD_RETURN_IF_ERROR(driver->Check(
       api.MemExportToShareableHandle(&fd, segment->handle_,
                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
       "cuMemExportToShareableHandle", device.ordinal));
   segment->fd_.reset(fd);
-  RETURN_IF_ERROR(driver->Check(
+  MEMD_RETURN_IF_ERROR(driver->Check(
       api.MemAddressReserve(&segment->address_, bytes, device.granularity, 0, 0),
       "cuMemAddressReserve", device.ordinal));
-  RETURN_IF_ERROR(driver->Check(
+  MEMD_RETURN_IF_ERROR(driver->Check(
       api.MemMap(segment->address_, bytes, 0, segment->handle_, 0), "cuMemMap",
       device.ordinal));
   segment->mapped_ = true;
@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<VmmSegment>> VmmSegment::Create(
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device.ordinal;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  RETURN_IF_ERROR(driver->Check(api.MemSetAccess(segment->address_, bytes, &access, 1),
+  MEMD_RETURN_IF_ERROR(driver->Check(api.MemSetAccess(segment->address_, bytes, &access, 1),
                                "cuMemSetAccess", device.ordinal));
   return segment;
 }
@@ -59,7 +59,7 @@ VmmSegment::~VmmSegment() {
 
 absl::Status VmmSegment::Scrub() {
   cuda::ScopedContext context(*driver_, device_.context);
-  RETURN_IF_ERROR(context.status());
+  MEMD_RETURN_IF_ERROR(context.status());
   return driver_->Check(driver_->api().MemsetD8(address_, 0, size_),
                       "cuMemsetD8", device_.ordinal);
 }
@@ -71,12 +71,12 @@ absl::StatusOr<std::unique_ptr<IpcSegment>> IpcSegment::Create(
     std::uint64_t bytes) {
   const cuda::DriverApi& api = driver->api();
   cuda::ScopedContext context(*driver, device.context);
-  RETURN_IF_ERROR(context.status());
+  MEMD_RETURN_IF_ERROR(context.status());
   std::unique_ptr<IpcSegment> segment(new IpcSegment(driver, device, bytes));
-  RETURN_IF_ERROR(driver->Check(api.MemAlloc(&segment->address_, bytes),
+  MEMD_RETURN_IF_ERROR(driver->Check(api.MemAlloc(&segment->address_, bytes),
                                "cuMemAlloc", device.ordinal));
   CUipcMemHandle handle{};
-  RETURN_IF_ERROR(driver->Check(api.IpcGetMemHandle(&handle, segment->address_),
+  MEMD_RETURN_IF_ERROR(driver->Check(api.IpcGetMemHandle(&handle, segment->address_),
                                "cuIpcGetMemHandle", device.ordinal));
   segment->handle_.assign(handle.reserved, sizeof(handle.reserved));
   return segment;
@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<PinnedSegment>> PinnedSegment::Create(
   if (address == MAP_FAILED) return ErrnoStatus("mmap", errno);
   segment->address_ = address;
   cuda::ScopedContext context(*driver, device.context);
-  RETURN_IF_ERROR(context.status());
+  MEMD_RETURN_IF_ERROR(context.status());
   absl::Status registered = driver->Check(
       driver->api().MemHostRegister(
           address, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
