@@ -307,8 +307,9 @@ absl::Status Validate(const Config& config) {
 
 }  // namespace
 
-absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
-  Config config;
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
+  CommandLine line;
+  Config& config = line.config;
   CLI::App app("memd: per-node GPU and shared-memory broker", "memd");
   app.set_version_flag("--version", std::string(kVersion));
   app.add_option("--config", config.config_file,
@@ -322,9 +323,11 @@ absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {  // Before Success: derived from it.
-    return absl::CancelledError(absl::StrCat("memd ", kVersion, "\n"));
+    line.text = absl::StrCat("memd ", kVersion, "\n");
+    return line;
   } catch (const CLI::Success&) {  // --help
-    return absl::CancelledError(app.help());
+    line.text = app.help();
+    return line;
   } catch (const CLI::ParseError& error) {
     return absl::InvalidArgumentError(error.what());
   }
@@ -341,7 +344,16 @@ absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
                           FlagName(option.key), config));
   }
   MEMD_RETURN_IF_ERROR(Validate(config));
-  return config;
+  return line;
+}
+
+absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv) {
+  MEMD_ASSIGN_OR_RETURN(CommandLine line, ParseCommandLine(argc, argv));
+  if (!line.text.empty()) {
+    return absl::InvalidArgumentError(
+        "--help and --version print text; they configure nothing");
+  }
+  return std::move(line.config);
 }
 
 std::vector<std::string> SettingsNeedingRestart(const Config& running,

@@ -79,10 +79,21 @@ struct Config {
   std::string max_session_bytes;
 };
 
+// What memd's command line asks for: to run with `config`, or (--help,
+// --version) to print `text` and exit 0.
+struct CommandLine {
+  Config config;
+  std::string text;  // Non-empty: print it instead of running.
+};
+
 // Parses the command line (argv[0] first) and the config file it names.
-// Returns the config, or a status: INVALID_ARGUMENT with the message to print
-// (unknown flag, bad value, unreadable or malformed file, unknown key).
-// `--help` and `--version` yield CANCELLED with the text to print (exit 0).
+// Errors: INVALID_ARGUMENT with the message to print (unknown flag, bad
+// value, unreadable or malformed file, unknown key).
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv);
+
+// The config of a command line that runs memd (a reload reads the one memd
+// started with). Errors: as ParseCommandLine; --help and --version are
+// INVALID_ARGUMENT here, since they ask for no config.
 absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv);
 
 // The settings (by their config-file keys) that differ between `running` and

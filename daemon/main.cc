@@ -74,15 +74,16 @@ int main(int argc, char** argv) {
   // in every absl::Mutex (gRPC's too): a graph update per lock on the hot
   // path. The tests run the same code with it on.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  auto config = memd::ParseConfig(argc, argv);
-  if (!config.ok()) {
-    if (absl::IsCancelled(config.status())) {  // --help, --version
-      std::fputs(std::string(config.status().message()).c_str(), stdout);
-      return 0;
-    }
-    std::fprintf(stderr, "memd: %s\n", std::string(config.status().message()).c_str());
+  auto line = memd::ParseCommandLine(argc, argv);
+  if (!line.ok()) {
+    std::fprintf(stderr, "memd: %s\n", std::string(line.status().message()).c_str());
     return 2;
   }
+  if (!line->text.empty()) {  // --help, --version
+    std::fputs(line->text.c_str(), stdout);
+    return 0;
+  }
+  const memd::Config* config = &line->config;
   SetUpLogging(config->log_level);
 
   // Signals are taken synchronously by the main thread; block them before

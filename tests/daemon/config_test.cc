@@ -19,6 +19,21 @@ absl::StatusOr<Config> Parse(std::vector<std::string> args) {
   return ParseConfig(static_cast<int>(argv.size()), argv.data());
 }
 
+TEST(ConfigTest, HelpAndVersionAreTextToPrintNotAnError) {
+  for (const char* flag : {"--help", "--version"}) {
+    const char* argv[] = {"memd", flag};
+    absl::StatusOr<CommandLine> line = ParseCommandLine(2, argv);
+    ASSERT_TRUE(line.ok()) << flag << ": " << line.status();
+    EXPECT_THAT(line->text, HasSubstr("memd")) << flag;
+    // Asked for a config (as a reload does), they configure nothing.
+    EXPECT_TRUE(absl::IsInvalidArgument(ParseConfig(2, argv).status())) << flag;
+  }
+  const char* run[] = {"memd"};
+  absl::StatusOr<CommandLine> line = ParseCommandLine(1, run);
+  ASSERT_TRUE(line.ok());
+  EXPECT_TRUE(line->text.empty());
+}
+
 TEST(ConfigTest, DefaultsAreSensible) {
   auto config = Parse({});
   ASSERT_TRUE(config.ok()) << config.status();
