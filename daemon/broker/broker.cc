@@ -480,7 +480,8 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
   Buffer* existing = FindNamedLocked(params.name);
   if (existing == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
+    // A lost race, not an unreachable daemon: ABORTED says "retry the call".
+    return absl::AbortedError(absl::StrCat(
         "buffer ", Quoted(params.name),
         " was created and removed concurrently; try again"));
   }

@@ -45,7 +45,8 @@ namespace memd::broker {
 /// caller), FAILED_PRECONDITION (wrong state: not sealed yet, sealed already,
 /// unlinked, read-only lease), RESOURCE_EXHAUSTED (limits, byte quotas,
 /// pool),
-/// UNAUTHENTICATED (the session is unknown or has ended).
+/// UNAUTHENTICATED (the session is unknown or has ended), ABORTED
+/// (OpenOrCreate lost a race with a create and unlink of the name: retry).
 class Broker {
  public:
   Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock);

@@ -148,6 +148,7 @@ bool Documented(grpc::StatusCode code) {
     case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::ABORTED:  // A lost race: retry.
       return true;
     default:
       return false;

@@ -15,7 +15,8 @@
 // ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION (wrong state, e.g.
 // not sealed yet), RESOURCE_EXHAUSTED (limits, memory), UNAVAILABLE (no
 // daemon), DEADLINE_EXCEEDED (a wait ran out), UNAUTHENTICATED (the session
-// ended, e.g. the daemon restarted; the next call reconnects).
+// ended, e.g. the daemon restarted; the next call reconnects), ABORTED (a
+// race with another client lost: call again).
 
 #include <sys/types.h>
 
