@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -35,13 +36,24 @@ void SetUpLogging(const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
+// The memctl installed beside this memd (build/bin/, /usr/bin/...), or the
+// one on PATH.
+std::string MemctlPath() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "memctl";
+  const std::filesystem::path beside = self.parent_path() / "memctl";
+  return std::filesystem::exists(beside, error) ? beside.string() : "memctl";
+}
+
 void PrintWelcome(const memd::Daemon& daemon) {
   const std::string dir = daemon.socket_dir();
+  const std::string memctl = MemctlPath();
   std::printf(
       "\nmemd is ready. Try it from another terminal:\n"
-      "  echo hello | MEMD_SOCKET_DIR=%s build/bin/memctl put greeting /dev/stdin\n"
-      "  MEMD_SOCKET_DIR=%s build/bin/memctl get greeting\n\n",
-      dir.c_str(), dir.c_str());
+      "  echo hello | MEMD_SOCKET_DIR=%s %s put greeting /dev/stdin\n"
+      "  MEMD_SOCKET_DIR=%s %s get greeting\n\n",
+      dir.c_str(), memctl.c_str(), dir.c_str(), memctl.c_str());
   std::fflush(stdout);
 }
 
