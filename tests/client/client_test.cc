@@ -558,7 +558,6 @@ TEST_F(ClientTest, ClientSurvivesADaemonRestart) {
   Publish("a", 4096, 1);
   auto held = client_->Open("a");
   ASSERT_TRUE(held.ok());
-  std::uint64_t old_session = client_->session_id();
   daemon_->Shutdown();
   daemon_.reset();
   EXPECT_EQ(client_->Stats().status().code(), absl::StatusCode::kUnavailable);
@@ -568,7 +567,6 @@ TEST_F(ClientTest, ClientSurvivesADaemonRestart) {
   auto stats = client_->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_NE(client_->session_id(), 0u);
-  (void)old_session;
   EXPECT_EQ(stats->buffers, 0u);
   EXPECT_TRUE(testing::MatchesPattern(held->data(), 1));
   EXPECT_TRUE(held->Release().ok());

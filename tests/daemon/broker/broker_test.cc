@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "daemon/pool/carving_pool.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/support/fake_clock.h"
 
 namespace memd::broker {
 namespace {
@@ -25,12 +26,6 @@ constexpr uid_t kAlice = 1000;
 constexpr uid_t kBob = 1001;
 constexpr gid_t kStaff = 50;
 constexpr gid_t kOther = 60;
-
-class FakeClock : public Clock {
- public:
-  absl::Time Now() const override { return now; }
-  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
-};
 
 PeerCredentials Peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
   return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, gid, std::move(groups)};
@@ -95,7 +90,7 @@ class BrokerTest : public ::testing::Test {
     return text;
   }
 
-  FakeClock clock_;
+  testing::FakeClock clock_;
   testing::FakeBackend backend_;
   std::unique_ptr<pool::PoolSet> pools_;
   std::unique_ptr<Broker> broker_;
@@ -120,7 +115,7 @@ TEST_F(BrokerTest, CreateGrantsAWritableLeaseOnANewBuffer) {
   EXPECT_EQ(info.mode, 0640u);
   EXPECT_EQ(info.state, BufferState::kCreating);
   EXPECT_EQ(info.lease_count, 1u);
-  EXPECT_EQ(info.created, clock_.now);
+  EXPECT_EQ(info.created, clock_.Now());
   EXPECT_EQ(info.creator_pid, 4000 + static_cast<pid_t>(kAlice));
   EXPECT_EQ(broker_->Counts().buffers, 1u);
   EXPECT_EQ(broker_->Counts().leases, 1u);
@@ -575,12 +570,12 @@ TEST_F(BrokerTest, SealTwiceOrWithAReadLeaseIsFailedPrecondition) {
 TEST_F(BrokerTest, SealRecordsTheTime) {
   SessionId alice = Start(Peer(kAlice, kStaff));
   auto grant = broker_->Create(alice, Params("a"));
-  clock_.now += absl::Seconds(5);
+  clock_.Advance(absl::Seconds(5));
   auto sealed = broker_->Seal(alice, grant->lease);
   ASSERT_TRUE(sealed.ok());
   EXPECT_EQ(sealed->state, BufferState::kSealed);
   ASSERT_TRUE(sealed->sealed.has_value());
-  EXPECT_EQ(*sealed->sealed, clock_.now);
+  EXPECT_EQ(*sealed->sealed, clock_.Now());
 }
 
 // ---- Release, Unlink, lifetimes ----

@@ -9,18 +9,13 @@
 #include "daemon/pool/carving_pool.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/support/fake_clock.h"
 
 namespace memd::pool {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kMiB = 1 << 20;
-
-class FakeClock : public Clock {
- public:
-  absl::Time Now() const override { return now; }
-  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
-};
 
 struct Live {
   Allocation allocation;
@@ -66,7 +61,7 @@ class RandomOperationsTest : public ::testing::TestWithParam<bool> {
     ASSERT_GE(stats.peak_reserved_bytes, stats.reserved_bytes);
   }
 
-  FakeClock clock_;
+  testing::FakeClock clock_;
   testing::FakeBackend backend_{testing::FakeBackend::Memory::kHollow};
 };
 
@@ -104,7 +99,7 @@ TEST_P(RandomOperationsTest, InvariantsHoldAfterEveryOperation) {
       pool.Free(std::move(victim->second.allocation));
       live.erase(victim);
     } else {
-      clock_.now += absl::Seconds(random() % 20);
+      clock_.Advance(absl::Seconds(random() % 20));
       pool.Trim(random() % 2 ? absl::ZeroDuration() : absl::Seconds(10));
     }
     CheckInvariants(pool, live);

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/support/fake_clock.h"
 
 namespace memd::pool {
 namespace {
@@ -20,12 +21,6 @@ constexpr std::uint64_t kPage = 4096;
 constexpr std::uint64_t kMiB = 1 << 20;
 const Domain kAlice{1000, 100, 0600};
 const Domain kBob{1001, 100, 0600};
-
-class FakeClock : public Clock {
- public:
-  absl::Time Now() const override { return now; }
-  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
-};
 
 class CarvingPoolTest : public ::testing::Test {
  protected:
@@ -40,7 +35,7 @@ class CarvingPoolTest : public ::testing::Test {
     return allocation.ok() ? std::move(*allocation) : Allocation{};
   }
 
-  FakeClock clock_;
+  testing::FakeClock clock_;
   testing::FakeBackend backend_{testing::FakeBackend::Memory::kHollow};
 };
 
@@ -397,14 +392,14 @@ TEST_F(CarvingPoolTest, PeriodicTrimWaitsForTheIdleTime) {
   pool->Free(Allocate(*pool, 4 * kMiB));
   const absl::Duration idle = absl::Seconds(30);
   EXPECT_EQ(pool->Trim(idle), 0u);  // First seen idle now.
-  clock_.now += absl::Seconds(29);
+  clock_.Advance(absl::Seconds(29));
   EXPECT_EQ(pool->Trim(idle), 0u);
   // Used again meanwhile: the idle time starts over.
   pool->Free(Allocate(*pool, 4 * kMiB));
-  clock_.now += absl::Seconds(2);
+  clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(pool->Trim(idle), 0u);
   EXPECT_EQ(pool->Trim(idle), 0u);
-  clock_.now += absl::Seconds(30);
+  clock_.Advance(absl::Seconds(30));
   EXPECT_EQ(pool->Trim(idle), 4 * kMiB);
   EXPECT_EQ(pool->Stats().trimmed_bytes, 4 * kMiB);
   EXPECT_EQ(backend_.alive(), 0);
@@ -447,7 +442,7 @@ TEST_F(CarvingPoolTest, PeriodicTrimKeepsAHeldSegmentAndTakesItOnceLetGo) {
   const absl::Duration idle = absl::Seconds(30);
   for (int look = 0; look < 4; ++look) {
     EXPECT_EQ(pool->Trim(idle), 0u);
-    clock_.now += absl::Seconds(31);
+    clock_.Advance(absl::Seconds(31));
   }
   held.reset();
   // Idle all along: it goes at the next look.
