@@ -119,14 +119,14 @@ int Produce(const std::string& socket_dir) {
 // benchmarks of one pinning mode and torn down before the next mode.
 struct Setup {
   bool pinned = false;
-  std::unique_ptr<memd::testing::DaemonProcess> daemon;
+  std::unique_ptr<memd::test::DaemonProcess> daemon;
   // Default options: a reopened buffer reuses the mapping it still has.
   std::unique_ptr<memd::Client> client;
   // mapping_cache_bytes = 0: every open receives a descriptor and maps.
   std::unique_ptr<memd::Client> cold_client;
   // A second daemon, the same but with byte quotas (far above what the
   // bench uses, so every create is admitted), and a client of it.
-  std::unique_ptr<memd::testing::DaemonProcess> quota_daemon;
+  std::unique_ptr<memd::test::DaemonProcess> quota_daemon;
   std::unique_ptr<memd::Client> quota_client;
 };
 
@@ -159,7 +159,7 @@ Setup* Prepare(bool pinned, std::string* error) {
   }
   auto setup = std::make_unique<Setup>();
   setup->pinned = pinned;
-  auto daemon = memd::testing::DaemonProcess::Start({}, absl::Seconds(20),
+  auto daemon = memd::test::DaemonProcess::Start({}, absl::Seconds(20),
                                                     pinned ? 0 : -1);
   if (!daemon.ok()) {
     *error = daemon.status().ToString();
@@ -168,7 +168,7 @@ Setup* Prepare(bool pinned, std::string* error) {
   setup->daemon = std::move(*daemon);
   // A child process of its own (fork + exec of this program), so no gRPC
   // state of ours crosses a fork.
-  memd::testing::ProgramResult produced = memd::testing::RunProgram(
+  memd::test::ProgramResult produced = memd::test::RunProgram(
       g_self_path, {kProduceFlag, setup->daemon->socket_dir()});
   if (produced.exit_code != 0) {
     *error = absl::StrCat("producer failed (", produced.exit_code, "): ", produced.err);
@@ -187,7 +187,7 @@ Setup* Prepare(bool pinned, std::string* error) {
     return nullptr;
   }
   setup->cold_client = std::move(*cold_client);
-  auto quota_daemon = memd::testing::DaemonProcess::Start(
+  auto quota_daemon = memd::test::DaemonProcess::Start(
       {"--max-uid-bytes", "1TiB", "--max-session-bytes", "1TiB"}, absl::Seconds(20),
       pinned ? 0 : -1);
   if (!quota_daemon.ok()) {

@@ -165,7 +165,7 @@ void TouchPages(std::byte* bytes, std::uint64_t size) {
 
 void BM_Acquire64MiB(benchmark::State& state) {
   constexpr std::uint64_t kSize = 64 * kMiB;
-  auto daemon = memd::testing::DaemonProcess::Start({"--metrics-address", ""});
+  auto daemon = memd::test::DaemonProcess::Start({"--metrics-address", ""});
   if (!daemon.ok()) {
     state.SkipWithError(daemon.status().ToString().c_str());
     return;

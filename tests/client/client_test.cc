@@ -58,7 +58,7 @@ class ClientTest : public ::testing::Test {
   void Publish(const std::string& name, std::uint64_t size, std::uint32_t seed) {
     auto buffer = client_->Create(name, size);
     ASSERT_TRUE(buffer.ok()) << buffer.status();
-    testing::FillPattern(buffer->mutable_data(), seed);
+    test::FillPattern(buffer->mutable_data(), seed);
     ASSERT_TRUE(buffer->Seal().ok());
   }
 
@@ -69,11 +69,11 @@ class ClientTest : public ::testing::Test {
         grpc::InsecureChannelCredentials()));
   }
 
-  testing::RawSession OpenRawSession() {
-    return testing::RawSession::Open(config_.socket_dir);
+  test::RawSession OpenRawSession() {
+    return test::RawSession::Open(config_.socket_dir);
   }
 
-  testing::TempDir dir_;
+  test::TempDir dir_;
   Config config_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<Client> client_;
@@ -89,7 +89,7 @@ TEST_F(ClientTest, CreateWriteSealThenOpenReadsTheSameBytes) {
   EXPECT_FALSE(buffer->writable());
   EXPECT_TRUE(buffer->mutable_data().empty());
   EXPECT_EQ(buffer->info().state, BufferState::kSealed);
-  EXPECT_TRUE(testing::MatchesPattern(buffer->data(), 7));
+  EXPECT_TRUE(test::MatchesPattern(buffer->data(), 7));
 }
 
 TEST_F(ClientTest, OpeningTheSameBufferTwiceMapsItOnce) {
@@ -101,7 +101,7 @@ TEST_F(ClientTest, OpeningTheSameBufferTwiceMapsItOnce) {
   EXPECT_EQ(first->data().data(), second->data().data());
   ASSERT_TRUE(first->Release().ok());
   // The mapping lives on with the second lease.
-  EXPECT_TRUE(testing::MatchesPattern(second->data(), 1));
+  EXPECT_TRUE(test::MatchesPattern(second->data(), 1));
   EXPECT_EQ(client_->Stat("a")->lease_count, 1u);
 }
 
@@ -120,8 +120,8 @@ TEST_F(ClientTest, ReopeningAReleasedBufferReusesItsMapping) {
   auto again = client_->Open("a");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->data().data(), first);
-  EXPECT_TRUE(testing::MatchesPattern(again->data(), 1));
-  EXPECT_TRUE(testing::MatchesPattern(other->data(), 2));
+  EXPECT_TRUE(test::MatchesPattern(again->data(), 1));
+  EXPECT_TRUE(test::MatchesPattern(other->data(), 2));
 }
 
 // Resident bytes of this process's mapping that starts at `address`, from
@@ -159,13 +159,13 @@ TEST_F(ClientTest, ANameBoundToANewBufferIsMappedAfresh) {
   Publish("a", kMiB, 2);  // Same name, same size, new memory.
   auto buffer = client_->Open("a");
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_TRUE(testing::MatchesPattern(buffer->data(), 2));
+  EXPECT_TRUE(test::MatchesPattern(buffer->data(), 2));
 }
 
 TEST_F(ClientTest, DaemonSendsNoDescriptorForABufferTheClientMaps) {
   Publish("a", 4096, 1);
   Publish("b", 4096, 2);
-  testing::RawSession raw = OpenRawSession();
+  test::RawSession raw = OpenRawSession();
   v1::OpenRequest open;
   open.set_name("a");
   v1::Lease first;
@@ -215,7 +215,7 @@ TEST_F(ClientTest, ReleasingTwiceIsFailedPreconditionLocallyAndNotFoundRemotely)
   EXPECT_EQ(buffer->Release().code(), absl::StatusCode::kFailedPrecondition);
 
   // The daemon's answer to a lease released twice, asked directly.
-  testing::RawSession raw = OpenRawSession();
+  test::RawSession raw = OpenRawSession();
   v1::Lease lease;
   v1::OpenRequest open;
   open.set_name("a");
@@ -249,7 +249,7 @@ TEST_F(ClientTest, ForgedTokenIsUnauthenticated) {
 }
 
 TEST_F(ClientTest, TokenOfAnEndedSessionIsUnauthenticated) {
-  testing::RawSession raw = OpenRawSession();
+  test::RawSession raw = OpenRawSession();
   raw.socket.reset();  // Hang up: the daemon ends the session.
   absl::Time deadline = absl::Now() + absl::Seconds(5);
   grpc::Status status;
@@ -271,7 +271,7 @@ TEST_F(ClientTest, PingNeedsNoSession) {
 }
 
 TEST_F(ClientTest, ValuesOnlyAHandMadeRequestCanCarryAreInvalidArgument) {
-  testing::RawSession raw = OpenRawSession();
+  test::RawSession raw = OpenRawSession();
   v1::Lease lease;
 
   v1::OpenRequest too_long;
@@ -386,11 +386,11 @@ TEST_F(ClientTest, OpenWaitsForTheSeal) {
   });
   // The reader cannot finish before the seal, however long it runs.
   EXPECT_FALSE(opened.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
-  testing::FillPattern(writer->mutable_data(), 9);
+  test::FillPattern(writer->mutable_data(), 9);
   ASSERT_TRUE(writer->Seal().ok());
   reader.join();
   ASSERT_TRUE(waited.ok()) << waited.status();
-  EXPECT_TRUE(testing::MatchesPattern(waited->data(), 9));
+  EXPECT_TRUE(test::MatchesPattern(waited->data(), 9));
 }
 
 TEST_F(ClientTest, OpenWaitsForANameThatDoesNotExistYet) {
@@ -402,7 +402,7 @@ TEST_F(ClientTest, OpenWaitsForANameThatDoesNotExistYet) {
   Publish("future", 100, 3);
   reader.join();
   ASSERT_TRUE(waited.ok()) << waited.status();
-  EXPECT_TRUE(testing::MatchesPattern(waited->data(), 3));
+  EXPECT_TRUE(test::MatchesPattern(waited->data(), 3));
 }
 
 TEST_F(ClientTest, OpenWaitEndsWithDeadlineExceeded) {
@@ -424,12 +424,12 @@ TEST_F(ClientTest, OpenOrCreateCreatesForOneAndWaitsForTheOther) {
     auto client = Connect();
     second = client->OpenOrCreate("shared", 128, {}, absl::Seconds(30));
   });
-  testing::FillPattern(first->mutable_data(), 5);
+  test::FillPattern(first->mutable_data(), 5);
   ASSERT_TRUE(first->Seal().ok());
   other.join();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_FALSE(second->created());
-  EXPECT_TRUE(testing::MatchesPattern(second->data(), 5));
+  EXPECT_TRUE(test::MatchesPattern(second->data(), 5));
 }
 
 // The host pool of a Stats() answer.
@@ -568,7 +568,7 @@ TEST_F(ClientTest, ClientSurvivesADaemonRestart) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_NE(client_->session_id(), 0u);
   EXPECT_EQ(stats->buffers, 0u);
-  EXPECT_TRUE(testing::MatchesPattern(held->data(), 1));
+  EXPECT_TRUE(test::MatchesPattern(held->data(), 1));
   EXPECT_TRUE(held->Release().ok());
   EXPECT_TRUE(client_->Create("b", 10).ok());
 }

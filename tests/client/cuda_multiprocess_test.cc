@@ -23,10 +23,10 @@ namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::BinDir;
-using testing::DaemonProcess;
-using testing::ProgramResult;
-using testing::RunProgram;
+using test::BinDir;
+using test::DaemonProcess;
+using test::ProgramResult;
+using test::RunProgram;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 
@@ -335,7 +335,7 @@ TEST_F(CudaTest, AutoTakesCudaWhenADriverIsThereAndHostWhenNot) {
 }
 
 TEST_F(CudaTest, CudaWithoutDevicesRefusesToStartSayingWhy) {
-  testing::TempDir dir;
+  test::TempDir dir;
   ProgramResult result = RunProgram(
       BinDir() + "/memd",
       {"--socket-dir", dir.Join("run"), "--metrics-address", "", "--backend", "cuda",

@@ -22,10 +22,10 @@ namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::BinDir;
-using testing::DaemonProcess;
-using testing::ProgramResult;
-using testing::RunProgram;
+using test::BinDir;
+using test::DaemonProcess;
+using test::ProgramResult;
+using test::RunProgram;
 
 class MultiProcessTest : public ::testing::Test {
  protected:

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-namespace memd::testing {
+namespace memd::test {
 
 // Bytes that depend on their position and a seed, so that a reader can tell
 // the right buffer's bytes from any other's.
@@ -24,4 +24,4 @@ inline bool MatchesPattern(std::span<const std::byte> bytes, std::uint32_t seed)
   return true;
 }
 
-}  // namespace memd::testing
+}  // namespace memd::test

@@ -34,7 +34,7 @@ constexpr int kOperations = 4000;
 
 // A raw session and the leases it was granted and has not released.
 struct FuzzSession {
-  testing::RawSession raw;
+  test::RawSession raw;
   std::vector<std::uint64_t> leases;
 };
 
@@ -56,9 +56,9 @@ class RpcFuzzTest : public ::testing::Test {
     daemon_ = std::move(*daemon);
   }
 
-  FuzzSession Open() { return FuzzSession{testing::RawSession::Open(config_.socket_dir), {}}; }
+  FuzzSession Open() { return FuzzSession{test::RawSession::Open(config_.socket_dir), {}}; }
 
-  testing::TempDir dir_;
+  test::TempDir dir_;
   Config config_;
   std::unique_ptr<Daemon> daemon_;
 };

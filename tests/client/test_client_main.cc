@@ -131,7 +131,7 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
     auto buffer = client.Create(name, size, {.location = location});
     if (!buffer.ok()) return Fail(buffer.status());
     std::vector<std::byte> bytes(size);
-    memd::testing::FillPattern(bytes, std::stoul(args[3]));
+    memd::test::FillPattern(bytes, std::stoul(args[3]));
     if (auto copied = (*driver)->Check(
             api.MemcpyHtoD(buffer->device_pointer(), bytes.data(), size), "cuMemcpyHtoD");
         !copied.ok()) {
@@ -154,7 +154,7 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
       return Fail(copied);
     }
     if (buffer->size() != std::stoull(args[2]) || buffer->device() != *cuda_device ||
-        !memd::testing::MatchesPattern(bytes, std::stoul(args[3]))) {
+        !memd::test::MatchesPattern(bytes, std::stoul(args[3]))) {
       std::printf("MISMATCH\n");
       return 4;
     }
@@ -172,7 +172,7 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
     auto buffer = client.Open(name, {.access = memd::Access::kReadWrite});
     if (!buffer.ok()) return Fail(buffer.status());
     std::vector<std::byte> bytes(buffer->size());
-    memd::testing::FillPattern(bytes, std::stoul(args[2]));
+    memd::test::FillPattern(bytes, std::stoul(args[2]));
     if (auto copied = (*driver)->Check(
             api.MemcpyHtoD(buffer->device_pointer(), bytes.data(), bytes.size()),
             "cuMemcpyHtoD");
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
     if (args.size() >= 5) options.mode = std::stoul(args[4], nullptr, 8);
     auto buffer = (*client)->Create(name, std::stoull(args[2]), options);
     if (!buffer.ok()) return Fail(buffer.status());
-    memd::testing::FillPattern(buffer->mutable_data(), std::stoul(args[3]));
+    memd::test::FillPattern(buffer->mutable_data(), std::stoul(args[3]));
     if (auto sealed = buffer->Seal(); !sealed.ok()) return Fail(sealed);
     std::printf("OK\n");
     return 0;
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
     auto buffer = (*client)->Open(name, options);
     if (!buffer.ok()) return Fail(buffer.status());
     if (buffer->size() != std::stoull(args[2]) ||
-        !memd::testing::MatchesPattern(buffer->data(), std::stoul(args[3]))) {
+        !memd::test::MatchesPattern(buffer->data(), std::stoul(args[3]))) {
       std::printf("MISMATCH\n");
       return 4;
     }

@@ -101,14 +101,14 @@ TEST(UnixSocketTest, ReportsPeerCredentials) {
 }
 
 TEST(UnixSocketTest, ConnectToNothingIsUnavailableAndNamesThePath) {
-  testing::TempDir dir;
+  test::TempDir dir;
   auto socket = ConnectUnix(dir.Join("none.sock"), SOCK_STREAM);
   EXPECT_EQ(socket.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(socket.status().message().find("none.sock"), std::string::npos);
 }
 
 TEST(UnixSocketTest, ListenAppliesTheModeAndRejectsOverlongPaths) {
-  testing::TempDir dir;
+  test::TempDir dir;
   auto listener = ListenUnix(dir.Join("s.sock"), SOCK_SEQPACKET, 0600);
   ASSERT_TRUE(listener.ok()) << listener.status();
   struct stat info;

@@ -63,7 +63,7 @@ TEST(ConfigTest, PerUidDefaultsLeaveRoomForOtherUsers) {
 }
 
 TEST(ConfigTest, PerUidLimitsComeFromFlagsOrTheFile) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.Join("memd.toml");
   std::ofstream(path) << "max_sessions_per_uid = 5\n"
                          "max_buffers_per_uid = 6\n"
@@ -125,7 +125,7 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
 }
 
 TEST(ConfigTest, FileSetsEveryKindOfKeyAndFlagsWin) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::string path = dir.Join("memd.toml");
   std::ofstream(path) << "socket_dir = \"/srv/memd\"\n"
                          "socket_mode = 0o640\n"
@@ -155,7 +155,7 @@ TEST(ConfigTest, QuotasComeFromFlagsOrTheFile) {
   EXPECT_EQ(flags->max_session_bytes, "512MiB");
   EXPECT_EQ(Parse({})->max_uid_bytes, "") << "no quota by default";
 
-  testing::TempDir dir;
+  test::TempDir dir;
   std::string path = dir.Join("memd.toml");
   std::ofstream(path) << "max_uid_bytes = \"pinned=1GiB\"\nmax_session_bytes = 4096\n";
   auto file = Parse({"--config", path});
@@ -169,7 +169,7 @@ TEST(ConfigTest, QuotasComeFromFlagsOrTheFile) {
 }
 
 TEST(ConfigTest, FileErrorsSayWhereAndWhat) {
-  testing::TempDir dir;
+  test::TempDir dir;
   std::string path = dir.Join("memd.toml");
   std::ofstream(path) << "socket_mode = \"rw\"\n";
   auto bad_mode = Parse({"--config", path});

@@ -13,7 +13,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/backend/host/host_backend.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 /// A backend for tests, with what a test needs to see and steer: how many
 /// segments (and bytes) were reserved and are alive, how many scrubs and
@@ -152,4 +152,4 @@ class FakeBackend : public backend::Backend {
   absl::flat_hash_set<std::string> live_ipc_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test

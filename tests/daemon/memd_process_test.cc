@@ -34,11 +34,11 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::BinDir;
-using testing::DaemonProcess;
-using testing::PathExists;
-using testing::ProgramResult;
-using testing::RunProgram;
+using test::BinDir;
+using test::DaemonProcess;
+using test::PathExists;
+using test::ProgramResult;
+using test::RunProgram;
 
 std::unique_ptr<DaemonProcess> StartOrDie(std::vector<std::string> args = {}) {
   auto daemon = DaemonProcess::Start(std::move(args));
@@ -89,7 +89,7 @@ TEST(MemdProcessTest, SigintStopsToo) {
 }
 
 TEST(MemdProcessTest, ReadyNotificationSaysWhereItServes) {
-  testing::TempDir dir;
+  test::TempDir dir;
   auto daemon = StartOrDie();
   ASSERT_NE(daemon, nullptr);
   // Start() consumed READY=1; the log says the same in words.
@@ -128,7 +128,7 @@ TEST(MemdProcessTest, CleansUpStaleSocketsOfAKilledDaemon) {
 }
 
 TEST(MemdProcessTest, RefusesASocketSomeoneElseListensOn) {
-  testing::TempDir dir;
+  test::TempDir dir;
   auto squatter = ListenUnix(ControlSocketPath(dir.path()), SOCK_STREAM, 0600);
   ASSERT_TRUE(squatter.ok());
   ProgramResult result = RunProgram(
@@ -162,7 +162,7 @@ TEST(MemdProcessTest, HelpAndVersionExitZero) {
 }
 
 TEST(MemdProcessTest, UnavailableBackendRefusesToStartAndSaysWhy) {
-  testing::TempDir dir;
+  test::TempDir dir;
   ProgramResult result = RunProgram(
       BinDir() + "/memd", {"--socket-dir", dir.Join("run"), "--backend", "cuda",
                            "--cuda-driver", dir.Join("no-such-libcuda.so"),
@@ -179,7 +179,7 @@ TEST(MemdProcessTest, MetricsAddressInUseRefusesToStart) {
   ASSERT_TRUE(client.ok());
   std::string taken = (*client)->Stats()->metrics_address;
   ASSERT_FALSE(taken.empty());
-  testing::TempDir dir;
+  test::TempDir dir;
   ProgramResult result = RunProgram(
       BinDir() + "/memd",
       {"--socket-dir", dir.Join("run"), "--metrics-address", taken});
@@ -189,7 +189,7 @@ TEST(MemdProcessTest, MetricsAddressInUseRefusesToStart) {
 
 // GET /metrics: the body (a failed request fails the test).
 std::string Scrape(const std::string& address) {
-  auto response = testing::HttpGet(address, "/metrics");
+  auto response = test::HttpGet(address, "/metrics");
   EXPECT_TRUE(response.ok()) << response.status();
   if (!response.ok()) return "";
   EXPECT_EQ(response->status, 200);
@@ -234,7 +234,7 @@ TEST(MemdProcessTest, MetricsEndpointServesLiveState) {
 // Started by hand (no service manager), memd greets with two commands to
 // try; they must work as printed.
 TEST(MemdProcessTest, WelcomeShowsTwoCommandsThatWork) {
-  testing::TempDir dir;
+  test::TempDir dir;
   int out[2];
   ASSERT_EQ(::pipe(out), 0);
   pid_t pid = ::fork();
@@ -274,7 +274,7 @@ TEST(MemdProcessTest, WelcomeShowsTwoCommandsThatWork) {
   }
   ASSERT_EQ(commands.size(), 2u) << welcome;
   auto run = [&](const std::string& command) {
-    testing::TempDir cwd;
+    test::TempDir cwd;
     return RunProgram("/bin/sh", {"-c", "cd " + cwd.path() + " && " + command});
   };
   ProgramResult put = run(commands[0]);
@@ -289,7 +289,7 @@ TEST(MemdProcessTest, WelcomeShowsTwoCommandsThatWork) {
 }
 
 TEST(MemdProcessTest, TraceFileRecordsAllocationsThatReplay) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const std::string trace = dir.Join("pool.csv");
   auto daemon = StartOrDie({"--trace-file", trace});
   ASSERT_NE(daemon, nullptr);
@@ -343,7 +343,7 @@ TEST(MemdProcessTest, PingsTheSystemdWatchdog) {
 }
 
 TEST(MemdProcessTest, SighupReloadsLimitsAndLogLevel) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const std::string config = dir.Join("memd.toml");
   std::ofstream(config) << "max_buffers = 1\n";
   auto daemon = StartOrDie({"--config", config});
@@ -383,7 +383,7 @@ TEST(MemdProcessTest, SighupReloadsLimitsAndLogLevel) {
 // Byte quotas end to end: RESOURCE_EXHAUSTED through gRPC with the numbers,
 // counted in /metrics, and changed by a reload.
 TEST(MemdProcessTest, ByteQuotasRefuseCountAndReload) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const std::string config = dir.Join("memd.toml");
   std::ofstream(config) << "max_uid_bytes = \"host=1MiB\"\n";
   auto daemon = StartOrDie({"--config", config});
@@ -411,7 +411,7 @@ TEST(MemdProcessTest, ByteQuotasRefuseCountAndReload) {
 }
 
 TEST(MemdProcessTest, ConfigFileSetsKeysAndFlagsWin) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const std::string config = dir.Join("memd.toml");
   std::ofstream(config) << "max_buffer_bytes = \"1MiB\"\n"
                            "socket_mode = 0o600\n"
@@ -430,7 +430,7 @@ TEST(MemdProcessTest, ConfigFileSetsKeysAndFlagsWin) {
 }
 
 TEST(MemdProcessTest, BadConfigFileExitsWithTheReason) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const std::string config = dir.Join("memd.toml");
   std::ofstream(config) << "max_bufer_bytes = 10\n";
   ProgramResult typo = RunProgram(BinDir() + "/memd", {"--config", config});

@@ -28,7 +28,7 @@ class MemoryBudgetTest : public ::testing::Test {
                             .physical_bytes = 64 * kGiB});
   }
 
-  testing::TempDir dir_;
+  test::TempDir dir_;
 };
 
 TEST_F(MemoryBudgetTest, WithoutCgroupsItIsThePhysicalMemory) {

@@ -28,8 +28,8 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using testing::DaemonProcess;
-using testing::PrometheusServer;
+using test::DaemonProcess;
+using test::PrometheusServer;
 using Json = nlohmann::json;
 
 constexpr char kDashboard[] = MEMD_SOURCE_DIR "/deploy/grafana/memd.json";

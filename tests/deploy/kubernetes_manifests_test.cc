@@ -36,14 +36,14 @@ namespace memd {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::BinDir;
+using test::BinDir;
 using ::testing::Contains;
-using testing::DaemonProcess;
+using test::DaemonProcess;
 using ::testing::HasSubstr;
 using ::testing::IsSubsetOf;
-using testing::ProgramResult;
-using testing::RunProgram;
-using testing::TempDir;
+using test::ProgramResult;
+using test::RunProgram;
+using test::TempDir;
 
 const fs::path kManifestDir = fs::path(MEMD_SOURCE_DIR) / "deploy" / "kubernetes";
 

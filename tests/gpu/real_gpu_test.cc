@@ -20,10 +20,10 @@
 namespace memd {
 namespace {
 
-using testing::BinDir;
-using testing::DaemonProcess;
-using testing::ProgramResult;
-using testing::RunProgram;
+using test::BinDir;
+using test::DaemonProcess;
+using test::ProgramResult;
+using test::RunProgram;
 
 // Why this machine cannot run the GPU tests, or empty when it can.
 std::string WhyNoGpu() {

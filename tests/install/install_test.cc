@@ -28,14 +28,14 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::DaemonProcess;
-using testing::Describe;
-using testing::PathExists;
-using testing::ProgramResult;
-using testing::ReadWholeFile;
-using testing::RunProgram;
-using testing::TempDir;
-using testing::WriteWholeFile;
+using test::DaemonProcess;
+using test::Describe;
+using test::PathExists;
+using test::ProgramResult;
+using test::ReadWholeFile;
+using test::RunProgram;
+using test::TempDir;
+using test::WriteWholeFile;
 
 // Where the build's GNUInstallDirs put things, relative to the prefix.
 constexpr char kBinDir[] = MEMD_INSTALL_BINDIR;

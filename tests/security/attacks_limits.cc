@@ -34,7 +34,7 @@ std::string Refusal(const absl::Status& status) {
 }
 
 // Creates NAME (SIZE bytes, MODE) and seals it, keeping no lease.
-grpc::Status CreateSealed(const testing::RawSession& raw, const std::string& name,
+grpc::Status CreateSealed(const test::RawSession& raw, const std::string& name,
                           std::uint64_t size, std::uint32_t mode) {
   v1::CreateRequest create;
   create.set_name(name);
@@ -61,17 +61,17 @@ MEMD_ATTACK(fill_sessions,
             "GATE: opens sessions until refused; reports 'sessions K' and the "
             "refusal at GATE, then holds them") {
   if (args.size() != 1) return 2;
-  std::vector<testing::RawSession> held;
+  std::vector<test::RawSession> held;
   std::string refusal;
   for (int i = 0; i < 100000; ++i) {
-    auto session = testing::RawSession::Connect(SocketDir());
+    auto session = test::RawSession::Connect(SocketDir());
     if (!session.ok()) {
       refusal = Refusal(session.status());
       break;
     }
     held.push_back(std::move(*session));
   }
-  return testing::HoldAtGate(args[0], absl::StrCat("sessions ", held.size(), "\n",
+  return test::HoldAtGate(args[0], absl::StrCat("sessions ", held.size(), "\n",
                                                    refusal, "\n"))
              ? 0
              : 3;
@@ -84,7 +84,7 @@ MEMD_ATTACK(fill_buffers,
   if (args.size() != 3) return 2;
   const std::uint64_t size = std::stoull(args[1]);
   const int count = std::stoi(args[2]);
-  auto raw = testing::RawSession::Connect(SocketDir());
+  auto raw = test::RawSession::Connect(SocketDir());
   if (!raw.ok()) {
     std::printf("buffers 0\n%s\n", Refusal(raw.status()).c_str());
     return 1;
@@ -109,11 +109,11 @@ MEMD_ATTACK(fill_leases,
             "refusal at GATE, then holds them") {
   if (args.size() != 3) return 2;
   const int sessions = std::stoi(args[1]);
-  std::vector<testing::RawSession> held;
+  std::vector<test::RawSession> held;
   int leases = 0;
   std::string refusal;
   for (int s = 0; s < sessions; ++s) {
-    auto raw = testing::RawSession::Connect(SocketDir());
+    auto raw = test::RawSession::Connect(SocketDir());
     if (!raw.ok()) {
       refusal = Refusal(raw.status());
       break;
@@ -139,7 +139,7 @@ MEMD_ATTACK(fill_leases,
     }
     held.push_back(std::move(*raw));
   }
-  return testing::HoldAtGate(args[2],
+  return test::HoldAtGate(args[2],
                              absl::StrCat("leases ", leases, "\n", refusal, "\n"))
              ? 0
              : 3;
@@ -165,10 +165,10 @@ MEMD_ATTACK(fill_waits,
   int done = 0;
   int refused = 0;
   std::string first_refusal;
-  std::vector<testing::RawSession> held;
+  std::vector<test::RawSession> held;
   std::vector<std::unique_ptr<Call>> calls;
   for (int s = 0; s < sessions; ++s) {
-    auto raw = testing::RawSession::Connect(SocketDir());
+    auto raw = test::RawSession::Connect(SocketDir());
     if (!raw.ok()) {
       first_refusal = Refusal(raw.status());
       break;
@@ -200,7 +200,7 @@ MEMD_ATTACK(fill_waits,
     report = absl::StrCat("waiting ", calls.size() - done, "\nrefused ", refused, "\n",
                           first_refusal, "\n");
   }
-  const bool held_ok = testing::HoldAtGate(args[3], report);
+  const bool held_ok = test::HoldAtGate(args[3], report);
   for (auto& call : calls) call->context.TryCancel();
   std::unique_lock<std::mutex> lock(mu);
   changed.wait(lock, [&] { return done == static_cast<int>(calls.size()); });

@@ -37,7 +37,7 @@ MEMD_ATTACK(write_through_read_lease,
             "write(2), fchmod. Prints '<path>: refused: ERRNO' or '<path>: WROTE' "
             "per path; exit 0 when all were refused, 4 when any wrote") {
   if (args.size() != 1) return 2;
-  auto session = testing::RawSession::Connect(SocketDir());
+  auto session = test::RawSession::Connect(SocketDir());
   if (!session.ok()) {
     std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
     return 1;

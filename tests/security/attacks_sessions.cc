@@ -29,7 +29,7 @@ MEMD_ATTACK(flood_unread,
   if (args.size() != 4) return 2;
   const int sessions = std::stoi(args[1]);
   const int opens = std::stoi(args[2]);
-  std::vector<testing::RawSession> held;
+  std::vector<test::RawSession> held;
   std::uint64_t granted = 0;
   // (what, code) -> count, first message.
   std::map<std::pair<std::string, int>, std::pair<int, std::string>> refused;
@@ -38,7 +38,7 @@ MEMD_ATTACK(flood_unread,
     if (count++ == 0) first = message;
   };
   for (int s = 0; s < sessions; ++s) {
-    auto session = testing::RawSession::Connect(SocketDir());
+    auto session = test::RawSession::Connect(SocketDir());
     if (!session.ok()) {
       refuse("session", static_cast<int>(session.status().code()),
              std::string(session.status().message()));
@@ -63,7 +63,7 @@ MEMD_ATTACK(flood_unread,
     absl::StrAppend(&report, kind.first, " ", kind.second, " ", entry.first, ": ",
                     entry.second, "\n");
   }
-  return testing::HoldAtGate(args[3], report) ? 0 : 1;
+  return test::HoldAtGate(args[3], report) ? 0 : 1;
 }
 
 MEMD_ATTACK(flood_connections,
@@ -92,7 +92,7 @@ MEMD_ATTACK(flood_connections,
       return (fd.revents & (POLLHUP | POLLRDHUP)) != 0;
     });
   }
-  return testing::HoldAtGate(args[2], absl::StrCat("connected ", connected, " open ",
+  return test::HoldAtGate(args[2], absl::StrCat("connected ", connected, " open ",
                                                    open.size(), "\n"))
              ? 0
              : 1;

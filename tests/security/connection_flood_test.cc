@@ -21,19 +21,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ConnectionFloodTest : public testing::OpenDaemonTest {};
+class ConnectionFloodTest : public test::OpenDaemonTest {};
 
 TEST_F(ConnectionFloodTest, AFloodOfConnectionsCostsOnlyTheFlooder) {
   config_.max_connections_per_uid = 16;
   StartDaemon();
-  testing::HeldAttack flood(testing::kMallory, config_.socket_dir,
+  test::HeldAttack flood(test::kMallory, config_.socket_dir,
                             {"flood_connections", "200", "16"}, Gate("gate"));
   // memd keeps 16 of Mallory's connections and closes the rest at once.
   EXPECT_THAT(flood.Report(), HasSubstr("connected 200 open 16\n"));
   // Alice, meanwhile, is served.
-  testing::ProgramResult alice =
-      Hostile(testing::kAlice, {"publish_text", "alice/0", "served", "644"});
-  EXPECT_EQ(alice.exit_code, 0) << testing::Describe(alice);
+  test::ProgramResult alice =
+      Hostile(test::kAlice, {"publish_text", "alice/0", "served", "644"});
+  EXPECT_EQ(alice.exit_code, 0) << test::Describe(alice);
   EXPECT_EQ(flood.Release().exit_code, 0);
 }
 
@@ -60,14 +60,14 @@ TEST_F(ConnectionFloodTest, RunningOutOfDescriptorsNeitherSpinsNorFloodsTheLog) 
                   "symbolize to honour a suppression); the plain build runs "
                   "this test";
 #endif
-  auto daemon = testing::DaemonProcess::StartAs(
+  auto daemon = test::DaemonProcess::StartAs(
       {.uid = 0, .descriptor_limit = 128},
       {"--socket-mode", "0666", "--backend", "host", "--max-connections-per-uid",
        "1000", "--max-connections", "1000"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
-  testing::LetOthersTraverse((*daemon)->socket_dir());
+  test::LetOthersTraverse((*daemon)->socket_dir());
   {
-    testing::HeldAttack flood(testing::kMallory, (*daemon)->socket_dir(),
+    test::HeldAttack flood(test::kMallory, (*daemon)->socket_dir(),
                               {"flood_connections", "200", "200"}, Gate("gate"));
     ASSERT_THAT(flood.Report(), HasSubstr("connected 200"));
     // While the table stays full, memd waits between tries instead of

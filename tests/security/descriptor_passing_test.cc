@@ -23,9 +23,9 @@
 namespace memd {
 namespace {
 
-using testing::ForkAs;
-using testing::kMallory;
-using testing::WriteAll;
+using test::ForkAs;
+using test::kMallory;
+using test::WriteAll;
 
 // A loopback TCP listener that never accepts nor reads, with a small
 // receive buffer: whoever connects soon has unsent data. It must stay open
@@ -75,7 +75,7 @@ int SendDescriptor(int socket, int fd) {
                                                                              : EIO;
 }
 
-class DescriptorPassingTest : public testing::OpenDaemonTest {
+class DescriptorPassingTest : public test::OpenDaemonTest {
  protected:
   void SetUp() override {
     StartDaemon();
@@ -83,7 +83,7 @@ class DescriptorPassingTest : public testing::OpenDaemonTest {
 };
 
 TEST_F(DescriptorPassingTest, NeitherSocketAcceptsADescriptorFromAClient) {
-  testing::ChildResult attack = ForkAs(kMallory, kMallory, [&](int out) {
+  test::ChildResult attack = ForkAs(kMallory, kMallory, [&](int out) {
     std::string report;
     for (const auto& [path, type] :
          {std::pair{SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET},
@@ -115,7 +115,7 @@ TEST_F(DescriptorPassingTest, ALingeringSocketCannotFreezeTheSessionThread) {
   sockaddr_in silent;
   UniqueFd listener = SilentListener(silent);
   ASSERT_TRUE(listener.valid());
-  testing::ChildResult attack = ForkAs(kMallory, kMallory, [&](int out) {
+  test::ChildResult attack = ForkAs(kMallory, kMallory, [&](int out) {
     int tcp = LingeringTcpSocket(silent, /*seconds=*/120);
     if (tcp < 0) return 10;
     // Hide the TCP socket inside a Unix socket's queue, keep no other

@@ -19,7 +19,7 @@ namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::DaemonProcess;
+using test::DaemonProcess;
 
 constexpr uid_t kDaemonUser = 61010;  // memd runs unprivileged, like its unit.
 
@@ -32,12 +32,12 @@ TEST(FdsInFlightTest, SessionsThatNeverReadCostOnlyTheirOwnUser) {
   const std::string dir = (*daemon)->socket_dir();
   ::setenv("MEMD_DAEMON_UID", absl::StrCat(kDaemonUser).c_str(), 1);
 
-  testing::ProgramResult shared = testing::RunHostile(
-      testing::kAlice, dir, {"publish_text", "shared", "everyone reads this", "644"});
-  ASSERT_EQ(shared.exit_code, 0) << testing::Describe(shared);
+  test::ProgramResult shared = test::RunHostile(
+      test::kAlice, dir, {"publish_text", "shared", "everyone reads this", "644"});
+  ASSERT_EQ(shared.exit_code, 0) << test::Describe(shared);
 
   // Mallory: 250 sessions, each asking for 300 descriptors it never reads.
-  testing::HeldAttack flood(testing::kMallory, dir,
+  test::HeldAttack flood(test::kMallory, dir,
                             {"flood_unread", "shared", "250", "300"},
                             (*daemon)->socket_dir() + "/../gate");
   const std::string report = flood.Report();
@@ -51,12 +51,12 @@ TEST(FdsInFlightTest, SessionsThatNeverReadCostOnlyTheirOwnUser) {
   EXPECT_THAT(report, HasSubstr("(max_sessions_per_uid)")) << report;
 
   // Meanwhile Alice and Bob create and open as if nothing happened.
-  testing::ProgramResult made = testing::RunHostile(
-      testing::kAlice, dir, {"publish_text", "alice/0", "still served", "644"});
-  EXPECT_EQ(made.exit_code, 0) << testing::Describe(made);
-  testing::ProgramResult read =
-      testing::RunHostile(testing::kBob, dir, {"read_text", "alice/0", "0"});
-  EXPECT_EQ(read.exit_code, 0) << testing::Describe(read);
+  test::ProgramResult made = test::RunHostile(
+      test::kAlice, dir, {"publish_text", "alice/0", "still served", "644"});
+  EXPECT_EQ(made.exit_code, 0) << test::Describe(made);
+  test::ProgramResult read =
+      test::RunHostile(test::kBob, dir, {"read_text", "alice/0", "0"});
+  EXPECT_EQ(read.exit_code, 0) << test::Describe(read);
   EXPECT_THAT(read.out, HasSubstr("read: still served"));
   EXPECT_EQ(flood.Release().exit_code, 0);
   ::unsetenv("MEMD_DAEMON_UID");

@@ -30,7 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 inline std::string GateReport(const std::string& gate) { return gate + "/report"; }
 inline std::string GateRelease(const std::string& gate) { return gate + "/release"; }
@@ -56,12 +56,12 @@ inline bool HoldAtGate(const std::string& gate, const std::string& report) {
   return true;
 }
 
-}  // namespace memd::testing
+}  // namespace memd::test
 
 #ifndef MEMD_HOSTILE_SIDE_ONLY
 #include "tests/support/hostile.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 /// The test's side: runs `memd-hostile COMMAND ARGS... GATE` as `uid` until
 /// Release. Not thread-safe; one per attack.
@@ -133,5 +133,5 @@ class HeldAttack {
   ProgramResult result_;
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test
 #endif

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   memd::hostile::Args args(argv + 1, argv + argc);
   if (args.size() >= 2 && args[0] == "--uid") {
     const uid_t uid = static_cast<uid_t>(std::stoul(args[1]));
-    if (!memd::testing::DropPrivileges(uid, uid)) {
+    if (!memd::test::DropPrivileges(uid, uid)) {
       std::perror("memd-hostile: drop privileges");
       return 3;
     }

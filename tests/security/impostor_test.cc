@@ -28,9 +28,9 @@ namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::Describe;
-using testing::kAlice;
-using testing::kMallory;
+using test::Describe;
+using test::kAlice;
+using test::kMallory;
 
 // What an impostor heard.
 struct Heard {
@@ -58,7 +58,7 @@ class Impostor {
     greeting.mutable_hello()->set_token(std::string(32, 'f'));
     const std::string hello = greeting.SerializeAsString();
     thread_ = std::thread([this, hello] {
-      result_ = testing::ForkAs(kMallory, kMallory,
+      result_ = test::ForkAs(kMallory, kMallory,
                                 [&](int out) { return Serve(hello, out); });
     });
     pollfd ready{ready_[0], POLLIN, 0};
@@ -129,7 +129,7 @@ class Impostor {
         }
       }
     }
-    testing::WriteAll(out, absl::StrCat("sessions ", sessions, " controls ", controls,
+    test::WriteAll(out, absl::StrCat("sessions ", sessions, " controls ", controls,
                                         " bytes ", bytes, "\n"));
     return 0;
   }
@@ -140,7 +140,7 @@ class Impostor {
   int ready_[2] = {-1, -1};
   int stop_[2] = {-1, -1};
   std::thread thread_;
-  testing::ChildResult result_;
+  test::ChildResult result_;
   Heard heard_;
 };
 
@@ -148,25 +148,25 @@ class ImpostorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     shared_ = dir_.Join("shared");  // Like /tmp.
-    ASSERT_TRUE(testing::MakeStickyDir(shared_));
+    ASSERT_TRUE(test::MakeStickyDir(shared_));
   }
 
   // Alice publishes a secret through libmemd, as any client would.
-  testing::ProgramResult AlicePublishes(const std::string& socket_dir) {
-    return testing::RunHostile(kAlice, socket_dir,
+  test::ProgramResult AlicePublishes(const std::string& socket_dir) {
+    return test::RunHostile(kAlice, socket_dir,
                                {"publish_text", "secret", "alice's secret", "600"}, "",
                                absl::Seconds(10));
   }
 
   // Makes `dir` as kMallory (mode 0755).
   void MalloryMakes(const std::string& dir) {
-    testing::ChildResult made = testing::ForkAs(kMallory, kMallory, [&](int) {
+    test::ChildResult made = test::ForkAs(kMallory, kMallory, [&](int) {
       return ::mkdir(dir.c_str(), 0755) == 0 ? 0 : 1;
     });
     ASSERT_EQ(made.exit_code, 0);
   }
 
-  testing::TempDir dir_;
+  test::TempDir dir_;
   std::string shared_;
 };
 
@@ -177,7 +177,7 @@ TEST_F(ImpostorTest, ClientRefusesADirectoryAnotherUserMade) {
   Impostor impostor(trap, /*session=*/true, /*control=*/true);
   ASSERT_TRUE(impostor.Start());
 
-  testing::ProgramResult alice = AlicePublishes(trap);
+  test::ProgramResult alice = AlicePublishes(trap);
   EXPECT_EQ(alice.exit_code, 1) << Describe(alice);
   EXPECT_THAT(alice.out, HasSubstr("PERMISSION_DENIED")) << alice.out;
   EXPECT_THAT(alice.out, HasSubstr("uid 61003")) << alice.out;
@@ -199,7 +199,7 @@ TEST_F(ImpostorTest, ClientRefusesASessionSocketAnotherUserListensOn) {
   ASSERT_TRUE(impostor.Start());
   ASSERT_EQ(::chmod(lent.c_str(), 0755), 0);
 
-  testing::ProgramResult alice = AlicePublishes(lent);
+  test::ProgramResult alice = AlicePublishes(lent);
   EXPECT_EQ(alice.exit_code, 1) << Describe(alice);
   EXPECT_THAT(alice.out, HasSubstr("PERMISSION_DENIED")) << alice.out;
   EXPECT_THAT(alice.out, HasSubstr("runs as uid 61003")) << alice.out;
@@ -219,10 +219,10 @@ TEST_F(ImpostorTest, ClientRefusesALinkToTheRealDaemonInAnotherUsersDirectory) {
   config.backend = "host";
   auto daemon = Daemon::Start(config);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
-  testing::LetOthersTraverse(config.socket_dir);
+  test::LetOthersTraverse(config.socket_dir);
   const std::string relay = shared_ + "/relay";
   MalloryMakes(relay);
-  testing::ChildResult linked = testing::ForkAs(kMallory, kMallory, [&](int) {
+  test::ChildResult linked = test::ForkAs(kMallory, kMallory, [&](int) {
     return ::symlink(SessionSocketPath(config.socket_dir).c_str(),
                      SessionSocketPath(relay).c_str()) == 0
                ? 0
@@ -232,7 +232,7 @@ TEST_F(ImpostorTest, ClientRefusesALinkToTheRealDaemonInAnotherUsersDirectory) {
   Impostor impostor(relay, /*session=*/false, /*control=*/true);
   ASSERT_TRUE(impostor.Start());
 
-  testing::ProgramResult alice = AlicePublishes(relay);
+  test::ProgramResult alice = AlicePublishes(relay);
   EXPECT_EQ(alice.exit_code, 1) << Describe(alice);
   EXPECT_THAT(alice.out, HasSubstr("PERMISSION_DENIED")) << alice.out;
   EXPECT_THAT(alice.out, HasSubstr("uid 61003")) << alice.out;
@@ -241,7 +241,7 @@ TEST_F(ImpostorTest, ClientRefusesALinkToTheRealDaemonInAnotherUsersDirectory) {
   EXPECT_EQ(heard.bytes, 0);
 
   // The real directory still serves her.
-  testing::ProgramResult real = AlicePublishes(config.socket_dir);
+  test::ProgramResult real = AlicePublishes(config.socket_dir);
   EXPECT_EQ(real.exit_code, 0) << Describe(real);
 }
 

@@ -27,8 +27,8 @@
 namespace memd {
 namespace {
 
-using testing::DaemonProcess;
-using testing::RawSession;
+using test::DaemonProcess;
+using test::RawSession;
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kSize = 4 * kMiB;  // A large buffer: a segment of its own.
@@ -253,12 +253,12 @@ TEST_F(IpcHandleTest, ScrubbedReuseNeverHandsAnotherOwnerASegmentWhoseHandleLive
   EXPECT_NE(secret.handle().segment_id(), bait.handle().segment_id());
   EXPECT_NE(secret.handle().ipc_handle(), bait.handle().ipc_handle());
   std::vector<std::byte> bytes(kSize);
-  testing::FillPattern(bytes, 42);
+  test::FillPattern(bytes, 42);
   importer->Write(secret.handle().ipc_handle(), secret.handle().offset(), bytes);
   // Mallory's handle reaches none of it.
   std::vector<std::byte> seen =
       importer->Read(bait.handle().ipc_handle(), bait.handle().offset(), kSize);
-  EXPECT_FALSE(testing::MatchesPattern(seen, 42));
+  EXPECT_FALSE(test::MatchesPattern(seen, 42));
   Release(victim, secret);
 }
 
@@ -279,7 +279,7 @@ TEST_F(IpcHandleTest, ALegacySegmentNeverChangesDomainEvenAfterItsSessionsEnd) {
   RawSession victim = Session();
   v1::Lease secret = Create(victim, "secret", 0640);
   std::vector<std::byte> bytes(kSize);
-  testing::FillPattern(bytes, 7);
+  test::FillPattern(bytes, 7);
   importer->Write(secret.handle().ipc_handle(), secret.handle().offset(), bytes);
   // The idle segment went back to the driver instead of to the victim: the
   // kept bytes open nothing, and nothing was scrubbed for reuse.

@@ -15,7 +15,7 @@
 #include "tests/support/hostile.h"
 #include "tests/support/temp_dir.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 class OpenDaemonTest : public ::testing::Test {
  protected:
@@ -46,4 +46,4 @@ class OpenDaemonTest : public ::testing::Test {
   std::unique_ptr<Daemon> daemon_;
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test

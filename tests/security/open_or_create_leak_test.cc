@@ -13,15 +13,15 @@
 namespace memd {
 namespace {
 
-using ::memd::testing::Describe;
-using ::memd::testing::kAlice;
-using ::memd::testing::kMallory;
-using ::memd::testing::ProgramResult;
+using ::memd::test::Describe;
+using ::memd::test::kAlice;
+using ::memd::test::kMallory;
+using ::memd::test::ProgramResult;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-class OpenOrCreateLeakTest : public testing::OpenDaemonTest {
+class OpenOrCreateLeakTest : public test::OpenDaemonTest {
  protected:
   void SetUp() override { StartDaemon(); }
 };

@@ -15,17 +15,17 @@
 namespace memd {
 namespace {
 
-using ::memd::testing::Describe;
-using ::memd::testing::HeldAttack;
-using ::memd::testing::kAlice;
-using ::memd::testing::kBob;
-using ::memd::testing::kMallory;
-using ::memd::testing::ProgramResult;
+using ::memd::test::Describe;
+using ::memd::test::HeldAttack;
+using ::memd::test::kAlice;
+using ::memd::test::kBob;
+using ::memd::test::kMallory;
+using ::memd::test::ProgramResult;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-class PerUidLimitsTest : public testing::OpenDaemonTest {};
+class PerUidLimitsTest : public test::OpenDaemonTest {};
 
 TEST_F(PerUidLimitsTest, OneUidCannotTakeEverySession) {
   config_.max_sessions = 64;

@@ -17,18 +17,18 @@
 namespace memd {
 namespace {
 
-using ::memd::testing::Describe;
-using ::memd::testing::kAlice;
-using ::memd::testing::kBob;
-using ::memd::testing::kMallory;
-using ::memd::testing::ProgramResult;
+using ::memd::test::Describe;
+using ::memd::test::kAlice;
+using ::memd::test::kBob;
+using ::memd::test::kMallory;
+using ::memd::test::ProgramResult;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 const std::string kAliceUid = absl::StrCat(kAlice);
 
-class ProducerOwnerTest : public testing::OpenDaemonTest {
+class ProducerOwnerTest : public test::OpenDaemonTest {
  protected:
   void SetUp() override { StartDaemon(); }
 };

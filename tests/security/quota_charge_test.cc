@@ -18,14 +18,14 @@
 namespace memd {
 namespace {
 
-using ::memd::testing::Describe;
-using ::memd::testing::kAlice;
-using ::memd::testing::kMallory;
-using ::memd::testing::ProgramResult;
+using ::memd::test::Describe;
+using ::memd::test::kAlice;
+using ::memd::test::kMallory;
+using ::memd::test::ProgramResult;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-class QuotaChargeTest : public testing::OpenDaemonTest {};
+class QuotaChargeTest : public test::OpenDaemonTest {};
 
 TEST_F(QuotaChargeTest, TinyBuffersAreChargedThePagesTheyTake) {
   config_.max_uid_bytes = "1MiB";

@@ -18,24 +18,24 @@ namespace {
 using ::testing::Each;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-using testing::Describe;
-using testing::kAlice;
-using testing::kBob;
-using testing::kMallory;
-using testing::RunHostile;
+using test::Describe;
+using test::kAlice;
+using test::kBob;
+using test::kMallory;
+using test::RunHostile;
 
-class ReadLeaseTest : public testing::OpenDaemonTest {
+class ReadLeaseTest : public test::OpenDaemonTest {
  protected:
   void SetUp() override { StartDaemon(); }
 
   void Publish(const std::string& name, const std::string& text) {
-    testing::ProgramResult made =
+    test::ProgramResult made =
         RunHostile(kAlice, config_.socket_dir, {"publish_text", name, text, "644"});
     ASSERT_EQ(made.exit_code, 0) << Describe(made);
   }
 
   std::string ReadAs(uid_t uid, const std::string& name) {
-    testing::ProgramResult read =
+    test::ProgramResult read =
         RunHostile(uid, config_.socket_dir, {"read_text", name, "0"});
     EXPECT_EQ(read.exit_code, 0) << Describe(read);
     // "read: TEXT\n"
@@ -51,7 +51,7 @@ TEST_F(ReadLeaseTest, AnotherUidCannotWriteASealedBufferByAnyPath) {
   Publish("victim/target", target);
   Publish("victim/neighbour", neighbour);
 
-  testing::ProgramResult attack = RunHostile(
+  test::ProgramResult attack = RunHostile(
       kMallory, config_.socket_dir, {"write_through_read_lease", "victim/target"});
   EXPECT_EQ(attack.exit_code, 0) << Describe(attack);
   std::vector<std::string> lines =

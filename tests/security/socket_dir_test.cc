@@ -21,8 +21,8 @@ namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::kMallory;
-using testing::ReadWholeFile;
+using test::kMallory;
+using test::ReadWholeFile;
 
 constexpr char kPrecious[] = "precious bytes of a file memd may write\n";
 
@@ -30,9 +30,9 @@ class SocketDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
     shared_ = dir_.Join("shared");  // Like /tmp.
-    ASSERT_TRUE(testing::MakeStickyDir(shared_));
+    ASSERT_TRUE(test::MakeStickyDir(shared_));
     victim_ = dir_.Join("victim");
-    testing::WriteWholeFile(victim_, kPrecious);
+    test::WriteWholeFile(victim_, kPrecious);
     ASSERT_EQ(::chmod(victim_.c_str(), 0644), 0);
   }
 
@@ -48,7 +48,7 @@ class SocketDirTest : public ::testing::Test {
     return absl::OkStatus();
   }
 
-  testing::TempDir dir_;
+  test::TempDir dir_;
   std::string shared_;
   std::string victim_;
   std::unique_ptr<Daemon> daemon_;
@@ -56,7 +56,7 @@ class SocketDirTest : public ::testing::Test {
 
 TEST_F(SocketDirTest, DirectoryAnotherUserMadeIsRefusedAndItsLinksNotFollowed) {
   const std::string trap = shared_ + "/memd-0";
-  testing::ChildResult made = testing::ForkAs(kMallory, kMallory, [&](int) {
+  test::ChildResult made = test::ForkAs(kMallory, kMallory, [&](int) {
     if (::mkdir(trap.c_str(), 0777) != 0 || ::chmod(trap.c_str(), 0777) != 0) return 1;
     return ::symlink(victim_.c_str(), (trap + "/memd.lock").c_str()) == 0 ? 0 : 1;
   });
@@ -129,7 +129,7 @@ TEST_F(SocketDirTest, DirectoryItMakesServesOtherUsers) {
   EXPECT_EQ(info.st_mode & 022, 0u);
   ASSERT_EQ(::lstat((run + "/session.sock").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 07777, 0666u);
-  EXPECT_TRUE(testing::RawSession::Connect(run).ok());
+  EXPECT_TRUE(test::RawSession::Connect(run).ok());
   // And a daemon restarted on it finds it acceptable.
   daemon_.reset();
   EXPECT_TRUE(StartOn(run).ok());

@@ -26,7 +26,7 @@ std::uint64_t AllocatedBytes(int fd) {
   return static_cast<std::uint64_t>(info.st_blocks) * 512;
 }
 
-class StaleDescriptorTest : public testing::OpenDaemonTest {
+class StaleDescriptorTest : public test::OpenDaemonTest {
  protected:
   void SetUp() override {
     config_.host_pool_limit_bytes = 64 * kMiB;
@@ -35,7 +35,7 @@ class StaleDescriptorTest : public testing::OpenDaemonTest {
 };
 
 TEST_F(StaleDescriptorTest, KeptDescriptorsOfTrimmedSegmentsHoldNoMemory) {
-  testing::RawSession raw = testing::RawSession::Open(config_.socket_dir);
+  test::RawSession raw = test::RawSession::Open(config_.socket_dir);
   // Five times the pool limit passes through segments whose descriptors the
   // client never closes.
   constexpr int kRounds = 40;

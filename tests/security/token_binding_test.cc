@@ -17,7 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-class TokenBindingTest : public testing::OpenDaemonTest {
+class TokenBindingTest : public test::OpenDaemonTest {
  protected:
   void SetUp() override {
     StartDaemon();
@@ -31,11 +31,11 @@ TEST_F(TokenBindingTest, AnotherUsersTokenIsRefusedOnTheAttackersConnection) {
   auto secret = (*client)->Create("secret", 4096, {.mode = 0600});
   ASSERT_TRUE(secret.ok()) << secret.status();
   ASSERT_TRUE(secret->Seal().ok());
-  testing::RawSession victim = testing::RawSession::Open(config_.socket_dir);
+  test::RawSession victim = test::RawSession::Open(config_.socket_dir);
 
-  testing::ProgramResult stolen = testing::RunHostile(
-      testing::kMallory, config_.socket_dir, {"call_with_token", victim.token, "secret"});
-  ASSERT_EQ(stolen.exit_code, 0) << testing::Describe(stolen);
+  test::ProgramResult stolen = test::RunHostile(
+      test::kMallory, config_.socket_dir, {"call_with_token", victim.token, "secret"});
+  ASSERT_EQ(stolen.exit_code, 0) << test::Describe(stolen);
   EXPECT_THAT(stolen.out, StartsWith(absl::StrCat(
                               static_cast<int>(grpc::StatusCode::UNAUTHENTICATED), " ")));
   EXPECT_THAT(stolen.out, HasSubstr("a token is good only for its own user"));
@@ -49,10 +49,10 @@ TEST_F(TokenBindingTest, AnotherUsersTokenIsRefusedOnTheAttackersConnection) {
 
 TEST_F(TokenBindingTest, AUsersOwnTokenWorksOnAnyOfItsConnections) {
   // memd-hostile makes its own connection: as the token's uid it is served.
-  testing::ProgramResult own = testing::RunHostile(
-      0, config_.socket_dir, {"call_with_token", testing::RawSession::Open(config_.socket_dir).token,
+  test::ProgramResult own = test::RunHostile(
+      0, config_.socket_dir, {"call_with_token", test::RawSession::Open(config_.socket_dir).token,
                         "missing"});
-  ASSERT_EQ(own.exit_code, 0) << testing::Describe(own);
+  ASSERT_EQ(own.exit_code, 0) << test::Describe(own);
   EXPECT_THAT(own.out,
               StartsWith(absl::StrCat(static_cast<int>(grpc::StatusCode::NOT_FOUND), " ")));
 }

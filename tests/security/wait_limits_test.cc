@@ -14,13 +14,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class WaitLimitsTest : public testing::OpenDaemonTest {
+class WaitLimitsTest : public test::OpenDaemonTest {
  protected:
   void SetUp() override { StartDaemon(); }
 };
 
 TEST_F(WaitLimitsTest, WaitsBeyondTheMaximumAreInvalidWhateverTheirSize) {
-  testing::RawSession raw = testing::RawSession::Open(config_.socket_dir);
+  test::RawSession raw = test::RawSession::Open(config_.socket_dir);
   for (std::uint64_t wait : {std::uint64_t{24} * 3600 * 1000 + 1,
                              std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
     v1::OpenRequest request;

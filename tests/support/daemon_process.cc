@@ -21,7 +21,7 @@
 #include "tests/support/hostile.h"
 #include "tests/support/run_program.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     std::vector<std::string> extra_args, absl::Duration timeout, int cpu) {
@@ -161,4 +161,4 @@ std::string DaemonProcess::NextNotification(absl::Duration timeout) {
 
 std::string DaemonProcess::Log() const { return ReadWholeFile(log_path_); }
 
-}  // namespace memd::testing
+}  // namespace memd::test

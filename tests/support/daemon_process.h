@@ -11,7 +11,7 @@
 #include "common/unique_fd.h"
 #include "tests/support/temp_dir.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 /// A real build/bin/memd running as a child process on a private socket
 /// directory, metrics on a free loopback port. The test plays systemd: the
@@ -67,4 +67,4 @@ class DaemonProcess {
   pid_t pid_ = -1;
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test

@@ -5,7 +5,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 /// A clock the test sets and moves. Thread-safe, as clock.h promises of
 /// every Clock: pools and brokers read it from their own threads.
@@ -29,4 +29,4 @@ class FakeClock : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test

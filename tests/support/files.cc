@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-namespace memd::testing {
+namespace memd::test {
 
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -21,4 +21,4 @@ bool PathExists(const std::string& path) {
   return ::lstat(path.c_str(), &info) == 0;
 }
 
-}  // namespace memd::testing
+}  // namespace memd::test

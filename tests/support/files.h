@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace memd::testing {
+namespace memd::test {
 
 // The whole file as bytes; empty when it cannot be read (tests compare the
 // result, so a missing file shows up as a difference).
@@ -14,4 +14,4 @@ void WriteWholeFile(const std::string& path, const std::string& bytes);
 // Whether anything (a file, socket, or dangling link) is at `path`.
 bool PathExists(const std::string& path);
 
-}  // namespace memd::testing
+}  // namespace memd::test

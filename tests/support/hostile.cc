@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 bool DropPrivileges(uid_t uid, gid_t gid) {
   return ::setgroups(0, nullptr) == 0 && ::setresgid(gid, gid, gid) == 0 &&
@@ -94,4 +94,4 @@ ProgramResult RunHostile(uid_t uid, const std::string& socket_dir,
                     {{"MEMD_SOCKET_DIR", socket_dir}}, timeout);
 }
 
-}  // namespace memd::testing
+}  // namespace memd::test

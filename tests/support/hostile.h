@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "tests/support/run_program.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 // Users that exist only as numbers: no passwd entry is needed to run as
 // them, and nothing else on the machine runs as them.
@@ -63,4 +63,4 @@ bool MakeStickyDir(const std::string& dir);
 // Writes all of `text` to `fd`, for bodies of ForkAs.
 void WriteAll(int fd, const std::string& text);
 
-}  // namespace memd::testing
+}  // namespace memd::test

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/unique_fd.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 absl::StatusOr<HttpResponse> HttpGet(const std::string& host_port,
                                      const std::string& path) {
@@ -79,4 +79,4 @@ std::string UrlEncode(const std::string& text) {
   return encoded;
 }
 
-}  // namespace memd::testing
+}  // namespace memd::test

@@ -4,7 +4,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 struct HttpResponse {
   int status = 0;     // 200, 404...
@@ -24,4 +24,4 @@ int FreeLoopbackPort();
 // Percent-encodes a query-string value.
 std::string UrlEncode(const std::string& text);
 
-}  // namespace memd::testing
+}  // namespace memd::test

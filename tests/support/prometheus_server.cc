@@ -11,7 +11,7 @@
 #include "tests/support/files.h"
 #include "tests/support/http_get.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 bool PrometheusServer::Installed() { return ::access(kBinary, X_OK) == 0; }
 
@@ -102,4 +102,4 @@ absl::Status PrometheusServer::AwaitData(const std::string& promql,
 
 std::string PrometheusServer::Log() const { return ReadWholeFile(dir_.Join("prometheus.log")); }
 
-}  // namespace memd::testing
+}  // namespace memd::test

@@ -10,7 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/temp_dir.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 /// A real Prometheus server (Debian's /usr/bin/prometheus) for tests: on a
 /// free loopback port, with a temporary data directory, running the scrape
@@ -50,4 +50,4 @@ class PrometheusServer {
   pid_t pid_ = -1;
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test

@@ -21,7 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "memd/v1/memd.grpc.pb.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 struct RawSession {
   UniqueFd socket;
@@ -102,4 +102,4 @@ struct RawSession {
   }
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test

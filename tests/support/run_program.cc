@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace memd::testing {
+namespace memd::test {
 
 std::string BinDir() { return MEMD_BIN_DIR; }
 
@@ -106,4 +106,4 @@ std::string Describe(const ProgramResult& result) {
                       "\n--- stderr ---\n", result.err);
 }
 
-}  // namespace memd::testing
+}  // namespace memd::test

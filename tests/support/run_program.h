@@ -6,7 +6,7 @@
 
 #include "absl/time/time.h"
 
-namespace memd::testing {
+namespace memd::test {
 
 struct ProgramResult {
   int exit_code = -1;     // -1 when killed by a signal or timed out.
@@ -31,4 +31,4 @@ ProgramResult RunProgram(const std::string& program,
 // first 2000 bytes of stdout and all of stderr.
 std::string Describe(const ProgramResult& result);
 
-}  // namespace memd::testing
+}  // namespace memd::test

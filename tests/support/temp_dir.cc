@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-namespace memd::testing {
+namespace memd::test {
 
 TempDir::TempDir() {
   std::string pattern = "/tmp/memd-test-XXXXXX";
@@ -19,4 +19,4 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-}  // namespace memd::testing
+}  // namespace memd::test

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace memd::testing {
+namespace memd::test {
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with everything in it
 /// on destruction. Short paths: Unix socket paths are limited to 107 bytes.
@@ -20,4 +20,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace memd::testing
+}  // namespace memd::test

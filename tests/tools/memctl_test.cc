@@ -24,14 +24,14 @@
 namespace memd {
 namespace {
 
-using ::memd::testing::BinDir;
-using ::memd::testing::DaemonProcess;
-using ::memd::testing::Describe;
-using ::memd::testing::ProgramResult;
-using ::memd::testing::ReadWholeFile;
-using ::memd::testing::RunProgram;
-using ::memd::testing::TempDir;
-using ::memd::testing::WriteWholeFile;
+using ::memd::test::BinDir;
+using ::memd::test::DaemonProcess;
+using ::memd::test::Describe;
+using ::memd::test::ProgramResult;
+using ::memd::test::ReadWholeFile;
+using ::memd::test::RunProgram;
+using ::memd::test::TempDir;
+using ::memd::test::WriteWholeFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;

@@ -90,8 +90,8 @@ class BrokerTest : public ::testing::Test {
     return text;
   }
 
-  testing::FakeClock clock_;
-  testing::FakeBackend backend_;
+  test::FakeClock clock_;
+  test::FakeBackend backend_;
   std::unique_ptr<pool::PoolSet> pools_;
   std::unique_ptr<Broker> broker_;
 };

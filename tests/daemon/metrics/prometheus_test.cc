@@ -17,11 +17,11 @@ namespace memd {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::DaemonProcess;
-using testing::HttpGet;
-using testing::PrometheusServer;
-using testing::ProgramResult;
-using testing::RunProgram;
+using test::DaemonProcess;
+using test::HttpGet;
+using test::PrometheusServer;
+using test::ProgramResult;
+using test::RunProgram;
 
 constexpr char kPromtool[] = "/usr/bin/promtool";
 

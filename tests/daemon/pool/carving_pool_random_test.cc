@@ -61,8 +61,8 @@ class RandomOperationsTest : public ::testing::TestWithParam<bool> {
     ASSERT_GE(stats.peak_reserved_bytes, stats.reserved_bytes);
   }
 
-  testing::FakeClock clock_;
-  testing::FakeBackend backend_{testing::FakeBackend::Memory::kHollow};
+  test::FakeClock clock_;
+  test::FakeBackend backend_{test::FakeBackend::Memory::kHollow};
 };
 
 TEST_P(RandomOperationsTest, InvariantsHoldAfterEveryOperation) {

@@ -25,7 +25,7 @@ const Domain kBob{1001, 100, 0600};
 class CarvingPoolTest : public ::testing::Test {
  protected:
   std::unique_ptr<CarvingPool> MakePool(CarvingPoolOptions options = {},
-                                        testing::FakeBackend* backend = nullptr) {
+                                        test::FakeBackend* backend = nullptr) {
     return std::make_unique<CarvingPool>(backend ? *backend : backend_,
                                          Location::Host(), options, clock_);
   }
@@ -35,8 +35,8 @@ class CarvingPoolTest : public ::testing::Test {
     return allocation.ok() ? std::move(*allocation) : Allocation{};
   }
 
-  testing::FakeClock clock_;
-  testing::FakeBackend backend_{testing::FakeBackend::Memory::kHollow};
+  test::FakeClock clock_;
+  test::FakeBackend backend_{test::FakeBackend::Memory::kHollow};
 };
 
 // ---- Size classes ----
@@ -57,7 +57,7 @@ TEST_F(CarvingPoolTest, AllocationBytesIsWhatAnAllocationOfThatSizeTakes) {
 }
 
 TEST_F(CarvingPoolTest, AllocationBytesOnADeviceIsAWholeGranule) {
-  testing::FakeBackend granular{testing::FakeBackend::Memory::kHollow};
+  test::FakeBackend granular{test::FakeBackend::Memory::kHollow};
   granular.set_device_alignment(2 * kMiB);
   CarvingPool pool(granular, Location::Device(0), {}, clock_);
   EXPECT_EQ(pool.AllocationBytes(1), 2 * kMiB);
@@ -260,7 +260,7 @@ TEST_F(CarvingPoolTest, IdleMemoryNeverChangesDomainByDefault) {
 }
 
 TEST_F(CarvingPoolTest, WithScrubbingAnIdleSegmentMovesToAnotherDomainZeroed) {
-  testing::FakeBackend real(testing::FakeBackend::Memory::kReal);
+  test::FakeBackend real(test::FakeBackend::Memory::kReal);
   CarvingPoolOptions options;
   options.scrub_between_domains = true;
   auto pool = MakePool(options, &real);

@@ -22,7 +22,7 @@ void PrintTo(const TraceEvent& event, std::ostream* os) { *os << FormatTraceEven
 
 namespace {
 
-using ::memd::testing::TempDir;
+using ::memd::test::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;

@@ -20,7 +20,7 @@
 namespace memd::pool {
 namespace {
 
-using ::memd::testing::TempDir;
+using ::memd::test::TempDir;
 
 constexpr Domain kDomain{1000, 1000, 0600};
 
@@ -176,7 +176,7 @@ TEST_F(TracingPoolTest, PoolsSharingAFileNeverShareAnId) {
 }
 
 TEST_F(TracingPoolTest, ConcurrentUseOverARealPoolGivesAConsistentTrace) {
-  testing::FakeBackend backend;
+  test::FakeBackend backend;
   RealClock clock;
   CarvingPoolOptions options;
   options.limit_bytes = 256 << 20;

@@ -18,7 +18,7 @@ TEST(WaitingOpenTest, AWaitWokenAsItsAlarmFiresStillEndsAtItsDeadline) {
   // the alarm, finding no watch to cancel, left the end to the wake; the
   // wake found the name gone and waited again, with no alarm left: the call
   // never ended.
-  testing::FakeBackend backend;
+  test::FakeBackend backend;
   RealClock clock;
   pool::PoolSet pools;
   pools.Add(std::make_unique<pool::CarvingPool>(backend, Location::Host(),

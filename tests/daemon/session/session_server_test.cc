@@ -59,7 +59,7 @@ class SessionServerTest : public ::testing::Test {
     return std::make_pair(std::move(*socket), message.hello());
   }
 
-  testing::TempDir dir_;
+  test::TempDir dir_;
   const std::string path_ = dir_.Join("session.sock");
   std::atomic<std::uint64_t> started_{0};
   std::atomic<std::uint64_t> ended_{0};
