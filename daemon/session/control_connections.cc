@@ -57,10 +57,4 @@ std::optional<PeerCredentials> ControlConnections::PeerOf(int fd) const {
   return it->second.peer;
 }
 
-std::size_t ControlConnections::size() {
-  absl::MutexLock lock(&mu_);
-  ForgetClosedLocked();
-  return by_fd_.size();
-}
-
 }  // namespace memd::session

@@ -40,9 +40,6 @@ class ControlConnections {
   // is still open.
   std::optional<PeerCredentials> PeerOf(int fd) const;
 
-  // Connections still open (forgetting the closed ones).
-  std::size_t size();
-
  private:
   struct Entry {
     dev_t device = 0;

@@ -21,7 +21,6 @@ class Listener {
   Listener(UniqueFd socket, std::string name);
 
   int fd() const { return socket_.get(); }
-  const std::string& name() const { return name_; }
 
   // One waiting connection (CLOEXEC, non-blocking), or std::nullopt when
   // none waits or accepting failed (then paused() may have become true).

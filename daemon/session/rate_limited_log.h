@@ -20,8 +20,6 @@ class RateLimitedLog {
   // interval before `now`; then it only counts.
   void Warn(absl::Time now, const std::string& message);
 
-  std::uint64_t suppressed() const { return suppressed_; }
-
  private:
   const absl::Duration interval_;
   absl::Time last_ = absl::InfinitePast();

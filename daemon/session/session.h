@@ -50,11 +50,11 @@ class Session {
   // UNAVAILABLE (the client hung up, or its socket is full).
   absl::StatusOr<std::uint64_t> SendFd(int fd);
 
-  // Descriptors sent and not yet read by the client (an estimate from the
-  // kernel's accounting of the socket's queue, exact for memd's packets).
+ private:
+  // Descriptors sent and not yet read by the client, from the kernel's
+  // accounting of the socket's queue (every packet of memd's costs the same).
   absl::StatusOr<std::uint64_t> FdsInFlight() const;
 
- private:
   const std::uint64_t id_;
   const std::string token_;
   const PeerCredentials peer_;
