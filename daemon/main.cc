@@ -79,6 +79,71 @@ void Reload(int argc, char** argv, memd::Daemon& daemon) {
   sd_notify(0, "READY=1");
 }
 
+// Signals are taken synchronously by the main thread; this blocks them
+// before any thread starts so that none of them receives one.
+sigset_t BlockSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+// Logs where memd serves and tells the service manager it is ready.
+void Announce(const memd::Daemon& daemon) {
+  const std::string& dir = daemon.socket_dir();
+  spdlog::info("memd {} serving with the {} backend", memd::kVersion,
+               daemon.backend_name());
+  spdlog::info("control socket {}", memd::ControlSocketPath(dir));
+  spdlog::info("session socket {}", memd::SessionSocketPath(dir));
+  if (daemon.metrics_address().empty()) {
+    spdlog::info("metrics off");
+  } else {
+    spdlog::info("metrics http://{}/metrics", daemon.metrics_address());
+  }
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", dir.c_str(),
+             static_cast<int>(getpid()));
+  // A newcomer running it by hand gets a hint; a service manager does not.
+  if (std::getenv("NOTIFY_SOCKET") == nullptr &&
+      std::getenv("JOURNAL_STREAM") == nullptr) {
+    PrintWelcome(daemon);
+  }
+}
+
+// Serves until SIGTERM or SIGINT, reloading on SIGHUP. Under systemd with
+// WatchdogSec=, pings at half the interval, and only while the daemon
+// answers (a wedged broker stops the pings and systemd restarts memd).
+void ServeUntilStopped(int argc, char** argv, const sigset_t& signals,
+                       memd::Daemon& daemon) {
+  std::uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  const absl::Duration ping_every =
+      watchdog ? absl::Microseconds(watchdog_usec) / 2 : absl::InfiniteDuration();
+  if (watchdog) spdlog::info("watchdog: pinging every {}", absl::FormatDuration(ping_every));
+  for (;;) {
+    int signal_number = 0;
+    if (watchdog) {
+      const timespec timeout = absl::ToTimespec(ping_every);
+      signal_number = sigtimedwait(&signals, nullptr, &timeout);
+      if (signal_number < 0) {
+        if (errno == EAGAIN && daemon.Healthy()) sd_notify(0, "WATCHDOG=1");
+        continue;
+      }
+    } else if (sigwait(&signals, &signal_number) != 0) {
+      continue;
+    }
+    if (signal_number == SIGHUP) {
+      Reload(argc, argv, daemon);
+      continue;
+    }
+    spdlog::info("{}: shutting down", strsignal(signal_number));
+    return;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,69 +160,16 @@ int main(int argc, char** argv) {
     std::fputs(line->text.c_str(), stdout);
     return 0;
   }
-  const memd::Config* config = &line->config;
-  SetUpLogging(config->log_level);
+  SetUpLogging(line->config.log_level);
+  const sigset_t signals = BlockSignals();
 
-  // Signals are taken synchronously by the main thread; block them before
-  // any thread starts so that none of them receives one.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  auto daemon = memd::Daemon::Start(*config);
+  auto daemon = memd::Daemon::Start(line->config);
   if (!daemon.ok()) {
     spdlog::critical("cannot start: {}", daemon.status().ToString());
     return 1;
   }
-  const std::string& dir = (*daemon)->socket_dir();
-  spdlog::info("memd {} serving with the {} backend", memd::kVersion,
-               (*daemon)->backend_name());
-  spdlog::info("control socket {}", memd::ControlSocketPath(dir));
-  spdlog::info("session socket {}", memd::SessionSocketPath(dir));
-  if ((*daemon)->metrics_address().empty()) {
-    spdlog::info("metrics off");
-  } else {
-    spdlog::info("metrics http://{}/metrics", (*daemon)->metrics_address());
-  }
-  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", dir.c_str(),
-             static_cast<int>(getpid()));
-  // A newcomer running it by hand gets a hint; a service manager does not.
-  if (std::getenv("NOTIFY_SOCKET") == nullptr &&
-      std::getenv("JOURNAL_STREAM") == nullptr) {
-    PrintWelcome(**daemon);
-  }
-
-  // Under systemd with WatchdogSec=, ping at half the interval, and only
-  // while the daemon answers (a wedged broker stops the pings and systemd
-  // restarts memd).
-  std::uint64_t watchdog_usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
-  const absl::Duration ping_every =
-      watchdog ? absl::Microseconds(watchdog_usec) / 2 : absl::InfiniteDuration();
-  if (watchdog) spdlog::info("watchdog: pinging every {}", absl::FormatDuration(ping_every));
-  for (;;) {
-    int signal_number = 0;
-    if (watchdog) {
-      const timespec timeout = absl::ToTimespec(ping_every);
-      signal_number = sigtimedwait(&signals, nullptr, &timeout);
-      if (signal_number < 0) {
-        if (errno == EAGAIN && (*daemon)->Healthy()) sd_notify(0, "WATCHDOG=1");
-        continue;
-      }
-    } else if (sigwait(&signals, &signal_number) != 0) {
-      continue;
-    }
-    if (signal_number == SIGHUP) {
-      Reload(argc, argv, **daemon);
-      continue;
-    }
-    spdlog::info("{}: shutting down", strsignal(signal_number));
-    break;
-  }
+  Announce(**daemon);
+  ServeUntilStopped(argc, argv, signals, **daemon);
   sd_notify(0, "STOPPING=1");
   (*daemon)->Shutdown();
   spdlog::info("stopped");
