@@ -1,7 +1,9 @@
 #include "daemon/broker/broker.h"
 
 #include <algorithm>
+#include <cassert>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -57,26 +59,56 @@ pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) 
 
 }  // namespace
 
-Broker::Deferred::~Deferred() {
+void Broker::AfterUnlock::Run() && {
   for (auto& [pool, buffer] : freed) {
     pool->Free(std::move(buffer->allocation));
   }
+  freed.clear();
   for (auto& wake : wakes) wake();
+  wakes.clear();
+  let_go.clear();
+}
+
+void Broker::AfterUnlock::Wake(std::vector<std::function<void()>> more) {
+  for (auto& wake : more) wakes.push_back(std::move(wake));
+}
+
+Broker::AfterUnlock::~AfterUnlock() {
+  assert(empty() && "an AfterUnlock was filled but never run");
+}
+
+template <typename Body>
+auto Broker::WithLock(Body body) {
+  AfterUnlock after;
+  if constexpr (std::is_void_v<std::invoke_result_t<Body&, AfterUnlock&>>) {
+    {
+      absl::MutexLock lock(&mu_);
+      body(after);
+    }
+    std::move(after).Run();
+  } else {
+    auto result = [&] {
+      absl::MutexLock lock(&mu_);
+      return body(after);
+    }();
+    std::move(after).Run();
+    return result;
+  }
 }
 
 Broker::Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock)
     : pools_(pools), limits_(limits), clock_(clock) {}
 
 Broker::~Broker() {
-  Deferred deferred;
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, buffer] : buffers_) {
-    deferred.freed.emplace_back(buffer->pool, std::move(buffer));
-  }
-  buffers_.clear();
-  // Waiting opens are the service's to end before the broker goes; their
-  // callbacks must not run into a broker being destroyed.
-  watches_.clear();
+  WithLock([&](AfterUnlock& after) {
+    for (auto& [id, buffer] : buffers_) {
+      after.freed.emplace_back(buffer->pool, std::move(buffer));
+    }
+    buffers_.clear();
+    // Waiting opens are the service's to end before the broker goes; their
+    // callbacks must not run into a broker being destroyed.
+    waiters_.Clear();
+  });
 }
 
 absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
@@ -97,53 +129,36 @@ absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
   }
   SessionId id = next_session_id_++;
   ++by_uid_[peer.uid].sessions;
-  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, 0, {}});
+  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, {}});
   return id;
 }
 
 void Broker::EndSession(SessionId session) {
-  Deferred deferred;
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(session);
-  if (it == sessions_.end()) return;
-  std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
-  for (LeaseId lease : leases) ReleaseLocked(lease, deferred);
-  usage_.ForgetSession(session);
-  for (auto watch = watches_.begin(); watch != watches_.end();) {
-    if (watch->second.session != session) {
-      ++watch;
-      continue;
+  WithLock([&](AfterUnlock& after) {
+    auto it = sessions_.find(session);
+    if (it == sessions_.end()) return;
+    std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
+    for (LeaseId lease : leases) ReleaseLocked(lease, after);
+    usage_.ForgetSession(session);
+    // Woken, their opens try again and fail: the session is gone.
+    after.Wake(waiters_.TakeSession(session));
+    for (auto& [id, segment] : it->second.replayable) {
+      after.let_go.push_back(std::move(segment));
     }
-    auto& ids = watches_by_name_[watch->second.name];
-    ids.erase(std::remove(ids.begin(), ids.end(), watch->first), ids.end());
-    if (ids.empty()) watches_by_name_.erase(watch->second.name);
-    UncountWatchLocked(watch->second);
-    deferred.wakes.push_back(std::move(watch->second.wake));
-    watches_.erase(watch++);
-  }
-  for (auto& [id, segment] : it->second.replayable) {
-    deferred.let_go.push_back(std::move(segment));
-  }
-  const uid_t uid = it->second.peer.uid;
-  sessions_.erase(it);
-  --by_uid_[uid].sessions;
-  ForgetIfIdleLocked(uid);
+    const uid_t uid = it->second.peer.uid;
+    sessions_.erase(it);
+    --by_uid_[uid].sessions;
+    ForgetIfIdleLocked(uid);
+  });
 }
 
 void Broker::ForgetIfIdleLocked(uid_t uid) {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
   const UidCounts& held = it->second;
-  if (held.sessions == 0 && held.buffers == 0 && held.leases == 0 && held.waits == 0) {
+  if (held.sessions == 0 && held.buffers == 0 && held.leases == 0) {
     by_uid_.erase(it);
   }
-}
-
-void Broker::UncountWatchLocked(const Watch& watch) {
-  auto session = sessions_.find(watch.session);
-  if (session != sessions_.end()) --session->second.watches;
-  --by_uid_[watch.uid].waits;
-  ForgetIfIdleLocked(watch.uid);
 }
 
 absl::StatusOr<Broker::Session*> Broker::FindSessionLocked(SessionId session) {
@@ -260,23 +275,21 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   // below and its memory goes back.
   MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
                    pool->Allocate(params.size, domain));
-  Deferred deferred;
-  return CreateWithAllocation(session, params, pool, std::move(allocation),
-                              deferred);
+  return WithLock([&](AfterUnlock& after) {
+    return CreateWithAllocationLocked(session, params, pool,
+                                      std::move(allocation), after);
+  });
 }
 
-absl::StatusOr<Grant> Broker::CreateWithAllocation(SessionId session,
-                                                   const CreateParams& params,
-                                                   pool::Pool* pool,
-                                                   pool::Allocation allocation,
-                                                   Deferred& deferred) {
+absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
+    SessionId session, const CreateParams& params, pool::Pool* pool,
+    pool::Allocation allocation, AfterUnlock& after) {
   // Until the buffer owns it, the allocation goes back on every error path.
   auto buffer = std::make_unique<Buffer>();
   buffer->pool = pool;
   buffer->allocation = std::move(allocation);
-  absl::MutexLock lock(&mu_);
   auto give_back = [&](absl::Status status) {
-    deferred.freed.emplace_back(pool, std::move(buffer));
+    after.freed.emplace_back(pool, std::move(buffer));
     return status;
   };
   auto caller = FindSessionLocked(session);
@@ -382,32 +395,8 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
   const bool may_wait =
       wake != nullptr && *wake && params.access == Access::kRead;
   auto wait = [&]() -> absl::StatusOr<std::optional<Grant>> {
-    if (caller.watches >= limits_.max_waits_per_session) {
-      ++rejections_.waits_per_session;
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "session ", session, " already waits on ", caller.watches,
-          " opens; the limit is ", limits_.max_waits_per_session,
-          " (max_waits_per_session)"));
-    }
-    const uid_t uid = caller.peer.uid;
-    UidCounts& mine = by_uid_[uid];
-    if (mine.waits >= limits_.max_waits_per_uid) {
-      ++rejections_.waits_per_uid;
-      return PerUidExhausted(uid, "has", mine.waits, "opens waiting",
-                             limits_.max_waits_per_uid, "max_waits_per_uid");
-    }
-    // Each waiting open holds a gRPC call and its buffers in the daemon:
-    // bounded whatever the number of uids.
-    if (watches_.size() >= limits_.max_waits) {
-      ++rejections_.waits;
-      return absl::ResourceExhaustedError(
-          absl::StrCat(watches_.size(), " opens are waiting; the limit is ",
-                       limits_.max_waits, " (max_waits)"));
-    }
-    ++caller.watches;
-    ++mine.waits;
-    watches_.emplace(watch, Watch{session, params.name, std::move(*wake), uid});
-    watches_by_name_[params.name].push_back(watch);
+    MEMD_RETURN_IF_ERROR(waiters_.Add(watch, session, caller.peer.uid,
+                                      params.name, std::move(*wake), limits_));
     return std::nullopt;
   };
   Buffer* buffer = FindNamedLocked(params.name);
@@ -468,9 +457,10 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   }
   MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
                    pool->Allocate(params.size, domain));
-  Deferred deferred;
-  auto created = CreateWithAllocation(session, params, pool,
-                                      std::move(allocation), deferred);
+  auto created = WithLock([&](AfterUnlock& after) {
+    return CreateWithAllocationLocked(session, params, pool,
+                                      std::move(allocation), after);
+  });
   if (created.ok() || !absl::IsAlreadyExists(created.status())) {
     if (!created.ok()) return created.status();
     return std::optional<Grant>(std::move(*created));
@@ -490,67 +480,48 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
 
 WatchId Broker::NewWatchId() {
   absl::MutexLock lock(&mu_);
-  return next_watch_id_++;
+  return waiters_.NewId();
 }
 
 bool Broker::CancelWatch(WatchId id) {
   absl::MutexLock lock(&mu_);
-  auto watch = watches_.find(id);
-  if (watch == watches_.end()) return false;
-  auto& ids = watches_by_name_[watch->second.name];
-  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
-  if (ids.empty()) watches_by_name_.erase(watch->second.name);
-  UncountWatchLocked(watch->second);
-  watches_.erase(watch);
-  return true;
-}
-
-void Broker::WakeWatchersLocked(const std::string& name, Deferred& deferred) {
-  auto by_name = watches_by_name_.find(name);
-  if (by_name == watches_by_name_.end()) return;
-  for (WatchId id : by_name->second) {
-    auto watch = watches_.find(id);
-    UncountWatchLocked(watch->second);
-    deferred.wakes.push_back(std::move(watch->second.wake));
-    watches_.erase(watch);
-  }
-  watches_by_name_.erase(by_name);
+  return waiters_.Cancel(id);
 }
 
 absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
-  Deferred deferred;
-  absl::MutexLock lock(&mu_);
-  MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
-  Buffer& buffer = *buffers_.at(lease->buffer);
-  if (lease->access != Access::kReadWrite) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "lease ", lease_id, " on buffer ", Quoted(buffer.info.name),
-        " is read-only; only a read-write lease can seal"));
-  }
-  if (buffer.info.unlinked) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "buffer ", Quoted(buffer.info.name),
-        " was unlinked; there is nothing left to seal"));
-  }
-  if (buffer.info.state == BufferState::kSealed) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("buffer ", Quoted(buffer.info.name), " is sealed already"));
-  }
-  buffer.info.state = BufferState::kSealed;
-  buffer.info.sealed = clock_.Now();
-  WakeWatchersLocked(buffer.info.name, deferred);
-  return buffer.info;
+  return WithLock([&](AfterUnlock& after) -> absl::StatusOr<BufferInfo> {
+    MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
+    Buffer& buffer = *buffers_.at(lease->buffer);
+    if (lease->access != Access::kReadWrite) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "lease ", lease_id, " on buffer ", Quoted(buffer.info.name),
+          " is read-only; only a read-write lease can seal"));
+    }
+    if (buffer.info.unlinked) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "buffer ", Quoted(buffer.info.name),
+          " was unlinked; there is nothing left to seal"));
+    }
+    if (buffer.info.state == BufferState::kSealed) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("buffer ", Quoted(buffer.info.name), " is sealed already"));
+    }
+    buffer.info.state = BufferState::kSealed;
+    buffer.info.sealed = clock_.Now();
+    after.Wake(waiters_.TakeName(buffer.info.name));
+    return buffer.info;
+  });
 }
 
 absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
-  Deferred deferred;
-  absl::MutexLock lock(&mu_);
-  MEMD_RETURN_IF_ERROR(FindLeaseLocked(session, lease_id).status());
-  ReleaseLocked(lease_id, deferred);
-  return absl::OkStatus();
+  return WithLock([&](AfterUnlock& after) -> absl::Status {
+    MEMD_RETURN_IF_ERROR(FindLeaseLocked(session, lease_id).status());
+    ReleaseLocked(lease_id, after);
+    return absl::OkStatus();
+  });
 }
 
-void Broker::ReleaseLocked(LeaseId lease_id, Deferred& deferred) {
+void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after) {
   auto lease = leases_.find(lease_id);
   Lease released = lease->second;
   leases_.erase(lease);
@@ -565,19 +536,19 @@ void Broker::ReleaseLocked(LeaseId lease_id, Deferred& deferred) {
   if (!buffer.info.unlinked &&
       (buffer.info.persistence == Persistence::kEphemeral ||
        buffer.info.state != BufferState::kSealed)) {
-    UnlinkLocked(buffer, deferred);
+    UnlinkLocked(buffer, after);
     return;
   }
-  FreeIfUnusedLocked(buffer.info.id, deferred);
+  FreeIfUnusedLocked(buffer.info.id, after);
 }
 
-void Broker::UnlinkLocked(Buffer& buffer, Deferred& deferred) {
+void Broker::UnlinkLocked(Buffer& buffer, AfterUnlock& after) {
   names_.erase(buffer.info.name);
   buffer.info.unlinked = true;
-  FreeIfUnusedLocked(buffer.info.id, deferred);
+  FreeIfUnusedLocked(buffer.info.id, after);
 }
 
-void Broker::FreeIfUnusedLocked(BufferId id, Deferred& deferred) {
+void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
   auto it = buffers_.find(id);
   if (!it->second->info.unlinked || it->second->info.lease_count > 0) return;
   pool::Pool* pool = it->second->pool;
@@ -585,25 +556,25 @@ void Broker::FreeIfUnusedLocked(BufferId id, Deferred& deferred) {
   const uid_t owner = it->second->info.owner_uid;
   --by_uid_[owner].buffers;
   ForgetIfIdleLocked(owner);
-  deferred.freed.emplace_back(pool, std::move(it->second));
+  after.freed.emplace_back(pool, std::move(it->second));
   buffers_.erase(it);
 }
 
 absl::Status Broker::Unlink(SessionId session, const std::string& name) {
   MEMD_RETURN_IF_ERROR(ValidateBufferName(name));
-  Deferred deferred;
-  absl::MutexLock lock(&mu_);
-  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-  Buffer* buffer = FindNamedLocked(name);
-  if (buffer == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
-  }
-  if (caller->peer.uid != 0 && caller->peer.uid != buffer->info.owner_uid) {
-    return PermissionDenied(caller->peer, buffer->info,
-                            "unlink (only its owner and root may)");
-  }
-  UnlinkLocked(*buffer, deferred);
-  return absl::OkStatus();
+  return WithLock([&](AfterUnlock& after) -> absl::Status {
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    Buffer* buffer = FindNamedLocked(name);
+    if (buffer == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
+    }
+    if (caller->peer.uid != 0 && caller->peer.uid != buffer->info.owner_uid) {
+      return PermissionDenied(caller->peer, buffer->info,
+                              "unlink (only its owner and root may)");
+    }
+    UnlinkLocked(*buffer, after);
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
@@ -700,6 +671,9 @@ BrokerCounts Broker::Counts() const {
   counts.sessions = sessions_.size();
   counts.leases = leases_.size();
   counts.rejections = rejections_;
+  counts.rejections.waits_per_session = waiters_.rejections().per_session;
+  counts.rejections.waits_per_uid = waiters_.rejections().per_uid;
+  counts.rejections.waits = waiters_.rejections().total;
   counts.rejections.quotas = usage_.rejections();
   return counts;
 }

@@ -16,6 +16,7 @@
 #include "common/unix_socket.h"
 #include "daemon/broker/types.h"
 #include "daemon/broker/usage_ledger.h"
+#include "daemon/broker/waiters.h"
 #include "daemon/pool/pool.h"
 #include "daemon/pool/pool_set.h"
 
@@ -35,9 +36,11 @@ namespace memd::broker {
 /// at any time, so the segment must stay where it is. The pool does not give
 /// back or move a segment held so (Pool::Trim).
 ///
-/// Thread-safe: one mutex guards the registry; pools are called outside it
-/// for allocations that may reach the backend, and watch callbacks run
-/// outside it.
+/// Thread-safe: one mutex guards the registry and its waiting opens
+/// (Waiters); pools are called outside it for allocations that may reach the
+/// backend. What a call must do once the mutex is released (give memory back
+/// to its pool, wake waiting opens, let go of segments) it collects in an
+/// AfterUnlock, which WithLock runs after the lock scope ends.
 ///
 /// Errors (each with a message that names the buffer, lease and numbers):
 /// INVALID_ARGUMENT (bad name, size, mode, location), NOT_FOUND (unknown
@@ -149,38 +152,45 @@ class Broker {
     Access access = Access::kRead;
     uid_t uid = 0;  // The holder's, for max_leases_per_uid.
   };
-  struct Watch {
-    SessionId session = 0;
-    std::string name;
-    std::function<void()> wake;
-    uid_t uid = 0;  // The waiter's, for max_waits_per_uid.
-  };
-  // What the sessions of one uid hold, against the per-uid limits.
+  // What the sessions of one uid hold, against the per-uid limits (its
+  // waits: Waiters).
   struct UidCounts {
     std::uint64_t sessions = 0;
     std::uint64_t buffers = 0;  // Owned, until their memory is freed.
     std::uint64_t leases = 0;
-    std::uint64_t waits = 0;
   };
   struct Session {
     PeerCredentials peer;
     std::string command;
     absl::Time started;
     absl::flat_hash_set<LeaseId> leases;
-    std::uint64_t watches = 0;
     // Segments of replayable handles granted to the session, by segment id:
     // held until it ends, since the client may open the handle any time.
     absl::flat_hash_map<std::uint64_t, std::shared_ptr<const backend::Segment>>
         replayable;
   };
-  // What to free and whom to wake once the mutex is released.
-  struct Deferred {
+  // What to free and whom to wake once the mutex is released: a pool may
+  // reach the backend, and a wake retries an open, which takes the mutex.
+  // Filled under the lock; Run() once after it, by WithLock only.
+  struct AfterUnlock {
     std::vector<std::pair<pool::Pool*, std::unique_ptr<Buffer>>> freed;
     std::vector<std::function<void()>> wakes;
     // Segments an ended session held (Session::replayable); let go last.
     std::vector<std::shared_ptr<const backend::Segment>> let_go;
-    ~Deferred();
+    void Wake(std::vector<std::function<void()>> more);
+    // Gives the memory back, then wakes, then lets go, in that order.
+    void Run() &&;
+    bool empty() const { return freed.empty() && wakes.empty() && let_go.empty(); }
+    // A filled AfterUnlock that was never run is a bug: asserted.
+    ~AfterUnlock();
   };
+
+  // Runs body(AfterUnlock&) with mu_ held, then releases mu_ and runs what
+  // the body collected; returns what the body returned. The only way to
+  // obtain an AfterUnlock, so that nothing collected can be left behind or
+  // run under the lock. Calls that never free or wake take a plain lock.
+  template <typename Body>
+  auto WithLock(Body body) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<Session*> FindSessionLocked(SessionId session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -189,13 +199,14 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks name, size, mode and location; returns the pool.
   absl::StatusOr<pool::Pool*> ValidateCreate(const CreateParams& params) const;
-  // Registers a new buffer around `allocation` (freed through `deferred` on
+  // Registers a new buffer around `allocation` (freed through `after` on
   // error) and grants the caller a READ_WRITE lease.
-  absl::StatusOr<Grant> CreateWithAllocation(SessionId session,
-                                             const CreateParams& params,
-                                             pool::Pool* pool,
-                                             pool::Allocation allocation,
-                                             Deferred& deferred);
+  absl::StatusOr<Grant> CreateWithAllocationLocked(SessionId session,
+                                                   const CreateParams& params,
+                                                   pool::Pool* pool,
+                                                   pool::Allocation allocation,
+                                                   AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Open under the lock. Returns std::nullopt when it would wait (and then
   // registers `wake` if given).
   absl::StatusOr<std::optional<Grant>> OpenLocked(
@@ -205,13 +216,11 @@ class Broker {
   absl::StatusOr<Grant> GrantLocked(SessionId session, Session& holder,
                                     Buffer& buffer, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseLocked(LeaseId lease, Deferred& deferred)
+  void ReleaseLocked(LeaseId lease, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UnlinkLocked(Buffer& buffer, Deferred& deferred)
+  void UnlinkLocked(Buffer& buffer, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FreeIfUnusedLocked(BufferId id, Deferred& deferred)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WakeWatchersLocked(const std::string& name, Deferred& deferred)
+  void FreeIfUnusedLocked(BufferId id, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Buffer* FindNamedLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,8 +236,6 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the uid's entry once it holds nothing.
   void ForgetIfIdleLocked(uid_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes one away from a watch's counts (its session's and uid's).
-  void UncountWatchLocked(const Watch& watch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   pool::PoolSet& pools_;
   BrokerLimits limits_ ABSL_GUARDED_BY(mu_);
@@ -243,15 +250,14 @@ class Broker {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LeaseId, Lease> leases_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SessionId, Session> sessions_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<WatchId, Watch> watches_ ABSL_GUARDED_BY(mu_);
-  // Uids with any session, buffer, lease or wait.
+  // Under the registry's mutex: a wait must be registered in the same step
+  // that found the name missing or unsealed, or a seal could fall between.
+  Waiters waiters_ ABSL_GUARDED_BY(mu_);
+  // Uids with any session, buffer or lease.
   absl::flat_hash_map<uid_t, UidCounts> by_uid_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::vector<WatchId>> watches_by_name_
-      ABSL_GUARDED_BY(mu_);
   BufferId next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
   LeaseId next_lease_id_ ABSL_GUARDED_BY(mu_) = 1;
   SessionId next_session_id_ ABSL_GUARDED_BY(mu_) = 1;
-  WatchId next_watch_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace memd::broker

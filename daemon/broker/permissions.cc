@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace memd::broker {
@@ -21,6 +22,13 @@ bool MayAccess(const PeerCredentials& peer, const BufferInfo& buffer,
     granted = buffer.mode & 07;
   }
   return (granted & wanted) == wanted;
+}
+
+absl::Status MayTrim(uid_t caller, uid_t daemon_uid) {
+  if (caller == 0 || caller == daemon_uid) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "uid ", caller, " may not trim: only root and the daemon's user (uid ",
+      daemon_uid, ") may"));
 }
 
 absl::Status ValidateMode(std::uint32_t mode) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -9,8 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "daemon/broker/permissions.h"
 #include "daemon/service/convert.h"
-#include "daemon/service/waiting_open.h"
+#include "grpcpp/alarm.h"
 #include "spdlog/spdlog.h"
 
 namespace memd::service {
@@ -172,37 +174,86 @@ void MemdService::Observe(const char* method, absl::StatusCode code,
   if (observer_ != nullptr) observer_->Observe(method, code, absl::Now() - start);
 }
 
+// A waiting Open-like call in gRPC: the reactor that answers it, the alarm
+// that ends its wait, and what delivering its grant takes. Deletes itself
+// when gRPC is done with the call.
+class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
+                                       public WaitingOpen::Call {
+ public:
+  WaitingCall(MemdService& service, const char* method,
+              std::shared_ptr<session::Session> session,
+              std::uint64_t mapped_buffer_id, v1::Lease* reply)
+      : service_(service),
+        method_(method),
+        start_(absl::Now()),
+        session_(std::move(session)),
+        mapped_buffer_id_(mapped_buffer_id),
+        reply_(reply) {}
+
+  // Waits for `request` until `wait` has passed.
+  void Wait(OpenRequest request, absl::Duration wait) {
+    const std::string name =
+        std::visit([](const auto& params) { return params.name; }, request);
+    auto waiting = std::make_shared<WaitingOpen>(
+        std::make_unique<BrokerOpener>(service_.broker_, session_->id(),
+                                       std::move(request)),
+        name, wait, *this);
+    wait_ = waiting;  // Before the first try: a cancel may come at once.
+    waiting->Start();
+  }
+
+  void SetAlarm(absl::Duration wait, std::function<void()> ring) override {
+    alarm_set_ = true;
+    alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait),
+               [ring = std::move(ring)](bool fired) {
+                 if (fired) ring();
+               });
+  }
+  absl::Status Deliver(broker::Grant grant) override {
+    return service_.Deliver(*session_, std::move(grant), mapped_buffer_id_, reply_);
+  }
+  void End(const absl::Status& status) override {
+    if (alarm_set_) alarm_.Cancel();
+    service_.Observe(method_, status.code(), start_);
+    Finish(ToGrpcStatus(status));
+  }
+
+  void OnCancel() override {
+    if (auto wait = wait_.lock()) wait->On(WaitingOpen::Event::kCancelled);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  MemdService& service_;
+  const char* const method_;
+  const absl::Time start_;
+  const std::shared_ptr<session::Session> session_;
+  const std::uint64_t mapped_buffer_id_;
+  v1::Lease* const reply_;
+  std::weak_ptr<WaitingOpen> wait_;
+  // Set and cancelled only under the wait's mutex (WaitingOpen::Call).
+  bool alarm_set_ = false;
+  grpc::Alarm alarm_;
+};
+
 grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
-    grpc::CallbackServerContext* context, const char* method, std::string name,
-    std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply,
-    std::function<absl::StatusOr<std::optional<broker::Grant>>(
-        broker::SessionId, broker::WatchId, std::function<void()>)>
-        attempt) {
+    grpc::CallbackServerContext* context, const char* method, OpenRequest request,
+    std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply) {
   auto session = Authenticate(context);
   absl::Status valid = session.ok() ? ValidateWait(wait_ms) : session.status();
   if (!valid.ok() || wait_ms == 0) {
     return Respond(context, method, [&]() -> absl::Status {
       MEMD_RETURN_IF_ERROR(valid);
       MEMD_ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
-                       attempt((*session)->id(), 0, nullptr));
+                       AskBroker(broker_, (*session)->id(), request, 0, nullptr));
       // Without a wake the broker answers at once.
       return Deliver(**session, std::move(*grant), mapped_buffer_id, reply);
     });
   }
-  std::shared_ptr<session::Session> holder = std::move(*session);
-  const absl::Time start = absl::Now();
-  return WaitingOpen::Start(
-      broker_, std::move(name), absl::Milliseconds(wait_ms),
-      [this, method, start](const absl::Status& status) {
-        Observe(method, status.code(), start);
-      },
-      [holder, attempt = std::move(attempt)](broker::WatchId watch,
-                                             std::function<void()> wake) {
-        return attempt(holder->id(), watch, std::move(wake));
-      },
-      [this, holder, mapped_buffer_id, reply](broker::Grant grant) {
-        return Deliver(*holder, std::move(grant), mapped_buffer_id, reply);
-      });
+  auto* call = new WaitingCall(*this, method, std::move(*session), mapped_buffer_id,
+                               reply);
+  call->Wait(std::move(request), absl::Milliseconds(wait_ms));
+  return call;
 }
 
 grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context,
@@ -212,14 +263,9 @@ grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context
   if (!params.ok()) {
     return Respond(context, "Open", [&] { return params.status(); });
   }
-  return OpenMaybeWaiting(
-      context, "Open", request->name(), request->wait_timeout_ms(),
-      request->mapped_buffer_id(), reply,
-      [this, params = *params](broker::SessionId session, broker::WatchId watch,
-                               std::function<void()> wake)
-          -> absl::StatusOr<std::optional<broker::Grant>> {
-        return broker_.OpenOrWatch(session, params, watch, std::move(wake));
-      });
+  return OpenMaybeWaiting(context, "Open", std::move(*params),
+                          request->wait_timeout_ms(), request->mapped_buffer_id(),
+                          reply);
 }
 
 grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
@@ -229,13 +275,8 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
   if (!params.ok()) {
     return Respond(context, "OpenOrCreate", [&] { return params.status(); });
   }
-  return OpenMaybeWaiting(
-      context, "OpenOrCreate", request->create().name(), request->wait_timeout_ms(),
-      0, reply,
-      [this, params = *params](broker::SessionId session, broker::WatchId watch,
-                               std::function<void()> wake) {
-        return broker_.OpenOrCreate(session, params, watch, std::move(wake));
-      });
+  return OpenMaybeWaiting(context, "OpenOrCreate", std::move(*params),
+                          request->wait_timeout_ms(), 0, reply);
 }
 
 grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context,
@@ -338,12 +379,7 @@ grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context
                                             v1::TrimReply* reply) {
   return Respond(context, "Trim", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    const uid_t uid = session->peer().uid;
-    if (uid != 0 && uid != ::geteuid()) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "uid ", uid, " may not trim: only root and the daemon's user (uid ",
-          ::geteuid(), ") may"));
-    }
+    MEMD_RETURN_IF_ERROR(broker::MayTrim(session->peer().uid, ::geteuid()));
     std::vector<pool::Pool*> chosen;
     if (request->location().empty()) {
       chosen = pools_.All();

@@ -10,6 +10,7 @@
 #include "daemon/broker/broker.h"
 #include "absl/functional/function_ref.h"
 #include "daemon/service/call_observer.h"
+#include "daemon/service/waiting_open.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/session/session_server.h"
 #include "memd/v1/memd.grpc.pb.h"
@@ -38,7 +39,7 @@ inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
 /// INVALID_ARGUMENT (bad enum values, wait beyond kMaxOpenWait),
 /// UNAVAILABLE (a descriptor could not reach the client),
 /// DEADLINE_EXCEEDED (a waiting Open ran out of time), PERMISSION_DENIED
-/// (Trim by anyone but root or the daemon's user).
+/// (Trim by anyone but root or the daemon's user: broker::MayTrim).
 class MemdService final : public v1::Memd::CallbackService {
  public:
   // `backend` (may be null in tests) reports the devices in Stats;
@@ -90,6 +91,8 @@ class MemdService final : public v1::Memd::CallbackService {
                                  v1::PingReply* reply) override;
 
  private:
+  class WaitingCall;
+
   // The session of the call's token, when the call comes on a connection
   // of the session's user.
   absl::StatusOr<std::shared_ptr<session::Session>> Authenticate(
@@ -113,12 +116,11 @@ class MemdService final : public v1::Memd::CallbackService {
   void Observe(const char* method, absl::StatusCode code, absl::Time start) const;
 
   // Finishes an Open-like call now (wait == 0) or after waiting.
-  grpc::ServerUnaryReactor* OpenMaybeWaiting(
-      grpc::CallbackServerContext* context, const char* method, std::string name,
-      std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply,
-      std::function<absl::StatusOr<std::optional<broker::Grant>>(
-          broker::SessionId, broker::WatchId, std::function<void()>)>
-          attempt);
+  grpc::ServerUnaryReactor* OpenMaybeWaiting(grpc::CallbackServerContext* context,
+                                             const char* method, OpenRequest request,
+                                             std::uint64_t wait_ms,
+                                             std::uint64_t mapped_buffer_id,
+                                             v1::Lease* reply);
 
   broker::Broker& broker_;
   const pool::PoolSet& pools_;

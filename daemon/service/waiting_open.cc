@@ -1,105 +1,101 @@
 #include "daemon/service/waiting_open.h"
 
-#include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/service/convert.h"
 
 namespace memd::service {
 
-// The call's reactor: forwards cancellation to the wait and frees itself
-// when gRPC is done with the call.
-class WaitingOpen::Reactor : public grpc::ServerUnaryReactor {
- public:
-  void OnCancel() override {
-    if (auto wait = wait_.lock()) wait->Cancel();
+absl::StatusOr<std::optional<broker::Grant>> AskBroker(
+    broker::Broker& broker, broker::SessionId session, const OpenRequest& request,
+    broker::WatchId watch, std::function<void()> wake) {
+  if (const auto* open = std::get_if<broker::OpenParams>(&request)) {
+    return broker.OpenOrWatch(session, *open, watch, std::move(wake));
   }
-  void OnDone() override { delete this; }
-
-  std::weak_ptr<WaitingOpen> wait_;
-};
-
-grpc::ServerUnaryReactor* WaitingOpen::Start(broker::Broker& broker,
-                                             std::string name,
-                                             absl::Duration wait,
-                                             Finished finished, Attempt attempt,
-                                             Deliver deliver) {
-  auto* reactor = new Reactor;
-  std::shared_ptr<WaitingOpen> waiting(
-      new WaitingOpen(broker, std::move(name), wait, std::move(finished),
-                      std::move(attempt), std::move(deliver), reactor));
-  reactor->wait_ = waiting;
-  waiting->Try();
-  return reactor;
+  return broker.OpenOrCreate(session, std::get<broker::CreateParams>(request), watch,
+                             std::move(wake));
 }
 
-WaitingOpen::WaitingOpen(broker::Broker& broker, std::string name,
-                         absl::Duration wait, Finished finished, Attempt attempt,
-                         Deliver deliver, Reactor* reactor)
+BrokerOpener::BrokerOpener(broker::Broker& broker, broker::SessionId session,
+                           OpenRequest request)
     : broker_(broker),
-      name_(std::move(name)),
-      wait_(wait),
-      finished_(std::move(finished)),
-      attempt_(std::move(attempt)),
-      deliver_(std::move(deliver)),
-      watch_(broker.NewWatchId()),
-      reactor_(reactor) {}
+      session_(session),
+      request_(std::move(request)),
+      watch_(broker.NewWatchId()) {}
 
-void WaitingOpen::Try() {
+absl::StatusOr<std::optional<broker::Grant>> BrokerOpener::Try(
+    std::function<void()> woken) {
+  return AskBroker(broker_, session_, request_, watch_, std::move(woken));
+}
+
+bool BrokerOpener::CancelWatch() { return broker_.CancelWatch(watch_); }
+
+WaitingOpen::WaitingOpen(std::unique_ptr<Opener> opener, std::string name,
+                         absl::Duration wait, Call& call)
+    : name_(std::move(name)), wait_(wait), opener_(std::move(opener)), call_(call) {}
+
+void WaitingOpen::On(Event event) {
   absl::MutexLock lock(&mu_);
-  if (done_) return;
-  std::shared_ptr<WaitingOpen> self = shared_from_this();
-  auto result = attempt_(watch_, [self] { self->Try(); });
-  if (!result.ok()) return FinishLocked(result.status());
-  if (result->has_value()) return FinishLocked(deliver_(std::move(**result)));
-  if (expired_) {
-    // The alarm fired while a wake was on its way, and the wake found
-    // reason to wait again: nothing else would end this wait. (Should that
-    // wake's watch have fired too, its own try comes next and ends here.)
-    if (broker_.CancelWatch(watch_)) FinishLocked(DeadlineExceeded());
-    return;
-  }
-  if (!alarm_set_) {
-    alarm_set_ = true;
-    // Weak: the alarm keeps its callback as long as it lives, and it lives
-    // in this object. The broker's watch is what keeps a wait alive.
-    std::weak_ptr<WaitingOpen> weak = self;
-    alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait_),
-               [weak](bool fired) {
-                 if (auto waiting = weak.lock(); waiting && fired) waiting->Expire();
-               });
+  if (state_ == State::kDone) return;  // Late: the call has ended.
+  switch (event) {
+    case Event::kWake:
+      return TryLocked();
+    case Event::kAlarm:
+      // Only a watch taken back proves no wake is on its way; else the wake
+      // owns the end (kOverdue).
+      if (!opener_->CancelWatch()) {
+        state_ = State::kOverdue;
+        return;
+      }
+      return EndLocked(DeadlineExceeded());
+    case Event::kCancelled:
+      opener_->CancelWatch();
+      return EndLocked(absl::CancelledError("the call was cancelled"));
   }
 }
 
-void WaitingOpen::Expire() {
-  absl::MutexLock lock(&mu_);
-  if (done_) return;
-  // When the wake won the race it is about to try again: it finishes the
-  // call, or ends the wait if it would wait again.
-  if (!broker_.CancelWatch(watch_)) {
-    expired_ = true;
-    return;
+void WaitingOpen::TryLocked() {
+  // The wake keeps this wait alive for as long as the broker holds it.
+  auto tried = opener_->Try([self = shared_from_this()] { self->On(Event::kWake); });
+  if (!tried.ok()) return EndLocked(tried.status());
+  if (tried->has_value()) return EndLocked(call_.Deliver(std::move(**tried)));
+  // The try left a watch.
+  switch (state_) {
+    case State::kStarting:
+      state_ = State::kWaiting;
+      // Weak: the alarm lives as long as the call, and must not keep the
+      // wait alive; the broker's watch does that.
+      call_.SetAlarm(wait_, [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->On(Event::kAlarm);
+      });
+      return;
+    case State::kWaiting:
+      return;
+    case State::kOverdue:
+      // The alarm rang while this wake was on its way, and the wake found
+      // reason to wait again: nothing else would end this wait. (Should the
+      // new watch have been taken meanwhile, its wake comes next and ends
+      // here.)
+      if (opener_->CancelWatch()) EndLocked(DeadlineExceeded());
+      return;
+    case State::kDone:
+      return;  // Not reached: On() returns first.
   }
-  FinishLocked(DeadlineExceeded());
+}
+
+void WaitingOpen::EndLocked(const absl::Status& status) {
+  state_ = State::kDone;
+  call_.End(status);
+}
+
+WaitingOpen::State WaitingOpen::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
 }
 
 absl::Status WaitingOpen::DeadlineExceeded() const {
   return absl::DeadlineExceededError(absl::StrCat(
       "buffer '", name_, "' was not sealed within ", absl::FormatDuration(wait_)));
-}
-
-void WaitingOpen::Cancel() {
-  absl::MutexLock lock(&mu_);
-  if (done_) return;
-  broker_.CancelWatch(watch_);
-  FinishLocked(absl::CancelledError("the call was cancelled"));
-}
-
-void WaitingOpen::FinishLocked(const absl::Status& status) {
-  done_ = true;
-  if (alarm_set_) alarm_.Cancel();
-  finished_(status);
-  reactor_->Finish(ToGrpcStatus(status));
 }
 
 }  // namespace memd::service

@@ -2,71 +2,122 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/broker/broker.h"
-#include "grpcpp/alarm.h"
-#include "grpcpp/support/server_callback.h"
 
 namespace memd::service {
 
-/// One Open or OpenOrCreate call that waits for a buffer to be sealed,
-/// without holding a thread: each attempt either finishes the call or leaves
-/// a watch in the broker, whose wake (a seal, the session's end) tries again.
-/// A gRPC alarm ends the wait at its deadline; a cancelled call stops it.
-///
-/// Owns itself (shared by the wake, the alarm and the reactor) and finishes
-/// the call exactly once. Thread-safe. Finishes with the attempt's status,
-/// DEADLINE_EXCEEDED or CANCELLED.
-class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
+// What an Open-like call asks of the broker, again at every wake: an Open
+// (which waits only with READ) or an OpenOrCreate.
+using OpenRequest = std::variant<broker::OpenParams, broker::CreateParams>;
+
+// Asks the broker once: a grant, an error, or std::nullopt after leaving
+// `wake` under `watch` (Broker::OpenOrWatch, Broker::OpenOrCreate). Without
+// a wake it never waits.
+absl::StatusOr<std::optional<broker::Grant>> AskBroker(
+    broker::Broker& broker, broker::SessionId session, const OpenRequest& request,
+    broker::WatchId watch, std::function<void()> wake);
+
+/// The broker as one waiting open sees it. BrokerOpener is the daemon's;
+/// tests put in their own to hold a wake back. Errors: the broker's.
+class Opener {
  public:
-  // One try: a grant, an error, or std::nullopt after registering `wake`
-  // under `watch`.
-  using Attempt = std::function<absl::StatusOr<std::optional<broker::Grant>>(
-      broker::WatchId watch, std::function<void()> wake)>;
-  // Hands the grant to the client; its status finishes the call.
-  using Deliver = std::function<absl::Status(broker::Grant grant)>;
+  virtual ~Opener() = default;
+  // One try: a grant, an error, or std::nullopt after leaving a watch whose
+  // wake calls `woken` once (the name sealed, the session ended).
+  virtual absl::StatusOr<std::optional<broker::Grant>> Try(
+      std::function<void()> woken) = 0;
+  // Takes back the watch the last try left. False when there is none: its
+  // wake has run or is on its way.
+  virtual bool CancelWatch() = 0;
+};
 
-  // Told how the call ended, once.
-  using Finished = std::function<void(const absl::Status& status)>;
-
-  // Starts the wait and returns the call's reactor.
-  static grpc::ServerUnaryReactor* Start(broker::Broker& broker,
-                                         std::string name, absl::Duration wait,
-                                         Finished finished, Attempt attempt,
-                                         Deliver deliver);
+/// Tries `request` for `session` with the broker, under one watch id for
+/// every try. Borrows the broker. Thread-compatible (WaitingOpen serialises).
+class BrokerOpener final : public Opener {
+ public:
+  BrokerOpener(broker::Broker& broker, broker::SessionId session, OpenRequest request);
+  absl::StatusOr<std::optional<broker::Grant>> Try(std::function<void()> woken) override;
+  bool CancelWatch() override;
 
  private:
-  class Reactor;
+  broker::Broker& broker_;
+  const broker::SessionId session_;
+  const OpenRequest request_;
+  const broker::WatchId watch_;
+};
 
-  WaitingOpen(broker::Broker& broker, std::string name, absl::Duration wait,
-              Finished finished, Attempt attempt, Deliver deliver, Reactor* reactor);
+/// One Open or OpenOrCreate call that waits for its buffer to be sealed,
+/// without holding a thread. A small state machine; every transition is in
+/// On(), driven by three events:
+///   kWake       the first try (Start), or the broker's wake (the name was
+///               sealed, or the session ended: its try then fails
+///               UNAUTHENTICATED): try again;
+///   kAlarm      the deadline passed;
+///   kCancelled  the client cancelled the call.
+/// States, in the order a call goes through them:
+///   kStarting   no try yet;
+///   kWaiting    a watch is in the broker, or its wake is on the way; the
+///               alarm is set;
+///   kOverdue    the alarm rang when the wake had already taken the watch:
+///               that wake's try ends the call, one way or the other;
+///   kDone       the call has ended; every later event is ignored.
+/// A try that grants or fails ends the call from any state.
+///
+/// Owns its Opener; shared by the broker's wake (which keeps it alive while
+/// it waits), the alarm and the call (which hold it weakly). Borrows the
+/// Call until it ends it, exactly once. Thread-safe.
+/// Ends the call with the try's status, the delivery's, DEADLINE_EXCEEDED or
+/// CANCELLED.
+class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
+ public:
+  /// The call a waiting open answers: gRPC's in the daemon (MemdService), a
+  /// fake in tests. Called with the wait's mutex held: must not call back.
+  class Call {
+   public:
+    virtual ~Call() = default;
+    // Calls `ring` once `wait` has passed, unless the call ends first.
+    // Called at most once.
+    virtual void SetAlarm(absl::Duration wait, std::function<void()> ring) = 0;
+    // Hands the grant to the client; the status ends the call.
+    virtual absl::Status Deliver(broker::Grant grant) = 0;
+    // Ends the call (and its alarm); called once, last.
+    virtual void End(const absl::Status& status) = 0;
+  };
 
-  void Try();
-  void Expire();
-  void Cancel();
-  void FinishLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  enum class State { kStarting, kWaiting, kOverdue, kDone };
+  enum class Event { kWake, kAlarm, kCancelled };
+
+  // `name`: the buffer's, for the deadline's message. Make it with
+  // std::make_shared, then Start.
+  WaitingOpen(std::unique_ptr<Opener> opener, std::string name, absl::Duration wait,
+              Call& call);
+
+  // The first try; the call may have ended when it returns.
+  void Start() { On(Event::kWake); }
+  // Every transition, in one place.
+  void On(Event event) ABSL_LOCKS_EXCLUDED(mu_);
+  State state() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void TryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeadlineExceeded() const;
 
-  broker::Broker& broker_;
   const std::string name_;
   const absl::Duration wait_;
-  const Finished finished_;
-  const Attempt attempt_;
-  const Deliver deliver_;
-  const broker::WatchId watch_;
 
-  absl::Mutex mu_;
-  Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Not touched once done_.
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  bool alarm_set_ ABSL_GUARDED_BY(mu_) = false;
-  // The alarm fired but a wake was already on its way (it owns the end).
-  bool expired_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Alarm alarm_;
+  mutable absl::Mutex mu_;
+  const std::unique_ptr<Opener> opener_ ABSL_PT_GUARDED_BY(mu_);
+  Call& call_ ABSL_GUARDED_BY(mu_);  // Not touched once kDone.
+  State state_ ABSL_GUARDED_BY(mu_) = State::kStarting;
 };
 
 }  // namespace memd::service

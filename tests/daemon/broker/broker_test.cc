@@ -948,6 +948,57 @@ TEST_F(BrokerTest, EndingTheSessionWakesItsWatchesToFail) {
   EXPECT_TRUE(woken);
 }
 
+// Wakes run once the broker's mutex is released: a wake that retries at once
+// (as the service's does) would otherwise deadlock.
+TEST_F(BrokerTest, AWakeRetriesInsideTheSealThatWokeIt) {
+  SessionId producer = Start(Peer(kAlice, kStaff));
+  SessionId consumer = Start(Peer(kAlice, kStaff));
+  absl::StatusOr<std::optional<Grant>> retried;
+  ASSERT_TRUE(broker_->OpenOrWatch(consumer, {"late", Access::kRead},
+                                   broker_->NewWatchId(), [&] {
+                                     retried = broker_->OpenOrWatch(
+                                         consumer, {"late", Access::kRead},
+                                         broker_->NewWatchId(), nullptr);
+                                   })
+                  .ok());
+  Publish(producer, "late", "x");
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  ASSERT_TRUE(retried->has_value());
+  EXPECT_EQ((*retried)->buffer.name, "late");
+}
+
+TEST_F(BrokerTest, AWakeRetriesInsideTheSessionEndThatWokeItAndIsRefused) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  absl::Status retried;
+  ASSERT_TRUE(broker_->OpenOrWatch(alice, {"x", Access::kRead}, broker_->NewWatchId(),
+                                   [&] {
+                                     retried = broker_->Open(alice, {"x", Access::kRead})
+                                                   .status();
+                                   })
+                  .ok());
+  broker_->EndSession(alice);
+  EXPECT_TRUE(absl::IsUnauthenticated(retried)) << retried;
+}
+
+TEST_F(BrokerTest, AWaitRefusedByALimitIsCountedAndAnEndedWaitGivesItsPlaceBack) {
+  BrokerLimits limits;
+  limits.max_waits_per_uid = 1;
+  MakeBroker(limits);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId again = Start(Peer(kAlice, kStaff));
+  ASSERT_TRUE(broker_->OpenOrWatch(alice, {"x", Access::kRead},
+                                   broker_->NewWatchId(), [] {}).ok());
+  EXPECT_EQ(broker_->OpenOrWatch(again, {"y", Access::kRead}, broker_->NewWatchId(),
+                                 [] {}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(broker_->Counts().rejections.waits_per_uid, 1u);
+  broker_->EndSession(alice);
+  auto waits = broker_->OpenOrWatch(again, {"y", Access::kRead}, broker_->NewWatchId(),
+                                    [] {});
+  ASSERT_TRUE(waits.ok()) << waits.status();
+  EXPECT_FALSE(waits->has_value());
+}
+
 TEST_F(BrokerTest, WatchesPerSessionAreLimited) {
   BrokerLimits limits;
   limits.max_waits_per_session = 1;
