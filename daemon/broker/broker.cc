@@ -699,6 +699,7 @@ BrokerCounts Broker::Counts() const {
   }
   counts.sessions = sessions_.size();
   counts.leases = leases_.size();
+  counts.waits = watches_.size();
   counts.rejections = rejections_;
   counts.rejections.quotas = usage_.rejections();
   return counts;

@@ -85,7 +85,8 @@ TEST_F(SessionServerTest, WithoutPassRightsALoadedSocketIsClosedOffTheEventThrea
   UniqueFd tcp(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   ::setsockopt(tcp.get(), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
   ::connect(tcp.get(), reinterpret_cast<sockaddr*>(&address), length);
-  ::usleep(10000);
+  pollfd connected{tcp.get(), POLLOUT, 0};  // Writable once the handshake is done.
+  ASSERT_EQ(::poll(&connected, 1, 10000), 1);
   const linger stay{1, 60};
   ::setsockopt(tcp.get(), SOL_SOCKET, SO_LINGER, &stay, sizeof(stay));
   char junk[4096] = {};
