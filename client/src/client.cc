@@ -237,6 +237,7 @@ absl::StatusOr<DaemonStats> Client::Stats() {
   stats.buffers = reply.buffers();
   stats.sessions = reply.sessions();
   stats.leases = reply.leases();
+  stats.waits = reply.waits();
   stats.metrics_address = reply.metrics_address();
   stats.started = absl::FromUnixNanos(reply.started_unix_ns());
   for (const auto& pool : reply.pools()) {

@@ -7,13 +7,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/errno_status.h"
 #include "common/paths.h"
+#include "common/session_codec.h"
 #include "common/unix_socket.h"
-#include "memd/v1/memd.pb.h"
 
 namespace memd::internal {
 namespace {
@@ -98,19 +99,20 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
                         absl::StrCat("memd at ", socket_dir,
                                      " did not greet: ", packet.status().message()));
   }
-  v1::SessionMessage message;
-  if (!message.ParseFromString(packet->bytes) || !message.has_hello()) {
+  absl::StatusOr<SessionMessage> message = DecodeSessionMessage(packet->bytes);
+  const SessionHello* hello =
+      message.ok() ? std::get_if<SessionHello>(&*message) : nullptr;
+  if (hello == nullptr) {
     return absl::DataLossError(
         absl::StrCat("memd at ", socket_dir, " sent a greeting this client cannot read"));
   }
-  const v1::SessionHello& hello = message.hello();
-  if (!hello.error().empty()) {
-    auto code = static_cast<absl::StatusCode>(hello.error_code());
+  if (!hello->error.empty()) {
+    auto code = static_cast<absl::StatusCode>(hello->error_code);
     if (code == absl::StatusCode::kOk) code = absl::StatusCode::kUnavailable;
-    return absl::Status(code, absl::StrCat("memd refused the session: ", hello.error()));
+    return absl::Status(code, absl::StrCat("memd refused the session: ", hello->error));
   }
   return std::unique_ptr<SessionChannel>(new SessionChannel(
-      std::move(*socket), hello.session_id(), hello.token(), std::move(directory)));
+      std::move(*socket), hello->session_id, hello->token, std::move(directory)));
 }
 
 absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
@@ -126,13 +128,13 @@ absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
     }
     auto packet = Receive(socket_.get(), deadline);
     if (!packet.ok()) return packet.status();
-    v1::SessionMessage message;
-    if (!message.ParseFromString(packet->bytes) || !message.has_fd() ||
-        !packet->fd) {
+    absl::StatusOr<SessionMessage> message = DecodeSessionMessage(packet->bytes);
+    const SessionFd* sent = message.ok() ? std::get_if<SessionFd>(&*message) : nullptr;
+    if (sent == nullptr || !packet->fd) {
       return absl::DataLossError("unexpected packet on the session socket");
     }
-    if (message.fd().seq() == seq) return std::move(packet->fd);
-    waiting_[message.fd().seq()] = std::move(packet->fd);
+    if (sent->seq == seq) return std::move(packet->fd);
+    waiting_[sent->seq] = std::move(packet->fd);
     if (waiting_.size() > kMaxWaitingFds) waiting_.erase(waiting_.begin());
   }
 }

@@ -129,6 +129,7 @@ struct BrokerCounts {
   std::uint64_t unlinked = 0;  // unlinked but still leased.
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
+  std::uint64_t waits = 0;     // Opens waiting for a buffer's seal.
   LimitRejections rejections;
 };
 

@@ -348,6 +348,7 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     reply->set_buffers(counts.buffers);
     reply->set_sessions(counts.sessions);
     reply->set_leases(counts.leases);
+    reply->set_waits(counts.waits);
     return absl::OkStatus();
   });
 }

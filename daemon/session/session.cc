@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
-#include "memd/v1/memd.pb.h"
+#include "common/session_codec.h"
 
 namespace memd::session {
 namespace {
@@ -20,10 +20,9 @@ std::size_t PacketCharge() {
       return kUsual;
     }
     UniqueFd ours(pair[0]), theirs(pair[1]);
-    v1::SessionMessage message;
-    message.mutable_fd()->set_seq(~std::uint64_t{0});  // The longest.
+    const std::string longest = EncodeSessionMessage(SessionFd{~std::uint64_t{0}});
     absl::StatusOr<std::size_t> unread =
-        SendPacket(ours.get(), message.SerializeAsString(), theirs.get(),
+        SendPacket(ours.get(), longest, theirs.get(),
                    MSG_DONTWAIT)
                 .ok()
             ? UnreadBytes(ours.get())
@@ -55,10 +54,8 @@ absl::StatusOr<std::uint64_t> Session::SendFd(int fd) {
         "must read the session socket (libmemd does)"));
   }
   const std::uint64_t seq = next_seq_;
-  v1::SessionMessage message;
-  message.mutable_fd()->set_seq(seq);
-  absl::Status sent =
-      SendPacket(socket_.get(), message.SerializeAsString(), fd, MSG_DONTWAIT);
+  absl::Status sent = SendPacket(socket_.get(), EncodeSessionMessage(SessionFd{seq}),
+                                fd, MSG_DONTWAIT);
   if (!sent.ok()) return sent;
   return next_seq_++;
 }

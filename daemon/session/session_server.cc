@@ -16,13 +16,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
-#include "memd/v1/memd.pb.h"
+#include "common/session_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace memd::session {
 namespace {
-
-constexpr std::uint32_t kProtocolVersion = 1;
 
 // 128 random bits, hex: what a gRPC call presents to act for a session.
 absl::StatusOr<std::string> NewToken() {
@@ -46,11 +44,8 @@ std::string CommandOf(pid_t pid) {
   return command.empty() ? "?" : command;
 }
 
-void SendHello(int fd, const v1::SessionHello& hello) {
-  v1::SessionMessage message;
-  *message.mutable_hello() = hello;
-  absl::Status sent =
-      SendPacket(fd, message.SerializeAsString(), -1, MSG_DONTWAIT);
+void SendHello(int fd, const SessionHello& hello) {
+  absl::Status sent = SendPacket(fd, EncodeSessionMessage(hello), -1, MSG_DONTWAIT);
   if (!sent.ok()) spdlog::debug("session hello not delivered: {}", sent.ToString());
 }
 
@@ -198,8 +193,8 @@ void SessionServer::AcceptSessions(absl::Time now) {
     // The client has nothing to say on this socket: shut it for reading so
     // that whatever it sends fails (EPIPE) instead of queueing here.
     ::shutdown(fd->get(), SHUT_RD);
-    v1::SessionHello hello;
-    hello.set_protocol_version(kProtocolVersion);
+    SessionHello hello;
+    hello.protocol_version = kSessionProtocolVersion;
     auto peer = GetPeerCredentials(fd->get());
     if (!peer.ok()) {
       refusals_.Warn(now, absl::StrCat("session server: ", peer.status().ToString()));
@@ -212,14 +207,14 @@ void SessionServer::AcceptSessions(absl::Time now) {
     if (!id.ok()) {
       refusals_.Warn(now, absl::StrCat("refused session for pid ", peer->pid, " uid ",
                                        peer->uid, ": ", id.status().ToString()));
-      hello.set_error(std::string(id.status().message()));
-      hello.set_error_code(static_cast<int>(id.status().code()));
+      hello.error = std::string(id.status().message());
+      hello.error_code = static_cast<int>(id.status().code());
       SendHello(fd->get(), hello);
       shared_->closer.Close(std::move(*fd));
       continue;
     }
-    hello.set_session_id(*id);
-    hello.set_token(*token);
+    hello.session_id = *id;
+    hello.token = *token;
     const int raw = fd->get();
     epoll_event event{};
     event.events = 0;  // EPOLLHUP and EPOLLERR are always reported.

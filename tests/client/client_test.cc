@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "memd/v1/memd.grpc.pb.h"
 #include "tests/client/pattern.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/raw_session.h"
 #include "tests/support/temp_dir.h"
 
@@ -251,12 +252,12 @@ TEST_F(ClientTest, ForgedTokenIsUnauthenticated) {
 TEST_F(ClientTest, TokenOfAnEndedSessionIsUnauthenticated) {
   test::RawSession raw = OpenRawSession();
   raw.socket.reset();  // Hang up: the daemon ends the session.
-  absl::Time deadline = absl::Now() + absl::Seconds(5);
   grpc::Status status;
-  v1::StatsReply reply;
-  do {
+  test::PollUntil([&] {
+    v1::StatsReply reply;
     status = raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &reply);
-  } while (status.ok() && absl::Now() < deadline);
+    return !status.ok();
+  });
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
@@ -545,13 +546,9 @@ TEST_F(ClientTest, ClientDisconnectReleasesItsLeases) {
   }
   // Session end is noticed by the daemon's session thread: wait for it
   // (the lease may go first, released by the Buffer's own destructor).
-  absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while ((client_->Stat("a")->lease_count != 0 || client_->Stats()->sessions != 1) &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  EXPECT_EQ(client_->Stat("a")->lease_count, 0u);
-  EXPECT_EQ(client_->Stats()->sessions, 1u);
+  EXPECT_TRUE(test::PollUntil([&] {
+    return client_->Stat("a")->lease_count == 0 && client_->Stats()->sessions == 1;
+  }));
 }
 
 TEST_F(ClientTest, ClientSurvivesADaemonRestart) {

@@ -11,11 +11,11 @@
 #include <memory>
 
 #include "absl/strings/match.h"
-#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
 
 namespace memd {
@@ -24,6 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 using test::BinDir;
 using test::DaemonProcess;
+using test::PollUntil;
 using test::ProgramResult;
 using test::RunProgram;
 
@@ -68,24 +69,26 @@ TEST_F(MultiProcessTest, ConsumerProcessReadsWhatAProducerProcessSealed) {
 
 TEST_F(MultiProcessTest, ConsumerStartedFirstWaitsForTheProducer) {
   // Start the consumer, then the producer; the consumer waits for the seal.
+  ASSERT_EQ(client_->Stats()->waits, 0u);
   pid_t consumer = ::fork();
   ASSERT_GE(consumer, 0);
   if (consumer == 0) {
     ProgramResult result = Run({"consume", "late", "100000", "7", "30000"});
     ::_exit(result.exit_code);
   }
-  // Produce once the consumer's session exists, so that it is (about to be)
-  // waiting; client_test shows a waiting open cannot finish before the seal.
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (client_->Stats()->sessions < 2 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  // The daemon counts the consumer's open as waiting before the buffer
+  // exists: only then does the producer start.
+  ASSERT_TRUE(PollUntil([&] { return client_->Stats()->waits == 1; }))
+      << "the consumer's open never waited";
+  EXPECT_EQ(client_->Stat("late").status().code(), absl::StatusCode::kNotFound);
   ProgramResult produced = Run({"produce", "late", "100000", "7"});
   ASSERT_EQ(produced.exit_code, 0) << produced.err;
+  // The seal woke it: it got the producer's bytes (exit 0 checks them).
   int status = 0;
   ASSERT_EQ(::waitpid(consumer, &status, 0), consumer);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(client_->Stats()->waits, 0u);
 }
 
 TEST_F(MultiProcessTest, KilledClientLosesItsLeases) {
@@ -117,14 +120,8 @@ TEST_F(MultiProcessTest, KilledClientLosesItsLeases) {
 
   ASSERT_EQ(::kill(holder, SIGKILL), 0);
   ASSERT_EQ(::waitpid(holder, nullptr, 0), holder);
-  // The daemon sees the hang-up on its own thread; the deadline only
-  // guards against a daemon that never does (no timing is asserted: the
-  // sanitizers and a loaded machine slow everything).
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (client_->Stats()->leases != 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  EXPECT_EQ(client_->Stats()->leases, 0u);
+  // The daemon sees the hang-up on its own thread.
+  EXPECT_TRUE(PollUntil([&] { return client_->Stats()->leases == 0; }));
   EXPECT_EQ(client_->Stat("a")->lease_count, 0u);
   // Its ephemeral buffer went with it; the persistent ones stay.
   EXPECT_EQ(client_->Stat("a.mine").status().code(), absl::StatusCode::kNotFound);

@@ -6,14 +6,12 @@
 // no buffer, no byte in use, no usage charged. Runs under ASan/UBSan in CI.
 
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "memd/v1/memd.grpc.pb.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/raw_session.h"
 #include "tests/support/temp_dir.h"
 
@@ -294,12 +293,12 @@ TEST_F(RpcFuzzTest, RandomCallsGetDocumentedAnswersAndLeaveNothingBehind) {
 
   // Gone sessions, unlinked names: nothing may stay.
   sessions.clear();
-  for (int wait = 0; wait < 200; ++wait) {
+  // The daemon's session thread ends them.
+  test::PollUntil([&] {
     stats.Clear();
-    ASSERT_TRUE(checker.raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok());
-    if (stats.sessions() == 1 && stats.leases() == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return checker.raw.Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats).ok() &&
+           stats.sessions() == 1 && stats.leases() == 0;
+  });
   ASSERT_EQ(stats.sessions(), 1u);
   ASSERT_EQ(stats.leases(), 0u);
   v1::ListReply remaining;

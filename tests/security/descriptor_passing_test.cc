@@ -6,6 +6,7 @@
 // descriptor, and the session thread never reads a client's socket.
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,7 +58,10 @@ int LingeringTcpSocket(const sockaddr_in& silent, int seconds) {
       errno != EINPROGRESS) {
     return -1;
   }
-  ::usleep(10000);  // Let the handshake finish (the accept queue takes it).
+  // Let the handshake finish (the accept queue takes it): writable once
+  // connected.
+  pollfd connected{tcp, POLLOUT, 0};
+  ::poll(&connected, 1, 10000);
   const linger stay{1, seconds};
   ::setsockopt(tcp, SOL_SOCKET, SO_LINGER, &stay, sizeof(stay));
   char junk[4096] = {};
@@ -94,7 +98,11 @@ TEST_F(DescriptorPassingTest, NeitherSocketAcceptsADescriptorFromAClient) {
     }
     // Nor anything else on the session socket.
     auto session = ConnectUnix(SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET);
-    ::usleep(100000);  // Give the daemon time to take the session.
+    // The daemon greets a session after shutting it for reading: wait for
+    // the greeting.
+    if (!session.ok()) return 11;
+    pollfd greeted{session->get(), POLLIN, 0};
+    if (::poll(&greeted, 1, 10000) != 1) return 12;
     absl::StrAppend(&report, SendDescriptor(session->get(), -1));
     WriteAll(out, report);
     return 0;

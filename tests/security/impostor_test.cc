@@ -16,11 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/paths.h"
+#include "common/session_codec.h"
 #include "common/unix_socket.h"
 #include "daemon/daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "memd/v1/memd.pb.h"
 #include "tests/support/hostile.h"
 #include "tests/support/temp_dir.h"
 
@@ -52,11 +52,11 @@ class Impostor {
   // Starts it and waits until it listens; false when it could not.
   bool Start() {
     if (::pipe2(ready_, O_CLOEXEC) != 0 || ::pipe2(stop_, O_CLOEXEC) != 0) return false;
-    v1::SessionMessage greeting;
-    greeting.mutable_hello()->set_protocol_version(1);
-    greeting.mutable_hello()->set_session_id(1);
-    greeting.mutable_hello()->set_token(std::string(32, 'f'));
-    const std::string hello = greeting.SerializeAsString();
+    SessionHello greeting;
+    greeting.protocol_version = kSessionProtocolVersion;
+    greeting.session_id = 1;
+    greeting.token = std::string(32, 'f');
+    const std::string hello = EncodeSessionMessage(greeting);
     thread_ = std::thread([this, hello] {
       result_ = test::ForkAs(kMallory, kMallory,
                                 [&](int out) { return Serve(hello, out); });

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/cuda/driver.h"
 #include "gtest/gtest.h"
 #include "tests/client/pattern.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/raw_session.h"
 
 namespace memd {
@@ -154,19 +154,18 @@ class IpcHandleTest : public ::testing::Test {
   void End(RawSession& session) {
     const std::uint64_t id = session.id;
     session.socket.reset();
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    for (;;) {
+    const bool ended = test::PollUntil([&] {
       v1::ListSessionsReply sessions;
-      ASSERT_TRUE(admin_.Call(&v1::Memd::Stub::ListSessions,
-                              v1::ListSessionsRequest(), &sessions).ok());
-      bool alive = false;
-      for (const v1::SessionInfo& info : sessions.sessions()) {
-        alive = alive || info.id() == id;
+      if (!admin_.Call(&v1::Memd::Stub::ListSessions, v1::ListSessionsRequest(),
+                       &sessions).ok()) {
+        return false;
       }
-      if (!alive) return;
-      ASSERT_LT(absl::Now(), deadline) << "session " << id << " did not end";
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+      for (const v1::SessionInfo& info : sessions.sessions()) {
+        if (info.id() == id) return false;
+      }
+      return true;
+    });
+    ASSERT_TRUE(ended) << "session " << id << " did not end";
   }
 
   // What a trim of device:0 gave back.

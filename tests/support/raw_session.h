@@ -3,7 +3,8 @@
 // A session opened by hand, as a client that is not libmemd would: the
 // session socket (kept open to keep the session) with the token the daemon
 // greets it with, and a stub for raw gRPC calls libmemd would never make.
-// Header-only; users link memd's protobuf library (memd::proto).
+// Header-only; users link memd's protobuf library (memd::proto) and the
+// session codec (memd::session_codec).
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,11 +12,13 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <variant>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/paths.h"
+#include "common/session_codec.h"
 #include "common/unix_socket.h"
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
@@ -37,17 +40,17 @@ struct RawSession {
     if (!socket.ok()) return socket.status();
     auto packet = ReceivePacket(socket->get(), 4096);
     if (!packet.ok()) return packet.status();
-    v1::SessionMessage hello;
-    if (!packet->has_value() || !hello.ParseFromString((*packet)->bytes)) {
-      return absl::DataLossError("no readable greeting");
-    }
-    if (!hello.hello().error().empty()) {
-      return absl::Status(static_cast<absl::StatusCode>(hello.hello().error_code()),
-                          hello.hello().error());
+    if (!packet->has_value()) return absl::DataLossError("no greeting");
+    auto message = DecodeSessionMessage((*packet)->bytes);
+    if (!message.ok()) return message.status();
+    const auto* hello = std::get_if<SessionHello>(&*message);
+    if (hello == nullptr) return absl::DataLossError("no greeting");
+    if (!hello->error.empty()) {
+      return absl::Status(static_cast<absl::StatusCode>(hello->error_code), hello->error);
     }
     raw.socket = std::move(*socket);
-    raw.token = hello.hello().token();
-    raw.id = hello.hello().session_id();
+    raw.token = hello->token;
+    raw.id = hello->session_id;
     raw.stub = v1::Memd::NewStub(grpc::CreateChannel(
         "unix:" + ControlSocketPath(socket_dir), grpc::InsecureChannelCredentials()));
     return raw;
@@ -84,11 +87,9 @@ struct RawSession {
       auto packet = ReceivePacket(socket.get(), 4096, MSG_DONTWAIT);
       if (!packet.ok()) return packet.status();
       if (!packet->has_value()) continue;
-      v1::SessionMessage message;
-      if (message.ParseFromString((*packet)->bytes) && message.has_fd() &&
-          message.fd().seq() == seq) {
-        return std::move((*packet)->fd);
-      }
+      auto message = DecodeSessionMessage((*packet)->bytes);
+      const auto* sent = message.ok() ? std::get_if<SessionFd>(&*message) : nullptr;
+      if (sent != nullptr && sent->seq == seq) return std::move((*packet)->fd);
     }
   }
 

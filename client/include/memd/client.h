@@ -142,6 +142,7 @@ struct DaemonStats {
   std::string metrics_address;  // HOST:PORT, empty when off.
   absl::Time started;
   std::vector<DeviceInfo> devices;  // Empty without a GPU backend.
+  std::uint64_t waits = 0;  // Opens waiting for a buffer's seal, now.
 };
 
 struct SessionInfo {

@@ -10,11 +10,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <variant>
 
 #include "absl/synchronization/notification.h"
+#include "common/session_codec.h"
 #include "common/unix_socket.h"
 #include "gtest/gtest.h"
-#include "memd/v1/memd.pb.h"
 #include "tests/support/temp_dir.h"
 
 namespace memd::session {
@@ -42,7 +43,7 @@ class SessionServerTest : public ::testing::Test {
   }
 
   // Connects and reads the greeting, waiting at most `timeout`.
-  absl::StatusOr<std::pair<UniqueFd, v1::SessionHello>> Greeted(
+  absl::StatusOr<std::pair<UniqueFd, SessionHello>> Greeted(
       absl::Duration timeout = absl::Seconds(10)) {
     auto socket = ConnectUnix(path_, SOCK_SEQPACKET);
     if (!socket.ok()) return socket.status();
@@ -52,11 +53,12 @@ class SessionServerTest : public ::testing::Test {
     }
     auto packet = ReceivePacket(socket->get(), 4096);
     if (!packet.ok()) return packet.status();
-    v1::SessionMessage message;
-    if (!packet->has_value() || !message.ParseFromString((*packet)->bytes)) {
-      return absl::DataLossError("bad greeting");
-    }
-    return std::make_pair(std::move(*socket), message.hello());
+    if (!packet->has_value()) return absl::DataLossError("no greeting");
+    auto message = DecodeSessionMessage((*packet)->bytes);
+    if (!message.ok()) return message.status();
+    const auto* hello = std::get_if<SessionHello>(&*message);
+    if (hello == nullptr) return absl::DataLossError("not a greeting");
+    return std::make_pair(std::move(*socket), *hello);
   }
 
   test::TempDir dir_;
@@ -83,7 +85,8 @@ TEST_F(SessionServerTest, WithoutPassRightsALoadedSocketIsClosedOffTheEventThrea
   UniqueFd tcp(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   ::setsockopt(tcp.get(), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
   ::connect(tcp.get(), reinterpret_cast<sockaddr*>(&address), length);
-  ::usleep(10000);
+  pollfd connected{tcp.get(), POLLOUT, 0};  // Writable once the handshake is done.
+  ASSERT_EQ(::poll(&connected, 1, 10000), 1);
   const linger stay{1, 60};
   ::setsockopt(tcp.get(), SOL_SOCKET, SO_LINGER, &stay, sizeof(stay));
   char junk[4096] = {};
@@ -116,7 +119,7 @@ TEST_F(SessionServerTest, WithoutPassRightsALoadedSocketIsClosedOffTheEventThrea
   ASSERT_TRUE(first_end_.WaitForNotificationWithTimeout(absl::Seconds(10)));
   auto next = Greeted();
   ASSERT_TRUE(next.ok()) << next.status();
-  EXPECT_GT(next->second.session_id(), 0u);
+  EXPECT_GT(next->second.session_id, 0u);
   // The silent listener closing resets the lingering socket, so that the
   // closer's thread finishes.
   silent.reset();
@@ -128,7 +131,7 @@ TEST_F(SessionServerTest, ASessionMayLeaveOnlyItsBoundOfDescriptorsUnread) {
   ASSERT_TRUE(server->Start().ok());
   auto client = Greeted();
   ASSERT_TRUE(client.ok()) << client.status();
-  std::shared_ptr<Session> session = server->Find(client->second.token());
+  std::shared_ptr<Session> session = server->Find(client->second.token);
   ASSERT_NE(session, nullptr);
   for (int i = 0; i < 4; ++i) {
     auto sent = session->SendFd(1);

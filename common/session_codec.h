@@ -1,0 +1,49 @@
+#pragma once
+
+// The session socket's wire format, in one place for both ends: the daemon
+// (daemon/session) encodes, the client library and tests decode. Plain C++
+// in and out; the bytes are memd.v1.SessionMessage (proto/memd/v1/memd.proto,
+// the contract), but only session_codec.cc sees protobuf, so the session
+// layer stays free of it.
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace memd {
+
+// The version of the session protocol this build speaks.
+inline constexpr std::uint32_t kSessionProtocolVersion = 1;
+
+// The daemon's first packet after accept: the session's id and the token its
+// gRPC calls carry, or, when `error` is set, why the daemon refused the
+// session (`error_code` an absl/gRPC status code number; the socket then
+// closes).
+struct SessionHello {
+  std::uint32_t protocol_version = 0;
+  std::uint64_t session_id = 0;
+  std::string token;
+  std::string error;
+  int error_code = 0;
+};
+
+// The packet that carries one descriptor in SCM_RIGHTS: the sequence number
+// the gRPC reply names (Handle.fd_seq).
+struct SessionFd {
+  std::uint64_t seq = 0;
+};
+
+// One packet of the session socket.
+using SessionMessage = std::variant<SessionHello, SessionFd>;
+
+// The bytes of one packet. Never fails.
+std::string EncodeSessionMessage(const SessionMessage& message);
+
+// The message in one packet. Errors: DATA_LOSS (not a session message, or
+// one of a kind this build does not know).
+absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes);
+
+}  // namespace memd
