@@ -670,7 +670,7 @@ BrokerCounts Broker::Counts() const {
   }
   counts.sessions = sessions_.size();
   counts.leases = leases_.size();
-  counts.waits = watches_.size();
+  counts.waits = waiters_.size();
   counts.rejections = rejections_;
   counts.rejections.waits_per_session = waiters_.rejections().per_session;
   counts.rejections.waits_per_uid = waiters_.rejections().per_uid;
