@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 #include "daemon/broker/broker.h"
@@ -15,6 +16,8 @@
 
 namespace memd::metrics {
 namespace {
+
+using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 
@@ -194,6 +197,28 @@ TEST_F(DaemonCollectableTest, ScrapeShowsEveryFamilyAsOperatorsKnowIt) {
   Populate();
   DaemonCollectable collectable(pools_, *broker_, "1.2.3", "fake");
   EXPECT_EQ(Scrape(collectable), kGolden);
+}
+
+// A pool's figures move between any two reads; a scrape that read a pool
+// twice could show one state in one family and another in the next.
+TEST_F(DaemonCollectableTest, OneScrapeReadsEachPoolOnce) {
+  DaemonCollectable collectable(pools_, *broker_, "1.2.3", "fake");
+  collectable.Collect();
+  EXPECT_EQ(host_->stats_calls(), 1);
+  EXPECT_EQ(device_->stats_calls(), 1);
+}
+
+TEST_F(DaemonCollectableTest, FiguresOfOneScrapeComeFromOneRead) {
+  host_->set_on_stats([](pool::PoolStats& stats) {
+    stats.reserved_bytes += 2 * kMiB;
+    stats.used_bytes += kMiB;
+  });
+  DaemonCollectable collectable(pools_, *broker_, "1.2.3", "fake");
+  const std::string scrape = Scrape(collectable);
+  // HostStats() plus one move: 10 MiB reserved, 4 MiB used, 6 MiB free.
+  EXPECT_THAT(scrape, HasSubstr("memd_pool_reserved_bytes{location=\"host\"} 10485760\n"));
+  EXPECT_THAT(scrape, HasSubstr("memd_pool_used_bytes{location=\"host\"} 4194304\n"));
+  EXPECT_THAT(scrape, HasSubstr("memd_pool_free_bytes{location=\"host\"} 6291456\n"));
 }
 
 }  // namespace
