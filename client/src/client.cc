@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/client_core.h"
+#include "client/src/convert.h"
 #include "common/location.h"
 #include "common/paths.h"
 #include "common/status_macros.h"
@@ -231,43 +232,7 @@ absl::StatusOr<DaemonStats> Client::Stats() {
   v1::StatsReply reply;
   absl::Status status = Call(*core_, &v1::Memd::Stub::Stats, request, &reply);
   if (!status.ok()) return status;
-  DaemonStats stats;
-  stats.version = reply.version();
-  stats.backend = reply.backend();
-  stats.buffers = reply.buffers();
-  stats.sessions = reply.sessions();
-  stats.leases = reply.leases();
-  stats.waits = reply.waits();
-  stats.metrics_address = reply.metrics_address();
-  stats.started = absl::FromUnixNanos(reply.started_unix_ns());
-  for (const auto& pool : reply.pools()) {
-    PoolStats& out = stats.pools.emplace_back();
-    out.location = pool.location();
-    out.reserved_bytes = pool.reserved_bytes();
-    out.used_bytes = pool.used_bytes();
-    out.free_bytes = pool.free_bytes();
-    out.peak_reserved_bytes = pool.peak_reserved_bytes();
-    out.peak_used_bytes = pool.peak_used_bytes();
-    out.hit_count = pool.hit_count();
-    out.miss_count = pool.miss_count();
-    out.largest_free_block_bytes = pool.largest_free_block_bytes();
-    out.fragmentation = pool.fragmentation();
-    out.segments = pool.segments();
-    out.scrubbed_bytes = pool.scrubbed_bytes();
-    out.trimmed_bytes = pool.trimmed_bytes();
-    out.limit_bytes = pool.limit_bytes();
-    for (const auto& size_class : pool.size_classes()) {
-      out.size_classes.push_back(SizeClassStats{
-          size_class.bytes(), size_class.allocations(), size_class.cached()});
-    }
-  }
-  for (const auto& device : reply.devices()) {
-    stats.devices.push_back(DeviceInfo{
-        device.ordinal(), device.uuid(), device.name(), device.total_bytes(),
-        device.free_bytes(), device.vmm(), device.posix_fd(),
-        device.handle_type() == v1::CUDA_IPC ? "ipc" : "vmm_fd"});
-  }
-  return stats;
+  return internal::FromProto(reply);
 }
 
 absl::StatusOr<int> Client::CudaDevice(std::string_view text) {
@@ -310,10 +275,7 @@ absl::StatusOr<std::vector<UidUsage>> Client::Usage() {
     return status;
   }
   std::vector<UidUsage> usage;
-  for (const auto& entry : reply.usage()) {
-    usage.push_back(UidUsage{entry.uid(), entry.location(), entry.bytes(),
-                             entry.buffers(), entry.quota_bytes()});
-  }
+  for (const auto& entry : reply.usage()) usage.push_back(internal::FromProto(entry));
   return usage;
 }
 
@@ -324,13 +286,7 @@ absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
       Call(*core_, &v1::Memd::Stub::ListSessions, request, &reply);
   if (!status.ok()) return status;
   std::vector<SessionInfo> sessions;
-  for (const auto& session : reply.sessions()) {
-    sessions.push_back(SessionInfo{session.id(), static_cast<pid_t>(session.pid()),
-                                   session.uid(), session.gid(), session.command(),
-                                   session.lease_count(),
-                                   absl::FromUnixNanos(session.started_unix_ns()),
-                                   session.created_bytes()});
-  }
+  for (const auto& session : reply.sessions()) sessions.push_back(internal::FromProto(session));
   return sessions;
 }
 

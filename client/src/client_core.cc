@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/convert.h"
 #include "common/errno_status.h"
 #include "common/paths.h"
 
@@ -13,30 +14,6 @@ namespace {
 constexpr char kSessionMetadataKey[] = "memd-session";
 
 }  // namespace
-
-BufferInfo FromProto(const v1::BufferInfo& info) {
-  BufferInfo out;
-  out.name = info.name();
-  out.id = info.id();
-  out.size = info.size_bytes();
-  out.location = info.location();
-  out.owner_uid = info.owner_uid();
-  out.owner_gid = info.owner_gid();
-  out.mode = info.mode();
-  out.state = info.state() == v1::SEALED ? BufferState::kSealed
-                                         : BufferState::kCreating;
-  out.persistence = info.persistence() == v1::EPHEMERAL
-                        ? Persistence::kEphemeral
-                        : Persistence::kPersistent;
-  out.lease_count = info.lease_count();
-  out.unlinked = info.unlinked();
-  out.created = absl::FromUnixNanos(info.created_unix_ns());
-  if (info.sealed_unix_ns() != 0) {
-    out.sealed = absl::FromUnixNanos(info.sealed_unix_ns());
-  }
-  out.creator_pid = static_cast<pid_t>(info.creator_pid());
-  return out;
-}
 
 absl::Status ClientCore::FromGrpc(const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();

@@ -81,6 +81,4 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   DeviceImports device_imports_;
 };
 
-BufferInfo FromProto(const v1::BufferInfo& info);
-
 }  // namespace memd::internal

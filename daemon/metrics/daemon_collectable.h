@@ -1,20 +1,20 @@
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "daemon/broker/broker.h"
+#include "daemon/metrics/daemon_snapshot.h"
 #include "daemon/pool/pool_set.h"
-#include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
-#include "prometheus/metric_type.h"
 
 namespace memd::metrics {
 
-/// Builds memd's metric families from live state each time Prometheus
-/// scrapes: no background thread, nothing to lag. Borrows the pools and the
-/// broker, which outlive it. Thread-safe (reads only thread-safe snapshots).
+/// Builds memd's metric families (daemon_families.h) from live state each
+/// time Prometheus scrapes: no background thread, nothing to lag. Each
+/// scrape reads one DaemonSnapshot and every family from it. Borrows the
+/// pools and the broker, which outlive it. Thread-safe (reads only
+/// thread-safe snapshots).
 class DaemonCollectable : public prometheus::Collectable {
  public:
   // `version` and `backend` (host, cuda, ...) label memd_build_info.
@@ -26,8 +26,7 @@ class DaemonCollectable : public prometheus::Collectable {
  private:
   const pool::PoolSet& pools_;
   const broker::Broker& broker_;
-  const std::string version_;
-  const std::string backend_;
+  const BuildInfo build_;
 };
 
 }  // namespace memd::metrics

@@ -51,6 +51,12 @@ void ToProto(const broker::UidUsage& usage, v1::UidUsage* out) {
   out->set_quota_bytes(usage.quota_bytes);
 }
 
+void ToProto(const pool::SizeClassStats& size_class, v1::SizeClassStats* out) {
+  out->set_bytes(size_class.bytes);
+  out->set_allocations(size_class.allocations);
+  out->set_cached(size_class.cached);
+}
+
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out) {
   out->set_location(stats.location.ToString());
   out->set_reserved_bytes(stats.reserved_bytes);
@@ -67,10 +73,7 @@ void ToProto(const pool::PoolStats& stats, v1::PoolStats* out) {
   out->set_scrubbed_bytes(stats.scrubbed_bytes);
   out->set_trimmed_bytes(stats.trimmed_bytes);
   for (const pool::SizeClassStats& size_class : stats.size_classes) {
-    v1::SizeClassStats* added = out->add_size_classes();
-    added->set_bytes(size_class.bytes);
-    added->set_allocations(size_class.allocations);
-    added->set_cached(size_class.cached);
+    ToProto(size_class, out->add_size_classes());
   }
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 
 // Conversions between the broker's plain types and the wire protocol; the
-// only place besides the handlers that sees protobuf or gRPC types.
+// only place besides the handlers that sees protobuf or gRPC types. Each
+// message the daemon reports (buffers, sessions, usage, pools, devices) is
+// filled by one ToProto here and nowhere else; tests/daemon/service/
+// convert_test.cc fails when a field of either side has no counterpart.
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,6 +21,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out);
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out);
 void ToProto(const broker::UidUsage& usage, v1::UidUsage* out);
+void ToProto(const pool::SizeClassStats& size_class, v1::SizeClassStats* out);
+// Sends the derived free_bytes and fragmentation too. limit_rejections stays
+// in the daemon (memd_quota_rejections_total{limit="pool"} shows it).
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out);
 void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out);
 v1::HandleType ToProto(backend::HandleType type);

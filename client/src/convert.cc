@@ -1,0 +1,93 @@
+#include "client/src/convert.h"
+
+namespace memd::internal {
+
+BufferInfo FromProto(const v1::BufferInfo& info) {
+  BufferInfo out;
+  out.name = info.name();
+  out.id = info.id();
+  out.size = info.size_bytes();
+  out.location = info.location();
+  out.owner_uid = info.owner_uid();
+  out.owner_gid = info.owner_gid();
+  out.mode = info.mode();
+  out.state = info.state() == v1::SEALED ? BufferState::kSealed
+                                         : BufferState::kCreating;
+  out.persistence = info.persistence() == v1::EPHEMERAL
+                        ? Persistence::kEphemeral
+                        : Persistence::kPersistent;
+  out.lease_count = info.lease_count();
+  out.unlinked = info.unlinked();
+  out.created = absl::FromUnixNanos(info.created_unix_ns());
+  // 0: not sealed yet.
+  if (info.sealed_unix_ns() != 0) {
+    out.sealed = absl::FromUnixNanos(info.sealed_unix_ns());
+  }
+  out.creator_pid = static_cast<pid_t>(info.creator_pid());
+  return out;
+}
+
+SizeClassStats FromProto(const v1::SizeClassStats& size_class) {
+  return SizeClassStats{size_class.bytes(), size_class.allocations(), size_class.cached()};
+}
+
+PoolStats FromProto(const v1::PoolStats& pool) {
+  PoolStats out;
+  out.location = pool.location();
+  out.reserved_bytes = pool.reserved_bytes();
+  out.used_bytes = pool.used_bytes();
+  out.free_bytes = pool.free_bytes();
+  out.peak_reserved_bytes = pool.peak_reserved_bytes();
+  out.peak_used_bytes = pool.peak_used_bytes();
+  out.hit_count = pool.hit_count();
+  out.miss_count = pool.miss_count();
+  out.largest_free_block_bytes = pool.largest_free_block_bytes();
+  out.fragmentation = pool.fragmentation();
+  out.segments = pool.segments();
+  out.scrubbed_bytes = pool.scrubbed_bytes();
+  out.trimmed_bytes = pool.trimmed_bytes();
+  out.limit_bytes = pool.limit_bytes();
+  for (const auto& size_class : pool.size_classes()) {
+    out.size_classes.push_back(FromProto(size_class));
+  }
+  return out;
+}
+
+DeviceInfo FromProto(const v1::DeviceInfo& device) {
+  return DeviceInfo{device.ordinal(),     device.uuid(),     device.name(),
+                    device.total_bytes(), device.free_bytes(), device.vmm(),
+                    device.posix_fd(),
+                    device.handle_type() == v1::CUDA_IPC ? "ipc" : "vmm_fd"};
+}
+
+DaemonStats FromProto(const v1::StatsReply& reply) {
+  DaemonStats stats;
+  stats.version = reply.version();
+  stats.backend = reply.backend();
+  for (const auto& pool : reply.pools()) stats.pools.push_back(FromProto(pool));
+  stats.buffers = reply.buffers();
+  stats.sessions = reply.sessions();
+  stats.leases = reply.leases();
+  stats.metrics_address = reply.metrics_address();
+  stats.started = absl::FromUnixNanos(reply.started_unix_ns());
+  for (const auto& device : reply.devices()) stats.devices.push_back(FromProto(device));
+  return stats;
+}
+
+SessionInfo FromProto(const v1::SessionInfo& session) {
+  return SessionInfo{session.id(),
+                     static_cast<pid_t>(session.pid()),
+                     session.uid(),
+                     session.gid(),
+                     session.command(),
+                     session.lease_count(),
+                     absl::FromUnixNanos(session.started_unix_ns()),
+                     session.created_bytes()};
+}
+
+UidUsage FromProto(const v1::UidUsage& usage) {
+  return UidUsage{usage.uid(), usage.location(), usage.bytes(), usage.buffers(),
+                  usage.quota_bytes()};
+}
+
+}  // namespace memd::internal

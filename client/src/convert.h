@@ -1,0 +1,22 @@
+#pragma once
+
+// The client's one place from the wire protocol to the public structs of
+// memd/client.h, which stay free of protobuf. One function per message; a
+// field the daemon sends and the public struct has is read here and nowhere
+// else (tests/client/convert_test.cc fails when a field of either side has
+// no counterpart).
+
+#include "memd/client.h"
+#include "memd/v1/memd.pb.h"
+
+namespace memd::internal {
+
+BufferInfo FromProto(const v1::BufferInfo& info);
+SizeClassStats FromProto(const v1::SizeClassStats& size_class);
+PoolStats FromProto(const v1::PoolStats& pool);
+DeviceInfo FromProto(const v1::DeviceInfo& device);
+DaemonStats FromProto(const v1::StatsReply& reply);
+SessionInfo FromProto(const v1::SessionInfo& session);
+UidUsage FromProto(const v1::UidUsage& usage);
+
+}  // namespace memd::internal

@@ -1,0 +1,181 @@
+#include "daemon/metrics/daemon_families.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+namespace memd::metrics {
+namespace {
+
+using Labels = std::vector<prometheus::ClientMetric::Label>;
+using Read = std::function<void(const DaemonSnapshot&, std::vector<Sample>&)>;
+constexpr prometheus::MetricType kGauge = prometheus::MetricType::Gauge;
+constexpr prometheus::MetricType kCounter = prometheus::MetricType::Counter;
+
+double Number(std::uint64_t value) { return static_cast<double>(value); }
+
+// {location}, and for a device pool {device} too: dashboards select GPUs by
+// ordinal.
+Labels PoolLabels(const pool::PoolStats& stats) {
+  Labels labels = {{"location", stats.location.ToString()}};
+  if (stats.location.kind == Location::Kind::kDevice) {
+    labels.push_back({"device", std::to_string(stats.location.device)});
+  }
+  return labels;
+}
+
+Labels With(Labels labels, prometheus::ClientMetric::Label extra) {
+  labels.push_back(std::move(extra));
+  return labels;
+}
+
+// A family with one sample per pool.
+Read EachPool(double (*value)(const pool::PoolStats&)) {
+  return [value](const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+    for (const pool::PoolStats& stats : snapshot.pools) {
+      out.push_back({PoolLabels(stats), value(stats)});
+    }
+  };
+}
+
+// A family with one sample per size class of each pool.
+Read EachSizeClass(double (*value)(const pool::SizeClassStats&)) {
+  return [value](const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+    for (const pool::PoolStats& stats : snapshot.pools) {
+      for (const pool::SizeClassStats& size_class : stats.size_classes) {
+        out.push_back({With(PoolLabels(stats), {"size_class", std::to_string(size_class.bytes)}),
+                       value(size_class)});
+      }
+    }
+  };
+}
+
+// A family with one unlabelled sample.
+Read Single(double (*value)(const DaemonSnapshot&)) {
+  return [value](const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+    out.push_back({{}, value(snapshot)});
+  };
+}
+
+void PoolRequests(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  for (const pool::PoolStats& stats : snapshot.pools) {
+    out.push_back({With(PoolLabels(stats), {"result", "hit"}), Number(stats.hit_count)});
+    out.push_back({With(PoolLabels(stats), {"result", "miss"}), Number(stats.miss_count)});
+  }
+}
+
+double HitRatio(const pool::PoolStats& stats) {
+  const double total = Number(stats.hit_count + stats.miss_count);
+  return total == 0 ? 0.0 : Number(stats.hit_count) / total;
+}
+
+// Every limit's refusals: the pools' own limits first, then the broker's.
+void Rejections(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  for (const pool::PoolStats& stats : snapshot.pools) {
+    out.push_back({With(PoolLabels(stats), {"limit", "pool"}), Number(stats.limit_rejections)});
+  }
+  const broker::LimitRejections& refused = snapshot.counts.rejections;
+  out.push_back({{{"limit", "max_buffers"}}, Number(refused.buffers)});
+  out.push_back({{{"limit", "max_sessions"}}, Number(refused.sessions)});
+  out.push_back({{{"limit", "max_leases_per_session"}}, Number(refused.leases_per_session)});
+  // Every location's quota series exists from the start, at 0.
+  std::map<std::pair<std::string, std::string>, std::uint64_t> quotas = refused.quotas;
+  for (const pool::PoolStats& stats : snapshot.pools) {
+    for (const char* quota : {"max_uid_bytes", "max_session_bytes"}) {
+      quotas.try_emplace({quota, stats.location.ToString()}, 0);
+    }
+  }
+  for (const auto& [key, count] : quotas) {
+    out.push_back({{{"limit", key.first}, {"location", key.second}}, Number(count)});
+  }
+  out.push_back({{{"limit", "max_waits_per_session"}}, Number(refused.waits_per_session)});
+  // Per-uid limits and the daemon-wide bound on waiting opens; the refusal
+  // itself names the uid.
+  out.push_back({{{"limit", "max_sessions_per_uid"}}, Number(refused.sessions_per_uid)});
+  out.push_back({{{"limit", "max_buffers_per_uid"}}, Number(refused.buffers_per_uid)});
+  out.push_back({{{"limit", "max_leases_per_uid"}}, Number(refused.leases_per_uid)});
+  out.push_back({{{"limit", "max_waits_per_uid"}}, Number(refused.waits_per_uid)});
+  out.push_back({{{"limit", "max_waits"}}, Number(refused.waits)});
+}
+
+void Buffers(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  out.push_back({{{"state", "creating"}}, Number(snapshot.counts.creating)});
+  out.push_back({{{"state", "sealed"}}, Number(snapshot.counts.sealed)});
+  out.push_back({{{"state", "unlinked"}}, Number(snapshot.counts.unlinked)});
+}
+
+void UidBytes(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  for (const broker::UidUsage& entry : snapshot.usage) {
+    out.push_back({{{"uid", std::to_string(entry.uid)}, {"location", entry.location.ToString()}},
+                   Number(entry.bytes)});
+  }
+}
+
+void Build(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  out.push_back({{{"version", snapshot.build.version}, {"backend", snapshot.build.backend}}, 1.0});
+}
+
+}  // namespace
+
+// A flat table: one row per family, in the order scrapes have always shown
+// them.
+const std::vector<FamilySpec>& DaemonFamilies() {
+  using pool::PoolStats;
+  using pool::SizeClassStats;
+  static const auto* const families = new std::vector<FamilySpec>{
+      {"memd_pool_reserved_bytes", "Bytes the pool holds from the backend, used or not.",
+       kGauge, EachPool([](const PoolStats& s) { return Number(s.reserved_bytes); })},
+      {"memd_pool_used_bytes", "Bytes handed out in live buffers.", kGauge,
+       EachPool([](const PoolStats& s) { return Number(s.used_bytes); })},
+      {"memd_pool_free_bytes", "Reserved bytes not in use (kept for reuse).", kGauge,
+       EachPool([](const PoolStats& s) { return Number(s.free_bytes()); })},
+      {"memd_pool_limit_bytes", "Most bytes the pool may reserve.", kGauge,
+       EachPool([](const PoolStats& s) { return Number(s.limit_bytes); })},
+      {"memd_pool_segments", "Backend segments the pool holds.", kGauge,
+       EachPool([](const PoolStats& s) { return Number(s.segments); })},
+      {"memd_pool_requests_total",
+       "Allocations by result: hit = served without the backend, miss = not.", kCounter,
+       PoolRequests},
+      {"memd_pool_hit_ratio", "hits / (hits + misses) since start; 0 before any.", kGauge,
+       EachPool(HitRatio)},
+      {"memd_pool_peak_reserved_bytes", "Most bytes the pool ever held from the backend.",
+       kGauge, EachPool([](const PoolStats& s) { return Number(s.peak_reserved_bytes); })},
+      {"memd_pool_peak_used_bytes", "Most bytes ever in live buffers at once.", kGauge,
+       EachPool([](const PoolStats& s) { return Number(s.peak_used_bytes); })},
+      {"memd_pool_largest_free_block_bytes", "Largest contiguous free block.", kGauge,
+       EachPool([](const PoolStats& s) { return Number(s.largest_free_bytes); })},
+      {"memd_pool_fragmentation_ratio",
+       "1 - largest free block / free bytes: 0 when free memory is one block.", kGauge,
+       EachPool([](const PoolStats& s) { return s.fragmentation(); })},
+      {"memd_pool_scrubbed_bytes_total",
+       "Bytes zeroed before serving another owner/group/mode.", kCounter,
+       EachPool([](const PoolStats& s) { return Number(s.scrubbed_bytes); })},
+      {"memd_pool_trimmed_bytes_total", "Bytes given back to the backend.", kCounter,
+       EachPool([](const PoolStats& s) { return Number(s.trimmed_bytes); })},
+      {"memd_pool_size_class_allocations_total", "Allocations served per size class.",
+       kCounter, EachSizeClass([](const SizeClassStats& c) { return Number(c.allocations); })},
+      {"memd_pool_size_class_cached_blocks", "Freed blocks a size class holds for reuse.",
+       kGauge, EachSizeClass([](const SizeClassStats& c) { return Number(c.cached); })},
+      {"memd_quota_rejections_total",
+       "Requests refused because a limit was reached, by limit (pool: a location's "
+       "reserved-bytes limit, with its location).",
+       kCounter, Rejections},
+      {"memd_buffers",
+       "Buffers alive, by state: creating (not sealed yet), sealed, unlinked (no name, "
+       "still leased).",
+       kGauge, Buffers},
+      {"memd_uid_bytes",
+       "Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids "
+       "without buffers are absent.",
+       kGauge, UidBytes},
+      {"memd_sessions", "Connected client sessions.", kGauge,
+       Single([](const DaemonSnapshot& s) { return Number(s.counts.sessions); })},
+      {"memd_leases", "Leases held by clients.", kGauge,
+       Single([](const DaemonSnapshot& s) { return Number(s.counts.leases); })},
+      {"memd_build_info", "Always 1; the labels say the build.", kGauge, Build},
+  };
+  return *families;
+}
+
+}  // namespace memd::metrics

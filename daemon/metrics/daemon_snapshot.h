@@ -1,0 +1,35 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "daemon/broker/broker.h"
+#include "daemon/broker/types.h"
+#include "daemon/pool/pool.h"
+#include "daemon/pool/pool_set.h"
+
+namespace memd::metrics {
+
+// What the daemon labels memd_build_info with.
+struct BuildInfo {
+  std::string version;
+  std::string backend;  // host, cuda, ...
+};
+
+// Everything one scrape shows, read once at its start: every metric family
+// is a function of this, so that no two families of one scrape can show two
+// different moments of the same pool. (The pools and the broker are read one
+// after the other, not under one lock: counts may be a moment apart from
+// the pool figures, never one pool from itself.)
+struct DaemonSnapshot {
+  std::vector<pool::PoolStats> pools;  // One per pool, in the set's order.
+  broker::BrokerCounts counts;
+  std::vector<broker::UidUsage> usage;  // Empty when the broker refuses.
+  BuildInfo build;
+};
+
+// Reads each pool's Stats() once, then the broker's counts and usage.
+DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
+                            BuildInfo build);
+
+}  // namespace memd::metrics

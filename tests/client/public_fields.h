@@ -1,0 +1,72 @@
+#pragma once
+
+#include <tuple>
+
+#include "memd/client.h"
+#include "tests/support/struct_fields.h"
+
+// The public structs of memd/client.h, field by field (tests/support/
+// struct_fields.h). A line here stops compiling when its struct gains a
+// field: read the field in client/src/convert.cc's FromProto, show it in
+// memctl's JSON (tools/memctl/format.cc), then name it here.
+namespace memd::test {
+template <>
+struct Fields<SizeClassStats> {
+  static auto Of(auto& s) {
+    auto& [bytes, allocations, cached] = s;
+    return std::tie(bytes, allocations, cached);
+  }
+};
+template <>
+struct Fields<PoolStats> {
+  static auto Of(auto& s) {
+    auto& [location, reserved_bytes, used_bytes, free_bytes, peak_reserved_bytes,
+           peak_used_bytes, hit_count, miss_count, largest_free_block_bytes, fragmentation,
+           segments, scrubbed_bytes, trimmed_bytes, limit_bytes, size_classes] = s;
+    return std::tie(location, reserved_bytes, used_bytes, free_bytes, peak_reserved_bytes,
+                    peak_used_bytes, hit_count, miss_count, largest_free_block_bytes,
+                    fragmentation, segments, scrubbed_bytes, trimmed_bytes, limit_bytes,
+                    size_classes);
+  }
+};
+template <>
+struct Fields<DeviceInfo> {
+  static auto Of(auto& s) {
+    auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type] = s;
+    return std::tie(ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
+                    handle_type);
+  }
+};
+template <>
+struct Fields<DaemonStats> {
+  static auto Of(auto& s) {
+    auto& [version, backend, pools, buffers, sessions, leases, metrics_address, started,
+           devices] = s;
+    return std::tie(version, backend, pools, buffers, sessions, leases, metrics_address,
+                    started, devices);
+  }
+};
+template <>
+struct Fields<BufferInfo> {
+  static auto Of(auto& s) {
+    auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
+           lease_count, unlinked, created, sealed, creator_pid] = s;
+    return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
+                    persistence, lease_count, unlinked, created, sealed, creator_pid);
+  }
+};
+template <>
+struct Fields<SessionInfo> {
+  static auto Of(auto& s) {
+    auto& [id, pid, uid, gid, command, lease_count, started, created_bytes] = s;
+    return std::tie(id, pid, uid, gid, command, lease_count, started, created_bytes);
+  }
+};
+template <>
+struct Fields<UidUsage> {
+  static auto Of(auto& s) {
+    auto& [uid, location, bytes, buffers, quota_bytes] = s;
+    return std::tie(uid, location, bytes, buffers, quota_bytes);
+  }
+};
+}  // namespace memd::test

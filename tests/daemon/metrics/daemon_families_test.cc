@@ -1,0 +1,108 @@
+#include "daemon/metrics/daemon_families.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace memd::metrics {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+const FamilySpec& Find(std::string_view name) {
+  for (const FamilySpec& spec : DaemonFamilies()) {
+    if (spec.name == name) return spec;
+  }
+  ADD_FAILURE() << "no family " << name;
+  static const FamilySpec kNone{};
+  return kNone;
+}
+
+std::vector<Sample> Read(std::string_view name, const DaemonSnapshot& snapshot) {
+  std::vector<Sample> samples;
+  const FamilySpec& spec = Find(name);
+  if (spec.read) spec.read(snapshot, samples);
+  return samples;
+}
+
+std::vector<std::pair<std::string, std::string>> LabelsOf(const Sample& sample) {
+  std::vector<std::pair<std::string, std::string>> labels;
+  for (const auto& label : sample.labels) labels.emplace_back(label.name, label.value);
+  return labels;
+}
+
+TEST(DaemonFamiliesTest, EveryFamilyFollowsPrometheusNaming) {
+  absl::flat_hash_set<std::string_view> names;
+  for (const FamilySpec& spec : DaemonFamilies()) {
+    SCOPED_TRACE(spec.name);
+    EXPECT_TRUE(names.insert(spec.name).second) << "declared twice";
+    EXPECT_TRUE(spec.name.starts_with("memd_"));
+    EXPECT_FALSE(spec.help.empty());
+    EXPECT_TRUE(spec.read != nullptr);
+    const bool counter = spec.type == prometheus::MetricType::Counter;
+    EXPECT_TRUE(counter || spec.type == prometheus::MetricType::Gauge);
+    EXPECT_EQ(counter, spec.name.ends_with("_total"));
+  }
+  EXPECT_EQ(names.size(), 21u);
+}
+
+TEST(DaemonFamiliesTest, DevicePoolsCarryTheirOrdinalAsALabel) {
+  DaemonSnapshot snapshot;
+  snapshot.pools.resize(2);
+  snapshot.pools[0].location = Location::Host();
+  snapshot.pools[1].location = Location::Device(3);
+  snapshot.pools[1].used_bytes = 7;
+  std::vector<Sample> used = Read("memd_pool_used_bytes", snapshot);
+  ASSERT_EQ(used.size(), 2u);
+  EXPECT_THAT(LabelsOf(used[0]), ElementsAre(Pair("location", "host")));
+  EXPECT_THAT(LabelsOf(used[1]),
+              ElementsAre(Pair("location", "device:3"), Pair("device", "3")));
+  EXPECT_EQ(used[1].value, 7);
+}
+
+TEST(DaemonFamiliesTest, HitRatioIsZeroBeforeAnyAllocation) {
+  DaemonSnapshot snapshot;
+  snapshot.pools.resize(2);
+  snapshot.pools[1].hit_count = 1;
+  snapshot.pools[1].miss_count = 3;
+  std::vector<Sample> ratio = Read("memd_pool_hit_ratio", snapshot);
+  ASSERT_EQ(ratio.size(), 2u);
+  EXPECT_EQ(ratio[0].value, 0.0);
+  EXPECT_EQ(ratio[1].value, 0.25);
+}
+
+TEST(DaemonFamiliesTest, EveryPoolHasQuotaSeriesBeforeAnyRefusal) {
+  DaemonSnapshot snapshot;
+  snapshot.pools.resize(1);
+  snapshot.counts.rejections.quotas[{"max_uid_bytes", "device:0"}] = 4;
+  int host_series = 0;
+  double device_refusals = 0;
+  for (const Sample& sample : Read("memd_quota_rejections_total", snapshot)) {
+    auto labels = LabelsOf(sample);
+    if (labels.size() == 2 && labels[1] == std::pair<std::string, std::string>{"location", "host"}) {
+      ++host_series;
+      EXPECT_EQ(sample.value, 0);
+    }
+    if (labels.size() == 2 && labels[1].second == "device:0") device_refusals = sample.value;
+  }
+  EXPECT_EQ(host_series, 2);  // max_uid_bytes and max_session_bytes.
+  EXPECT_EQ(device_refusals, 4);
+}
+
+TEST(DaemonFamiliesTest, UidsWithoutBuffersAreAbsent) {
+  DaemonSnapshot snapshot;
+  EXPECT_TRUE(Read("memd_uid_bytes", snapshot).empty());
+  snapshot.usage.push_back({1000, Location::Pinned(), 4096, 1, 0});
+  std::vector<Sample> bytes = Read("memd_uid_bytes", snapshot);
+  ASSERT_EQ(bytes.size(), 1u);
+  EXPECT_THAT(LabelsOf(bytes[0]),
+              ElementsAre(Pair("uid", "1000"), Pair("location", "pinned")));
+  EXPECT_EQ(bytes[0].value, 4096);
+}
+
+}  // namespace
+}  // namespace memd::metrics

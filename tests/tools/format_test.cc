@@ -1,0 +1,87 @@
+#include "tools/memctl/format.h"
+
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/v1/memd.pb.h"
+#include "tests/client/public_fields.h"
+#include "tests/support/struct_fields.h"
+
+namespace memd::memctl {
+namespace {
+
+using ::testing::IsSupersetOf;
+
+std::set<std::string> KeysOf(const Json& json) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : json.items()) keys.insert(key);
+  return keys;
+}
+
+std::set<std::string> ProtocolNames(const google::protobuf::Descriptor& descriptor) {
+  std::set<std::string> names;
+  for (int i = 0; i < descriptor.field_count(); ++i) names.insert(descriptor.field(i)->name());
+  return names;
+}
+
+// Every field of the struct shows in the JSON (changing it changes the
+// JSON), under the name the protocol gives it: scripts read one vocabulary.
+template <typename Struct, typename ToJson>
+void ExpectEveryFieldShows(ToJson to_json, const google::protobuf::Descriptor& message) {
+  Struct value;
+  int next = 0;
+  test::FillDistinct(value, next);
+  const Json shown = to_json(value);
+  EXPECT_THAT(KeysOf(shown), IsSupersetOf(ProtocolNames(message)));
+  test::ForEachPerturbed(value, [&](std::size_t index, const Struct& changed, const void*) {
+    EXPECT_NE(to_json(changed), shown)
+        << message.name() << ": field #" << index << " of the struct does not show";
+  });
+}
+
+TEST(FormatTest, StatsJsonShowsEveryDaemonStatistic) {
+  ExpectEveryFieldShows<DaemonStats>(
+      [](const DaemonStats& stats) { return StatsJson(stats, "/run/memd"); },
+      *v1::StatsReply::descriptor());
+}
+
+TEST(FormatTest, StatsJsonShowsEveryPoolStatistic) {
+  ExpectEveryFieldShows<PoolStats>(
+      [](const PoolStats& pool) {
+        DaemonStats stats;
+        stats.pools.push_back(pool);
+        return StatsJson(stats, "/run/memd")["pools"][0];
+      },
+      *v1::PoolStats::descriptor());
+}
+
+TEST(FormatTest, StatsJsonShowsEverySizeClassField) {
+  ExpectEveryFieldShows<SizeClassStats>(
+      [](const SizeClassStats& size_class) {
+        DaemonStats stats;
+        stats.pools.emplace_back().size_classes.push_back(size_class);
+        return StatsJson(stats, "/run/memd")["pools"][0]["size_classes"][0];
+      },
+      *v1::SizeClassStats::descriptor());
+}
+
+TEST(FormatTest, DeviceJsonShowsEveryField) {
+  ExpectEveryFieldShows<DeviceInfo>(DeviceJson, *v1::DeviceInfo::descriptor());
+}
+
+TEST(FormatTest, BufferJsonShowsEveryField) {
+  ExpectEveryFieldShows<BufferInfo>(BufferJson, *v1::BufferInfo::descriptor());
+}
+
+TEST(FormatTest, SessionJsonShowsEveryField) {
+  ExpectEveryFieldShows<SessionInfo>(SessionJson, *v1::SessionInfo::descriptor());
+}
+
+TEST(FormatTest, UsageJsonShowsEveryField) {
+  ExpectEveryFieldShows<UidUsage>(UsageJson, *v1::UidUsage::descriptor());
+}
+
+}  // namespace
+}  // namespace memd::memctl
