@@ -170,15 +170,14 @@ class Broker {
     std::uint64_t watches = 0;
     // Segments of replayable handles granted to the session, by segment id:
     // held until it ends, since the client may open the handle any time.
-    absl::flat_hash_map<std::uint64_t, std::shared_ptr<const backend::Segment>>
-        replayable;
+    absl::flat_hash_map<std::uint64_t, pool::SegmentHold> replayable;
   };
   // What to free and whom to wake once the mutex is released.
   struct Deferred {
     std::vector<std::pair<pool::Pool*, std::unique_ptr<Buffer>>> freed;
     std::vector<std::function<void()>> wakes;
     // Segments an ended session held (Session::replayable); let go last.
-    std::vector<std::shared_ptr<const backend::Segment>> let_go;
+    std::vector<pool::SegmentHold> let_go;
     ~Deferred();
   };
 
