@@ -347,6 +347,34 @@ TEST_F(CarvingPoolTest, BackendFailuresPassThroughAndLeaveNoTrace) {
   EXPECT_EQ(stats.miss_count, 0u);
 }
 
+TEST_F(CarvingPoolTest, OnlyAFinalRefusalAtTheLimitCountsAsARejection) {
+  CarvingPoolOptions options;
+  options.limit_bytes = 16 * kMiB;
+  auto pool = MakePool(options);
+  pool->Free(Allocate(*pool, 12 * kMiB, kAlice));
+  Allocation bob = Allocate(*pool, 10 * kMiB, kBob);  // Refused, trimmed, retried.
+  EXPECT_EQ(pool->Stats().limit_rejections, 0u);
+  EXPECT_EQ(pool->Allocate(10 * kMiB, kBob).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool->Stats().limit_rejections, 1u);
+  EXPECT_EQ(pool->Stats().limit_bytes, 16 * kMiB);
+  pool->Free(std::move(bob));
+}
+
+TEST_F(CarvingPoolTest, ABackendOutOfMemoryTrimsIdleSegmentsAndRetriesOnce) {
+  CarvingPoolOptions options;
+  options.idle_budget = -1;  // Else the budget gives the idle one back first.
+  auto pool = MakePool(options);
+  pool->Free(Allocate(*pool, 4 * kMiB, kAlice));
+  backend_.FailNextReserve(absl::ResourceExhaustedError("fake: out of memory"));
+  Allocation bob = Allocate(*pool, 4 * kMiB, kBob);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.trimmed_bytes, 4 * kMiB);
+  EXPECT_EQ(stats.reserved_bytes, 4 * kMiB);
+  EXPECT_EQ(stats.limit_rejections, 0u);
+  pool->Free(std::move(bob));
+}
+
 TEST_F(CarvingPoolTest, ZeroAndOverflowingSizesAreInvalid) {
   auto pool = MakePool();
   EXPECT_EQ(pool->Allocate(0, kAlice).status().code(),
