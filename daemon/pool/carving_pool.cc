@@ -1,6 +1,7 @@
 #include "daemon/pool/carving_pool.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -63,8 +63,6 @@ class SegmentHold {
   std::shared_ptr<const backend::Segment> segment_;
 };
 
-class Pool;
-
 /// A piece of a segment handed out by a pool. The segment is shared so that
 /// a handle can still be exported from it while the pool recycles it, and so
 /// that a holder can keep it (Hold): a segment someone holds past the
