@@ -345,8 +345,8 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
     return PerUidExhausted(uid, "holds", mine.leases, "leases",
                            limits_.max_leases_per_uid, "max_leases_per_uid");
   }
-  MEMD_ASSIGN_OR_RETURN(backend::ExportedHandle handle,
-                   buffer.allocation.segment->Export(access));
+  MEMD_ASSIGN_OR_RETURN(pool::ExportedHandle handle,
+                   buffer.allocation.Export(access));
   LeaseId id = next_lease_id_++;
   leases_.emplace(id, Lease{session, buffer.info.id, access, uid});
   ++mine.leases;
@@ -356,18 +356,18 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   // gains a holder once idle (PoolSegment::HeldElsewhere).
   if (handle.replayable()) {
     holder.replayable.try_emplace(buffer.allocation.segment_id,
-                                  buffer.allocation.segment);
+                                  buffer.allocation.Hold());
   }
   Grant grant;
   grant.lease = id;
   grant.access = access;
   grant.buffer = buffer.info;
-  grant.segment = buffer.allocation.segment;
+  grant.segment = buffer.allocation.Hold();
   grant.handle = std::move(handle);
   grant.offset = buffer.allocation.offset;
   grant.mapped_bytes = buffer.allocation.bytes;
   grant.segment_id = buffer.allocation.segment_id;
-  grant.segment_bytes = buffer.allocation.segment->size();
+  grant.segment_bytes = buffer.allocation.segment_bytes();
   return grant;
 }
 

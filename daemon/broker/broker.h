@@ -166,8 +166,7 @@ class Broker {
     absl::flat_hash_set<LeaseId> leases;
     // Segments of replayable handles granted to the session, by segment id:
     // held until it ends, since the client may open the handle any time.
-    absl::flat_hash_map<std::uint64_t, std::shared_ptr<const backend::Segment>>
-        replayable;
+    absl::flat_hash_map<std::uint64_t, pool::SegmentHold> replayable;
   };
   // What to free and whom to wake once the mutex is released: a pool may
   // reach the backend, and a wake retries an open, which takes the mutex.
@@ -176,7 +175,7 @@ class Broker {
     std::vector<std::pair<pool::Pool*, std::unique_ptr<Buffer>>> freed;
     std::vector<std::function<void()>> wakes;
     // Segments an ended session held (Session::replayable); let go last.
-    std::vector<std::shared_ptr<const backend::Segment>> let_go;
+    std::vector<pool::SegmentHold> let_go;
     void Wake(std::vector<std::function<void()>> more);
     // Gives the memory back, then wakes, then lets go, in that order.
     void Run() &&;

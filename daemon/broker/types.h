@@ -13,8 +13,8 @@
 #include "absl/time/time.h"
 #include "common/location.h"
 #include "common/unique_fd.h"
-#include "daemon/backend/backend.h"
 #include "daemon/broker/quota.h"
+#include "daemon/pool/pool.h"
 
 namespace memd::broker {
 
@@ -22,7 +22,7 @@ using SessionId = std::uint64_t;
 using LeaseId = std::uint64_t;
 using BufferId = std::uint64_t;
 using WatchId = std::uint64_t;
-using backend::Access;
+using pool::Access;
 
 enum class BufferState { kCreating, kSealed };
 enum class Persistence { kPersistent, kEphemeral };
@@ -75,8 +75,8 @@ struct Grant {
   bool created = false;  // OpenOrCreate: this call created the buffer.
   // What to send: a descriptor owned by `segment` (which the grant keeps
   // alive until it is sent even if the lease ends meanwhile), or bytes.
-  std::shared_ptr<const backend::Segment> segment;
-  backend::ExportedHandle handle;
+  pool::SegmentHold segment;
+  pool::ExportedHandle handle;
   // The exported memory as a whole: device clients map all of it (CUDA
   // maps allocations only from their start) and cache it by id.
   std::uint64_t segment_id = 0;

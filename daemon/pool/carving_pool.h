@@ -2,16 +2,16 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "daemon/backend/backend.h"
+#include "daemon/pool/arenas.h"
+#include "daemon/pool/idle_budget.h"
+#include "daemon/pool/limited_backend.h"
 #include "daemon/pool/pool.h"
 #include "daemon/pool/segment_space.h"
 #include "daemon/pool/size_classes.h"
@@ -19,7 +19,7 @@
 namespace memd::pool {
 
 struct CarvingPoolOptions {
-  // Most bytes the pool may hold from the backend.
+  // Most bytes the pool may hold from the backend (LimitedBackend).
   std::uint64_t limit_bytes = ~std::uint64_t{0};
   // Requests up to this size are small: served by size classes carved from
   // small segments. Larger ones are carved by best fit from large segments.
@@ -54,22 +54,28 @@ struct CarvingPoolOptions {
 ///   segments by best fit.
 /// - Large requests: best fit over the domain's large segments, splitting
 ///   the block; frees merge with address-ordered free neighbours at once.
-/// - Domains: every segment serves one Domain (SegmentSpace per domain).
-///   With scrub_between_domains, an idle segment moves to another domain
-///   only after Backend::Scrub zeroed it (counted in scrubbed_bytes).
-/// - Limits: at limit_bytes the pool first trims idle segments, then fails
-///   with RESOURCE_EXHAUSTED and the numbers.
+/// - Domains: every segment serves one Domain (an Arena per domain,
+///   arena.h). With scrub_between_domains, an idle segment moves to another
+///   domain only after Backend::Scrub zeroed it (counted in scrubbed_bytes).
+/// - Limits: the pool reserves through a LimitedBackend; at limit_bytes the
+///   pool first trims idle segments, then fails with RESOURCE_EXHAUSTED and
+///   the numbers.
+/// - Growth: IdleBudget decides which idle segments go back before a
+///   segment is reserved.
 /// - Trim: segments idle (no live allocation, unused) for a while go back to
 ///   the backend: Trim(min_idle), called periodically by the daemon and on
-///   demand. Cached size-class blocks do not keep a segment alive.
+///   demand. Cached size-class blocks do not keep a segment alive. Finding
+///   and detaching idle segments: idle_segments.h.
 /// - Held segments: an idle segment whose backing someone else still holds
-///   (the broker, for a session that received its legacy IPC handle) is
-///   neither given back (trim, idle budget, limit) nor moved to another
-///   domain; it stays reserved, and its own domain may use it, until let go.
+///   (a SegmentHold: the broker, for a session that received its legacy IPC
+///   handle) is neither given back (trim, idle budget, limit) nor moved to
+///   another domain; it stays reserved, and its own domain may use it,
+///   until let go.
 ///
 /// Owns its segments; borrows the backend and the clock, which must outlive
 /// it. Every allocation must be freed before the pool is destroyed.
-/// Thread-safe. Errors: see Pool.
+/// Thread-safe: counters are atomics; the hot path takes one size class's
+/// mutex. Errors: see Pool.
 class CarvingPool : public Pool {
  public:
   CarvingPool(backend::Backend& backend, Location location,
@@ -88,55 +94,30 @@ class CarvingPool : public Pool {
   const SizeClasses& size_classes() const { return classes_; }
 
  private:
-  struct Shard {
-    absl::Mutex mu;
-    absl::flat_hash_map<Domain, std::unique_ptr<Arena>> arenas ABSL_GUARDED_BY(mu);
-  };
-  static constexpr std::size_t kShards = 16;
-
-  Arena& ArenaFor(const Domain& domain);
-  std::vector<Arena*> AllArenas() const;
-
   absl::StatusOr<Allocation> AllocateSmall(Arena& arena, std::size_t size_class);
   absl::StatusOr<Allocation> AllocateLarge(Arena& arena, std::uint64_t bytes);
+  // The carve step: accounts for `bytes` placed at `block` and makes the
+  // allocation. The caller counts the hit or miss.
+  Allocation Carve(const Placement& block, std::uint64_t bytes,
+                   const Domain& domain);
   // Gives the arena a new segment able to hold `bytes`: an idle segment of
   // another domain, scrubbed (when allowed), else one from the backend.
   // Returns whether the backend was asked (a miss).
   absl::StatusOr<bool> Grow(Arena& arena, bool small, std::uint64_t bytes);
+  // An idle segment of another domain, scrubbed, or nullptr.
+  std::unique_ptr<PoolSegment> TakeScrubbed(const Arena& thief, bool small,
+                                            std::uint64_t bytes);
+  // Reserves from the limited backend, trimming idle segments and trying
+  // once more when it is out of room.
   absl::StatusOr<std::shared_ptr<backend::Segment>> Reserve(std::uint64_t bytes);
   // Gives back idle segments, largest first, until reserving `bytes` more
   // keeps the pool within the idle budget.
   void KeepIdleWithinBudget(std::uint64_t bytes);
-  // An idle segment seen in a scan: values only, since it may be gone by
-  // the time they are read.
-  struct IdleSegment {
-    Arena* arena;
-    PoolSegment* segment;  // Compared, never followed, until confirmed.
-    std::uint64_t size;
-    std::uint64_t seq;
-  };
-  // Detaches (from every arena) the idle segments `choose` picks among all
-  // idle ones nobody else holds; `choose` runs with no lock held.
-  // `saw_held`: whether idle segments held elsewhere were passed over.
-  std::vector<std::unique_ptr<PoolSegment>> DetachIdle(
-      const std::function<std::vector<IdleSegment>(std::vector<IdleSegment>)>& choose,
-      bool* saw_held);
-  std::unique_ptr<PoolSegment> StealIdle(Arena& thief, bool small,
-                                         std::uint64_t bytes);
-  Allocation Make(const Placement& placement, std::uint64_t bytes,
-                  const Domain& domain);
-  // Accounts for a block just carved by best fit (a hit, or a miss when a
-  // segment had to be reserved for it) and makes the allocation.
-  Allocation Carved(const Placement& block, std::uint64_t bytes,
-                    const Domain& domain, bool missed);
+  // Discards detached segments and gives them back (by dropping them).
   void Release(std::vector<std::unique_ptr<PoolSegment>> segments);
-  void NoteUsed(std::uint64_t bytes);
-  // Bytes of idle segments that stay because someone else holds them
-  // (PoolSegment::HeldElsewhere); for messages.
-  std::uint64_t HeldIdleBytes() const;
-  std::string LimitMessage(std::uint64_t bytes) const;
+  std::string LimitMessage(const absl::Status& refusal) const;
 
-  backend::Backend& backend_;
+  LimitedBackend backend_;
   const Location location_;
   const std::uint64_t alignment_;
   const CarvingPoolOptions options_;
@@ -144,29 +125,19 @@ class CarvingPool : public Pool {
   const std::uint64_t large_round_bytes_;
   const Clock& clock_;
   const SizeClasses classes_;
-  // Tells a thread's cached arena lookup which pool it belongs to.
-  const std::uint64_t instance_;
+  Arenas arenas_;
+  IdleBudget idle_budget_;
 
-  mutable Shard shards_[kShards];
-
-  // Reservations are checked against the limit under this mutex; reads of
-  // the counters are lock-free.
-  absl::Mutex reserve_mu_;
-  std::atomic<std::uint64_t> reserved_{0};
+  // Lock-free counters; reserved bytes, their peak and the segments are
+  // counted by backend_.
   std::atomic<std::uint64_t> used_{0};
-  std::atomic<std::uint64_t> peak_reserved_{0};
   std::atomic<std::uint64_t> peak_used_{0};
   // Hits of the slow paths; cache hits are counted in each class cache.
   std::atomic<std::uint64_t> hits_{0};
   std::atomic<std::uint64_t> misses_{0};
-  std::atomic<std::uint64_t> segments_{0};
   std::atomic<std::uint64_t> scrubbed_{0};
   std::atomic<std::uint64_t> trimmed_{0};
   std::atomic<std::uint64_t> limit_rejections_{0};
-  // Counts segments going idle, so that the idle budget skips its scan when
-  // no segment went idle since one that found none.
-  std::atomic<std::uint64_t> idle_events_{0};
-  std::atomic<std::uint64_t> idle_events_seen_{~std::uint64_t{0}};
 };
 
 }  // namespace memd::pool

@@ -8,4 +8,15 @@ std::string Domain::ToString() const {
   return absl::StrFormat("uid %d gid %d mode 0%o", uid, gid, mode);
 }
 
+absl::StatusOr<ExportedHandle> Allocation::Export(Access access) const {
+  if (segment_ == nullptr) {
+    return absl::FailedPreconditionError("the allocation has no segment to export");
+  }
+  return segment_->Export(access);
+}
+
+std::uint64_t Allocation::segment_bytes() const {
+  return segment_ == nullptr ? 0 : segment_->size();
+}
+
 }  // namespace memd::pool

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,12 +33,45 @@ struct Domain {
   std::string ToString() const;
 };
 
-// A piece of a segment handed out by a pool. The segment is shared so that a
-// descriptor can still be exported from it while the pool recycles it, and
-// so that a holder can keep it: a segment whose `segment` someone holds past
-// the allocation's Free stays in the pool, in its domain, until let go.
-struct Allocation {
-  std::shared_ptr<backend::Segment> segment;
+// The backend's handle types, re-exported: the broker sends what a pool
+// allocation exports and names no backend type.
+using backend::Access;
+using backend::ExportedHandle;
+using backend::HandleType;
+
+/// Keeps one segment of a pool alive, and with it every handle exported from
+/// it (an ExportedHandle's fd is owned by its segment): a grant holds one
+/// until its descriptor is sent, and a session for each segment whose
+/// replayable handle it received. While any hold lives, the pool counts the
+/// segment as held elsewhere: it neither gives it back nor moves it to
+/// another domain (CarvingPool, "Held segments"). Empty by default.
+/// Copyable; thread-compatible.
+class SegmentHold {
+ public:
+  SegmentHold() = default;
+
+  explicit operator bool() const { return segment_ != nullptr; }
+  // How many references share the segment: the pool's, every hold's, every
+  // allocation's. For tests and diagnostics.
+  long use_count() const { return segment_.use_count(); }
+
+ private:
+  friend class Allocation;
+  explicit SegmentHold(std::shared_ptr<const backend::Segment> segment)
+      : segment_(std::move(segment)) {}
+
+  std::shared_ptr<const backend::Segment> segment_;
+};
+
+/// A piece of a segment handed out by a pool. The segment is shared so that
+/// a handle can still be exported from it while the pool recycles it, and so
+/// that a holder can keep it (Hold): a segment someone holds past the
+/// allocation's Free stays in the pool, in its domain, until let go. Only
+/// pools reach the segment itself and their own bookkeeping (Pool's
+/// protected accessors). A default Allocation has no segment.
+/// Thread-compatible.
+class Allocation {
+ public:
   // Unique among the daemon's segments for its lifetime.
   std::uint64_t segment_id = 0;
   std::uint64_t offset = 0;  // A multiple of the pool's alignment.
@@ -47,8 +81,23 @@ struct Allocation {
   Domain domain;
   // Unique among this pool's live allocations; names it in traces.
   std::uint64_t id = 0;
+
+  // What to send a client for `access`: a handle to the whole segment (the
+  // allocation is at `offset` in it), valid while the segment lives (keep a
+  // Hold() until it is sent). Errors: FAILED_PRECONDITION (no segment),
+  // those of backend::Segment::Export (INTERNAL).
+  absl::StatusOr<ExportedHandle> Export(Access access) const;
+  // The size of the whole segment (what a handle exports); 0 without one.
+  std::uint64_t segment_bytes() const;
+  // Keeps the segment alive, and held elsewhere, as long as it lives.
+  SegmentHold Hold() const { return SegmentHold(segment_); }
+
+ private:
+  friend class Pool;
+
+  std::shared_ptr<backend::Segment> segment_;
   // The pool's own bookkeeping; only the pool that made it reads it.
-  std::uintptr_t internal = 0;
+  std::uintptr_t internal_ = 0;
 };
 
 // One size class: its block size, how many allocations it served and how
@@ -114,12 +163,33 @@ class Pool {
 
   // Gives back to the backend every segment that has been idle (no live
   // allocation) for at least `min_idle`; zero gives back all idle ones.
-  // A segment someone else still holds (Allocation::segment kept past its
-  // Free: a session that received a replayable handle of it) stays until
-  // let go. Returns the bytes given back.
+  // A segment someone else still holds (a SegmentHold kept past its
+  // allocation's Free: a session that received a replayable handle of it)
+  // stays until let go. Returns the bytes given back.
   virtual std::uint64_t Trim(absl::Duration min_idle) = 0;
 
   virtual PoolStats Stats() const = 0;
+
+ protected:
+  // What only pools see of an allocation: its segment and the making pool's
+  // own bookkeeping (`internal`, e.g. a pointer to its record of the
+  // segment).
+  static void Attach(Allocation& allocation,
+                     std::shared_ptr<backend::Segment> segment,
+                     std::uintptr_t internal = 0) {
+    allocation.segment_ = std::move(segment);
+    allocation.internal_ = internal;
+  }
+  static const std::shared_ptr<backend::Segment>& SegmentOf(
+      const Allocation& allocation) {
+    return allocation.segment_;
+  }
+  static std::shared_ptr<backend::Segment> TakeSegment(Allocation& allocation) {
+    return std::move(allocation.segment_);
+  }
+  static std::uintptr_t InternalOf(const Allocation& allocation) {
+    return allocation.internal_;
+  }
 };
 
 }  // namespace memd::pool

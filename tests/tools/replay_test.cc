@@ -457,6 +457,14 @@ TEST(SimulatedBackendTest, CountsReservationsAndStopsAtTheCapacity) {
   EXPECT_EQ(backend.reserve_calls(), 4u);
 }
 
+// The segment behind an allocation, which only pools may see (Pow2Pool
+// allocations carry no segment ids to compare).
+struct SegmentOfAllocation : pool::Pool {
+  static const backend::Segment* Of(const pool::Allocation& allocation) {
+    return SegmentOf(allocation).get();
+  }
+};
+
 class Pow2PoolTest : public ::testing::Test {
  protected:
   replay::SimulatedBackend backend_{{kPage, 64 * kMiB}};
@@ -471,12 +479,12 @@ TEST_F(Pow2PoolTest, RoundsUpToAPowerOfTwoAndReusesFreedBlocks) {
   auto odd = pool.Allocate(3 * kMiB, kDomain);
   ASSERT_TRUE(odd.ok());
   EXPECT_EQ(odd->bytes, 4 * kMiB);
-  backend::Segment* segment = odd->segment.get();
+  const backend::Segment* segment = SegmentOfAllocation::Of(*odd);
   pool.Free(std::move(*odd));
   EXPECT_EQ(pool.Stats().largest_free_bytes, 4 * kMiB);
   auto again = pool.Allocate(2 * kMiB + 1, kDomain);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->segment.get(), segment);
+  EXPECT_EQ(SegmentOfAllocation::Of(*again), segment);
   pool::PoolStats stats = pool.Stats();
   EXPECT_EQ(stats.hit_count, 1u);
   EXPECT_EQ(stats.miss_count, 2u);
@@ -494,11 +502,11 @@ TEST_F(Pow2PoolTest, NeverServesAnotherDomainFromItsFreeList) {
   replay::Pow2Pool pool(backend_, device_, 64 * kMiB);
   auto mine = pool.Allocate(kMiB, kDomain);
   ASSERT_TRUE(mine.ok());
-  backend::Segment* segment = mine->segment.get();
+  const backend::Segment* segment = SegmentOfAllocation::Of(*mine);
   pool.Free(std::move(*mine));
   auto theirs = pool.Allocate(kMiB, pool::Domain{2000, 2000, 0600});
   ASSERT_TRUE(theirs.ok());
-  EXPECT_NE(theirs->segment.get(), segment);
+  EXPECT_NE(SegmentOfAllocation::Of(*theirs), segment);
   pool.Free(std::move(*theirs));
 }
 

@@ -50,7 +50,7 @@ absl::StatusOr<pool::Allocation> ExactPool::Allocate(std::uint64_t bytes,
   used_bytes_ += aligned;
   peak_used_bytes_ = std::max(peak_used_bytes_, used_bytes_);
   pool::Allocation allocation;
-  allocation.segment = std::shared_ptr<backend::Segment>(std::move(*segment));
+  Attach(allocation, std::shared_ptr<backend::Segment>(std::move(*segment)));
   allocation.bytes = aligned;
   allocation.domain = domain;
   allocation.id = next_id_++;

@@ -77,7 +77,7 @@ pool::Allocation Pow2Pool::UseLocked(std::shared_ptr<backend::Segment> segment,
   peak_used_bytes_ = std::max(peak_used_bytes_, used_bytes_);
   ++sizes_[bytes].allocations;
   pool::Allocation allocation;
-  allocation.segment = std::move(segment);
+  Attach(allocation, std::move(segment));
   allocation.bytes = bytes;
   allocation.domain = domain;
   allocation.id = next_id_++;
@@ -91,7 +91,7 @@ void Pow2Pool::Free(pool::Allocation allocation) {
   cached_bytes_ += allocation.bytes;
   ++sizes_[allocation.bytes].cached;
   cache_[CacheKey{allocation.domain, allocation.bytes}].push_back(
-      Cached{std::move(allocation.segment), now});
+      Cached{TakeSegment(allocation), now});
 }
 
 void Pow2Pool::DropCachedLocked(std::uint64_t bytes) {

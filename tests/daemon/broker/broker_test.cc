@@ -755,7 +755,7 @@ TEST_F(BrokerTest, ASessionHoldsEachIpcSegmentOnceHoweverOftenItOpens) {
   pool::Pool& device = *pools_->Find(Location::Device(0));
   SessionId alice = Start(Peer(kAlice, kStaff));
   SessionId bob = Start(Peer(kBob, kOther));
-  std::shared_ptr<const backend::Segment> segment;
+  pool::SegmentHold segment;
   {
     auto created = broker_->Create(alice, OnDevice("w", kMiB, 0644));
     ASSERT_TRUE(created.ok());
@@ -771,7 +771,7 @@ TEST_F(BrokerTest, ASessionHoldsEachIpcSegmentOnceHoweverOftenItOpens) {
     ASSERT_TRUE(broker_->Release(bob, opened->lease).ok());
   }
   EXPECT_EQ(segment.use_count(), before + 1);
-  segment.reset();
+  segment = pool::SegmentHold();
   broker_->EndSession(bob);
   SessionId root = Start(Peer(0, 0));
   ASSERT_TRUE(broker_->Unlink(root, "w").ok());

@@ -26,15 +26,15 @@ class RandomOperationsTest : public ::testing::TestWithParam<bool> {
  protected:
   void CheckInvariants(const CarvingPool& pool, const std::map<int, Live>& live) {
     std::uint64_t used = 0;
-    std::map<const backend::Segment*, std::vector<const Live*>> by_segment;
+    std::map<std::uint64_t, std::vector<const Live*>> by_segment;
     for (const auto& [id, entry] : live) {
       const Allocation& a = entry.allocation;
       ASSERT_EQ(a.offset % kPage, 0u);
       ASSERT_EQ(a.bytes % kPage, 0u);
       ASSERT_GE(a.bytes, entry.requested);
-      ASSERT_LE(a.offset + a.bytes, a.segment->size());
+      ASSERT_LE(a.offset + a.bytes, a.segment_bytes());
       used += a.bytes;
-      by_segment[a.segment.get()].push_back(&entry);
+      by_segment[a.segment_id].push_back(&entry);
     }
     for (auto& [segment, entries] : by_segment) {
       std::sort(entries.begin(), entries.end(), [](const Live* x, const Live* y) {

@@ -72,10 +72,10 @@ TEST_F(CarvingPoolTest, SmallRequestIsRoundedToItsClassAndCarvedFromASmallSegmen
   Allocation a = Allocate(*pool, 70 << 10);  // Class 72 KiB.
   EXPECT_EQ(a.bytes, 72u << 10);
   EXPECT_EQ(a.offset, 0u);
-  EXPECT_EQ(a.segment->size(), 2 * kMiB);  // The small segment size.
+  EXPECT_EQ(a.segment_bytes(), 2 * kMiB);  // The small segment size.
   Allocation b = Allocate(*pool, 100);
   EXPECT_EQ(b.bytes, kPage);
-  EXPECT_EQ(b.segment, a.segment);  // Same segment, next to it.
+  EXPECT_EQ(b.segment_id, a.segment_id);  // Same segment, next to it.
   EXPECT_EQ(b.offset, 72u << 10);
   PoolStats stats = pool->Stats();
   EXPECT_EQ(stats.miss_count, 1u);
@@ -129,7 +129,7 @@ TEST_F(CarvingPoolTest, LargeMissReservesASegmentOfTheRoundedRequest) {
   auto pool = MakePool();
   Allocation a = Allocate(*pool, 3 * kMiB + 1);
   EXPECT_EQ(a.bytes, 3 * kMiB + kPage);
-  EXPECT_EQ(a.segment->size(), 3 * kMiB + kPage);
+  EXPECT_EQ(a.segment_bytes(), 3 * kMiB + kPage);
   EXPECT_EQ(pool->Stats().miss_count, 1u);
   pool->Free(std::move(a));
   EXPECT_EQ(pool->Stats().largest_free_bytes, 3 * kMiB + kPage);
@@ -144,8 +144,8 @@ TEST_F(CarvingPoolTest, LargeFreeSplitsForSmallerRequestsAndCoalescesBack) {
   Allocation a = Allocate(*pool, 4 * kMiB);
   Allocation b = Allocate(*pool, 4 * kMiB);
   Allocation c = Allocate(*pool, 4 * kMiB);
-  EXPECT_EQ(a.segment, b.segment);
-  EXPECT_EQ(b.segment, c.segment);
+  EXPECT_EQ(a.segment_id, b.segment_id);
+  EXPECT_EQ(b.segment_id, c.segment_id);
   EXPECT_EQ(b.offset, 4 * kMiB);
   EXPECT_EQ(pool->Stats().miss_count, 1u);
   EXPECT_EQ(pool->Stats().hit_count, 3u);
@@ -169,13 +169,13 @@ TEST_F(CarvingPoolTest, AMuchBiggerFreeBlockStaysWholeForItsOwnSize) {
   options.idle_budget = -1;
   auto pool = MakePool(options);  // large_fit_slack 0.5 by default.
   Allocation big = Allocate(*pool, 12 * kMiB);
-  const auto big_segment = big.segment;
+  const std::uint64_t big_segment = big.segment_id;
   pool->Free(std::move(big));
   Allocation small = Allocate(*pool, 4 * kMiB);  // 12 > 1.5 x 4: left whole.
-  EXPECT_NE(small.segment, big_segment);
+  EXPECT_NE(small.segment_id, big_segment);
   EXPECT_EQ(pool->Stats().largest_free_bytes, 12 * kMiB);
   Allocation near = Allocate(*pool, 9 * kMiB);  // 12 <= 1.5 x 9: taken.
-  EXPECT_EQ(near.segment, big_segment);
+  EXPECT_EQ(near.segment_id, big_segment);
   pool->Free(std::move(small));
   pool->Free(std::move(near));
 }
@@ -209,11 +209,11 @@ TEST_F(CarvingPoolTest, BestFitTakesTheSmallestFreeBlockThatHolds) {
   auto pool = MakePool();
   Allocation big = Allocate(*pool, 16 * kMiB);
   Allocation small = Allocate(*pool, 5 * kMiB);
-  const auto small_segment = small.segment;
+  const std::uint64_t small_segment = small.segment_id;
   pool->Free(std::move(big));
   pool->Free(std::move(small));
   Allocation fit = Allocate(*pool, 4 * kMiB);
-  EXPECT_EQ(fit.segment, small_segment);
+  EXPECT_EQ(fit.segment_id, small_segment);
   pool->Free(std::move(fit));
 }
 
@@ -223,7 +223,7 @@ TEST_F(CarvingPoolTest, LargeRoundingFollowsTheGrowthPolicy) {
   auto pool = MakePool(options);
   Allocation a = Allocate(*pool, 3 * kMiB);
   EXPECT_EQ(a.bytes, 3 * kMiB);
-  EXPECT_EQ(a.segment->size(), 4 * kMiB);
+  EXPECT_EQ(a.segment_bytes(), 4 * kMiB);
   pool->Free(std::move(a));
 }
 
@@ -235,13 +235,13 @@ TEST_F(CarvingPoolTest, SegmentsServeOneDomainOnly) {
   auto pool = MakePool(options);
   Allocation alice = Allocate(*pool, kPage, kAlice);
   Allocation bob = Allocate(*pool, kPage, kBob);
-  EXPECT_NE(alice.segment, bob.segment);
+  EXPECT_NE(alice.segment_id, bob.segment_id);
   pool->Free(std::move(alice));
   Allocation bob2 = Allocate(*pool, kPage, kBob);
-  EXPECT_EQ(bob2.segment, bob.segment);
+  EXPECT_EQ(bob2.segment_id, bob.segment_id);
   // Another mode is another domain too.
   Allocation shared = Allocate(*pool, kPage, Domain{1000, 100, 0640});
-  EXPECT_NE(shared.segment, bob.segment);
+  EXPECT_NE(shared.segment_id, bob.segment_id);
   EXPECT_EQ(pool->Stats().segments, 3u);
   pool->Free(std::move(bob));
   pool->Free(std::move(bob2));
@@ -265,7 +265,7 @@ TEST_F(CarvingPoolTest, WithScrubbingAnIdleSegmentMovesToAnotherDomainZeroed) {
   options.scrub_between_domains = true;
   auto pool = MakePool(options, &real);
   Allocation alice = Allocate(*pool, 4 * kMiB, kAlice);
-  auto fd = alice.segment->Export(backend::Access::kReadWrite);
+  auto fd = alice.Export(Access::kReadWrite);
   ASSERT_TRUE(fd.ok());
   void* map = ::mmap(nullptr, 4 * kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd->fd, 0);
   ASSERT_NE(map, MAP_FAILED);
@@ -282,7 +282,7 @@ TEST_F(CarvingPoolTest, WithScrubbingAnIdleSegmentMovesToAnotherDomainZeroed) {
   EXPECT_EQ(stats.miss_count, 1u);
   EXPECT_EQ(stats.hit_count, 1u);
   EXPECT_EQ(real.scrubs(), 1);
-  fd = bob.segment->Export(backend::Access::kRead);
+  fd = bob.Export(Access::kRead);
   map = ::mmap(nullptr, 4 * kMiB, PROT_READ, MAP_SHARED, fd->fd, 0);
   ASSERT_NE(map, MAP_FAILED);
   const auto* bytes = static_cast<const unsigned char*>(map);
@@ -299,7 +299,7 @@ TEST_F(CarvingPoolTest, SegmentInUseNeverChangesDomain) {
   auto pool = MakePool(options);
   Allocation alice = Allocate(*pool, kPage, kAlice);  // Keeps its segment busy.
   Allocation bob = Allocate(*pool, kPage, kBob);
-  EXPECT_NE(bob.segment, alice.segment);
+  EXPECT_NE(bob.segment_id, alice.segment_id);
   EXPECT_EQ(pool->Stats().scrubbed_bytes, 0u);
   pool->Free(std::move(alice));
   pool->Free(std::move(bob));
@@ -345,6 +345,34 @@ TEST_F(CarvingPoolTest, BackendFailuresPassThroughAndLeaveNoTrace) {
   EXPECT_EQ(stats.reserved_bytes, 0u);
   EXPECT_EQ(stats.segments, 0u);
   EXPECT_EQ(stats.miss_count, 0u);
+}
+
+TEST_F(CarvingPoolTest, OnlyAFinalRefusalAtTheLimitCountsAsARejection) {
+  CarvingPoolOptions options;
+  options.limit_bytes = 16 * kMiB;
+  auto pool = MakePool(options);
+  pool->Free(Allocate(*pool, 12 * kMiB, kAlice));
+  Allocation bob = Allocate(*pool, 10 * kMiB, kBob);  // Refused, trimmed, retried.
+  EXPECT_EQ(pool->Stats().limit_rejections, 0u);
+  EXPECT_EQ(pool->Allocate(10 * kMiB, kBob).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool->Stats().limit_rejections, 1u);
+  EXPECT_EQ(pool->Stats().limit_bytes, 16 * kMiB);
+  pool->Free(std::move(bob));
+}
+
+TEST_F(CarvingPoolTest, ABackendOutOfMemoryTrimsIdleSegmentsAndRetriesOnce) {
+  CarvingPoolOptions options;
+  options.idle_budget = -1;  // Else the budget gives the idle one back first.
+  auto pool = MakePool(options);
+  pool->Free(Allocate(*pool, 4 * kMiB, kAlice));
+  backend_.FailNextReserve(absl::ResourceExhaustedError("fake: out of memory"));
+  Allocation bob = Allocate(*pool, 4 * kMiB, kBob);
+  PoolStats stats = pool->Stats();
+  EXPECT_EQ(stats.trimmed_bytes, 4 * kMiB);
+  EXPECT_EQ(stats.reserved_bytes, 4 * kMiB);
+  EXPECT_EQ(stats.limit_rejections, 0u);
+  pool->Free(std::move(bob));
 }
 
 TEST_F(CarvingPoolTest, ZeroAndOverflowingSizesAreInvalid) {
@@ -414,7 +442,8 @@ TEST_F(CarvingPoolTest, PeriodicTrimWaitsForTheIdleTime) {
 TEST_F(CarvingPoolTest, TrimKeepsAnIdleSegmentHeldOutsideThePool) {
   auto pool = MakePool();
   Allocation allocation = Allocate(*pool, 4 * kMiB);
-  std::shared_ptr<backend::Segment> held = allocation.segment;
+  SegmentHold held = allocation.Hold();
+  const std::uint64_t held_id = allocation.segment_id;
   pool->Free(std::move(allocation));
   EXPECT_EQ(pool->Trim(absl::ZeroDuration()), 0u);
   PoolStats stats = pool->Stats();
@@ -425,10 +454,10 @@ TEST_F(CarvingPoolTest, TrimKeepsAnIdleSegmentHeldOutsideThePool) {
   EXPECT_EQ(backend_.alive(), 1);
   // Its own domain may use it meanwhile.
   Allocation again = Allocate(*pool, 4 * kMiB);
-  EXPECT_EQ(again.segment, held);
+  EXPECT_EQ(again.segment_id, held_id);
   pool->Free(std::move(again));
   // Once nobody else holds it, it goes back like any idle segment.
-  held.reset();
+  held = SegmentHold();
   EXPECT_EQ(pool->Trim(absl::ZeroDuration()), 4 * kMiB);
   EXPECT_EQ(pool->Stats().reserved_bytes, 0u);
   EXPECT_EQ(backend_.alive(), 0);
@@ -437,14 +466,14 @@ TEST_F(CarvingPoolTest, TrimKeepsAnIdleSegmentHeldOutsideThePool) {
 TEST_F(CarvingPoolTest, PeriodicTrimKeepsAHeldSegmentAndTakesItOnceLetGo) {
   auto pool = MakePool();
   Allocation allocation = Allocate(*pool, 4 * kMiB);
-  std::shared_ptr<backend::Segment> held = allocation.segment;
+  SegmentHold held = allocation.Hold();
   pool->Free(std::move(allocation));
   const absl::Duration idle = absl::Seconds(30);
   for (int look = 0; look < 4; ++look) {
     EXPECT_EQ(pool->Trim(idle), 0u);
     clock_.Advance(absl::Seconds(31));
   }
-  held.reset();
+  held = SegmentHold();
   // Idle all along: it goes at the next look.
   EXPECT_EQ(pool->Trim(idle), 4 * kMiB);
 }
@@ -454,7 +483,7 @@ TEST_F(CarvingPoolTest, WithScrubbingAHeldIdleSegmentNeverChangesDomain) {
   options.scrub_between_domains = true;
   auto pool = MakePool(options);
   Allocation alice = Allocate(*pool, 4 * kMiB, kAlice);
-  std::shared_ptr<backend::Segment> held = alice.segment;
+  SegmentHold held = alice.Hold();
   const std::uint64_t alice_segment = alice.segment_id;
   pool->Free(std::move(alice));
   Allocation bob = Allocate(*pool, 4 * kMiB, kBob);
@@ -465,7 +494,7 @@ TEST_F(CarvingPoolTest, WithScrubbingAHeldIdleSegmentNeverChangesDomain) {
   EXPECT_EQ(backend_.scrubs(), 0);
   pool->Free(std::move(bob));
   // Let go, it may move.
-  held.reset();
+  held = SegmentHold();
   Allocation carol = Allocate(*pool, 4 * kMiB, Domain{1002, 100, 0600});
   EXPECT_EQ(pool->Stats().scrubbed_bytes, 4 * kMiB);
   pool->Free(std::move(carol));
@@ -474,13 +503,13 @@ TEST_F(CarvingPoolTest, WithScrubbingAHeldIdleSegmentNeverChangesDomain) {
 TEST_F(CarvingPoolTest, TheIdleBudgetKeepsHeldSegmentsAndTakesThemOnceLetGo) {
   auto pool = MakePool();  // idle_budget 0.08.
   Allocation first = Allocate(*pool, 8 * kMiB);
-  std::shared_ptr<backend::Segment> held = first.segment;
+  SegmentHold held = first.Hold();
   pool->Free(std::move(first));
   // Beyond the budget, but the idle segment is held.
   Allocation big = Allocate(*pool, 16 * kMiB);
   EXPECT_EQ(pool->Stats().reserved_bytes, 24 * kMiB);
   EXPECT_EQ(pool->Stats().trimmed_bytes, 0u);
-  held.reset();
+  held = SegmentHold();
   // No segment went idle since, yet the next growth finds the 8 MiB free
   // to go: 24 + 16 > 1.08 x 32 MiB.
   Allocation bigger = Allocate(*pool, 16 * kMiB);
@@ -495,7 +524,7 @@ TEST_F(CarvingPoolTest, AtTheLimitAHeldIdleSegmentStaysAndTheMessageSaysWhy) {
   options.limit_bytes = 16 * kMiB;
   auto pool = MakePool(options);
   Allocation alice = Allocate(*pool, 12 * kMiB, kAlice);
-  std::shared_ptr<backend::Segment> held = alice.segment;
+  SegmentHold held = alice.Hold();
   pool->Free(std::move(alice));
   auto bob = pool->Allocate(10 * kMiB, kBob);
   EXPECT_EQ(bob.status().code(), absl::StatusCode::kResourceExhausted);
@@ -503,7 +532,7 @@ TEST_F(CarvingPoolTest, AtTheLimitAHeldIdleSegmentStaysAndTheMessageSaysWhy) {
               HasSubstr("12582912 bytes of idle segments are held"));
   EXPECT_EQ(pool->Stats().reserved_bytes, 12 * kMiB);
   EXPECT_EQ(backend_.alive_bytes(), 12 * kMiB);
-  held.reset();
+  held = SegmentHold();
   Allocation retried = Allocate(*pool, 10 * kMiB, kBob);
   EXPECT_EQ(pool->Stats().reserved_bytes, 10 * kMiB);
   pool->Free(std::move(retried));

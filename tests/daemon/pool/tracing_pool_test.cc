@@ -54,7 +54,7 @@ class IdCheckingPool : public Pool {
     allocation.bytes = aligned;
     allocation.domain = domain;
     allocation.id = next_id_++;
-    allocation.internal = allocation.id * 7;
+    Attach(allocation, nullptr, allocation.id * 7);
     live_.insert(allocation.id);
     return allocation;
   }
@@ -63,7 +63,7 @@ class IdCheckingPool : public Pool {
   }
   void Free(Allocation allocation) override {
     absl::MutexLock lock(&mu_);
-    if (live_.erase(allocation.id) == 0 || allocation.internal != allocation.id * 7) {
+    if (live_.erase(allocation.id) == 0 || InternalOf(allocation) != allocation.id * 7) {
       ++bad_frees_;
     }
     used_ -= allocation.bytes;
