@@ -68,6 +68,7 @@ DaemonStats FromProto(const v1::StatsReply& reply) {
   stats.buffers = reply.buffers();
   stats.sessions = reply.sessions();
   stats.leases = reply.leases();
+  stats.waits = reply.waits();
   stats.metrics_address = reply.metrics_address();
   stats.started = absl::FromUnixNanos(reply.started_unix_ns());
   for (const auto& device : reply.devices()) stats.devices.push_back(FromProto(device));

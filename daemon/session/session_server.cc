@@ -139,7 +139,7 @@ void SessionServer::Stop() {
 
 void SessionServer::Watch(const Listener& listener) {
   epoll_event event{};
-  event.events = listener.paused() ? 0 : EPOLLIN;
+  event.events = listener.paused() ? 0u : static_cast<std::uint32_t>(EPOLLIN);
   event.data.fd = listener.fd();
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener.fd(), &event);
 }

@@ -41,9 +41,9 @@ template <>
 struct Fields<DaemonStats> {
   static auto Of(auto& s) {
     auto& [version, backend, pools, buffers, sessions, leases, metrics_address, started,
-           devices] = s;
+           devices, waits] = s;
     return std::tie(version, backend, pools, buffers, sessions, leases, metrics_address,
-                    started, devices);
+                    started, devices, waits);
   }
 };
 template <>

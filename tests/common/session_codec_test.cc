@@ -71,7 +71,9 @@ TEST(SessionCodecTest, ArbitraryBytesDecodeOrFailButNeverCrash) {
     std::string bytes(random() % 64, '\0');
     for (char& byte : bytes) byte = static_cast<char>(random());
     absl::StatusOr<SessionMessage> got = DecodeSessionMessage(bytes);
-    if (!got.ok()) EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+    if (!got.ok()) {
+      EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+    }
   }
 }
 

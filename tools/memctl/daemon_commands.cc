@@ -28,7 +28,7 @@ absl::Status RunStats(Client& client, const Output& output) {
   out << "metrics  "
       << (stats->metrics_address.empty() ? "off" : stats->metrics_address) << '\n';
   out << "buffers " << stats->buffers << ", sessions " << stats->sessions
-      << ", leases " << stats->leases << "\n";
+      << ", leases " << stats->leases << ", waiting opens " << stats->waits << "\n";
   for (const DeviceInfo& device : stats->devices) {
     out << "device:" << device.ordinal << "  " << device.name << ", "
         << FormatBytes(device.free_bytes) << " free of " << FormatBytes(device.total_bytes)

@@ -137,6 +137,7 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   json["buffers"] = stats.buffers;
   json["sessions"] = stats.sessions;
   json["leases"] = stats.leases;
+  json["waits"] = stats.waits;
   Json pools = Json::array();
   for (const PoolStats& pool : stats.pools) {
     Json entry;

@@ -39,7 +39,7 @@ class ScriptedPool : public pool::Pool {
     auto segment = backend_.Reserve(location_, rounded);
     if (!segment.ok()) return segment.status();
     pool::Allocation allocation;
-    allocation.segment = std::move(*segment);
+    Attach(allocation, std::move(*segment));
     allocation.segment_id = ++next_id_;
     allocation.bytes = rounded;
     allocation.domain = domain;
