@@ -141,6 +141,80 @@ std::uint32_t FdsInFlightOf(const Config& config) {
       std::min<std::uint64_t>(config.max_fds_in_flight_per_session, 1u << 20));
 }
 
+// The backend the configuration names (or finds, for auto), saying why it
+// fell back when it did.
+absl::StatusOr<std::unique_ptr<backend::Backend>> StartBackend(const Config& config) {
+  std::string fallback;
+  MEMD_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> backend,
+                        backend::CreateBackend(
+                            {config.backend, config.cuda_driver, config.cuda_handles},
+                            &fallback));
+  if (!fallback.empty()) spdlog::info("{}", fallback);
+  return backend;
+}
+
+// One pool per location the backend serves, each recording to `trace` when
+// there is one.
+pool::PoolSet MakePools(const Config& config, backend::Backend& backend,
+                        const Clock& clock,
+                        const std::shared_ptr<pool::TraceWriter>& trace) {
+  const MemoryBudget memory = AvailableMemory();
+  if (config.host_pool_limit_bytes == 0 || config.pinned_pool_limit_bytes == 0) {
+    spdlog::info("default host/pinned pool limits: half/a quarter of {} ({})",
+                 FormatBytes(memory.bytes), memory.source);
+  }
+  pool::PoolSet pools;
+  for (const Location& location : backend.locations()) {
+    pool::CarvingPoolOptions options;
+    options.limit_bytes = PoolLimit(config, location, backend, memory.bytes);
+    options.small_max_bytes = config.pool_small_max_bytes;
+    options.small_segment_bytes = config.pool_small_segment_bytes;
+    options.large_round_bytes = config.pool_large_round_bytes;
+    options.large_fit_slack = config.pool_large_fit_slack;
+    options.idle_budget = config.pool_idle_budget;
+    options.scrub_between_domains = config.pool_domain_reuse == "scrub";
+    std::unique_ptr<pool::Pool> pool =
+        std::make_unique<pool::CarvingPool>(backend, location, options, clock);
+    if (trace != nullptr) pool = std::make_unique<pool::TracingPool>(std::move(pool), trace);
+    pools.Add(std::move(pool));
+  }
+  return pools;
+}
+
+// The session server over both sockets of the directory. memd accepts the
+// control socket's connections itself, so that it knows the credentials of
+// each (gRPC's own listener would not tell), and hands them to `control`.
+absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
+    const Config& config, SocketDir& socket_dir, broker::Broker& broker,
+    ControlHandOff& control) {
+  MEMD_ASSIGN_OR_RETURN(UniqueFd listener,
+                        socket_dir.Listen(kSessionSocketName, SOCK_SEQPACKET,
+                                          config.socket_mode));
+  MEMD_ASSIGN_OR_RETURN(UniqueFd control_listener,
+                        socket_dir.Listen(kControlSocketName, SOCK_STREAM,
+                                          config.socket_mode));
+  return std::make_unique<session::SessionServer>(
+      std::move(listener), std::move(control_listener),
+      session::SessionHooks{
+          [&broker](const PeerCredentials& peer, const std::string& command) {
+            return broker.StartSession(peer, command);
+          },
+          [&broker](std::uint64_t id) { broker.EndSession(id); },
+          [&control](UniqueFd connection) { control.Take(std::move(connection)); }},
+      session::SessionServerOptions{FdsInFlightOf(config), ConnectionLimitsOf(config)});
+}
+
+// The /metrics endpoint: the daemon's state at each scrape, and `rpc`'s
+// per-call figures.
+absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> StartMetrics(
+    const std::string& address, pool::PoolSet& pools, broker::Broker& broker,
+    const std::string& backend_name, metrics::RpcMetrics& rpc) {
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
+      std::make_shared<metrics::DaemonCollectable>(pools, broker, kVersion, backend_name),
+      rpc.registry()};
+  return metrics::MetricsServer::Start(address, std::move(collectables));
+}
+
 }  // namespace
 
 Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
@@ -162,45 +236,20 @@ bool Daemon::Healthy() const {
 
 Daemon::~Daemon() { Shutdown(); }
 
+// Starts the parts in the order Parts declares them: each may use those
+// before it.
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   auto parts = std::make_unique<Parts>();
-  const std::string dir =
+  parts->socket_dir_path =
       config.socket_dir.empty() ? DefaultSocketDir() : config.socket_dir;
-  parts->socket_dir_path = dir;
-  MEMD_ASSIGN_OR_RETURN(parts->socket_dir, SocketDir::Claim(dir));
-
-  std::string fallback;
-  MEMD_ASSIGN_OR_RETURN(parts->backend,
-                   backend::CreateBackend(
-                       {config.backend, config.cuda_driver, config.cuda_handles},
-                       &fallback));
-  if (!fallback.empty()) spdlog::info("{}", fallback);
+  MEMD_ASSIGN_OR_RETURN(parts->socket_dir, SocketDir::Claim(parts->socket_dir_path));
+  MEMD_ASSIGN_OR_RETURN(parts->backend, StartBackend(config));
   parts->backend_name = std::string(parts->backend->name());
   if (!config.trace_file.empty()) {
     MEMD_ASSIGN_OR_RETURN(parts->trace, pool::TraceWriter::Create(config.trace_file));
     spdlog::info("recording pool allocations to {}", config.trace_file);
   }
-  const MemoryBudget memory = AvailableMemory();
-  if (config.host_pool_limit_bytes == 0 || config.pinned_pool_limit_bytes == 0) {
-    spdlog::info("default host/pinned pool limits: half/a quarter of {} ({})",
-                 FormatBytes(memory.bytes), memory.source);
-  }
-  for (const Location& location : parts->backend->locations()) {
-    pool::CarvingPoolOptions options;
-    options.limit_bytes = PoolLimit(config, location, *parts->backend, memory.bytes);
-    options.small_max_bytes = config.pool_small_max_bytes;
-    options.small_segment_bytes = config.pool_small_segment_bytes;
-    options.large_round_bytes = config.pool_large_round_bytes;
-    options.large_fit_slack = config.pool_large_fit_slack;
-    options.idle_budget = config.pool_idle_budget;
-    options.scrub_between_domains = config.pool_domain_reuse == "scrub";
-    std::unique_ptr<pool::Pool> pool = std::make_unique<pool::CarvingPool>(
-        *parts->backend, location, options, parts->clock);
-    if (parts->trace != nullptr) {
-      pool = std::make_unique<pool::TracingPool>(std::move(pool), parts->trace);
-    }
-    parts->pools.Add(std::move(pool));
-  }
+  parts->pools = MakePools(config, *parts->backend, parts->clock, parts->trace);
   const absl::Duration idle = absl::Seconds(config.pool_trim_idle_seconds);
   parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
       parts->pools, idle, std::min(idle / 4, absl::Seconds(1)));
@@ -208,35 +257,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->descriptor_limit = RaiseDescriptorLimit();
   parts->broker = std::make_unique<broker::Broker>(
       parts->pools, LimitsOf(config, parts->descriptor_limit), parts->clock);
-
-  // memd accepts the control socket's connections itself, so that it knows
-  // the credentials of each (gRPC's own listener would not tell).
-  MEMD_ASSIGN_OR_RETURN(UniqueFd listener,
-                   parts->socket_dir->Listen(kSessionSocketName, SOCK_SEQPACKET,
-                                             config.socket_mode));
-  MEMD_ASSIGN_OR_RETURN(UniqueFd control_listener,
-                   parts->socket_dir->Listen(kControlSocketName, SOCK_STREAM,
-                                             config.socket_mode));
-  broker::Broker& broker = *parts->broker;
-  ControlHandOff& control = parts->control;
-  parts->sessions = std::make_unique<session::SessionServer>(
-      std::move(listener), std::move(control_listener),
-      session::SessionHooks{
-          [&broker](const PeerCredentials& peer, const std::string& command) {
-            return broker.StartSession(peer, command);
-          },
-          [&broker](std::uint64_t id) { broker.EndSession(id); },
-          [&control](UniqueFd connection) { control.Take(std::move(connection)); }},
-      session::SessionServerOptions{FdsInFlightOf(config), ConnectionLimitsOf(config)});
-
+  MEMD_ASSIGN_OR_RETURN(parts->sessions,
+                        MakeSessionServer(config, *parts->socket_dir, *parts->broker,
+                                          parts->control));
   if (!config.metrics_address.empty()) {
     parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
-    std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
-        std::make_shared<metrics::DaemonCollectable>(parts->pools, *parts->broker,
-                                                     kVersion, parts->backend_name),
-        parts->rpc_metrics->registry()};
-    MEMD_ASSIGN_OR_RETURN(parts->metrics, metrics::MetricsServer::Start(
-                                         config.metrics_address, std::move(collectables)));
+    MEMD_ASSIGN_OR_RETURN(parts->metrics,
+                          StartMetrics(config.metrics_address, parts->pools,
+                                       *parts->broker, parts->backend_name,
+                                       *parts->rpc_metrics));
     parts->metrics_address = parts->metrics->address();
   }
 
@@ -247,12 +276,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
       parts->backend.get(), parts->rpc_metrics.get());
   grpc::ServerBuilder builder;
   builder.RegisterService(parts->service.get());
-
   parts->server = builder.BuildAndStart();
   if (parts->server == nullptr) {
     return absl::UnavailableError("the gRPC server did not start");
   }
-
   parts->control.Open(parts->server.get());
   MEMD_RETURN_IF_ERROR(parts->sessions->Start());
   parts->started_with = config;
