@@ -629,24 +629,26 @@ absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
 }
 
 absl::StatusOr<std::vector<UidUsage>> Broker::Usage(SessionId session) const {
+  absl::MutexLock lock(&mu_);
+  std::optional<uid_t> only;
+  if (session != 0) {
+    auto caller = sessions_.find(session);
+    if (caller == sessions_.end()) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("session ", session, " has ended; reconnect"));
+    }
+    if (caller->second.peer.uid != 0) only = caller->second.peer.uid;
+  }
+  return UsageLocked(only);
+}
+
+std::vector<UidUsage> Broker::UsageLocked(std::optional<uid_t> only) const {
   std::vector<UidUsage> usage;
-  {
-    absl::MutexLock lock(&mu_);
-    std::optional<uid_t> only;
-    if (session != 0) {
-      auto caller = sessions_.find(session);
-      if (caller == sessions_.end()) {
-        return absl::UnauthenticatedError(
-            absl::StrCat("session ", session, " has ended; reconnect"));
-      }
-      if (caller->second.peer.uid != 0) only = caller->second.peer.uid;
-    }
-    for (const auto& [key, held] : usage_.by_uid()) {
-      const auto& [uid, location] = key;
-      if (only.has_value() && uid != *only) continue;
-      usage.push_back(UidUsage{uid, location, held.bytes, held.buffers,
-                               limits_.max_uid_bytes.For(location)});
-    }
+  for (const auto& [key, held] : usage_.by_uid()) {
+    const auto& [uid, location] = key;
+    if (only.has_value() && uid != *only) continue;
+    usage.push_back(UidUsage{uid, location, held.bytes, held.buffers,
+                             limits_.max_uid_bytes.For(location)});
   }
   std::sort(usage.begin(), usage.end(), [](const UidUsage& a, const UidUsage& b) {
     return std::make_tuple(a.uid, a.location.kind, a.location.device) <
@@ -657,6 +659,15 @@ absl::StatusOr<std::vector<UidUsage>> Broker::Usage(SessionId session) const {
 
 BrokerCounts Broker::Counts() const {
   absl::MutexLock lock(&mu_);
+  return CountsLocked();
+}
+
+BrokerSnapshot Broker::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return BrokerSnapshot{CountsLocked(), UsageLocked(std::nullopt)};
+}
+
+BrokerCounts Broker::CountsLocked() const {
   BrokerCounts counts;
   counts.buffers = buffers_.size();
   for (const auto& [id, buffer] : buffers_) {

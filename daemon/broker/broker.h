@@ -129,11 +129,15 @@ class Broker {
   absl::StatusOr<std::vector<SessionInfo>> Sessions(SessionId session);
 
   // What live buffers take per uid and location, by uid then location: the
-  // caller's uid only, every uid for root (session 0: every uid, for
-  // metrics). Errors: UNAUTHENTICATED.
+  // caller's uid only, every uid for root (and for session 0, the daemon
+  // itself). Errors: UNAUTHENTICATED.
   absl::StatusOr<std::vector<UidUsage>> Usage(SessionId session) const;
 
   BrokerCounts Counts() const;
+
+  // Counts() and every uid's Usage(), read under one lock: what one metrics
+  // scrape shows, all of one moment.
+  BrokerSnapshot Snapshot() const;
 
   // Replaces the limits (a configuration reload). Takes effect for the next
   // request; nothing granted already is taken back.
@@ -232,6 +236,10 @@ class Broker {
   // (or write) permission, then the expected owner.
   absl::Status MayOpenLocked(const Session& caller, const BufferInfo& buffer,
                              const OpenParams& params) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  BrokerCounts CountsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every uid's usage, or only `only`'s, by uid then location.
+  std::vector<UidUsage> UsageLocked(std::optional<uid_t> only) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the uid's entry once it holds nothing.
   void ForgetIfIdleLocked(uid_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

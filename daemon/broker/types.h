@@ -133,6 +133,12 @@ struct BrokerCounts {
   LimitRejections rejections;
 };
 
+// The broker's counts and every uid's usage, of one moment.
+struct BrokerSnapshot {
+  BrokerCounts counts;
+  std::vector<UidUsage> usage;  // By uid, then location.
+};
+
 // Limits that keep one client from exhausting the daemon. Exceeding one is
 // RESOURCE_EXHAUSTED (sizes: INVALID_ARGUMENT) with the numbers.
 struct BrokerLimits {

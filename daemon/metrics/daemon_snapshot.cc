@@ -8,9 +8,9 @@ DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& br
                             BuildInfo build) {
   DaemonSnapshot snapshot;
   snapshot.pools = pools.Stats();
-  snapshot.counts = broker.Counts();
-  // Session 0 is no client: the daemon's own view, every uid.
-  if (auto usage = broker.Usage(0); usage.ok()) snapshot.usage = *std::move(usage);
+  broker::BrokerSnapshot state = broker.Snapshot();
+  snapshot.counts = state.counts;
+  snapshot.usage = std::move(state.usage);
   snapshot.build = std::move(build);
   return snapshot;
 }

@@ -18,17 +18,18 @@ struct BuildInfo {
 
 // Everything one scrape shows, read once at its start: every metric family
 // is a function of this, so that no two families of one scrape can show two
-// different moments of the same pool. (The pools and the broker are read one
-// after the other, not under one lock: counts may be a moment apart from
-// the pool figures, never one pool from itself.)
+// different moments of the same pool, nor the broker's counts and usage two
+// moments. (The pools and the broker are read one after the other, not under
+// one lock: the broker's figures may be a moment apart from the pools', never
+// one pool from itself.)
 struct DaemonSnapshot {
   std::vector<pool::PoolStats> pools;  // One per pool, in the set's order.
   broker::BrokerCounts counts;
-  std::vector<broker::UidUsage> usage;  // Empty when the broker refuses.
+  std::vector<broker::UidUsage> usage;  // Of the same moment as `counts`.
   BuildInfo build;
 };
 
-// Reads each pool's Stats() once, then the broker's counts and usage.
+// Reads each pool's Stats() once, then the broker's Snapshot().
 DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
                             BuildInfo build);
 

@@ -493,6 +493,27 @@ TEST_F(BrokerTest, UsageShowsEachUidItsOwnAndRootEveryone) {
   EXPECT_EQ(broker_->Usage(bob).status().code(), absl::StatusCode::kUnauthenticated);
 }
 
+TEST_F(BrokerTest, ASnapshotsCountsAndUsageAgreeOnEveryBuffer) {
+  MakeBroker(Quotas("", ""), /*device=*/true);
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kStaff));
+  Publish(alice, "a1", std::string(kMiB, '1'));
+  Publish(alice, "a2", std::string(2 * kMiB, '2'));
+  Publish(bob, "b", std::string(kMiB, 'b'));
+  ASSERT_TRUE(broker_->Unlink(bob, "b").ok());
+
+  const BrokerSnapshot snapshot = broker_->Snapshot();
+  EXPECT_EQ(snapshot.counts.buffers, 3u);
+  EXPECT_EQ(snapshot.counts.sessions, 2u);
+  std::uint64_t buffers = 0;
+  for (const UidUsage& usage : snapshot.usage) buffers += usage.buffers;
+  EXPECT_EQ(buffers, snapshot.counts.buffers)
+      << "every buffer counted is in some uid's usage, and no other";
+  ASSERT_EQ(snapshot.usage.size(), 2u) << "every uid, as root would see it";
+  EXPECT_EQ(snapshot.usage[0].uid, kAlice);
+  EXPECT_EQ(snapshot.usage[1].uid, kBob);
+}
+
 TEST_F(BrokerTest, NewQuotasApplyToTheNextRequest) {
   SessionId alice = Start(Peer(kAlice, kStaff));
   ASSERT_TRUE(broker_->Create(alice, Params("a", 2 * kMiB)).ok());
