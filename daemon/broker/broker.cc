@@ -26,14 +26,6 @@ absl::Status PermissionDenied(const PeerCredentials& peer,
       buffer.mode));
 }
 
-// "uid 61003 holds 16 sessions; the limit is 16 (max_sessions_per_uid)".
-absl::Status PerUidExhausted(uid_t uid, const char* verb, std::uint64_t count,
-                             const char* what, std::uint64_t limit, const char* key) {
-  return absl::ResourceExhaustedError(absl::StrCat("uid ", uid, " ", verb, " ", count, " ",
-                                                   what, "; the limit is ", limit, " (",
-                                                   key, ")"));
-}
-
 // A prefix is any start of a valid name, so only its length and bytes are
 // checked.
 absl::Status ValidatePrefix(const std::string& prefix) {
@@ -114,12 +106,11 @@ Broker::~Broker() {
 absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
                                                std::string command) {
   absl::MutexLock lock(&mu_);
-  const auto mine = by_uid_.find(peer.uid);
-  const std::uint64_t held = mine == by_uid_.end() ? 0 : mine->second.sessions;
-  if (held >= limits_.max_sessions_per_uid) {
+  if (absl::Status admitted = uid_counts_.Admit(peer.uid, UidCounts::Kind::kSessions,
+                                            limits_.max_sessions_per_uid);
+      !admitted.ok()) {
     ++rejections_.sessions_per_uid;
-    return PerUidExhausted(peer.uid, "holds", held, "sessions",
-                           limits_.max_sessions_per_uid, "max_sessions_per_uid");
+    return admitted;
   }
   if (sessions_.size() >= limits_.max_sessions) {
     ++rejections_.sessions;
@@ -128,7 +119,7 @@ absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
         limits_.max_sessions, " (max_sessions)"));
   }
   SessionId id = next_session_id_++;
-  ++by_uid_[peer.uid].sessions;
+  uid_counts_.Add(peer.uid, UidCounts::Kind::kSessions);
   sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, {}});
   return id;
 }
@@ -147,18 +138,8 @@ void Broker::EndSession(SessionId session) {
     }
     const uid_t uid = it->second.peer.uid;
     sessions_.erase(it);
-    --by_uid_[uid].sessions;
-    ForgetIfIdleLocked(uid);
+    uid_counts_.Remove(uid, UidCounts::Kind::kSessions);
   });
-}
-
-void Broker::ForgetIfIdleLocked(uid_t uid) {
-  auto it = by_uid_.find(uid);
-  if (it == by_uid_.end()) return;
-  const UidCounts& held = it->second;
-  if (held.sessions == 0 && held.buffers == 0 && held.leases == 0) {
-    by_uid_.erase(it);
-  }
 }
 
 absl::StatusOr<Broker::Session*> Broker::FindSessionLocked(SessionId session) {
@@ -186,12 +167,11 @@ absl::StatusOr<Broker::Lease*> Broker::FindLeaseLocked(SessionId session,
 absl::Status Broker::AdmitLocked(SessionId session, const Session& caller,
                                  const CreateParams& params, std::uint64_t bytes) {
   const uid_t uid = caller.peer.uid;
-  const auto mine = by_uid_.find(uid);
-  const std::uint64_t owned = mine == by_uid_.end() ? 0 : mine->second.buffers;
-  if (owned >= limits_.max_buffers_per_uid) {
+  if (absl::Status admitted =
+          uid_counts_.Admit(uid, UidCounts::Kind::kBuffers, limits_.max_buffers_per_uid);
+      !admitted.ok()) {
     ++rejections_.buffers_per_uid;
-    return PerUidExhausted(uid, "owns", owned, "buffers", limits_.max_buffers_per_uid,
-                           "max_buffers_per_uid");
+    return admitted;
   }
   if (buffers_.size() >= limits_.max_buffers) {
     ++rejections_.buffers;
@@ -322,7 +302,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   stored.charge = Charge{peer.uid, session, peer.pid, params.location,
                          stored.allocation.bytes};
   usage_.Add(stored.charge);
-  ++by_uid_[peer.uid].buffers;
+  uid_counts_.Add(peer.uid, UidCounts::Kind::kBuffers);
   names_.emplace(info.name, info.id);
   buffers_.emplace(info.id, std::move(buffer));
   grant->created = true;
@@ -339,17 +319,17 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
         " (max_leases_per_session): release some first"));
   }
   const uid_t uid = holder.peer.uid;
-  UidCounts& mine = by_uid_[uid];  // There already: the session counts.
-  if (mine.leases >= limits_.max_leases_per_uid) {
+  if (absl::Status admitted =
+          uid_counts_.Admit(uid, UidCounts::Kind::kLeases, limits_.max_leases_per_uid);
+      !admitted.ok()) {
     ++rejections_.leases_per_uid;
-    return PerUidExhausted(uid, "holds", mine.leases, "leases",
-                           limits_.max_leases_per_uid, "max_leases_per_uid");
+    return admitted;
   }
   MEMD_ASSIGN_OR_RETURN(pool::ExportedHandle handle,
                    buffer.allocation.Export(access));
   LeaseId id = next_lease_id_++;
   leases_.emplace(id, Lease{session, buffer.info.id, access, uid});
-  ++mine.leases;
+  uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
   ++buffer.info.lease_count;
   // Taken while the buffer lives, so that its segment, idle or not, never
@@ -527,8 +507,7 @@ void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after) {
   leases_.erase(lease);
   auto session = sessions_.find(released.session);
   if (session != sessions_.end()) session->second.leases.erase(lease_id);
-  --by_uid_[released.uid].leases;
-  ForgetIfIdleLocked(released.uid);
+  uid_counts_.Remove(released.uid, UidCounts::Kind::kLeases);
   Buffer& buffer = *buffers_.at(released.buffer);
   if (--buffer.info.lease_count > 0) return;
   // The last lease: ephemeral buffers go, and so do buffers nobody sealed,
@@ -554,8 +533,7 @@ void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
   pool::Pool* pool = it->second->pool;
   usage_.Remove(it->second->charge);
   const uid_t owner = it->second->info.owner_uid;
-  --by_uid_[owner].buffers;
-  ForgetIfIdleLocked(owner);
+  uid_counts_.Remove(owner, UidCounts::Kind::kBuffers);
   after.freed.emplace_back(pool, std::move(it->second));
   buffers_.erase(it);
 }

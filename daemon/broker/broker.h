@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/unix_socket.h"
 #include "daemon/broker/types.h"
+#include "daemon/broker/uid_counts.h"
 #include "daemon/broker/usage_ledger.h"
 #include "daemon/broker/waiters.h"
 #include "daemon/pool/pool.h"
@@ -36,8 +37,12 @@ namespace memd::broker {
 /// at any time, so the segment must stay where it is. The pool does not give
 /// back or move a segment held so (Pool::Trim).
 ///
-/// Thread-safe: one mutex guards the registry and its waiting opens
-/// (Waiters); pools are called outside it for allocations that may reach the
+/// Counts what each uid holds against the per-uid limits (UidCounts) and
+/// what each uid and session's buffers take against the byte quotas
+/// (UsageLedger); waiting opens are Waiters'.
+///
+/// Thread-safe: one mutex guards the registry, its counts and its waiting
+/// opens; pools are called outside it for allocations that may reach the
 /// backend. What a call must do once the mutex is released (give memory back
 /// to its pool, wake waiting opens, let go of segments) it collects in an
 /// AfterUnlock, which WithLock runs after the lock scope ends.
@@ -156,13 +161,6 @@ class Broker {
     Access access = Access::kRead;
     uid_t uid = 0;  // The holder's, for max_leases_per_uid.
   };
-  // What the sessions of one uid hold, against the per-uid limits (its
-  // waits: Waiters).
-  struct UidCounts {
-    std::uint64_t sessions = 0;
-    std::uint64_t buffers = 0;  // Owned, until their memory is freed.
-    std::uint64_t leases = 0;
-  };
   struct Session {
     PeerCredentials peer;
     std::string command;
@@ -241,8 +239,6 @@ class Broker {
   // Every uid's usage, or only `only`'s, by uid then location.
   std::vector<UidUsage> UsageLocked(std::optional<uid_t> only) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops the uid's entry once it holds nothing.
-  void ForgetIfIdleLocked(uid_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   pool::PoolSet& pools_;
   BrokerLimits limits_ ABSL_GUARDED_BY(mu_);
@@ -260,8 +256,8 @@ class Broker {
   // Under the registry's mutex: a wait must be registered in the same step
   // that found the name missing or unsealed, or a seal could fall between.
   Waiters waiters_ ABSL_GUARDED_BY(mu_);
-  // Uids with any session, buffer or lease.
-  absl::flat_hash_map<uid_t, UidCounts> by_uid_ ABSL_GUARDED_BY(mu_);
+  // Sessions, owned buffers and leases per uid.
+  UidCounts uid_counts_ ABSL_GUARDED_BY(mu_);
   BufferId next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
   LeaseId next_lease_id_ ABSL_GUARDED_BY(mu_) = 1;
   SessionId next_session_id_ ABSL_GUARDED_BY(mu_) = 1;
