@@ -17,7 +17,13 @@ extern char** environ;
 
 namespace memd::test {
 
-std::string BinDir() { return MEMD_BIN_DIR; }
+std::string BinDir() {
+  // A bundle (tools/gpu-bundle) runs the tests far from the build tree.
+  if (const char* dir = std::getenv("MEMD_BIN_DIR"); dir != nullptr && *dir != '\0') {
+    return dir;
+  }
+  return MEMD_BIN_DIR;
+}
 
 ProgramResult RunProgram(const std::string& program,
                          const std::vector<std::string>& args,

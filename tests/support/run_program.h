@@ -15,7 +15,8 @@ struct ProgramResult {
   std::string err;
 };
 
-// The directory the build puts programs in (build/bin).
+// The directory the build puts programs in (build/bin), or $MEMD_BIN_DIR
+// where set (a bundle made by tools/gpu-bundle, run on another machine).
 std::string BinDir();
 
 // Runs `program` (a path) with `args`, feeding `input` to its stdin, with

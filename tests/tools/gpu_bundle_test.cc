@@ -1,0 +1,108 @@
+// tools/gpu-bundle packs the GPU checks for a machine that has none of
+// memd's packages. These tests make a bundle from this build and run it as
+// that machine would: with an empty environment, the build tree out of
+// reach of the bundle's programs, and nothing but the C library from the
+// system.
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/run_program.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using test::BinDir;
+using test::Describe;
+using test::ProgramResult;
+using test::RunProgram;
+
+#if defined(__SANITIZE_ADDRESS__)
+// Sanitized programs are larger and load the sanitizers' runtimes; the 60 MiB
+// promise is for the build tools/gpu-check makes.
+constexpr const char* kLimitMib = "200";
+#else
+constexpr const char* kLimitMib = "60";
+#endif
+
+std::string Read(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+ProgramResult Bundle(const std::string& build, const std::string& out,
+                     const std::string& limit_mib) {
+  return RunProgram(std::string(MEMD_SOURCE_DIR) + "/tools/gpu-bundle", {build, out}, "",
+                    {{"MEMD_BUNDLE_MAX_MIB", limit_mib}}, absl::Minutes(3));
+}
+
+TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) {
+  test::TempDir dir;
+  const std::string bundle = dir.path() + "/bundle";
+  const std::string build = fs::path(BinDir()).parent_path().string();
+  ProgramResult made = Bundle(build, bundle, kLimitMib);
+  ASSERT_EQ(made.exit_code, 0) << Describe(made);
+  EXPECT_THAT(made.out, HasSubstr("on the GPU machine: " + bundle + "/run"));
+
+  // Every library a program or the fake driver loads resolves inside the
+  // bundle, but for the C library's own.
+  for (const char* object : {"bin/memd", "bin/memctl", "bin/memd-test-client",
+                             "bin/real_gpu_test", "lib-fake/libcuda.so.1"}) {
+    ProgramResult ldd = RunProgram("/usr/bin/ldd", {bundle + "/" + object}, "",
+                                   {{"LD_LIBRARY_PATH", bundle + "/lib"}});
+    ASSERT_EQ(ldd.exit_code, 0) << object << ": " << Describe(ldd);
+    std::istringstream lines(ldd.out);
+    for (std::string line; std::getline(lines, line);) {
+      const std::size_t arrow = line.find("=> /");
+      if (arrow == std::string::npos) continue;
+      const std::string path = line.substr(arrow + 3);
+      const bool inside = path.rfind(bundle + "/lib/", 0) == 0;
+      const bool c_library = path.find("/libc.so") != std::string::npos ||
+                             path.find("/libm.so") != std::string::npos;
+      EXPECT_TRUE(inside || c_library) << object << " loads from outside the bundle: " << line;
+    }
+  }
+
+  // Run as on the GPU machine: an empty environment, so neither this
+  // build's paths nor its libraries can help.
+  const std::string report = dir.path() + "/report";
+  ProgramResult ran = RunProgram("/usr/bin/env", {"-i", "PATH=/usr/bin:/bin",
+                                                  bundle + "/run", report},
+                                 "", {}, absl::Minutes(3));
+  const std::string summary = Read(report + "/report.txt");
+  ASSERT_EQ(ran.exit_code, 0) << Describe(ran) << summary;
+  EXPECT_THAT(summary, HasSubstr("fake_driver: ok (PASSED 4 tests)"));
+  EXPECT_THAT(summary, HasSubstr("real_driver: ok"));
+  EXPECT_THAT(summary, HasSubstr("programs: " + bundle + "/bin"))
+      << "the tests must start the bundle's programs, not the build's";
+}
+
+TEST(GpuBundleTest, TheTestsFindTheirProgramsWhereTheBundleSays) {
+  const std::string built = BinDir();
+  ASSERT_EQ(::setenv("MEMD_BIN_DIR", "/opt/bundle/bin", 1), 0);
+  EXPECT_EQ(BinDir(), "/opt/bundle/bin");
+  ASSERT_EQ(::unsetenv("MEMD_BIN_DIR"), 0);
+  EXPECT_EQ(BinDir(), built);
+}
+
+TEST(GpuBundleTest, ABundleOverItsSizeLimitIsRefusedWithTheNumbers) {
+  test::TempDir dir;
+  const std::string build = fs::path(BinDir()).parent_path().string();
+  ProgramResult made = Bundle(build, dir.path() + "/bundle", "1");
+  EXPECT_EQ(made.exit_code, 1) << Describe(made);
+  EXPECT_THAT(made.err, HasSubstr("the limit is 1 MiB (MEMD_BUNDLE_MAX_MIB)"));
+}
+
+}  // namespace
+}  // namespace memd
