@@ -75,13 +75,18 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   }
 
   // Run as on the GPU machine: an empty environment, so neither this
-  // build's paths nor its libraries can help.
+  // build's paths nor its libraries can help. In a sanitized build,
+  // LeakSanitizer's exit-time scan once crashed in its own tracer ("Tracer
+  // caught signal 11") in a client under load; leaks of these programs are
+  // what their own tests check, so the bundle's run goes without it.
   const std::string report = dir.path() + "/report";
   ProgramResult ran = RunProgram("/usr/bin/env", {"-i", "PATH=/usr/bin:/bin",
+                                                  "ASAN_OPTIONS=detect_leaks=0",
                                                   bundle + "/run", report},
                                  "", {}, absl::Minutes(3));
   const std::string summary = Read(report + "/report.txt");
-  ASSERT_EQ(ran.exit_code, 0) << Describe(ran) << summary;
+  ASSERT_EQ(ran.exit_code, 0) << Describe(ran) << "--- fake_driver.log ---\n"
+                              << Read(report + "/fake_driver.log");
   EXPECT_THAT(summary, HasSubstr("fake_driver: ok (PASSED 4 tests)"));
   EXPECT_THAT(summary, HasSubstr("real_driver: ok"));
   EXPECT_THAT(summary, HasSubstr("programs: " + bundle + "/bin"))
