@@ -83,23 +83,19 @@ absl::Status SessionServer::Start() {
       return ErrnoStatus("fcntl(O_NONBLOCK)", errno);
     }
   }
-  absl::Status refused = absl::UnimplementedError("not asked to refuse descriptors");
+  refuses_descriptors_ = false;
   if (want_refuse_descriptors_) {
-    refused = absl::OkStatus();
-    for (Listener* listener : listeners) {
-      if (absl::Status status = RefuseDescriptors(listener->fd()); !status.ok()) {
-        refused = status;
-      }
+    absl::Status refused = absl::OkStatus();
+    for (Listener* listener : listeners) refused.Update(RefuseDescriptors(listener->fd()));
+    refuses_descriptors_ = refused.ok();
+    if (!refused.ok()) {
+      // Without SO_PASSRIGHTS a client can still slip a descriptor into its
+      // socket before memd shuts it for reading; such sockets are closed on
+      // a thread of their own.
+      spdlog::warn("kernel {}: {}; sockets clients may have loaded with "
+                   "descriptors are closed on a separate thread",
+                   KernelRelease(), std::string(refused.message()));
     }
-  }
-  refuses_descriptors_ = refused.ok();
-  if (!refuses_descriptors_) {
-    // Without SO_PASSRIGHTS a client can still slip a descriptor into its
-    // socket before memd shuts it for reading; such sockets are closed on
-    // a thread of their own.
-    spdlog::warn("kernel {}: {}; sockets clients may have loaded with "
-                 "descriptors are closed on a separate thread",
-                 KernelRelease(), std::string(refused.message()));
   }
   const std::uint32_t in_flight = shared_->max_fds_in_flight;
   shared_ = std::make_shared<SessionShared>(refuses_descriptors_);
