@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "common/location.h"
 #include "common/unique_fd.h"
+#include "daemon/backend/copy_device.h"
 
 namespace memd::backend {
 
@@ -86,6 +87,14 @@ class Segment {
   // live buffers (nor at shutdown: clients' mappings outlive the daemon).
   // Best effort; the default (device memory) does nothing.
   virtual void Discard() {}
+
+  // Where the daemon reaches the segment's bytes, for the transfer engine:
+  // its own mapping of host memory, or the device address of GPU memory.
+  // Valid as long as the segment. Errors: UNIMPLEMENTED where the backend
+  // cannot reach the memory.
+  virtual absl::StatusOr<SegmentMemory> Memory() const {
+    return absl::UnimplementedError("this backend's segments cannot be copied by memd");
+  }
 };
 
 /// Reserves segments at the locations a node offers. Thread-safe.
@@ -112,6 +121,13 @@ class Backend {
   // RESOURCE_EXHAUSTED (out of memory, locked-memory limit), INTERNAL.
   virtual absl::StatusOr<std::unique_ptr<Segment>> Reserve(
       const Location& location, std::uint64_t bytes) = 0;
+
+  // The copy side of every GPU it serves, for the transfer engine, by
+  // ordinal (none for host). Called once; the backend outlives them.
+  // Errors: the driver's.
+  virtual absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CopyDevices() {
+    return std::vector<std::unique_ptr<CopyDevice>>{};
+  }
 };
 
 }  // namespace memd::backend

@@ -130,6 +130,21 @@ struct DeviceInfo {
   bool posix_fd = false;  // Can export VMM memory as POSIX fds.
   // How memd hands out its memory: "vmm_fd" or "ipc".
   std::string handle_type;
+  // False once a sticky driver error broke the GPU's context for memd (its
+  // transfers fail until the daemon restarts); health_error says which.
+  bool healthy = true;
+  std::string health_error;
+};
+
+// What the transfer engine did since the daemon started, and holds now.
+struct TransferStats {
+  std::uint64_t active = 0;        // Unfinished transfers, now.
+  std::uint64_t active_bytes = 0;  // Their bytes (what admission counts).
+  std::uint64_t completed = 0;     // Finished successfully.
+  std::uint64_t bytes = 0;         // Moved by finished chunks.
+  std::uint64_t failed = 0;        // Ended with an error or cancelled.
+  std::uint64_t retries = 0;       // Chunks tried again after a transient error.
+  std::uint64_t rejected = 0;      // Refused by admission (RESOURCE_EXHAUSTED).
 };
 
 struct DaemonStats {
@@ -143,6 +158,7 @@ struct DaemonStats {
   absl::Time started;
   std::vector<DeviceInfo> devices;  // Empty without a GPU backend.
   std::uint64_t waits = 0;  // Opens waiting for a buffer's seal, now.
+  TransferStats transfers;
 };
 
 struct SessionInfo {
@@ -193,6 +209,90 @@ struct DeviceImport;
 
 // A GPU virtual address (CUDA's CUdeviceptr) in this process.
 using DevicePointer = std::uint64_t;
+
+class Buffer;
+
+// Copies (Client::Copy) are served at chunk boundaries, critical before
+// normal before background; a waiting copy rises a class as it ages.
+enum class Priority { kCritical, kNormal, kBackground };
+enum class TransferState { kQueued, kRunning, kDone, kFailed, kCancelled };
+
+// Bytes of a buffer this process holds a lease on (writable for a copy's
+// destination). The Buffer must outlive the Copy call, not the transfer.
+struct Region {
+  const Buffer* buffer = nullptr;
+  std::uint64_t offset = 0;
+  // Bytes from offset; unset: to the end of the buffer.
+  std::optional<std::uint64_t> length = std::nullopt;
+};
+
+struct CopyOptions {
+  Priority priority = Priority::kNormal;
+  // The transfer fails with DEADLINE_EXCEEDED unless done by then.
+  std::optional<absl::Time> deadline = std::nullopt;
+  // Bytes per chunk: 0 for the daemon's default (4 MiB), else 1 MiB up to
+  // the daemon's staging slot size (16 MiB by default).
+  std::uint64_t chunk_bytes = 0;
+};
+
+struct TransferProgress {
+  std::uint64_t id = 0;
+  TransferState state = TransferState::kQueued;
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+  // "h2h", "h2d", "d2h" or "d2d".
+  std::string direction;
+  // How the bytes moved: "cpu" (host to host), "staged" (pageable host
+  // memory through the daemon's pinned staging ring), "direct" (pinned host
+  // memory, no staging), "device" (one GPU), "peer_staged" (between GPUs,
+  // through the staging ring); empty before the first chunk.
+  std::string path;
+  int device = -1;  // memd's ordinal of the GPU moving it; -1 host to host.
+  std::uint32_t retries = 0;
+  // What ended a failed or cancelled transfer; OK otherwise.
+  absl::Status status;
+  // From the first chunk to the end (or to now while running).
+  absl::Duration elapsed;
+
+  bool finished() const {
+    return state == TransferState::kDone || state == TransferState::kFailed ||
+           state == TransferState::kCancelled;
+  }
+};
+
+/// A copy the daemon runs (Client::Copy). The daemon moves the bytes whether
+/// or not anyone waits; destroying the handle leaves the copy running.
+/// Move-only. Not thread-safe. The daemon forgets a session's transfers
+/// when the session ends and keeps its last 64 finished ones.
+class Transfer {
+ public:
+  Transfer();
+  Transfer(Transfer&&) noexcept;
+  Transfer& operator=(Transfer&&) noexcept;
+  Transfer(const Transfer&) = delete;
+  Transfer& operator=(const Transfer&) = delete;
+  ~Transfer();
+
+  std::uint64_t id() const { return id_; }
+  explicit operator bool() const { return core_ != nullptr; }
+
+  // Waits until the transfer ends or `deadline` passes, and returns how it
+  // ended: OK, CANCELLED, DEADLINE_EXCEEDED (its own deadline, or no chunk
+  // finished for the daemon's stall timeout), the driver's error naming the
+  // chunk, call and CUresult. When this wait runs out first, it returns
+  // DEADLINE_EXCEEDED and the copy goes on (Progress() is not finished()).
+  absl::Status Wait(absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<TransferProgress> Progress();
+  // Stops at the next chunk boundary (chunks on the GPU finish first); Wait
+  // then returns CANCELLED. Cancelling a finished copy changes nothing.
+  absl::Status Cancel();
+
+ private:
+  friend class internal::ClientCore;
+  std::shared_ptr<internal::ClientCore> core_;
+  std::uint64_t id_ = 0;
+  std::uint64_t session_generation_ = 0;
+};
 
 /// A lease on a named buffer and its mapping into this process. Releasing
 /// (explicitly or on destruction) ends the lease; the mapping is shared by
@@ -310,6 +410,17 @@ class Client {
   // "pinned", "device:N") or, empty, all. Root or the daemon's user only
   // (PERMISSION_DENIED); an unknown location is NOT_FOUND.
   absl::StatusOr<std::vector<TrimmedPool>> Trim(std::string_view location = "");
+
+  // Copies `source` to `destination` (equal lengths) in the daemon: host to
+  // device, device to host, device to device, host to host. Returns at once;
+  // the Transfer waits, reports progress and cancels. Errors, before
+  // anything moves: INVALID_ARGUMENT (an empty Region, ranges out of
+  // bounds or of different lengths, chunk size), FAILED_PRECONDITION (the
+  // destination lease is read-only or its buffer sealed; the GPU is
+  // unhealthy), NOT_FOUND (a lease gone), RESOURCE_EXHAUSTED (this session's
+  // or the daemon's bytes in flight, with the numbers).
+  absl::StatusOr<Transfer> Copy(const Region& source, const Region& destination,
+                                const CopyOptions& options = {});
 
   // One round trip to the daemon, nothing else.
   absl::Status Ping();

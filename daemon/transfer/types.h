@@ -1,0 +1,92 @@
+#pragma once
+
+// The transfer engine's vocabulary: what a copy asks for and what it reports.
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "daemon/backend/copy_device.h"
+#include "daemon/pool/pool.h"
+
+namespace memd::transfer {
+
+using TransferId = std::uint64_t;
+using SessionId = std::uint64_t;
+
+// Served at chunk boundaries, critical before normal before background, with
+// ageing so that nothing waits forever.
+enum class Priority { kCritical = 0, kNormal = 1, kBackground = 2 };
+inline constexpr int kPriorities = 3;
+
+enum class TransferState { kQueued, kRunning, kDone, kFailed, kCancelled };
+
+// How the bytes moved.
+enum class DataPath {
+  kNone,     // Not started.
+  kCpu,      // Host to host: CPU copies.
+  kStaged,   // Pageable host memory through the pinned staging ring.
+  kDirect,   // Registered (pinned) host memory: DMA with no staging.
+  kDevice,   // Device to device on one GPU.
+  kPeerStaged,  // Device to another device, through the staging ring.
+};
+
+enum class Direction { kHostToHost, kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+std::string_view PriorityName(Priority priority);       // "critical", ...
+std::string_view StateName(TransferState state);         // "queued", ...
+std::string_view DataPathName(DataPath path);            // "cpu", "staged", ...
+std::string_view DirectionName(Direction direction);     // "h2d", "d2h", ...
+
+// One side of a copy: bytes the daemon reaches, and what keeps them alive
+// while the transfer runs.
+struct Endpoint {
+  // Already moved to the start of the range (SegmentMemory::At).
+  backend::SegmentMemory memory;
+  std::uint64_t length = 0;
+  // Keeps the segment, and so the memory, alive until the transfer ends,
+  // whatever happens to the lease that named it.
+  pool::SegmentHold hold;
+  // Which buffer and where in it: transfers whose ranges overlap (one
+  // writing what the other reads or writes) run in submission order.
+  std::uint64_t buffer_id = 0;
+  std::uint64_t offset = 0;
+};
+
+struct TransferSpec {
+  SessionId session = 0;
+  Endpoint source;
+  Endpoint destination;  // Same length as the source.
+  Priority priority = Priority::kNormal;
+  // The transfer fails with DEADLINE_EXCEEDED if it has not finished by then.
+  absl::Time deadline = absl::InfiniteFuture();
+  // 0: the engine's default; else 1 MiB .. the staging slot size.
+  std::uint64_t chunk_bytes = 0;
+};
+
+struct TransferProgress {
+  TransferId id = 0;
+  TransferState state = TransferState::kQueued;
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+  Direction direction = Direction::kHostToHost;
+  DataPath path = DataPath::kNone;
+  int device = -1;  // The GPU that moved the bytes; -1 for host to host.
+  Priority priority = Priority::kNormal;
+  std::uint32_t retries = 0;
+  // OK unless kFailed or kCancelled: then what ended it (CANCELLED,
+  // DEADLINE_EXCEEDED, or the driver's error naming the chunk, the call and
+  // the CUresult).
+  absl::Status status;
+  absl::Time submitted;
+  absl::Time started;   // First chunk; InfinitePast before.
+  absl::Time finished;  // InfinitePast until terminal.
+
+  bool terminal() const {
+    return state == TransferState::kDone || state == TransferState::kFailed ||
+           state == TransferState::kCancelled;
+  }
+};
+
+}  // namespace memd::transfer
