@@ -9,11 +9,15 @@ namespace memd::metrics {
 
 DaemonCollectable::DaemonCollectable(const pool::PoolSet& pools,
                                      const broker::Broker& broker,
+                                     const transfer::Engine* engine,
                                      std::string version, std::string backend)
-    : pools_(pools), broker_(broker), build_{std::move(version), std::move(backend)} {}
+    : pools_(pools),
+      broker_(broker),
+      engine_(engine),
+      build_{std::move(version), std::move(backend)} {}
 
 std::vector<prometheus::MetricFamily> DaemonCollectable::Collect() const {
-  const DaemonSnapshot snapshot = TakeSnapshot(pools_, broker_, build_);
+  const DaemonSnapshot snapshot = TakeSnapshot(pools_, broker_, engine_, build_);
   std::vector<prometheus::MetricFamily> families;
   std::vector<Sample> samples;
   for (const FamilySpec& spec : DaemonFamilies()) {

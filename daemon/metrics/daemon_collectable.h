@@ -13,19 +13,21 @@ namespace memd::metrics {
 /// Builds memd's metric families (daemon_families.h) from live state each
 /// time Prometheus scrapes: no background thread, nothing to lag. Each
 /// scrape reads one DaemonSnapshot and every family from it. Borrows the
-/// pools and the broker, which outlive it. Thread-safe (reads only
+/// pools, the broker and the transfer engine (may be null), which outlive it. Thread-safe (reads only
 /// thread-safe snapshots).
 class DaemonCollectable : public prometheus::Collectable {
  public:
   // `version` and `backend` (host, cuda, ...) label memd_build_info.
   DaemonCollectable(const pool::PoolSet& pools, const broker::Broker& broker,
-                    std::string version, std::string backend);
+                    const transfer::Engine* engine, std::string version,
+                    std::string backend);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const pool::PoolSet& pools_;
   const broker::Broker& broker_;
+  const transfer::Engine* const engine_;
   const BuildInfo build_;
 };
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "daemon/metrics/transfer_families.h"
+
 namespace memd::metrics {
 namespace {
 
@@ -116,14 +118,12 @@ void Build(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   out.push_back({{{"version", snapshot.build.version}, {"backend", snapshot.build.backend}}, 1.0});
 }
 
-}  // namespace
-
 // A flat table: one row per family, in the order scrapes have always shown
 // them.
-const std::vector<FamilySpec>& DaemonFamilies() {
+std::vector<FamilySpec> PoolAndBrokerFamilies() {
   using pool::PoolStats;
   using pool::SizeClassStats;
-  static const auto* const families = new std::vector<FamilySpec>{
+  return {
       {"memd_pool_reserved_bytes", "Bytes the pool holds from the backend, used or not.",
        kGauge, EachPool([](const PoolStats& s) { return Number(s.reserved_bytes); })},
       {"memd_pool_used_bytes", "Bytes handed out in live buffers.", kGauge,
@@ -175,6 +175,16 @@ const std::vector<FamilySpec>& DaemonFamilies() {
        Single([](const DaemonSnapshot& s) { return Number(s.counts.leases); })},
       {"memd_build_info", "Always 1; the labels say the build.", kGauge, Build},
   };
+}
+
+}  // namespace
+
+const std::vector<FamilySpec>& DaemonFamilies() {
+  static const auto* const families = [] {
+    auto* all = new std::vector<FamilySpec>(PoolAndBrokerFamilies());
+    for (FamilySpec& spec : TransferFamilies()) all->push_back(std::move(spec));
+    return all;
+  }();
   return *families;
 }
 

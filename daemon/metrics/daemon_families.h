@@ -25,7 +25,8 @@ struct FamilySpec {
   std::string_view help;
   prometheus::MetricType type;  // Gauge or Counter.
   // Appends the family's samples, in the order a scrape shows them.
-  std::function<void(const DaemonSnapshot&, std::vector<Sample>&)> read;
+  using Reader = std::function<void(const DaemonSnapshot&, std::vector<Sample>&)>;
+  Reader read;
 };
 
 // Every family of the daemon's state, in the order a scrape shows them.

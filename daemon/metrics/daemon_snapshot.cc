@@ -5,12 +5,13 @@
 namespace memd::metrics {
 
 DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
-                            BuildInfo build) {
+                            const transfer::Engine* engine, BuildInfo build) {
   DaemonSnapshot snapshot;
   snapshot.pools = pools.Stats();
   broker::BrokerSnapshot state = broker.Snapshot();
   snapshot.counts = state.counts;
   snapshot.usage = std::move(state.usage);
+  if (engine != nullptr) snapshot.transfers = engine->Stats();
   snapshot.build = std::move(build);
   return snapshot;
 }

@@ -7,6 +7,7 @@
 #include "daemon/broker/types.h"
 #include "daemon/pool/pool.h"
 #include "daemon/pool/pool_set.h"
+#include "daemon/transfer/engine.h"
 
 namespace memd::metrics {
 
@@ -26,11 +27,13 @@ struct DaemonSnapshot {
   std::vector<pool::PoolStats> pools;  // One per pool, in the set's order.
   broker::BrokerCounts counts;
   std::vector<broker::UidUsage> usage;  // Of the same moment as `counts`.
+  transfer::EngineStats transfers;  // Empty without an engine.
   BuildInfo build;
 };
 
-// Reads each pool's Stats() once, then the broker's Snapshot().
+// Reads each pool's Stats() once, then the broker's Snapshot(), then the
+// engine's Stats() (`engine` may be null).
 DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
-                            BuildInfo build);
+                            const transfer::Engine* engine, BuildInfo build);
 
 }  // namespace memd::metrics
