@@ -3,6 +3,9 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -10,6 +13,7 @@
 #include "daemon/broker/broker.h"
 #include "daemon/broker/quota.h"
 #include "daemon/pool/pool_set.h"
+#include "daemon/transfer/engine.h"
 #include "tests/daemon/fake_backend.h"
 #include "tests/daemon/metrics/scripted_pool.h"
 #include "tests/support/fake_clock.h"
@@ -189,20 +193,67 @@ memd_leases 3
 # HELP memd_build_info Always 1; the labels say the build.
 # TYPE memd_build_info gauge
 memd_build_info{version="1.2.3",backend="fake"} 1
+# HELP memd_transfer_bytes_total Bytes moved by the transfer engine, by direction (h2h, h2d, d2h, d2d) and device ("host" for host to host).
+# TYPE memd_transfer_bytes_total counter
+# HELP memd_transfers_total Transfers finished successfully, by direction and device.
+# TYPE memd_transfers_total counter
+# HELP memd_transfer_paths_total Transfers started, by data path: cpu (host to host), staged (pageable host memory through the pinned ring), direct (pinned host memory, no staging), device (one GPU), peer_staged (between GPUs through the ring).
+# TYPE memd_transfer_paths_total counter
+memd_transfer_paths_total{path="cpu"} 0
+memd_transfer_paths_total{path="staged"} 0
+memd_transfer_paths_total{path="direct"} 0
+memd_transfer_paths_total{path="device"} 0
+memd_transfer_paths_total{path="peer_staged"} 0
+# HELP memd_transfer_failures_total Transfers that ended without finishing, by reason (cancelled, deadline, stall, driver, device_unhealthy, session_ended).
+# TYPE memd_transfer_failures_total counter
+memd_transfer_failures_total{reason="cancelled"} 0
+memd_transfer_failures_total{reason="deadline"} 0
+memd_transfer_failures_total{reason="device_unhealthy"} 0
+memd_transfer_failures_total{reason="driver"} 0
+memd_transfer_failures_total{reason="session_ended"} 0
+memd_transfer_failures_total{reason="stall"} 0
+# HELP memd_transfer_retries_total Chunks tried again after a transient driver error.
+# TYPE memd_transfer_retries_total counter
+memd_transfer_retries_total 0
+# HELP memd_transfer_admission_rejections_total Copies refused because a session's or the daemon's bytes or transfers in flight were at their limit.
+# TYPE memd_transfer_admission_rejections_total counter
+memd_transfer_admission_rejections_total 0
+# HELP memd_transfers_active Transfers queued or running.
+# TYPE memd_transfers_active gauge
+memd_transfers_active 0
+# HELP memd_transfer_active_bytes Bytes of the transfers queued or running (what admission bounds).
+# TYPE memd_transfer_active_bytes gauge
+memd_transfer_active_bytes 0
+# HELP memd_transfer_queued Transfers waiting for their first chunk, by priority.
+# TYPE memd_transfer_queued gauge
+# HELP memd_transfer_queue_wait_seconds_total Time transfers waited for their first chunk, summed, by priority (divide by memd_transfer_started_total for the mean).
+# TYPE memd_transfer_queue_wait_seconds_total counter
+# HELP memd_transfer_started_total Transfers that got their first chunk, by priority.
+# TYPE memd_transfer_started_total counter
+# HELP memd_transfer_staging_seconds_total CPU time spent filling and draining pinned staging slots, by device: compare with memd_transfer_dma_seconds_total to see which stage limits.
+# TYPE memd_transfer_staging_seconds_total counter
+# HELP memd_transfer_dma_seconds_total Time some DMA of the device's copies was running, by device.
+# TYPE memd_transfer_dma_seconds_total counter
+# HELP memd_transfer_staging_slots Pinned staging slots in the device's ring.
+# TYPE memd_transfer_staging_slots gauge
+# HELP memd_transfer_staging_slots_in_use Staging slots holding a chunk now.
+# TYPE memd_transfer_staging_slots_in_use gauge
+# HELP memd_device_healthy 1 while the GPU's context works for memd; 0 after a sticky driver error (its transfers fail until memd restarts).
+# TYPE memd_device_healthy gauge
 )";
 
 // Dashboards, alerts and the Prometheus end-to-end test read these names,
 // help texts, labels and values: a change here is a change for operators.
 TEST_F(DaemonCollectableTest, ScrapeShowsEveryFamilyAsOperatorsKnowIt) {
   Populate();
-  DaemonCollectable collectable(pools_, *broker_, "1.2.3", "fake");
+  DaemonCollectable collectable(pools_, *broker_, nullptr, "1.2.3", "fake");
   EXPECT_EQ(Scrape(collectable), kGolden);
 }
 
 // A pool's figures move between any two reads; a scrape that read a pool
 // twice could show one state in one family and another in the next.
 TEST_F(DaemonCollectableTest, OneScrapeReadsEachPoolOnce) {
-  DaemonCollectable collectable(pools_, *broker_, "1.2.3", "fake");
+  DaemonCollectable collectable(pools_, *broker_, nullptr, "1.2.3", "fake");
   collectable.Collect();
   EXPECT_EQ(host_->stats_calls(), 1);
   EXPECT_EQ(device_->stats_calls(), 1);
@@ -213,12 +264,43 @@ TEST_F(DaemonCollectableTest, FiguresOfOneScrapeComeFromOneRead) {
     stats.reserved_bytes += 2 * kMiB;
     stats.used_bytes += kMiB;
   });
-  DaemonCollectable collectable(pools_, *broker_, "1.2.3", "fake");
+  DaemonCollectable collectable(pools_, *broker_, nullptr, "1.2.3", "fake");
   const std::string scrape = Scrape(collectable);
   // HostStats() plus one move: 10 MiB reserved, 4 MiB used, 6 MiB free.
   EXPECT_THAT(scrape, HasSubstr("memd_pool_reserved_bytes{location=\"host\"} 10485760\n"));
   EXPECT_THAT(scrape, HasSubstr("memd_pool_used_bytes{location=\"host\"} 4194304\n"));
   EXPECT_THAT(scrape, HasSubstr("memd_pool_free_bytes{location=\"host\"} 6291456\n"));
+}
+
+// The engine's figures come from the engine the daemon runs: a host-to-host
+// copy through a real (host-only) engine shows in the next scrape.
+TEST_F(DaemonCollectableTest, ScrapeShowsTheEnginesCopies) {
+  auto engine = transfer::Engine::Start({}, transfer::EngineOptions{});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::byte> from(4096, std::byte{7}), to(4096);
+  transfer::TransferSpec spec;
+  spec.session = 1;
+  spec.source.memory.host = from.data();
+  spec.source.length = from.size();
+  spec.source.buffer_id = 1;
+  spec.destination.memory.host = to.data();
+  spec.destination.length = to.size();
+  spec.destination.buffer_id = 2;
+  auto id = (*engine)->Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  absl::Notification done;
+  ASSERT_TRUE((*engine)->Watch(1, *id, [&](const transfer::TransferProgress&) {
+    done.Notify();
+  }).ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  DaemonCollectable collectable(pools_, *broker_, engine->get(), "1.2.3", "fake");
+  const std::string scrape = Scrape(collectable);
+  EXPECT_THAT(scrape,
+              HasSubstr("memd_transfer_bytes_total{direction=\"h2h\",device=\"host\"} 4096\n"));
+  EXPECT_THAT(scrape, HasSubstr("memd_transfers_total{direction=\"h2h\",device=\"host\"} 1\n"));
+  EXPECT_THAT(scrape, HasSubstr("memd_transfer_paths_total{path=\"cpu\"} 1\n"));
+  EXPECT_THAT(scrape, HasSubstr("memd_transfer_started_total{priority=\"normal\"} 1\n"));
+  EXPECT_EQ(to, from);
 }
 
 }  // namespace

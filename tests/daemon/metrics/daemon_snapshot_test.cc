@@ -27,7 +27,7 @@ TEST(DaemonSnapshotTest, ReadsEachPoolOnceWithTheBrokerAndTheBuild) {
   ASSERT_TRUE(session.ok()) << session.status();
   ASSERT_TRUE(broker.Create(*session, {"a", 100, Location::Host()}).ok());
 
-  DaemonSnapshot snapshot = TakeSnapshot(pools, broker, {"1.0", "fake"});
+  DaemonSnapshot snapshot = TakeSnapshot(pools, broker, nullptr, {"1.0", "fake"});
 
   EXPECT_EQ(host.stats_calls(), 1);
   ASSERT_EQ(snapshot.pools.size(), 1u);
