@@ -1,0 +1,576 @@
+// memd-transfer-bench: what the transfer engine achieves, all in one run.
+//
+//   MEMD_CUDA_DRIVER=build/lib/libmemd_fake_cuda.so MEMD_FAKE_CUDA_LINK_GBPS=8 \
+//     MEMD_FAKE_CUDA_MEMORY=8589934592 build/bin/memd-transfer-bench
+//   build/bin/memd-transfer-bench            (a real GPU: libcuda.so.1)
+//
+// Flags besides --benchmark_*: --cpu=N pins the whole process (engine,
+// copy threads, the fake's copy engines) to CPU N; --file=PATH and
+// --file_bytes=N for the file benchmark (default: a 2 GiB file in /tmp).
+//
+// BM_Memcpy, BM_Staging/threads:T  256 MiB in 4 MiB chunks into four rotating
+//     pinned slots: plain memcpy, and the engine's CopyThreads with T threads.
+// BM_Copy/<dir>/<source>/depth:D    A 1 GiB copy through the engine: h2d or
+//     d2h, from/to pageable or pinned host memory, ring depth D (1 serialises
+//     staging and DMA: the control).
+// BM_PlainCuMemcpy/<dir>/<host>     cuMemcpyHtoD/DtoH of the same 1 GiB from
+//     pinned (cuMemHostAlloc) or pageable memory: the driver's own figure.
+// BM_Critical/load:L                Latency of a 64 KiB critical h2d copy,
+//     alone (L=0) and while background 1 GiB copies saturate the link (L=1).
+// BM_FileToDevice, BM_Cat           `memctl put --location device:0 FILE`
+//     against a real memd, and `cat FILE > /dev/null`, the file in the page
+//     cache.
+//
+// After the runs a summary prints the ratios the targets are about (issue
+// 11, docs/benchmarks.md). On the fake driver every device figure is
+// MODELLED: it checks the overlap logic, not PCIe.
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "benchmark/benchmark.h"
+#include "common/cuda/driver.h"
+#include "common/location.h"
+#include "daemon/backend/cuda/cuda_backend.h"
+#include "daemon/transfer/copy_threads.h"
+#include "daemon/transfer/engine.h"
+#include "tests/support/run_program.h"
+#include "tests/support/daemon_process.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using memd::Location;
+using memd::backend::Segment;
+using memd::backend::SegmentMemory;
+namespace transfer = memd::transfer;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+constexpr std::uint64_t kCopyBytes = std::uint64_t{1} << 30;
+constexpr std::uint64_t kStagingBytes = 256 * kMiB;
+constexpr std::uint64_t kChunk = 4 * kMiB;
+constexpr std::uint64_t kCriticalBytes = 64 << 10;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * samples.size()));
+  return samples[std::clamp<std::size_t>(rank, 1, samples.size()) - 1];
+}
+
+// Per benchmark name, the seconds of each iteration: the summary's input.
+std::map<std::string, std::vector<double>>& Samples() {
+  static auto* samples = new std::map<std::string, std::vector<double>>;
+  return *samples;
+}
+
+void Record(benchmark::State& state, double seconds, std::uint64_t bytes) {
+  state.SetIterationTime(seconds);
+  Samples()[state.name()].push_back(seconds);
+  state.counters["GBps"] = benchmark::Counter(
+      static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
+      benchmark::Counter::kIs1000);
+}
+
+double P50(const std::string& name) { return Percentile(Samples()[name], 50); }
+
+// Host memory touched once, so that page faults are not timed.
+struct HostMemory {
+  explicit HostMemory(std::uint64_t bytes) : bytes(new std::byte[bytes]), size(bytes) {
+    for (std::uint64_t i = 0; i < size; i += 4096) this->bytes[i] = std::byte(i >> 12);
+  }
+  std::unique_ptr<std::byte[]> bytes;
+  std::uint64_t size;
+};
+
+// The GPU side: a CUDA backend over whatever driver MEMD_CUDA_DRIVER names
+// (the fake, or libcuda.so.1), with one device buffer and one pinned buffer
+// of kCopyBytes, made once.
+struct Gpu {
+  std::shared_ptr<memd::cuda::Driver> driver;
+  std::unique_ptr<memd::backend::CudaBackend> backend;
+  std::unique_ptr<Segment> device;
+  std::unique_ptr<Segment> pinned;
+  std::unique_ptr<HostMemory> pageable;
+  std::string error;
+};
+
+Gpu& TheGpu() {
+  static Gpu* gpu = [] {
+    auto* gpu = new Gpu;
+    auto driver = memd::cuda::Driver::Load();
+    if (!driver.ok()) {
+      gpu->error = driver.status().ToString();
+      return gpu;
+    }
+    gpu->driver = *driver;
+    auto backend =
+        memd::backend::CudaBackend::Create(gpu->driver, memd::backend::CudaHandles::kAuto);
+    if (!backend.ok()) {
+      gpu->error = backend.status().ToString();
+      return gpu;
+    }
+    gpu->backend = std::move(*backend);
+    auto device = gpu->backend->Reserve(Location::Device(0), kCopyBytes);
+    auto pinned = gpu->backend->Reserve(Location::Pinned(), kCopyBytes);
+    if (!device.ok() || !pinned.ok()) {
+      gpu->error = (device.ok() ? pinned.status() : device.status()).ToString();
+      return gpu;
+    }
+    gpu->device = std::move(*device);
+    gpu->pinned = std::move(*pinned);
+    gpu->pageable = std::make_unique<HostMemory>(kCopyBytes);
+    return gpu;
+  }();
+  return *gpu;
+}
+
+// An engine over the GPU's copy devices with the ring depth asked for.
+std::unique_ptr<transfer::Engine> StartEngine(int depth, std::string* error) {
+  Gpu& gpu = TheGpu();
+  if (!gpu.error.empty()) {
+    *error = gpu.error;
+    return nullptr;
+  }
+  auto devices = gpu.backend->CopyDevices();
+  if (!devices.ok()) {
+    *error = devices.status().ToString();
+    return nullptr;
+  }
+  transfer::EngineOptions options;
+  options.staging_slots = depth;
+  options.chunk_bytes = kChunk;
+  auto engine = transfer::Engine::Start(std::move(*devices), options);
+  if (!engine.ok()) {
+    *error = engine.status().ToString();
+    return nullptr;
+  }
+  return std::move(*engine);
+}
+
+transfer::Endpoint EndpointOf(SegmentMemory memory, std::uint64_t bytes, std::uint64_t id) {
+  transfer::Endpoint endpoint;
+  endpoint.memory = memory;
+  endpoint.length = bytes;
+  endpoint.buffer_id = id;
+  return endpoint;
+}
+
+// Submits and waits; the seconds from Submit to the end, or -1 on error.
+double CopyAndWait(transfer::Engine& engine, transfer::TransferSpec spec, std::string* error) {
+  const Clock::time_point start = Clock::now();
+  auto id = engine.Submit(spec);
+  if (!id.ok()) {
+    *error = id.status().ToString();
+    return -1;
+  }
+  absl::Notification done;
+  absl::Status outcome;
+  auto watch = engine.Watch(spec.session, *id, [&](const transfer::TransferProgress& progress) {
+    outcome = progress.status;
+    done.Notify();
+  });
+  if (!watch.ok()) {
+    *error = watch.status().ToString();
+    return -1;
+  }
+  done.WaitForNotification();
+  const double seconds = SecondsSince(start);
+  if (!outcome.ok()) {
+    *error = outcome.ToString();
+    return -1;
+  }
+  return seconds;
+}
+
+// --- 1. Staging alone against memcpy ---------------------------------------
+
+struct Slots {
+  Slots() : source(kStagingBytes), ring(4 * kChunk) {}
+  HostMemory source;
+  HostMemory ring;  // Four chunk-sized slots, as the engine's ring.
+};
+
+Slots& TheSlots() {
+  static auto* slots = new Slots;
+  return *slots;
+}
+
+template <typename CopyChunk>
+double CopyIntoSlots(CopyChunk copy) {
+  Slots& slots = TheSlots();
+  const Clock::time_point start = Clock::now();
+  for (std::uint64_t offset = 0, slot = 0; offset < kStagingBytes; offset += kChunk) {
+    copy(slots.ring.bytes.get() + (slot++ % 4) * kChunk, slots.source.bytes.get() + offset,
+         kChunk);
+  }
+  return SecondsSince(start);
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  for (auto _ : state) {
+    Record(state, CopyIntoSlots([](std::byte* to, const std::byte* from, std::uint64_t n) {
+             std::memcpy(to, from, n);
+           }),
+           kStagingBytes);
+  }
+}
+BENCHMARK(BM_Memcpy)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
+
+void BM_Staging(benchmark::State& state) {
+  transfer::CopyThreads threads(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    Record(state, CopyIntoSlots([&](std::byte* to, const std::byte* from, std::uint64_t n) {
+             threads.Copy(to, from, n);
+           }),
+           kStagingBytes);
+  }
+}
+BENCHMARK(BM_Staging)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime()->Iterations(20)
+    ->Unit(benchmark::kMillisecond);
+
+// --- 2. Pipelined copies through the engine --------------------------------
+
+// range(0): 0 h2d, 1 d2h; range(1): 0 pageable, 1 pinned host memory;
+// range(2): ring depth.
+void BM_Copy(benchmark::State& state) {
+  std::string error;
+  std::unique_ptr<transfer::Engine> engine =
+      StartEngine(static_cast<int>(state.range(2)), &error);
+  if (engine == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  Gpu& gpu = TheGpu();
+  const SegmentMemory host = state.range(1) == 1
+                                 ? *gpu.pinned->Memory()
+                                 : SegmentMemory{.host = gpu.pageable->bytes.get()};
+  const SegmentMemory device = *gpu.device->Memory();
+  transfer::TransferSpec spec;
+  spec.session = 1;
+  const bool h2d = state.range(0) == 0;
+  spec.source = EndpointOf(h2d ? host : device, kCopyBytes, 1);
+  spec.destination = EndpointOf(h2d ? device : host, kCopyBytes, 2);
+  for (auto _ : state) {
+    const double seconds = CopyAndWait(*engine, spec, &error);
+    if (seconds < 0) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+    Record(state, seconds, kCopyBytes);
+  }
+}
+BENCHMARK(BM_Copy)
+    ->ArgNames({"d2h", "pinned", "depth"})
+    ->Args({0, 0, 4})->Args({0, 0, 1})->Args({0, 1, 4})
+    ->Args({1, 0, 4})->Args({1, 0, 1})->Args({1, 1, 4})
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// The driver's own synchronous copy of the same bytes: range(0) 0 h2d, 1
+// d2h; range(1) 1 pinned (cuMemHostAlloc), 0 pageable.
+void BM_PlainCuMemcpy(benchmark::State& state) {
+  Gpu& gpu = TheGpu();
+  if (!gpu.error.empty()) {
+    state.SkipWithError(gpu.error.c_str());
+    return;
+  }
+  const memd::cuda::DriverApi& api = gpu.driver->api();
+  void* host = gpu.pageable->bytes.get();
+  void* pinned = nullptr;
+  if (state.range(1) == 1) {
+    if (api.MemHostAlloc(&pinned, kCopyBytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+      state.SkipWithError("cuMemHostAlloc failed");
+      return;
+    }
+    std::memset(pinned, 1, kCopyBytes);
+    host = pinned;
+  }
+  const CUdeviceptr device = gpu.device->Memory()->device_address;
+  CUcontext context = nullptr;
+  api.DevicePrimaryCtxRetain(&context, 0);
+  api.CtxSetCurrent(context);
+  for (auto _ : state) {
+    const Clock::time_point start = Clock::now();
+    const CUresult result = state.range(0) == 0 ? api.MemcpyHtoD(device, host, kCopyBytes)
+                                                : api.MemcpyDtoH(host, device, kCopyBytes);
+    if (result != CUDA_SUCCESS) {
+      state.SkipWithError(gpu.driver->Check(result, "cuMemcpy").ToString().c_str());
+      break;
+    }
+    Record(state, SecondsSince(start), kCopyBytes);
+  }
+  if (pinned != nullptr) api.MemFreeHost(pinned);
+  api.DevicePrimaryCtxRelease(0);
+}
+BENCHMARK(BM_PlainCuMemcpy)
+    ->ArgNames({"d2h", "pinned"})
+    ->Args({0, 1})->Args({0, 0})->Args({1, 1})->Args({1, 0})
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// --- 3. Priority under load ---------------------------------------------------
+
+// Background 1 GiB copies, one after the other, until destroyed.
+class BackgroundLoad {
+ public:
+  explicit BackgroundLoad(transfer::Engine& engine) : engine_(engine) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~BackgroundLoad() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string error() const { return error_; }
+
+ private:
+  void Run() {
+    Gpu& gpu = TheGpu();
+    transfer::TransferSpec spec;
+    spec.session = 2;
+    spec.priority = transfer::Priority::kBackground;
+    spec.source = EndpointOf({.host = gpu.pageable->bytes.get()}, kCopyBytes, 1);
+    spec.destination = EndpointOf(*gpu.device->Memory(), kCopyBytes, 2);
+    while (!stop_) {
+      if (CopyAndWait(engine_, spec, &error_) < 0) return;
+    }
+  }
+
+  transfer::Engine& engine_;
+  std::atomic<bool> stop_{false};
+  std::string error_;
+  std::thread thread_;
+};
+
+void BM_Critical(benchmark::State& state) {
+  std::string error;
+  std::unique_ptr<transfer::Engine> engine = StartEngine(4, &error);
+  if (engine == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  Gpu& gpu = TheGpu();
+  HostMemory source(kCriticalBytes);
+  transfer::TransferSpec spec;
+  spec.session = 1;
+  spec.priority = transfer::Priority::kCritical;
+  spec.source = EndpointOf({.host = source.bytes.get()}, kCriticalBytes, 3);
+  // Its own part of the device buffer: no range order with the background.
+  spec.destination = EndpointOf(gpu.device->Memory()->At(kCopyBytes - kCriticalBytes),
+                                kCriticalBytes, 4);
+  std::unique_ptr<BackgroundLoad> load;
+  if (state.range(0) == 1) {
+    load = std::make_unique<BackgroundLoad>(*engine);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Let it fill the ring.
+  }
+  std::vector<double> micros;
+  for (auto _ : state) {
+    const double seconds = CopyAndWait(*engine, spec, &error);
+    if (seconds < 0) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+    micros.push_back(seconds * 1e6);
+    Record(state, seconds, kCriticalBytes);
+    // Spread the probes over the background copies' chunks.
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  state.counters["p50_us"] = Percentile(micros, 50);
+  state.counters["p99_us"] = Percentile(micros, 99);
+  if (load != nullptr && !load->error().empty()) state.SkipWithError(load->error().c_str());
+}
+BENCHMARK(BM_Critical)->ArgName("load")->Arg(0)->Arg(1)->UseManualTime()->Iterations(300)
+    ->Unit(benchmark::kMicrosecond);
+
+// --- 4. A file into a device buffer ------------------------------------------
+
+std::string g_file = "/tmp/memd-transfer-bench.data";
+std::uint64_t g_file_bytes = std::uint64_t{2} << 30;
+
+// The file, made once and read once, so that both sides find it cached.
+bool PrepareFile(std::string* error) {
+  static bool ready = false;
+  if (ready) return true;
+  struct stat status{};
+  if (::stat(g_file.c_str(), &status) != 0 ||
+      static_cast<std::uint64_t>(status.st_size) != g_file_bytes) {
+    const std::string command =
+        absl::StrCat("head -c ", g_file_bytes, " /dev/urandom > ", g_file);
+    if (std::system(command.c_str()) != 0) {
+      *error = absl::StrCat("cannot write ", g_file);
+      return false;
+    }
+  }
+  if (std::system(absl::StrCat("cat ", g_file, " > /dev/null").c_str()) != 0) {
+    *error = absl::StrCat("cannot read ", g_file);
+    return false;
+  }
+  ready = true;
+  return true;
+}
+
+// Runs `command` with sh; the seconds it took, or -1 when it failed.
+double TimeCommand(const std::string& command) {
+  const Clock::time_point start = Clock::now();
+  const int status = std::system(command.c_str());
+  const double seconds = SecondsSince(start);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+}
+
+void BM_Cat(benchmark::State& state) {
+  std::string error;
+  if (!PrepareFile(&error)) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  for (auto _ : state) {
+    const double seconds = TimeCommand(absl::StrCat("cat ", g_file, " > /dev/null"));
+    if (seconds < 0) {
+      state.SkipWithError("cat failed");
+      return;
+    }
+    Record(state, seconds, g_file_bytes);
+  }
+}
+BENCHMARK(BM_Cat)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_FileToDevice(benchmark::State& state) {
+  std::string error;
+  if (!PrepareFile(&error)) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  auto daemon = memd::test::DaemonProcess::Start();
+  if (!daemon.ok()) {
+    state.SkipWithError(daemon.status().ToString().c_str());
+    return;
+  }
+  const std::string memctl = absl::StrCat(memd::test::BinDir(), "/memctl");
+  int round = 0;
+  for (auto _ : state) {
+    const std::string name = absl::StrCat("bench/file-", round++);
+    const double seconds = TimeCommand(absl::StrCat(
+        "MEMD_SOCKET_DIR=", (*daemon)->socket_dir(), " ", memctl,
+        " put --location device:0 --ephemeral ", name, " ", g_file, " > /dev/null"));
+    if (seconds < 0) {
+      state.SkipWithError(absl::StrCat("memctl put failed; memd said: ", (*daemon)->Log())
+                              .c_str());
+      return;
+    }
+    Record(state, seconds, g_file_bytes);
+  }
+}
+BENCHMARK(BM_FileToDevice)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// --- The summary ----------------------------------------------------------------
+
+void Line(const char* what, double value, const char* target) {
+  std::printf("  %-58s %8.3f   %s\n", what, value, target);
+}
+
+void PrintSummary() {
+  std::printf("\nSummary (p50 of each benchmark's iterations; ratios of this run)\n");
+  for (int threads : {1, 2}) {
+    const double staging = P50(absl::StrCat("BM_Staging/threads:", threads, "/iterations:20/manual_time"));
+    const double memcpy = P50("BM_Memcpy/iterations:20/manual_time");
+    if (staging > 0) {
+      Line(absl::StrCat("staging speed / memcpy speed, ", threads, " thread(s)").c_str(),
+           memcpy / staging, "target >= 0.9");
+    }
+  }
+  // Staging time of 1 GiB at the engine's default copy threads (2).
+  const double staging_1g =
+      P50("BM_Staging/threads:2/iterations:20/manual_time") * (kCopyBytes / kStagingBytes);
+  for (const char* direction : {"0", "1"}) {
+    const std::string base = absl::StrCat("BM_Copy/d2h:", direction);
+    const double pipelined = P50(base + "/pinned:0/depth:4/iterations:5/manual_time");
+    const double serial = P50(base + "/pinned:0/depth:1/iterations:5/manual_time");
+    const double dma = P50(base + "/pinned:1/depth:4/iterations:5/manual_time");
+    if (pipelined <= 0 || dma <= 0) continue;
+    const char* name = direction[0] == '0' ? "h2d" : "d2h";
+    Line(absl::StrCat(name, " staged depth 4 / max(staging, dma)").c_str(),
+         pipelined / std::max(staging_1g, dma), "target <= 1.10");
+    Line(absl::StrCat(name, " staged depth 1 / (staging + dma)  [control]").c_str(),
+         serial / (staging_1g + dma), "near 1");
+    const double plain = P50(absl::StrCat("BM_PlainCuMemcpy/d2h:", direction,
+                                          "/pinned:1/iterations:5/manual_time"));
+    if (plain > 0) {
+      Line(absl::StrCat(name, " staged pageable speed / plain pinned cuMemcpy").c_str(),
+           plain / pipelined, "target >= 0.9 (real GPU)");
+    }
+  }
+  const auto& alone = Samples()["BM_Critical/load:0/iterations:300/manual_time"];
+  const auto& loaded = Samples()["BM_Critical/load:1/iterations:300/manual_time"];
+  const double dma = P50("BM_Copy/d2h:0/pinned:1/depth:4/iterations:5/manual_time");
+  if (!alone.empty() && !loaded.empty() && dma > 0) {
+    const double chunk_ms = dma * 1e3 * kChunk / kCopyBytes;
+    Line("critical 64 KiB p99 alone (ms)", Percentile(alone, 99) * 1e3, "");
+    Line("critical 64 KiB p99 under background load (ms)", Percentile(loaded, 99) * 1e3, "");
+    Line("  allowed: p99 alone + 2 chunk times (ms)",
+         Percentile(alone, 99) * 1e3 + 2 * chunk_ms, "");
+  }
+  const double cat = P50("BM_Cat/iterations:3/manual_time");
+  const double file = P50("BM_FileToDevice/iterations:3/manual_time");
+  if (cat > 0 && file > 0) {
+    Line("file -> device GB/s", g_file_bytes / file / 1e9, "");
+    Line("cat file > /dev/null GB/s", g_file_bytes / cat / 1e9, "");
+  }
+}
+
+// Takes --cpu, --file and --file_bytes out of argv.
+bool ParseOwnFlags(int& argc, char** argv) {
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    int cpu = -1;
+    if (arg.starts_with("--cpu=") && absl::SimpleAtoi(arg.substr(6), &cpu)) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      if (::sched_setaffinity(0, sizeof(set), &set) != 0) return false;
+    } else if (arg.starts_with("--file=")) {
+      g_file = std::string(arg.substr(7));
+    } else if (arg.starts_with("--file_bytes=")) {
+      if (!absl::SimpleAtoi(arg.substr(13), &g_file_bytes)) return false;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!ParseOwnFlags(argc, argv)) {
+    std::fprintf(stderr, "bad --cpu, --file or --file_bytes\n");
+    return 2;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  PrintSummary();
+  benchmark::Shutdown();
+  return 0;
+}
