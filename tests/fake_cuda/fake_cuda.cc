@@ -14,15 +14,24 @@
 //     exporter's pid and fd: the importer opens /proc/<pid>/fd/<fd> (same user
 //     or root), so legacy IPC also shares real memory between processes.
 //
+//   * streams are in-order queues; their copies complete later, on one
+//     copy-engine thread per device and direction, at the time the link
+//     model gives them (the bytes land then, not at the call), and host
+//     functions run on a thread of their own.
+//
 // Configuration (environment, read once, by the first cuInit of a load of the
 // library): MEMD_FAKE_CUDA_DEVICES, MEMD_FAKE_CUDA_MEMORY, MEMD_FAKE_CUDA_VMM,
 // MEMD_FAKE_CUDA_INIT_ERROR, and CUDA_VISIBLE_DEVICES as CUDA reads it: which
-// of the physical devices the process sees, and under which ordinals. See
+// of the physical devices the process sees, and under which ordinals; for the
+// asynchronous side MEMD_FAKE_CUDA_LINK_GBPS, MEMD_FAKE_CUDA_COPY_LATENCY_US,
+// MEMD_FAKE_CUDA_POISON and the fault plan MEMD_FAKE_CUDA_FAULTS. See
 // README.md next to this file for what each call models, and which error each
 // misuse returns.
 //
 // State is per process (per load of the library: dlclose + dlopen starts
-// afresh) and guarded by one mutex; the current context is per thread.
+// afresh) and guarded by one mutex; the current context is per thread. The
+// device threads start with a device's first stream and stop when the
+// library is unloaded.
 
 #include <cuda.h>
 #include <fcntl.h>
