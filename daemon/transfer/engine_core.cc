@@ -183,12 +183,15 @@ std::optional<Chunk> EngineCore::TakeChunk(
   TransferRecord& record = *chunk->record;
   if (record.progress.state == TransferState::kQueued) {
     record.progress.state = TransferState::kRunning;
-    record.progress.started = now;
+    // The clock now, not the lane's turn: a transfer that waited for another
+    // starts after that one's finish time.
+    record.progress.started = absl::Now();
     record.progress.path = record.path;
     ++paths_[record.path];
     PriorityStats& stats = priority_stats_[static_cast<int>(record.priority)];
     ++stats.started;
-    stats.wait_seconds += absl::ToDoubleSeconds(now - record.progress.submitted);
+    stats.wait_seconds +=
+        absl::ToDoubleSeconds(record.progress.started - record.progress.submitted);
   }
   if (record.in_flight == 1) record.last_progress = now;  // It was idle: the stall clock starts.
   return chunk;
