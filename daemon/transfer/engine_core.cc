@@ -150,6 +150,11 @@ bool EngineCore::SessionDrained(SessionId session) const {
   for (const auto& [id, record] : it->second.transfers) {
     if (!record->terminal() || record->in_flight > 0) return false;
   }
+  // And the watches of what ended have run (any session's: they are short;
+  // never this thread's own, which would wait for itself).
+  for (const auto& [token, thread] : firing_) {
+    if (thread != std::this_thread::get_id()) return false;
+  }
   return true;
 }
 
@@ -183,12 +188,15 @@ std::optional<Chunk> EngineCore::TakeChunk(
   TransferRecord& record = *chunk->record;
   if (record.progress.state == TransferState::kQueued) {
     record.progress.state = TransferState::kRunning;
-    record.progress.started = now;
+    // The clock now, not the lane's turn: a transfer that waited for another
+    // starts after that one's finish time.
+    record.progress.started = absl::Now();
     record.progress.path = record.path;
     ++paths_[record.path];
     PriorityStats& stats = priority_stats_[static_cast<int>(record.priority)];
     ++stats.started;
-    stats.wait_seconds += absl::ToDoubleSeconds(now - record.progress.submitted);
+    stats.wait_seconds +=
+        absl::ToDoubleSeconds(record.progress.started - record.progress.submitted);
   }
   if (record.in_flight == 1) record.last_progress = now;  // It was idle: the stall clock starts.
   return chunk;
