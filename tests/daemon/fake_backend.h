@@ -130,6 +130,12 @@ class FakeBackend : public backend::Backend {
       ++backend_.discards_;
       if (inner_ != nullptr) inner_->Discard();
     }
+    // Host memory for both locations (device:0 is pretend): the daemon's
+    // own mapping, which the transfer engine copies with the CPU.
+    absl::StatusOr<backend::SegmentMemory> Memory() const override {
+      if (inner_ == nullptr) return absl::UnimplementedError("a hollow segment has no memory");
+      return inner_->Memory();
+    }
 
    private:
     std::unique_ptr<backend::Segment> inner_;
