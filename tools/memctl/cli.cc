@@ -398,7 +398,9 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
       ->capture_default_str();
   cp->add_flag("--ephemeral", copy.ephemeral,
                "A new DST buffer goes with its last lease (see put --help)");
-  cp->add_flag("--no-seal", texts.no_seal, "Leave DST unsealed, still open for writing");
+  cp->add_flag("--no-seal", texts.no_seal,
+               "Leave DST unsealed, for the writer that holds it (a new DST that "
+               "nobody else holds is removed when memctl exits)");
   cp->add_option("--wait", texts.wait,
                  "Wait up to this long for a SRC buffer to exist and be sealed")
       ->check(WaitValidator())
@@ -507,7 +509,7 @@ std::optional<int> CheckCopyOperands(const Invocation& invocation, std::ostream&
     ReportUsageError(err, absl::StrCat("cp needs a buffer name on one side; '",
                                        invocation.copy.source, "' and '",
                                        invocation.copy.destination,
-                                       "' are both files (use cp(1) for those)"));
+                                       "' are files or - (use cp(1) for those)"));
     return kExitUsage;
   }
   if (invocation.json && destination.kind == Operand::Kind::kStdio) {

@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "tools/memctl/failure.h"
 #include "tools/memctl/file_io.h"
 
 namespace memd::memctl {
@@ -48,7 +47,7 @@ class CopyQueue {
                       const CopyOptions& options, int slice, std::uint64_t offset) {
     const std::uint64_t length = source.length.value_or(0);
     absl::StatusOr<Transfer> transfer = client.Copy(source, destination, options);
-    if (!transfer.ok()) return Failed("copy", transfer.status());
+    if (!transfer.ok()) return transfer.status();
     entries_.push_back(Entry{*std::move(transfer), slice, offset, length});
     return absl::OkStatus();
   }
@@ -61,9 +60,10 @@ class CopyQueue {
     absl::Status status = entry.transfer.Wait(DeadlineOf(options));
     if (!status.ok()) {
       (void)entry.transfer.Cancel();
-      return Failed("copy", absl::Status(status.code(), absl::StrCat(
-                                "bytes [", entry.offset, ", ", entry.offset + entry.length,
-                                ") of ", total, ": ", status.message())));
+      return absl::Status(status.code(),
+                          absl::StrCat("copying bytes [", entry.offset, ", ",
+                                       entry.offset + entry.length, ") of ", total, ": ",
+                                       status.message()));
     }
     Tally(entry.transfer, report);
     report.bytes += entry.length;
@@ -81,7 +81,7 @@ absl::Status CopyAndWait(Client& client, const Region& source, const Region& des
                          const CopyOptions& options, ProgressBar& bar,
                          TransferReport& report) {
   absl::StatusOr<Transfer> transfer = client.Copy(source, destination, options);
-  if (!transfer.ok()) return Failed("copy", transfer.status());
+  if (!transfer.ok()) return transfer.status();
   const absl::Time deadline = DeadlineOf(options);
   absl::Status status;
   for (;;) {
@@ -106,7 +106,7 @@ absl::Status CopyAndWait(Client& client, const Region& source, const Region& des
     // Our own wait ran out (--timeout): the daemon's deadline is the same,
     // but do not leave it to chance.
     (void)transfer->Cancel();
-    return Failed("copy", status);
+    return status;
   }
   report.bytes += source.length.value_or(source.buffer->size() - source.offset);
   Tally(*transfer, report);

@@ -19,7 +19,7 @@ namespace memd::memctl {
 
 // Copies `source` to `destination` (Client::Copy) and waits for the end,
 // drawing `bar`. Adds bytes, path and retries to `report`. Errors: Copy's
-// and the transfer's (Transfer::Wait), naming the step "copy".
+// and the transfer's (Transfer::Wait); the caller names the step.
 absl::Status CopyAndWait(Client& client, const Region& source, const Region& destination,
                          const CopyOptions& options, ProgressBar& bar,
                          TransferReport& report);
