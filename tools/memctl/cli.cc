@@ -12,6 +12,7 @@
 #include "common/version.h"
 #include "tools/memctl/failure.h"
 #include "tools/memctl/format.h"
+#include "tools/memctl/operand.h"
 
 namespace memd::memctl {
 namespace {
@@ -32,6 +33,8 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl trim host                      give idle host memory back now
   memctl devices                        the GPUs memd serves
   memctl put --location device:0 w w.bin  publish a file into GPU memory
+  memctl cp w w/gpu1 --location device:1  copy a buffer; the daemon moves the bytes
+  memctl cp ./w.bin w                   files start with /, ./ or ../
 
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
@@ -93,6 +96,35 @@ CLI::Validator SizeValidator() {
       "");
 }
 
+constexpr char kPriorities[] = "critical, normal or background";
+
+std::optional<Priority> ParsePriority(const std::string& text) {
+  if (text == "critical") return Priority::kCritical;
+  if (text == "normal") return Priority::kNormal;
+  if (text == "background") return Priority::kBackground;
+  return std::nullopt;
+}
+
+CLI::Validator PriorityValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (ParsePriority(text).has_value()) return "";
+        return absl::StrCat("'", text, "' is no priority; use ", kPriorities);
+      },
+      "");
+}
+
+CLI::Validator TimeoutValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::optional<double> seconds = ParseWait(text);
+        if (seconds.has_value() && *seconds > 0) return "";
+        return absl::StrCat("'", text, "' is not a number of seconds above 0 and at most ",
+                            kMaxWaitSeconds);
+      },
+      "");
+}
+
 CLI::Validator WaitValidator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -132,7 +164,37 @@ struct OptionTexts {
   std::string max_stream = "1GiB";
   std::string wait = "0";
   std::string owner;
+  std::string priority = "normal";
+  std::string chunk_size;
+  std::string timeout;
+  bool no_direct_io = false;
+  bool no_seal = false;
 };
+
+// What every command that has the daemon copy bytes takes.
+void AddTransferOptions(CLI::App* sub, OptionTexts& texts, bool reads_files) {
+  sub->add_option("--priority", texts.priority,
+                  absl::StrCat("The daemon serves copies ", kPriorities,
+                               " first, at chunk boundaries"))
+      ->check(PriorityValidator())
+      ->type_name("LEVEL")
+      ->capture_default_str();
+  sub->add_option("--chunk-size", texts.chunk_size,
+                  "Bytes per chunk the daemon copies: 1 MiB up to its staging slot "
+                  "(16 MiB by default; default chunk 4 MiB)")
+      ->check(SizeValidator())
+      ->type_name("BYTES");
+  sub->add_option("--timeout", texts.timeout,
+                  "Fail with DEADLINE_EXCEEDED unless the copy is done this many "
+                  "seconds after it began (the daemon stops it too)")
+      ->check(TimeoutValidator())
+      ->type_name("SECONDS");
+  if (reads_files) {
+    sub->add_flag("--no-direct-io", texts.no_direct_io,
+                  "Read files for device buffers through the page cache, not with "
+                  "O_DIRECT (faster when the file is cached already)");
+  }
+}
 
 CLI::App* DeclareStats(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
   CLI::App* stats = AddSubcommand(
@@ -214,12 +276,20 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "buffer and the stream must hold exactly that many (a device such as\n"
       "/dev/zero gives its first BYTES); without, it is read to the end first,\n"
       "up to --max-stream. Empty files are refused: a buffer holds at least 1\n"
-      "byte. On failure no buffer is left.",
+      "byte. On failure no buffer is left.\n\n"
+      "Device buffers (--location device:N) are filled by memd's transfer\n"
+      "engine: memctl reads the file into slices of a staging buffer of its own\n"
+      "(pinned memory where memd has it; 3 x 16 MiB at most), with O_DIRECT where\n"
+      "the filesystem allows, while the daemon copies the previous slice to the\n"
+      "GPU. The file is never all in memory. On a terminal a progress bar shows\n"
+      "on stderr.",
       "  memctl put models/weights weights.bin\n"
       "  memctl put --mode 0640 shared/table table.csv\n"
       "  producer | memctl put frames/0 -\n"
       "  producer | memctl put --size 8GiB frames/big -\n"
-      "  memctl put --size 1GiB scratch /dev/zero\n",
+      "  memctl put --size 1GiB scratch /dev/zero\n"
+      "  memctl put --location device:0 --priority critical model/w w.bin\n"
+      "  memctl put --location device:0 --json model/w w.bin | jq .gbps\n",
       invocation.json);
   put->add_option("NAME", invocation.put.name, "Buffer name")->required()->type_name("");
   put->add_option("FILE", invocation.put.file, "File to read; - reads stdin")
@@ -241,9 +311,13 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       ->capture_default_str();
   put->add_option("--location", invocation.put.location,
                   "Where the memory lives: host, pinned, device:N (device "
-                  "buffers are written through the CUDA driver)")
+                  "buffers are filled by the daemon's transfer engine)")
       ->type_name("LOCATION")
       ->capture_default_str();
+  put->add_flag("--ephemeral", invocation.put.ephemeral,
+                "The buffer goes with its last lease: hand it to readers already "
+                "waiting for it (memctl's own lease ends when it exits)");
+  AddTransferOptions(put, texts, /*reads_files=*/true);
   return put;
 }
 
@@ -255,7 +329,10 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "Whoever may connect to memd can create a name first: to accept only the\n"
       "buffer your producer made, name it with --owner (a buffer of that name\n"
       "owned by anyone else is PERMISSION_DENIED, also one sealed while get\n"
-      "waits).",
+      "waits).\n\n"
+      "Device buffers come through memd's transfer engine and a staging buffer\n"
+      "of memctl's own, slice by slice; on a terminal a progress bar shows on\n"
+      "stderr.",
       "  memctl get frames/0 > frame.raw\n"
       "  memctl get frames/0 -o frame.raw\n"
       "  memctl get --wait 10 frames/1 -o next.raw   # wait for the producer's seal\n"
@@ -274,7 +351,74 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                   "Accept the buffer only if this user (name or uid) owns it")
       ->check(UserValidator())
       ->type_name("USER");
+  AddTransferOptions(get, texts, /*reads_files=*/false);
   return get;
+}
+
+CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
+  CopyCommandOptions& copy = invocation.copy;
+  CLI::App* cp = AddSubcommand(
+      app, "cp", "Copy between buffers and files; the daemon moves buffers' bytes",
+      "An operand starting with /, ./ or ../ is a file (no buffer name can), - is\n"
+      "stdin or stdout, anything else names a buffer; one must be a buffer.\n"
+      "\n"
+      "buffer -> buffer: memd's transfer engine copies (host or device on\n"
+      "either side). When DST exists it must still be being written (not\n"
+      "sealed), writable by you and at least as large as SRC: the bytes go to\n"
+      "its start. Otherwise memctl creates DST with SRC's size at --location\n"
+      "(default: SRC's location) with --mode. DST is then sealed, unless\n"
+      "--no-seal.\n"
+      "file -> buffer: as put, but an existing DST being written is filled as\n"
+      "above (a new one is at --location, default host).\n"
+      "buffer -> file: as get.\n"
+      "\n"
+      "On failure a buffer cp created is unlinked; an existing one is left as\n"
+      "it is, possibly part-written. On a terminal a progress bar shows on\n"
+      "stderr; --json prints bytes, seconds, gbps, path, retries, source,\n"
+      "destination (not with DST -, which gets the bytes).",
+      "  memctl cp model/w model/w-gpu1 --location device:1\n"
+      "  memctl cp ./weights.bin model/w --location device:0 --priority critical\n"
+      "  memctl cp model/w ./check.bin\n"
+      "  memctl cp --json frames/0 backup/0 | jq .gbps\n"
+      "  producer | memctl cp - frames/0\n",
+      invocation.json);
+  cp->add_option("SRC", copy.source, "Buffer name, file, or - (stdin)")
+      ->required()
+      ->type_name("");
+  cp->add_option("DST", copy.destination, "Buffer name, file, or - (stdout)")
+      ->required()
+      ->type_name("");
+  cp->add_option("--location", copy.location,
+                 "Where a new DST buffer lives: host, pinned, device:N (default: "
+                 "SRC's location; host for a file)")
+      ->type_name("LOCATION");
+  cp->add_option("--mode", texts.mode, "A new DST buffer's permission bits, octal")
+      ->check(ModeValidator())
+      ->type_name("OCTAL")
+      ->capture_default_str();
+  cp->add_flag("--ephemeral", copy.ephemeral,
+               "A new DST buffer goes with its last lease (see put --help)");
+  cp->add_flag("--no-seal", texts.no_seal,
+               "Leave DST unsealed, for the writer that holds it (a new DST that "
+               "nobody else holds is removed when memctl exits)");
+  cp->add_option("--wait", texts.wait,
+                 "Wait up to this long for a SRC buffer to exist and be sealed")
+      ->check(WaitValidator())
+      ->type_name("SECONDS")
+      ->capture_default_str();
+  cp->add_option("--owner", texts.owner,
+                 "Accept a SRC buffer only if this user (name or uid) owns it")
+      ->check(UserValidator())
+      ->type_name("USER");
+  cp->add_option("--size", texts.size, "As put --size, for a SRC stream")
+      ->check(SizeValidator())
+      ->type_name("BYTES");
+  cp->add_option("--max-stream", texts.max_stream, "As put --max-stream")
+      ->check(SizeValidator())
+      ->type_name("BYTES")
+      ->capture_default_str();
+  AddTransferOptions(cp, texts, /*reads_files=*/true);
+  return cp;
 }
 
 CLI::App* DeclareUnlink(CLI::App& app, Invocation& invocation, OptionTexts&) {
@@ -330,7 +474,8 @@ constexpr Subcommand kSubcommands[] = {
     {DeclareStats, Command::kStats},       {DeclareList, Command::kList},
     {DeclareInspect, Command::kInspect},   {DeclareSessions, Command::kSessions},
     {DeclareUsage, Command::kUsage},       {DeclarePut, Command::kPut},
-    {DeclareGet, Command::kGet},           {DeclareUnlink, Command::kUnlink},
+    {DeclareGet, Command::kGet},           {DeclareCopy, Command::kCopy},
+    {DeclareUnlink, Command::kUnlink},
     {DeclarePing, Command::kPing},         {DeclareDevices, Command::kDevices},
     {DeclareTrim, Command::kTrim},
 };
@@ -352,6 +497,28 @@ int ReportParseError(CLI::App& app, const CLI::ParseError& e, std::ostream& out,
     ReportUsageError(err, e.what());
   }
   return kExitUsage;
+}
+
+// cp needs a buffer on one side (cp(1) copies files), and its JSON cannot
+// share stdout with the bytes.
+std::optional<int> CheckCopyOperands(const Invocation& invocation, std::ostream& err) {
+  const Operand source = ClassifyOperand(invocation.copy.source);
+  const Operand destination = ClassifyOperand(invocation.copy.destination);
+  if (source.kind != Operand::Kind::kBuffer &&
+      destination.kind != Operand::Kind::kBuffer) {
+    ReportUsageError(err, absl::StrCat("cp needs a buffer name on one side; '",
+                                       invocation.copy.source, "' and '",
+                                       invocation.copy.destination,
+                                       "' are files or - (use cp(1) for those)"));
+    return kExitUsage;
+  }
+  if (invocation.json && destination.kind == Operand::Kind::kStdio) {
+    ReportUsageError(err,
+                     "cp --json needs a DST other than -: the bytes and the JSON "
+                     "result cannot share stdout");
+    return kExitUsage;
+  }
+  return std::nullopt;
 }
 
 // Turns the option texts into the invocation's values and checks what no
@@ -379,6 +546,25 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given,
       ParseBytes(texts.max_stream).value_or(kDefaultMaxStreamBytes);
   invocation.get.wait = absl::Seconds(ParseWait(texts.wait).value_or(0));
   if (!texts.owner.empty()) invocation.get.owner = ParseUser(texts.owner);
+
+  TransferFlags transfer;
+  transfer.priority = ParsePriority(texts.priority).value_or(Priority::kNormal);
+  if (!texts.chunk_size.empty()) transfer.chunk_bytes = ParseBytes(texts.chunk_size).value_or(0);
+  if (!texts.timeout.empty()) {
+    transfer.timeout = absl::Seconds(ParseWait(texts.timeout).value_or(kMaxWaitSeconds));
+  }
+  transfer.direct_io = !texts.no_direct_io;
+  invocation.put.transfer = invocation.get.transfer = invocation.copy.transfer = transfer;
+  CopyCommandOptions& copy = invocation.copy;
+  copy.mode = invocation.put.mode;
+  copy.size = invocation.put.size;
+  copy.max_stream_bytes = invocation.put.max_stream_bytes;
+  copy.wait = invocation.get.wait;
+  copy.owner = invocation.get.owner;
+  copy.seal = !texts.no_seal;
+  if (invocation.command == Command::kCopy) {
+    if (std::optional<int> refused = CheckCopyOperands(invocation, err)) return refused;
+  }
 
   if (invocation.command == Command::kGet && invocation.json &&
       (invocation.get.output.empty() || invocation.get.output == "-")) {

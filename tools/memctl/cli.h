@@ -16,7 +16,7 @@ namespace memd::memctl {
 
 enum class Command {
   kStats, kList, kInspect, kSessions, kUsage, kPut, kGet, kUnlink, kPing, kTrim,
-  kDevices
+  kDevices, kCopy
 };
 
 // What the command line asked for.
@@ -33,6 +33,7 @@ struct Invocation {
   int count = 0;
   PutOptions put;
   GetOptions get;
+  CopyCommandOptions copy;
 };
 
 // Parses argv into `invocation`. Returns an exit code when memctl should

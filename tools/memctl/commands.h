@@ -26,6 +26,21 @@ inline constexpr std::uint64_t kDefaultMaxStreamBytes = std::uint64_t{1} << 30;
 struct Output {
   std::ostream& out;
   bool json = false;
+  // Where long copies draw a progress bar: stderr when it is a terminal,
+  // else null (no bar).
+  std::ostream* progress = nullptr;
+};
+
+// How memctl asks the daemon to move bytes (Client::Copy): cp, and put and
+// get of device buffers.
+struct TransferFlags {
+  Priority priority = Priority::kNormal;
+  std::uint64_t chunk_bytes = 0;  // 0: the daemon's default.
+  // The copy's deadline, counted from when memctl starts moving bytes.
+  std::optional<absl::Duration> timeout;
+  // Read files for a device buffer with O_DIRECT where the filesystem
+  // allows it (--no-direct-io: through the page cache).
+  bool direct_io = true;
 };
 
 struct PutOptions {
@@ -37,6 +52,8 @@ struct PutOptions {
   // it a stream is collected in memory first, up to max_stream_bytes.
   std::optional<std::uint64_t> size;
   std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
+  bool ephemeral = false;  // --ephemeral: gone with its last lease.
+  TransferFlags transfer;
 };
 
 struct GetOptions {
@@ -45,6 +62,27 @@ struct GetOptions {
   absl::Duration wait = absl::ZeroDuration();
   // --owner: the uid that must own the buffer (OpenOptions::owner).
   std::optional<uid_t> owner;
+  TransferFlags transfer;
+};
+
+// cp SRC DST: each operand a buffer name, a file (starts with "/", "./" or
+// "../", which no buffer name can), or "-" (stdin, stdout).
+struct CopyCommandOptions {
+  std::string source;
+  std::string destination;
+  // A new destination buffer's location; empty: the source buffer's (host
+  // for a file).
+  std::string location;
+  std::uint32_t mode = 0600;
+  bool ephemeral = false;
+  bool seal = true;  // --no-seal leaves the destination open for writing.
+  // A buffer source: how long to wait for its seal, and who must own it.
+  absl::Duration wait = absl::ZeroDuration();
+  std::optional<uid_t> owner;
+  // A stream source: as put's --size and --max-stream.
+  std::optional<std::uint64_t> size;
+  std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
+  TransferFlags transfer;
 };
 
 // Daemon-wide views and actions (daemon_commands.cc).
@@ -71,5 +109,10 @@ absl::Status RunInspect(Client& client, const std::string& name, const Output& o
 absl::Status RunPut(Client& client, const PutOptions& options, const Output& output);
 absl::Status RunGet(Client& client, const GetOptions& options, const Output& output);
 absl::Status RunUnlink(Client& client, const std::string& name, const Output& output);
+
+// cp (copy_command.cc): buffer to buffer through Client::Copy; a file to a
+// buffer as put, a buffer to a file as get.
+absl::Status RunCopy(Client& client, const CopyCommandOptions& options,
+                     const Output& output);
 
 }  // namespace memd::memctl

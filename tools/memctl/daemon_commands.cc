@@ -83,14 +83,20 @@ absl::Status RunDevices(Client& client, const Output& output) {
     return absl::OkStatus();
   }
   Table table({{"DEVICE"}, {"NAME"}, {"UUID"}, {"TOTAL", true}, {"FREE", true},
-               {"VMM"}, {"FD EXPORT"}, {"HANDLES"}});
+               {"VMM"}, {"FD EXPORT"}, {"HANDLES"}, {"HEALTH"}});
   for (const DeviceInfo& device : stats->devices) {
     table.AddRow({absl::StrCat("device:", device.ordinal), device.name, device.uuid,
                   FormatBytes(device.total_bytes), FormatBytes(device.free_bytes),
                   device.vmm ? "yes" : "no", device.posix_fd ? "yes" : "no",
-                  device.handle_type});
+                  device.handle_type, device.healthy ? "ok" : "UNHEALTHY"});
   }
   table.Print(output.out);
+  // The reason is long (a driver call and its CUresult): under the table.
+  for (const DeviceInfo& device : stats->devices) {
+    if (device.healthy) continue;
+    output.out << "device:" << device.ordinal << " unhealthy until memd restarts: "
+               << device.health_error << '\n';
+  }
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/bytes.h"
@@ -147,14 +148,25 @@ absl::Status WriteAll(int fd, std::span<const std::byte> bytes,
 }
 
 absl::Status WriteFile(const std::string& path, std::span<const std::byte> bytes) {
-  const std::string step = absl::StrCat("write ", path);
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (!fd) return Failed(step, ErrnoStatus("open", errno));
-  if (absl::Status status = WriteAll(fd.get(), bytes, path); !status.ok()) {
+  absl::StatusOr<UniqueFd> fd = CreateOutputFile(path);
+  if (!fd.ok()) return fd.status();
+  if (absl::Status status = WriteAll(fd->get(), bytes, path); !status.ok()) {
     return status;
   }
+  return CloseOutputFile(*std::move(fd), path);
+}
+
+absl::StatusOr<UniqueFd> CreateOutputFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  if (!fd) return Failed(absl::StrCat("write ", path), ErrnoStatus("open", errno));
+  return fd;
+}
+
+absl::Status CloseOutputFile(UniqueFd fd, const std::string& path) {
   // Delayed write errors (NFS, quotas) surface only at close.
-  if (::close(fd.release()) != 0) return Failed(step, ErrnoStatus("close", errno));
+  if (::close(fd.release()) != 0) {
+    return Failed(absl::StrCat("write ", path), ErrnoStatus("close", errno));
+  }
   return absl::OkStatus();
 }
 

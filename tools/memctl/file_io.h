@@ -68,4 +68,10 @@ absl::Status WriteAll(int fd, std::span<const std::byte> bytes,
 // Creates or truncates `path` (mode 0666 less the umask) and writes `bytes`.
 absl::Status WriteFile(const std::string& path, std::span<const std::byte> bytes);
 
+// The two ends of WriteFile, for output written piece by piece: creates or
+// truncates `path`, and closes it reporting delayed write errors (NFS,
+// quotas). Errors carry the step "write <path>".
+absl::StatusOr<UniqueFd> CreateOutputFile(const std::string& path);
+absl::Status CloseOutputFile(UniqueFd fd, const std::string& path);
+
 }  // namespace memd::memctl

@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/bytes.h"
+#include "tools/memctl/progress.h"
 
 namespace memd::memctl {
 namespace {
@@ -168,6 +170,7 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   Json devices = Json::array();
   for (const DeviceInfo& device : stats.devices) devices.push_back(DeviceJson(device));
   json["devices"] = std::move(devices);
+  json["transfers"] = TransferStatsJson(stats.transfers);
   return json;
 }
 
@@ -181,6 +184,51 @@ Json DeviceJson(const DeviceInfo& device) {
   json["vmm"] = device.vmm;
   json["posix_fd"] = device.posix_fd;
   json["handle_type"] = device.handle_type;
+  json["healthy"] = device.healthy;
+  json["health_error"] = device.health_error;
+  return json;
+}
+
+Json TransferStatsJson(const TransferStats& transfers) {
+  Json json;
+  json["active"] = transfers.active;
+  json["active_bytes"] = transfers.active_bytes;
+  json["completed"] = transfers.completed;
+  json["bytes"] = transfers.bytes;
+  json["failed"] = transfers.failed;
+  json["retries"] = transfers.retries;
+  json["rejected"] = transfers.rejected;
+  return json;
+}
+
+Json TransferReportJson(const TransferReport& report) {
+  Json json;
+  json["bytes"] = report.bytes;
+  json["seconds"] = absl::ToDoubleSeconds(report.elapsed);
+  json["gbps"] = GigabytesPerSecond(report.bytes, report.elapsed);
+  json["path"] = report.path;
+  json["retries"] = report.retries;
+  json["source"] = report.source;
+  json["destination"] = report.destination;
+  json["file_io"] = report.file_io;
+  return json;
+}
+
+std::string FormatTransferReport(const TransferReport& report) {
+  std::string how = report.path.empty() ? std::string() : report.path;
+  if (report.retries > 0) {
+    absl::StrAppend(&how, how.empty() ? "" : ", ", report.retries,
+                    report.retries == 1 ? " retry" : " retries");
+  }
+  return absl::StrCat(FormatBytes(report.bytes), " in ",
+                      absl::StrFormat("%.2f", absl::ToDoubleSeconds(report.elapsed)), " s, ",
+                      FormatRate(GigabytesPerSecond(report.bytes, report.elapsed) * 1e9),
+                      how.empty() ? "" : absl::StrCat(" (", how, ")"));
+}
+
+Json WithTransferReport(Json json, const TransferReport& report) {
+  const Json fields = TransferReportJson(report);  // items() does not own it.
+  for (const auto& [key, value] : fields.items()) json[key] = value;
   return json;
 }
 

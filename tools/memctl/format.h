@@ -52,6 +52,31 @@ Json UsageJson(const UidUsage& usage);
 // reserved_bytes, used_bytes, hit_count, miss_count, segments, limit_bytes).
 Json StatsJson(const DaemonStats& stats, const std::string& socket_dir);
 Json DeviceJson(const DeviceInfo& device);
+// Fields: active, active_bytes, completed, bytes, failed, retries, rejected.
+Json TransferStatsJson(const TransferStats& transfers);
+
+// What one copy did (cp; put and get of a buffer), as --json reports it.
+struct TransferReport {
+  std::string source;       // As given: a buffer name, a path, "-".
+  std::string destination;
+  std::uint64_t bytes = 0;
+  absl::Duration elapsed;   // From the first byte read or copied to the last.
+  // TransferProgress::path of the daemon's copies ("direct", "staged",
+  // "cpu", ...); "cpu" too when memctl read or wrote a host buffer's
+  // mapping itself.
+  std::string path;
+  std::uint32_t retries = 0;  // Chunks the daemon tried again.
+  // How memctl read a file: "direct" (O_DIRECT), "buffered"; empty when no
+  // file was read.
+  std::string file_io;
+};
+// Fields: bytes, seconds, gbps (decimal GB/s), path, retries, source,
+// destination, file_io.
+Json TransferReportJson(const TransferReport& report);
+// "5 MiB in 1.20 s, 4.37 MB/s (direct, 2 retries)": how a copy went.
+std::string FormatTransferReport(const TransferReport& report);
+// `json` with TransferReportJson's fields added.
+Json WithTransferReport(Json json, const TransferReport& report);
 
 // Writes `json` indented, then a newline. Bytes that are not UTF-8 (a
 // process name may hold any) become U+FFFD instead of an exception.

@@ -35,6 +35,7 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
     case Command::kPing: return RunPing(client, output);
     case Command::kTrim: return RunTrim(client, invocation.location, output);
     case Command::kDevices: return RunDevices(client, output);
+    case Command::kCopy: return RunCopy(client, invocation.copy, output);
   }
   return absl::InternalError("unknown subcommand");
 }
@@ -55,7 +56,10 @@ absl::Status Run(const Invocation& invocation) {
   // The result is printed only when the command succeeds, so a failure
   // leaves stdout empty.
   std::ostringstream text;
-  absl::Status status = Dispatch(**client, invocation, Output{text, invocation.json});
+  // Progress bars go to stderr, and only where a person watches it.
+  std::ostream* progress = ::isatty(STDERR_FILENO) ? &std::cerr : nullptr;
+  absl::Status status =
+      Dispatch(**client, invocation, Output{text, invocation.json, progress});
   if (!status.ok()) return status;
   const std::string result = text.str();
   return WriteAll(STDOUT_FILENO, std::as_bytes(std::span(result)), "stdout");

@@ -1,0 +1,276 @@
+// memctl and device buffers on the fake CUDA driver (tests/fake_cuda): put
+// and get stream files through memctl's staging buffer and the daemon's
+// transfer engine, cp moves bytes between host and device buffers, and a
+// terminal sees a progress bar.
+
+#include <fcntl.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/client.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/daemon_process.h"
+#include "tests/support/files.h"
+#include "tests/support/run_program.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::memd::test::BinDir;
+using ::memd::test::DaemonProcess;
+using ::memd::test::Describe;
+using ::memd::test::ProgramResult;
+using ::memd::test::ReadWholeFile;
+using ::memd::test::RunProgram;
+using ::memd::test::TempDir;
+using ::memd::test::WriteWholeFile;
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::Eq;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::StartsWith;
+using Json = nlohmann::json;
+
+constexpr int kExitFailed = 1;
+
+std::string RandomBytes(std::size_t size, unsigned seed) {
+  std::mt19937 generator(seed);
+  std::string bytes(size, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
+  return bytes;
+}
+
+class MemctlDeviceTest : public ::testing::Test {
+ protected:
+  // memd on the fake driver; `fake_env` (MEMD_FAKE_CUDA_*) configures the
+  // daemon's fake: its link, its faults.
+  void StartDaemon(std::vector<std::pair<std::string, std::string>> fake_env = {}) {
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    for (const auto& [name, value] : fake_env) ::setenv(name.c_str(), value.c_str(), 1);
+    auto daemon =
+        DaemonProcess::Start({"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+    for (const auto& [name, value] : fake_env) ::unsetenv(name.c_str());
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+  }
+
+  std::map<std::string, std::string> Environment() const {
+    return {{"MEMD_SOCKET_DIR", daemon_->socket_dir()},
+            {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}};
+  }
+
+  ProgramResult Run(const std::vector<std::string>& args, const std::string& input = "") {
+    return RunProgram(BinDir() + "/memctl", args, input, Environment(), absl::Seconds(120));
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& bytes) {
+    const std::string path = files_.Join(name);
+    WriteWholeFile(path, bytes);
+    return path;
+  }
+
+  // The bytes of buffer `name`, read back through memctl get.
+  std::string Get(const std::string& name) {
+    const std::string out = files_.Join("get.out");
+    ProgramResult get = Run({"get", name, "-o", out});
+    EXPECT_EQ(get.exit_code, 0) << Describe(get);
+    return ReadWholeFile(out);
+  }
+
+  std::vector<std::string> Names() {
+    std::vector<std::string> names;
+    auto listed = client_->List();
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    if (listed.ok()) {
+      for (const BufferInfo& info : *listed) names.push_back(info.name);
+    }
+    return names;
+  }
+
+  TempDir files_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(MemctlDeviceTest, PutAndGetRoundTripFilesOfAnySizeThroughStaging) {
+  StartDaemon();
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  // One byte; around a page; not a multiple of a chunk; more than the three
+  // 16 MiB staging slices hold, so slices are reused.
+  for (std::size_t size : {std::size_t{1}, page - 1, page + 1, (std::size_t{5} << 20) + 123,
+                           (std::size_t{50} << 20) + 4097}) {
+    SCOPED_TRACE(size);
+    const std::string bytes = RandomBytes(size, static_cast<unsigned>(size));
+    const std::string name = absl::StrCat("w/", size);
+    ProgramResult put =
+        Run({"put", "--json", "--location", "device:0", name, WriteFile("in", bytes)});
+    ASSERT_EQ(put.exit_code, 0) << Describe(put);
+    EXPECT_THAT(put.err, IsEmpty()) << "no progress bar without a terminal";
+    Json json = Json::parse(put.out);
+    EXPECT_EQ(json.at("location"), "device:0");
+    EXPECT_EQ(json.at("state"), "sealed");
+    EXPECT_EQ(json.at("bytes"), size);
+    EXPECT_THAT(json.at("path").get<std::string>(), AnyOf(Eq("direct"), Eq("staged")));
+    EXPECT_THAT(json.at("file_io").get<std::string>(), AnyOf(Eq("direct"), Eq("buffered")));
+    EXPECT_TRUE(Get(name) == bytes) << "the round trip differs";
+  }
+  // memctl's staging buffers went with it.
+  for (const std::string& name : Names()) EXPECT_THAT(name, StartsWith("w/"));
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->transfers.active, 0u);
+  EXPECT_EQ(stats->transfers.failed, 0u);
+}
+
+TEST_F(MemctlDeviceTest, PutWithoutDirectIoAndFromPipesFillsDeviceBuffers) {
+  StartDaemon();
+  const std::string bytes = RandomBytes((std::size_t{3} << 20) + 7, 8);
+  ProgramResult buffered = Run({"put", "--json", "--no-direct-io", "--location", "device:0",
+                                "buffered", WriteFile("in", bytes)});
+  ASSERT_EQ(buffered.exit_code, 0) << Describe(buffered);
+  EXPECT_EQ(Json::parse(buffered.out).at("file_io"), "buffered");
+  EXPECT_TRUE(Get("buffered") == bytes);
+
+  // A pipe of unknown size is collected first (bounded), then staged.
+  ProgramResult piped = Run({"put", "--location", "device:0", "piped", "-"}, bytes);
+  ASSERT_EQ(piped.exit_code, 0) << Describe(piped);
+  EXPECT_TRUE(Get("piped") == bytes);
+  // With --size it streams: slice by slice, exactly that many bytes.
+  ProgramResult sized = Run({"put", "--location", "device:0", "--size",
+                             absl::StrCat(bytes.size()), "sized", "-"},
+                            bytes);
+  ASSERT_EQ(sized.exit_code, 0) << Describe(sized);
+  EXPECT_TRUE(Get("sized") == bytes);
+  ProgramResult short_pipe = Run({"put", "--location", "device:0", "--size",
+                                  absl::StrCat(bytes.size() + 1), "short", "-"},
+                                 bytes);
+  EXPECT_EQ(short_pipe.exit_code, kExitFailed) << Describe(short_pipe);
+  EXPECT_THAT(short_pipe.err, HasSubstr("--size promised"));
+  EXPECT_EQ(client_->Stat("short").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(MemctlDeviceTest, GetOfADeviceBufferWritesStdout) {
+  StartDaemon();
+  const std::string bytes = RandomBytes(1 << 20, 12);
+  ASSERT_EQ(Run({"put", "--location", "device:0", "d", WriteFile("in", bytes)}).exit_code, 0);
+  ProgramResult get = Run({"get", "d"});
+  ASSERT_EQ(get.exit_code, 0) << Describe(get);
+  EXPECT_TRUE(get.out == bytes);
+  ProgramResult cp = Run({"cp", "d", "-"});
+  ASSERT_EQ(cp.exit_code, 0) << Describe(cp);
+  EXPECT_TRUE(cp.out == bytes);
+}
+
+TEST_F(MemctlDeviceTest, CpMovesBytesBetweenHostAndDeviceBuffers) {
+  StartDaemon();
+  const std::string bytes = RandomBytes((std::size_t{9} << 20) + 5, 21);
+  ASSERT_EQ(Run({"put", "host/src", WriteFile("in", bytes)}).exit_code, 0);
+
+  ProgramResult h2d = Run({"cp", "--json", "--location", "device:0", "host/src", "dev/a"});
+  ASSERT_EQ(h2d.exit_code, 0) << Describe(h2d);
+  Json json = Json::parse(h2d.out);
+  EXPECT_EQ(json.at("bytes"), bytes.size());
+  EXPECT_THAT(json.at("path").get<std::string>(), Not(IsEmpty()));
+  EXPECT_EQ(client_->Stat("dev/a")->location, "device:0");
+
+  // A new destination is where the source is unless told otherwise.
+  ProgramResult d2d = Run({"cp", "dev/a", "dev/b"});
+  ASSERT_EQ(d2d.exit_code, 0) << Describe(d2d);
+  EXPECT_EQ(client_->Stat("dev/b")->location, "device:0");
+
+  ProgramResult d2h = Run({"cp", "--location", "host", "dev/b", "host/back"});
+  ASSERT_EQ(d2h.exit_code, 0) << Describe(d2h);
+  ProgramResult back = Run({"get", "host/back"});
+  ASSERT_EQ(back.exit_code, 0) << Describe(back);
+  EXPECT_TRUE(back.out == bytes) << "host -> device -> device -> host differs";
+}
+
+TEST_F(MemctlDeviceTest, CpFileIntoADeviceBufferWithEveryPriority) {
+  StartDaemon();
+  const std::string bytes = RandomBytes(2 << 20, 30);
+  const std::string file = WriteFile("in", bytes);
+  for (const char* priority : {"critical", "normal", "background"}) {
+    const std::string name = absl::StrCat("prio/", priority);
+    ProgramResult cp =
+        Run({"cp", "--priority", priority, "--location", "device:0", file, name});
+    ASSERT_EQ(cp.exit_code, 0) << priority << "\n" << Describe(cp);
+    EXPECT_TRUE(Get(name) == bytes) << priority;
+  }
+}
+
+// A modelled link slow enough that the copy outlasts the timeout: 24 MiB
+// at 20 MB/s take more than a second.
+const std::vector<std::pair<std::string, std::string>> kSlowLink = {
+    {"MEMD_FAKE_CUDA_LINK_GBPS", "0.02"}};
+
+TEST_F(MemctlDeviceTest, APutThatOutlastsItsTimeoutFailsAndLeavesNothing) {
+  StartDaemon(kSlowLink);
+  const std::string file = WriteFile("in", RandomBytes(24 << 20, 2));
+  ProgramResult put =
+      Run({"put", "--timeout", "0.2", "--location", "device:0", "slow", file});
+  EXPECT_EQ(put.exit_code, kExitFailed) << Describe(put);
+  EXPECT_THAT(put.err, AllOf(StartsWith("memctl: put slow: DEADLINE_EXCEEDED: ")));
+  EXPECT_THAT(Names(), IsEmpty()) << "neither the buffer nor memctl's staging stays";
+}
+
+// Runs memctl with a terminal as stdin, stdout and stderr, and returns
+// everything it wrote there.
+std::string RunOnATerminal(const std::vector<std::string>& args,
+                           const std::map<std::string, std::string>& env) {
+  int terminal = -1;
+  const pid_t child = ::forkpty(&terminal, nullptr, nullptr, nullptr);
+  if (child < 0) return "forkpty failed";
+  if (child == 0) {
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    const std::string program = BinDir() + "/memctl";
+    std::vector<char*> argv = {const_cast<char*>(program.c_str())};
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    ::execv(program.c_str(), argv.data());
+    ::_exit(127);
+  }
+  std::string seen;
+  char chunk[4096];
+  for (;;) {
+    const ssize_t got = ::read(terminal, chunk, sizeof(chunk));
+    if (got > 0) {
+      seen.append(chunk, static_cast<std::size_t>(got));
+    } else if (got < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO: the child closed the terminal.
+    }
+  }
+  ::close(terminal);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return seen;
+}
+
+TEST_F(MemctlDeviceTest, ALongCopyShowsAProgressBarOnATerminalAndClearsIt) {
+  StartDaemon(kSlowLink);
+  const std::string file = WriteFile("in", RandomBytes(24 << 20, 3));
+  const std::string seen =
+      RunOnATerminal({"put", "--location", "device:0", "bar", file}, Environment());
+  EXPECT_THAT(seen, AllOf(HasSubstr("\r"), HasSubstr("put bar  ["), HasSubstr("B/s"),
+                          HasSubstr("ETA "), HasSubstr("\r\033[K")))
+      << seen;
+  // The result line comes after the bar was erased.
+  EXPECT_THAT(seen.substr(seen.rfind("\033[K")), HasSubstr("put bar: 24 MiB")) << seen;
+}
+
+}  // namespace
+}  // namespace memd

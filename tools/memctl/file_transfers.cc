@@ -1,0 +1,225 @@
+#include "tools/memctl/file_transfers.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tools/memctl/device_context.h"
+#include "tools/memctl/failure.h"
+#include "tools/memctl/file_io.h"
+#include "tools/memctl/input_reader.h"
+#include "tools/memctl/progress.h"
+#include "tools/memctl/staged_copy.h"
+#include "tools/memctl/staging.h"
+
+namespace memd::memctl {
+namespace {
+
+// put's input and how many bytes it brings: a regular file's size, --size,
+// or (streams of unknown size) everything, collected first, bounded.
+struct SizedInput {
+  Input input;
+  Collected collected;
+  bool collected_all = false;
+  std::uint64_t size = 0;
+};
+
+absl::StatusOr<SizedInput> OpenSizedInput(const FileToBuffer& request) {
+  absl::StatusOr<Input> input = OpenInput(request.file);
+  if (!input.ok()) return input.status();
+  SizedInput sized;
+  sized.input = *std::move(input);
+  Input& in = sized.input;
+  if (request.size.has_value()) {
+    sized.size = *request.size;
+    // A file that claims 0 bytes (files under /proc do) is read as a stream.
+    if (in.kind == Input::Kind::kFile && in.size.value_or(0) > 0 && *in.size != sized.size) {
+      return Failed(request.step, absl::InvalidArgumentError(absl::StrCat(
+                                      in.label, " has ", *in.size, " bytes, not the ",
+                                      sized.size, " of --size")));
+    }
+    in.size = sized.size;
+  } else if (in.size.has_value() && *in.size > 0) {
+    sized.size = *in.size;
+  } else {
+    // Unknown size, or a file that claims 0 bytes: collected first, bounded.
+    in.size.reset();
+    absl::StatusOr<Collected> bytes = ReadToEnd(in, request.max_stream_bytes);
+    if (!bytes.ok()) return bytes.status();
+    sized.collected = *std::move(bytes);
+    sized.collected_all = true;
+    sized.size = sized.collected.size;
+  }
+  if (sized.size == 0) {
+    return Failed(request.step, absl::InvalidArgumentError(absl::StrCat(
+                                    in.label, " is empty; a buffer holds at least 1 byte")));
+  }
+  return sized;
+}
+
+// The buffer the bytes go to, and whether this call created it.
+struct Destination {
+  Buffer buffer;
+  bool created = false;
+};
+
+absl::StatusOr<Destination> OpenDestination(Client& client, const FileToBuffer& request,
+                                            std::uint64_t size) {
+  std::string location = request.create.location;
+  std::optional<BufferInfo> existing;
+  if (request.join_existing) {
+    if (absl::StatusOr<BufferInfo> info = client.Stat(request.name); info.ok()) {
+      existing = *info;
+      location = info->location;
+    }
+  }
+  if (absl::Status used = UseDeviceOf(client, location); !used.ok()) {
+    return Failed(request.step, used);
+  }
+  Destination destination;
+  if (existing.has_value()) {
+    absl::StatusOr<Buffer> buffer = client.Open(request.name, {.access = Access::kReadWrite});
+    if (!buffer.ok()) return Failed(request.step, buffer.status());
+    if (buffer->size() < size) {
+      return Failed(request.step, absl::InvalidArgumentError(absl::StrCat(
+                                      "the source has ", size, " bytes; buffer ",
+                                      request.name, " holds only ", buffer->size())));
+    }
+    destination.buffer = *std::move(buffer);
+    return destination;
+  }
+  CreateOptions create = request.create;
+  create.location = location;
+  absl::StatusOr<Buffer> buffer = client.Create(request.name, size, create);
+  if (!buffer.ok()) return Failed(request.step, buffer.status());
+  destination.buffer = *std::move(buffer);
+  destination.created = true;
+  return destination;
+}
+
+// Moves the input's bytes into the buffer: straight into a host mapping,
+// through staging for device memory.
+absl::Status Fill(Client& client, const FileToBuffer& request, SizedInput& sized,
+                  Buffer& buffer, std::ostream* progress, TransferReport& report) {
+  InputReader reader(sized.input, sized.collected_all ? &sized.collected : nullptr,
+                     request.size.has_value(), sized.size);
+  if (std::span<std::byte> mapped = buffer.mutable_data(); !mapped.empty()) {
+    if (mapped.size() < sized.size) {
+      return absl::InternalError(absl::StrCat("the daemon mapped ", mapped.size(),
+                                              " bytes for a buffer of ", buffer.size()));
+    }
+    report.path = "cpu";
+    report.file_io = sized.collected_all ? "" : "buffered";
+    if (absl::Status status = reader.Read(mapped.first(sized.size)); !status.ok()) {
+      return status;
+    }
+    report.bytes = sized.size;
+    return reader.CheckEnd();
+  }
+  if (buffer.device() < 0) {
+    return absl::InternalError(absl::StrCat("the daemon mapped no memory for buffer ",
+                                            buffer.name()));
+  }
+  absl::StatusOr<Staging> staging = Staging::Create(client, sized.size);
+  if (!staging.ok()) return staging.status();
+  if (request.transfer.direct_io) reader.TryDirect();
+  if (!sized.collected_all) report.file_io = reader.direct() ? "direct" : "buffered";
+  ProgressBar bar(progress, request.step);
+  return StageIn(client, *staging, buffer, sized.size, reader,
+                 CopyOptionsFor(request.transfer), bar, report);
+}
+
+}  // namespace
+
+CopyOptions CopyOptionsFor(const TransferFlags& flags) {
+  CopyOptions options;
+  options.priority = flags.priority;
+  options.chunk_bytes = flags.chunk_bytes;
+  if (flags.timeout.has_value()) options.deadline = absl::Now() + *flags.timeout;
+  return options;
+}
+
+absl::StatusOr<FileToBufferResult> CopyFileToBuffer(Client& client,
+                                                    const FileToBuffer& request,
+                                                    std::ostream* progress) {
+  absl::StatusOr<SizedInput> sized = OpenSizedInput(request);
+  if (!sized.ok()) return sized.status();
+  absl::StatusOr<Destination> destination = OpenDestination(client, request, sized->size);
+  if (!destination.ok()) return destination.status();
+  Buffer& buffer = destination->buffer;
+
+  FileToBufferResult result;
+  result.report.source = request.file;
+  result.report.destination = request.name;
+  const absl::Time start = absl::Now();
+  absl::Status status = Fill(client, request, *sized, buffer, progress, result.report);
+  result.report.elapsed = absl::Now() - start;
+  if (status.ok() && request.seal) {
+    status = Failed(absl::StrCat("seal ", request.name), buffer.Seal());
+  }
+  if (!status.ok()) {
+    // Readers waiting for the seal would wait for nothing; a persistent
+    // half-written buffer would also hold its memory until someone noticed.
+    // A buffer someone else created is theirs to clean up.
+    if (destination->created) (void)client.Unlink(request.name);
+    return Failed(request.step, status);
+  }
+  result.info = buffer.info();
+  return result;
+}
+
+absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
+                                                    const BufferToFile& request,
+                                                    std::ostream* progress) {
+  // A device buffer is opened in a context on its device: find out which
+  // first (a buffer still being waited for is not on any device yet).
+  bool on_device = false;
+  if (absl::StatusOr<BufferInfo> info = client.Stat(request.name); info.ok()) {
+    on_device = info->location.starts_with("device:");
+    if (absl::Status used = UseDeviceOf(client, info->location); !used.ok()) {
+      return Failed(request.step, used);
+    }
+  }
+  absl::StatusOr<Buffer> buffer = client.Open(request.name, request.open);
+  if (!buffer.ok()) return Failed(request.step, buffer.status());
+  if (buffer->device() >= 0 && !on_device) {
+    return Failed(request.step, absl::FailedPreconditionError(
+                                    "the buffer appeared on a device while memctl waited; "
+                                    "run the command again"));
+  }
+  const bool to_stdout = request.output.empty() || request.output == "-";
+  const std::string label = to_stdout ? std::string("stdout") : request.output;
+  UniqueFd file;
+  if (!to_stdout) {
+    absl::StatusOr<UniqueFd> created = CreateOutputFile(request.output);
+    if (!created.ok()) return Failed(request.step, created.status());
+    file = *std::move(created);
+  }
+  const int fd = to_stdout ? STDOUT_FILENO : file.get();
+
+  BufferToFileResult result;
+  result.info = buffer->info();
+  result.report.source = request.name;
+  result.report.destination = to_stdout ? std::string("-") : request.output;
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  if (buffer->device() < 0) {
+    result.report.path = "cpu";
+    result.report.bytes = buffer->size();
+    status = WriteAll(fd, buffer->data(), label);
+  } else {
+    absl::StatusOr<Staging> staging = Staging::Create(client, buffer->size());
+    ProgressBar bar(progress, request.step);
+    status = staging.ok() ? StageOut(client, *staging, *buffer, fd, label,
+                                     CopyOptionsFor(request.transfer), bar, result.report)
+                          : staging.status();
+  }
+  if (status.ok() && !to_stdout) status = CloseOutputFile(std::move(file), request.output);
+  result.report.elapsed = absl::Now() - start;
+  if (!status.ok()) return Failed(request.step, status);
+  return result;
+}
+
+}  // namespace memd::memctl

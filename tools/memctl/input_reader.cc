@@ -1,0 +1,138 @@
+#include "tools/memctl/input_reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "tools/memctl/failure.h"
+
+namespace memd::memctl {
+namespace {
+
+// One read(2) at most this large: big enough for full device bandwidth,
+// small enough to notice a signal.
+constexpr std::size_t kMaxReadBytes = std::size_t{16} << 20;
+
+}  // namespace
+
+InputReader::InputReader(Input& input, const Collected* collected, bool sized_by_flag,
+                         std::uint64_t total)
+    : input_(input), collected_(collected), sized_by_flag_(sized_by_flag), total_(total) {}
+
+bool InputReader::TryDirect() {
+  if (collected_ != nullptr || input_.kind != Input::Kind::kFile) return false;
+  const int flags = ::fcntl(input_.fd.get(), F_GETFL);
+  // EINVAL: the filesystem has no O_DIRECT (tmpfs before Linux 6.6, ...).
+  direct_ = flags >= 0 && ::fcntl(input_.fd.get(), F_SETFL, flags | O_DIRECT) == 0;
+  return direct_;
+}
+
+void InputReader::StopDirect() {
+  if (!direct_) return;
+  direct_ = false;
+  const int flags = ::fcntl(input_.fd.get(), F_GETFL);
+  if (flags >= 0) (void)::fcntl(input_.fd.get(), F_SETFL, flags & ~O_DIRECT);
+}
+
+absl::Status InputReader::EndedEarly() const {
+  const std::string step = absl::StrCat("read ", input_.label);
+  if (sized_by_flag_) {
+    return Failed(step, absl::FailedPreconditionError(absl::StrCat(
+                            input_.label, " ended after ", done_, " of the ", total_,
+                            " bytes --size promised")));
+  }
+  return Failed(step, absl::FailedPreconditionError(absl::StrCat(
+                          "the file ended after ", done_, " of ", total_,
+                          " bytes; did it change while memctl read it?")));
+}
+
+absl::Status InputReader::Read(std::span<std::byte> into) {
+  if (collected_ != nullptr) {
+    CopyCollected(into);
+    return absl::OkStatus();
+  }
+  if (direct_) {
+    if (absl::Status status = ReadDirect(into); !status.ok()) return status;
+  }
+  return ReadBuffered(into);
+}
+
+// Reads the aligned part of `into` and leaves the rest in `into`.
+absl::Status InputReader::ReadDirect(std::span<std::byte>& into) {
+  if (reinterpret_cast<std::uintptr_t>(into.data()) % kDirectAlignment != 0) {
+    StopDirect();
+    return absl::OkStatus();
+  }
+  while (direct_ && into.size() >= kDirectAlignment) {
+    const std::size_t want =
+        std::min(into.size() / kDirectAlignment * kDirectAlignment, kMaxReadBytes);
+    const ssize_t got = ::read(input_.fd.get(), into.data(), want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EINVAL) {
+      // Refused after all (an unaligned offset: stdin read part-way).
+      StopDirect();
+      break;
+    }
+    if (got < 0) return Failed(absl::StrCat("read ", input_.label), ErrnoStatus("read", errno));
+    if (got == 0) return EndedEarly();
+    done_ += static_cast<std::uint64_t>(got);
+    into = into.subspan(static_cast<std::size_t>(got));
+    // A short read leaves the offset unaligned: the rest goes buffered.
+    if (static_cast<std::size_t>(got) % kDirectAlignment != 0) StopDirect();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InputReader::ReadBuffered(std::span<std::byte> into) {
+  while (!into.empty()) {
+    const ssize_t got =
+        ::read(input_.fd.get(), into.data(), std::min(into.size(), kMaxReadBytes));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return Failed(absl::StrCat("read ", input_.label), ErrnoStatus("read", errno));
+    if (got == 0) return EndedEarly();
+    done_ += static_cast<std::uint64_t>(got);
+    into = into.subspan(static_cast<std::size_t>(got));
+  }
+  return absl::OkStatus();
+}
+
+void InputReader::CopyCollected(std::span<std::byte> into) {
+  while (!into.empty() && piece_ < collected_->pieces.size()) {
+    const std::string& piece = collected_->pieces[piece_];
+    const std::size_t take = std::min(into.size(), piece.size() - piece_offset_);
+    std::memcpy(into.data(), piece.data() + piece_offset_, take);
+    into = into.subspan(take);
+    piece_offset_ += take;
+    done_ += take;
+    if (piece_offset_ == piece.size()) {
+      ++piece_;
+      piece_offset_ = 0;
+    }
+  }
+}
+
+absl::Status InputReader::CheckEnd() {
+  if (collected_ != nullptr) return absl::OkStatus();
+  // A device such as /dev/zero never ends: --size takes its first bytes.
+  if (sized_by_flag_ && input_.kind == Input::Kind::kDevice) return absl::OkStatus();
+  StopDirect();  // One byte is no aligned read.
+  absl::StatusOr<bool> at_end = AtEnd(input_);
+  if (!at_end.ok()) return at_end.status();
+  if (*at_end) return absl::OkStatus();
+  const std::string step = absl::StrCat("read ", input_.label);
+  if (sized_by_flag_) {
+    return Failed(step, absl::FailedPreconditionError(absl::StrCat(
+                            input_.label, " has more than the ", total_,
+                            " bytes --size promised")));
+  }
+  return Failed(step, absl::FailedPreconditionError(absl::StrCat(
+                          "the file grew past ", total_,
+                          " bytes while memctl read it; try again")));
+}
+
+}  // namespace memd::memctl

@@ -1,0 +1,40 @@
+#pragma once
+
+// The copies memctl asks the daemon for, waited on with a progress bar and
+// tallied for --json: one buffer to another, and a device buffer filled
+// from (or drained to) a file through memctl's staging slices, pipelined so
+// that reading slice i overlaps the daemon's copy of slice i-1.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "memd/client.h"
+#include "tools/memctl/format.h"
+#include "tools/memctl/input_reader.h"
+#include "tools/memctl/progress.h"
+#include "tools/memctl/staging.h"
+
+namespace memd::memctl {
+
+// Copies `source` to `destination` (Client::Copy) and waits for the end,
+// drawing `bar`. Adds bytes, path and retries to `report`. Errors: Copy's
+// and the transfer's (Transfer::Wait); the caller names the step.
+absl::Status CopyAndWait(Client& client, const Region& source, const Region& destination,
+                         const CopyOptions& options, ProgressBar& bar,
+                         TransferReport& report);
+
+// Fills the first `size` bytes of the device buffer `destination` from
+// `reader`, slice by slice through `staging`. Returns once every copy
+// finished; on failure the copies still running are cancelled.
+absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination,
+                     std::uint64_t size, InputReader& reader, const CopyOptions& options,
+                     ProgressBar& bar, TransferReport& report);
+
+// Writes the device buffer `source` to `fd` (`label` names it in errors),
+// slice by slice through `staging`.
+absl::Status StageOut(Client& client, Staging& staging, const Buffer& source, int fd,
+                      const std::string& label, const CopyOptions& options,
+                      ProgressBar& bar, TransferReport& report);
+
+}  // namespace memd::memctl
