@@ -206,7 +206,10 @@ void EngineCore::ChunkDone(const Chunk& chunk, absl::Time now) {
   TransferRecord& record = *chunk.record;
   --record.in_flight;
   changed_.SignalAll();
-  if (record.terminal()) return;  // Ended while the chunk ran: only drained.
+  if (record.terminal()) {  // Ended while the chunk ran: only drained.
+    ReleaseRangesOnceDrained(record);
+    return;
+  }
   record.progress.bytes_done += chunk.bytes;
   record.last_progress = now;
   FlowStats& flow = flows_[{record.direction, record.progress.device}];
@@ -227,6 +230,7 @@ void EngineCore::ChunkFailed(const Chunk& chunk, const absl::Status& error, absl
   TransferRecord& record = *chunk.record;
   --record.in_flight;
   changed_.SignalAll();
+  ReleaseRangesOnceDrained(record);
   if (record.terminal() || record.cancel_requested) return;
   if (absl::IsUnavailable(error) && chunk.attempt < options_.max_retries) {
     jitter_state_ ^= jitter_state_ << 13;
@@ -333,15 +337,24 @@ void EngineCore::Finish(TransferRecord& record, TransferState state, absl::Statu
   record.progress.finished = absl::Now();
   if (state != TransferState::kDone) ++failures_[std::string(reason)];
   admission_.Release(record.session, record.total());
-  for (const RecordPtr& runnable : range_order_.Release(record)) {
-    deferred_wakes_.push_back(runnable->lane);
-  }
+  ReleaseRangesOnceDrained(record);
   for (WatchList::Entry& entry : watches_.Take(record.id)) {
     firing_[entry.token] = std::this_thread::get_id();
     deferred_watches_.push_back(Firing{entry.token, std::move(entry.done), record.progress});
   }
   Forget(record);
   changed_.SignalAll();
+}
+
+// A transfer that ended with chunks still on a device (deadline, stall, a
+// failed sibling chunk) may still write its destination: transfers ordered
+// behind it start only when those chunks have drained.
+void EngineCore::ReleaseRangesOnceDrained(TransferRecord& record) {
+  if (!record.terminal() || record.in_flight > 0 || record.ranges_released) return;
+  record.ranges_released = true;
+  for (const RecordPtr& runnable : range_order_.Release(record)) {
+    deferred_wakes_.push_back(runnable->lane);
+  }
 }
 
 void EngineCore::Forget(TransferRecord& record) {

@@ -109,6 +109,7 @@ class EngineCore {
   static absl::Status NotFound(SessionId session, TransferId id);
   void Finish(TransferRecord& record, TransferState state, absl::Status status,
               std::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseRangesOnceDrained(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestCancel(TransferRecord& record, std::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

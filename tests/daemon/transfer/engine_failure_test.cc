@@ -102,6 +102,34 @@ TEST_F(EngineFailureTest, CopyThatNeverCompletesIsEndedByTheStallTimeout) {
   devices.states[0]->Release();
 }
 
+// A transfer ended by the stall timeout still has its chunk on the device,
+// which may yet write the destination: a later copy into the same range
+// waits until that chunk has drained, or its bytes could be overwritten.
+TEST_F(EngineFailureTest, OverlappingCopyWaitsForAStalledCopysChunksToDrain) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.stall_timeout = absl::Milliseconds(100);
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer& first = Buffer(kMiB);
+  TestBuffer& second = Buffer(kMiB);
+  TestBuffer& device = Buffer(kMiB);
+  auto stalled = engine->Submit(Spec(1, Host(first), Device(0, device)));
+  ASSERT_TRUE(stalled.ok());
+  auto behind = engine->Submit(Spec(1, Host(second), Device(0, device)));
+  ASSERT_TRUE(behind.ok());
+  EXPECT_EQ(WaitEnd(*engine, 1, *stalled).status.code(), absl::StatusCode::kDeadlineExceeded);
+  // Time for a wrongly released copy to start; this one must not.
+  absl::SleepFor(absl::Milliseconds(200));
+  auto waiting = engine->Progress(1, *behind);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->state, TransferState::kQueued);
+  devices.states[0]->Release();
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *behind);
+  EXPECT_EQ(end.state, TransferState::kDone) << end.status;
+  EXPECT_TRUE(SameBytes(second, 0, device, 0, kMiB));
+}
+
 TEST_F(EngineFailureTest, TransientEnqueueFailuresAreRetriedAndTheCopySucceeds) {
   FakeDevices devices(1);
   auto engine = StartEngine(devices, SmallOptions());
