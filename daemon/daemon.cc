@@ -264,9 +264,11 @@ absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
 // per-call figures.
 absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> StartMetrics(
     const std::string& address, pool::PoolSet& pools, broker::Broker& broker,
-    const std::string& backend_name, metrics::RpcMetrics& rpc) {
+    const transfer::Engine& engine, const std::string& backend_name,
+    metrics::RpcMetrics& rpc) {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
-      std::make_shared<metrics::DaemonCollectable>(pools, broker, kVersion, backend_name),
+      std::make_shared<metrics::DaemonCollectable>(pools, broker, &engine, kVersion,
+                                                   backend_name),
       rpc.registry()};
   return metrics::MetricsServer::Start(address, std::move(collectables));
 }
@@ -327,7 +329,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
     MEMD_ASSIGN_OR_RETURN(parts->metrics,
                           StartMetrics(config.metrics_address, parts->pools,
-                                       *parts->broker, parts->backend_name,
+                                       *parts->broker, *parts->engine, parts->backend_name,
                                        *parts->rpc_metrics));
     parts->metrics_address = parts->metrics->address();
   }

@@ -27,6 +27,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,9 +87,11 @@ std::map<std::string, std::vector<double>>& Samples() {
   return *samples;
 }
 
-void Record(benchmark::State& state, double seconds, std::uint64_t bytes) {
+// `key` names the benchmark and its arguments in the summary.
+void Record(benchmark::State& state, const std::string& key, double seconds,
+            std::uint64_t bytes) {
   state.SetIterationTime(seconds);
-  Samples()[state.name()].push_back(seconds);
+  Samples()[key].push_back(seconds);
   state.counters["GBps"] = benchmark::Counter(
       static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
       benchmark::Counter::kIs1000);
@@ -231,7 +234,8 @@ double CopyIntoSlots(CopyChunk copy) {
 
 void BM_Memcpy(benchmark::State& state) {
   for (auto _ : state) {
-    Record(state, CopyIntoSlots([](std::byte* to, const std::byte* from, std::uint64_t n) {
+    Record(state, "memcpy",
+           CopyIntoSlots([](std::byte* to, const std::byte* from, std::uint64_t n) {
              std::memcpy(to, from, n);
            }),
            kStagingBytes);
@@ -241,8 +245,9 @@ BENCHMARK(BM_Memcpy)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisec
 
 void BM_Staging(benchmark::State& state) {
   transfer::CopyThreads threads(static_cast<int>(state.range(0)));
+  const std::string key = absl::StrCat("staging/", state.range(0));
   for (auto _ : state) {
-    Record(state, CopyIntoSlots([&](std::byte* to, const std::byte* from, std::uint64_t n) {
+    Record(state, key, CopyIntoSlots([&](std::byte* to, const std::byte* from, std::uint64_t n) {
              threads.Copy(to, from, n);
            }),
            kStagingBytes);
@@ -273,13 +278,15 @@ void BM_Copy(benchmark::State& state) {
   const bool h2d = state.range(0) == 0;
   spec.source = EndpointOf(h2d ? host : device, kCopyBytes, 1);
   spec.destination = EndpointOf(h2d ? device : host, kCopyBytes, 2);
+  const std::string key =
+      absl::StrCat("copy/", state.range(0), "/", state.range(1), "/", state.range(2));
   for (auto _ : state) {
     const double seconds = CopyAndWait(*engine, spec, &error);
     if (seconds < 0) {
       state.SkipWithError(error.c_str());
       return;
     }
-    Record(state, seconds, kCopyBytes);
+    Record(state, key, seconds, kCopyBytes);
   }
 }
 BENCHMARK(BM_Copy)
@@ -311,6 +318,7 @@ void BM_PlainCuMemcpy(benchmark::State& state) {
   CUcontext context = nullptr;
   api.DevicePrimaryCtxRetain(&context, 0);
   api.CtxSetCurrent(context);
+  const std::string key = absl::StrCat("plain/", state.range(0), "/", state.range(1));
   for (auto _ : state) {
     const Clock::time_point start = Clock::now();
     const CUresult result = state.range(0) == 0 ? api.MemcpyHtoD(device, host, kCopyBytes)
@@ -319,7 +327,7 @@ void BM_PlainCuMemcpy(benchmark::State& state) {
       state.SkipWithError(gpu.driver->Check(result, "cuMemcpy").ToString().c_str());
       break;
     }
-    Record(state, SecondsSince(start), kCopyBytes);
+    Record(state, key, SecondsSince(start), kCopyBytes);
   }
   if (pinned != nullptr) api.MemFreeHost(pinned);
   api.DevicePrimaryCtxRelease(0);
@@ -391,7 +399,7 @@ void BM_Critical(benchmark::State& state) {
       return;
     }
     micros.push_back(seconds * 1e6);
-    Record(state, seconds, kCriticalBytes);
+    Record(state, absl::StrCat("critical/", state.range(0)), seconds, kCriticalBytes);
     // Spread the probes over the background copies' chunks.
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
@@ -449,7 +457,7 @@ void BM_Cat(benchmark::State& state) {
       state.SkipWithError("cat failed");
       return;
     }
-    Record(state, seconds, g_file_bytes);
+    Record(state, "cat", seconds, g_file_bytes);
   }
 }
 BENCHMARK(BM_Cat)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
@@ -477,7 +485,7 @@ void BM_FileToDevice(benchmark::State& state) {
                               .c_str());
       return;
     }
-    Record(state, seconds, g_file_bytes);
+    Record(state, "file", seconds, g_file_bytes);
   }
 }
 BENCHMARK(BM_FileToDevice)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
@@ -491,8 +499,8 @@ void Line(const char* what, double value, const char* target) {
 void PrintSummary() {
   std::printf("\nSummary (p50 of each benchmark's iterations; ratios of this run)\n");
   for (int threads : {1, 2}) {
-    const double staging = P50(absl::StrCat("BM_Staging/threads:", threads, "/iterations:20/manual_time"));
-    const double memcpy = P50("BM_Memcpy/iterations:20/manual_time");
+    const double staging = P50(absl::StrCat("staging/", threads));
+    const double memcpy = P50("memcpy");
     if (staging > 0) {
       Line(absl::StrCat("staging speed / memcpy speed, ", threads, " thread(s)").c_str(),
            memcpy / staging, "target >= 0.9");
@@ -500,28 +508,27 @@ void PrintSummary() {
   }
   // Staging time of 1 GiB at the engine's default copy threads (2).
   const double staging_1g =
-      P50("BM_Staging/threads:2/iterations:20/manual_time") * (kCopyBytes / kStagingBytes);
+      P50("staging/2") * (kCopyBytes / kStagingBytes);
   for (const char* direction : {"0", "1"}) {
-    const std::string base = absl::StrCat("BM_Copy/d2h:", direction);
-    const double pipelined = P50(base + "/pinned:0/depth:4/iterations:5/manual_time");
-    const double serial = P50(base + "/pinned:0/depth:1/iterations:5/manual_time");
-    const double dma = P50(base + "/pinned:1/depth:4/iterations:5/manual_time");
+    const std::string base = absl::StrCat("copy/", direction);
+    const double pipelined = P50(base + "/0/4");
+    const double serial = P50(base + "/0/1");
+    const double dma = P50(base + "/1/4");
     if (pipelined <= 0 || dma <= 0) continue;
     const char* name = direction[0] == '0' ? "h2d" : "d2h";
     Line(absl::StrCat(name, " staged depth 4 / max(staging, dma)").c_str(),
          pipelined / std::max(staging_1g, dma), "target <= 1.10");
     Line(absl::StrCat(name, " staged depth 1 / (staging + dma)  [control]").c_str(),
          serial / (staging_1g + dma), "near 1");
-    const double plain = P50(absl::StrCat("BM_PlainCuMemcpy/d2h:", direction,
-                                          "/pinned:1/iterations:5/manual_time"));
+    const double plain = P50(absl::StrCat("plain/", direction, "/1"));
     if (plain > 0) {
       Line(absl::StrCat(name, " staged pageable speed / plain pinned cuMemcpy").c_str(),
            plain / pipelined, "target >= 0.9 (real GPU)");
     }
   }
-  const auto& alone = Samples()["BM_Critical/load:0/iterations:300/manual_time"];
-  const auto& loaded = Samples()["BM_Critical/load:1/iterations:300/manual_time"];
-  const double dma = P50("BM_Copy/d2h:0/pinned:1/depth:4/iterations:5/manual_time");
+  const auto& alone = Samples()["critical/0"];
+  const auto& loaded = Samples()["critical/1"];
+  const double dma = P50("copy/0/1/4");
   if (!alone.empty() && !loaded.empty() && dma > 0) {
     const double chunk_ms = dma * 1e3 * kChunk / kCopyBytes;
     Line("critical 64 KiB p99 alone (ms)", Percentile(alone, 99) * 1e3, "");
@@ -529,8 +536,8 @@ void PrintSummary() {
     Line("  allowed: p99 alone + 2 chunk times (ms)",
          Percentile(alone, 99) * 1e3 + 2 * chunk_ms, "");
   }
-  const double cat = P50("BM_Cat/iterations:3/manual_time");
-  const double file = P50("BM_FileToDevice/iterations:3/manual_time");
+  const double cat = P50("cat");
+  const double file = P50("file");
   if (cat > 0 && file > 0) {
     Line("file -> device GB/s", g_file_bytes / file / 1e9, "");
     Line("cat file > /dev/null GB/s", g_file_bytes / cat / 1e9, "");
@@ -543,7 +550,7 @@ bool ParseOwnFlags(int& argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     int cpu = -1;
-    if (arg.starts_with("--cpu=") && absl::SimpleAtoi(arg.substr(6), &cpu)) {
+    if (arg.starts_with("--cpu=") && absl::SimpleAtoi(absl::string_view(arg.substr(6).data(), arg.size() - 6), &cpu)) {
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(cpu, &set);
@@ -551,7 +558,7 @@ bool ParseOwnFlags(int& argc, char** argv) {
     } else if (arg.starts_with("--file=")) {
       g_file = std::string(arg.substr(7));
     } else if (arg.starts_with("--file_bytes=")) {
-      if (!absl::SimpleAtoi(arg.substr(13), &g_file_bytes)) return false;
+      if (!absl::SimpleAtoi(absl::string_view(arg.substr(13).data(), arg.size() - 13), &g_file_bytes)) return false;
     } else {
       argv[kept++] = argv[i];
     }
