@@ -150,6 +150,11 @@ bool EngineCore::SessionDrained(SessionId session) const {
   for (const auto& [id, record] : it->second.transfers) {
     if (!record->terminal() || record->in_flight > 0) return false;
   }
+  // And the watches of what ended have run (any session's: they are short;
+  // never this thread's own, which would wait for itself).
+  for (const auto& [token, thread] : firing_) {
+    if (thread != std::this_thread::get_id()) return false;
+  }
   return true;
 }
 

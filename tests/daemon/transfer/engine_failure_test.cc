@@ -1,0 +1,314 @@
+// Every way a transfer ends other than done: cancel, deadline, stall,
+// driver errors (retried or not), a sticky device, admission, the end of a
+// session and of the engine.
+
+#include <atomic>
+#include <deque>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/transfer/engine_fixture.h"
+#include "tests/support/poll_until.h"
+
+namespace memd::test {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using transfer::Priority;
+using transfer::TransferState;
+
+constexpr FakeLink kSlowLink{0.5, absl::Microseconds(20)};
+
+// Buffers outlive the engine: a transfer that ended early may leave chunks
+// on the fake device, which (like a GPU) still writes them; in the daemon
+// the transfer's SegmentHolds keep that memory alive.
+class EngineFailureTest : public ::testing::Test {
+ protected:
+  TestBuffer& Buffer(std::uint64_t bytes) {
+    buffers_.emplace_back(bytes, buffers_.size() + 1, static_cast<int>(buffers_.size()));
+    return buffers_.back();
+  }
+  std::deque<TestBuffer> buffers_;
+};
+
+TEST_F(EngineFailureTest, CancelARunningCopyDrainsItsChunksThenEndsCancelled) {
+  FakeDevices devices(1, kSlowLink);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer& host = Buffer(64 * kMiB);
+  TestBuffer& device = Buffer(64 * kMiB);
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *id)->bytes_done > 0; }));
+  ASSERT_TRUE(engine->Cancel(1, *id).ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kCancelled);
+  EXPECT_EQ(end.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(end.bytes_done, end.bytes_total);
+  EXPECT_EQ(engine->Stats().devices[0].slots_in_use, 0);
+  EXPECT_EQ(engine->Stats().failures.at("cancelled"), 1u);
+  // Cancelling again changes nothing.
+  EXPECT_EQ(engine->Cancel(1, *id)->state, TransferState::kCancelled);
+}
+
+TEST_F(EngineFailureTest, CancelAQueuedCopyEndsItWithNoBytesMoved) {
+  FakeDevices devices(1, kSlowLink);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer& host = Buffer(32 * kMiB);
+  TestBuffer& device = Buffer(32 * kMiB);
+  TestBuffer& other = Buffer(32 * kMiB);
+  auto first = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  auto behind = engine->Submit(Spec(1, Host(other), Device(0, device)));  // Waits on `first`.
+  ASSERT_TRUE(first.ok() && behind.ok());
+  ASSERT_TRUE(engine->Cancel(1, *behind).ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *behind);
+  EXPECT_EQ(end.state, TransferState::kCancelled);
+  EXPECT_EQ(end.bytes_done, 0u);
+  EXPECT_EQ(WaitEnd(*engine, 1, *first).state, TransferState::kDone);
+  EXPECT_TRUE(SameBytes(host, 0, device, 0, 32 * kMiB));
+}
+
+TEST_F(EngineFailureTest, PassedDeadlineEndsDeadlineExceeded) {
+  FakeDevices devices(1, kSlowLink);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer& host = Buffer(64 * kMiB);
+  TestBuffer& device = Buffer(64 * kMiB);
+  transfer::TransferSpec spec = Spec(1, Host(host), Device(0, device));
+  spec.deadline = absl::Now() + absl::Milliseconds(30);
+  auto id = engine->Submit(spec);
+  ASSERT_TRUE(id.ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kFailed);
+  EXPECT_EQ(end.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(end.status.message(), HasSubstr("deadline"));
+  EXPECT_EQ(engine->Stats().failures.at("deadline"), 1u);
+}
+
+TEST_F(EngineFailureTest, CopyThatNeverCompletesIsEndedByTheStallTimeout) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.stall_timeout = absl::Milliseconds(100);
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer& host = Buffer(4 * kMiB);
+  TestBuffer& device = Buffer(4 * kMiB);
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kFailed);
+  EXPECT_EQ(end.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(end.status.message(), HasSubstr("stalled"));
+  EXPECT_EQ(engine->Stats().failures.at("stall"), 1u);
+  devices.states[0]->Release();
+}
+
+TEST_F(EngineFailureTest, TransientEnqueueFailuresAreRetriedAndTheCopySucceeds) {
+  FakeDevices devices(1);
+  auto engine = StartEngine(devices, SmallOptions());
+  devices.states[0]->FailEnqueues(
+      2, absl::UnavailableError("cuMemcpyHtoDAsync_v2 on device 0: CUDA_ERROR_OUT_OF_MEMORY (2)"));
+  TestBuffer& host = Buffer(3 * kMiB);
+  TestBuffer& device = Buffer(3 * kMiB);
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kDone) << end.status;
+  EXPECT_EQ(end.retries, 2u);
+  EXPECT_EQ(engine->Stats().retries, 2u);
+  EXPECT_TRUE(SameBytes(host, 0, device, 0, 3 * kMiB));
+}
+
+TEST_F(EngineFailureTest, TransientErrorAtAMarkerIsRetried) {
+  FakeDevices devices(1);
+  auto engine = StartEngine(devices, SmallOptions());
+  devices.states[0]->FailCopies(1, absl::UnavailableError("cuEventQuery: CUDA_ERROR_X"));
+  TestBuffer& device = Buffer(3 * kMiB);
+  TestBuffer& host = Buffer(3 * kMiB);
+  auto id = engine->Submit(Spec(1, Device(0, device), Host(host)));
+  ASSERT_TRUE(id.ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kDone) << end.status;
+  EXPECT_GE(end.retries, 1u);
+  EXPECT_TRUE(SameBytes(device, 0, host, 0, 3 * kMiB));
+}
+
+TEST_F(EngineFailureTest, ExhaustedRetriesFailNamingTheChunkOffsetAndDriverCall) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.max_retries = 3;
+  auto engine = StartEngine(devices, options);
+  TestBuffer& host = Buffer(3 * kMiB);
+  TestBuffer& device = Buffer(3 * kMiB);
+  devices.states[0]->FailEnqueues(
+      1000, absl::UnavailableError("cuMemcpyHtoDAsync_v2 on device 0: CUDA_ERROR_OUT_OF_MEMORY (2)"));
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kFailed);
+  EXPECT_EQ(end.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(end.status.message()), ContainsRegex("chunk [0-9]+ at byte offset [0-9]+"));
+  EXPECT_THAT(end.status.message(), HasSubstr("after 3 retries"));
+  EXPECT_THAT(end.status.message(), HasSubstr("cuMemcpyHtoDAsync_v2"));
+  EXPECT_THAT(end.status.message(), HasSubstr("CUDA_ERROR_OUT_OF_MEMORY"));
+  EXPECT_EQ(engine->Stats().failures.at("driver"), 1u);
+  EXPECT_EQ(engine->Stats().devices[0].slots_in_use, 0);
+}
+
+TEST_F(EngineFailureTest, NonTransientDriverErrorFailsAtOnce) {
+  FakeDevices devices(1);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer& host = Buffer(3 * kMiB);
+  TestBuffer& device = Buffer(3 * kMiB);
+  devices.states[0]->FailCopies(
+      1, absl::InvalidArgumentError("cuMemcpyHtoDAsync_v2: CUDA_ERROR_INVALID_VALUE (1)"));
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok());
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kFailed);
+  EXPECT_EQ(end.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(end.retries, 0u);
+  EXPECT_THAT(end.status.message(), HasSubstr("chunk 0"));
+}
+
+TEST_F(EngineFailureTest, StickyErrorMarksTheDeviceUnhealthyAndFailsItsTransfers) {
+  FakeDevices devices(2);
+  auto engine = StartEngine(devices, SmallOptions());
+  devices.states[0]->Hang();
+  TestBuffer& host = Buffer(8 * kMiB);
+  TestBuffer& device = Buffer(8 * kMiB);
+  TestBuffer& other = Buffer(8 * kMiB);
+  auto running = engine->Submit(Spec(1, Host(host), DeviceAt(0, device, 0, 8 * kMiB)));
+  auto queued = engine->Submit(Spec(1, Host(other), DeviceAt(0, device, 0, 8 * kMiB)));
+  ASSERT_TRUE(running.ok() && queued.ok());
+  const absl::Status sticky =
+      absl::InternalError("cuEventQuery on device 0: CUDA_ERROR_ILLEGAL_ADDRESS (700)");
+  devices.states[0]->BreakSticky(sticky);
+  for (transfer::TransferId id : {*running, *queued}) {
+    const transfer::TransferProgress end = WaitEnd(*engine, 1, id);
+    EXPECT_EQ(end.state, TransferState::kFailed);
+    EXPECT_EQ(end.status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(end.status.message(), HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  }
+  auto refused = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("unhealthy"));
+  const transfer::EngineStats stats = engine->Stats();
+  EXPECT_FALSE(stats.devices[0].health.ok());
+  EXPECT_TRUE(stats.devices[1].health.ok());
+  EXPECT_EQ(stats.failures.at("device_unhealthy"), 2u);
+  // The other device still copies.
+  TestBuffer& fine = Buffer(kMiB);
+  auto elsewhere = engine->Submit(Spec(1, Host(fine), DeviceAt(1, other, 0, kMiB)));
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_EQ(WaitEnd(*engine, 1, *elsewhere).state, TransferState::kDone);
+  devices.states[0]->Release();
+}
+
+TEST_F(EngineFailureTest, AdmissionRefusesBeyondTheSessionBytesWithTheNumbers) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.max_session_bytes = 3 * kMiB;
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer& a = Buffer(2 * kMiB);
+  TestBuffer& b = Buffer(2 * kMiB);
+  TestBuffer& c = Buffer(2 * kMiB);
+  ASSERT_TRUE(engine->Submit(Spec(7, Host(a), Device(0, b))).ok());
+  auto refused = engine->Submit(Spec(7, Host(c), Device(0, a)));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().message(),
+            "session 7 has 2 MiB in flight; this copy of 2 MiB would exceed the limit of 3 MiB "
+            "(transfer_max_session_bytes)");
+  // Another session still fits.
+  TestBuffer& d = Buffer(2 * kMiB);
+  EXPECT_TRUE(engine->Submit(Spec(8, Host(c), Device(0, d))).ok());
+  EXPECT_EQ(engine->Stats().admission_rejections, 1u);
+  EXPECT_EQ(engine->Stats().active_bytes, 4 * kMiB);
+  devices.states[0]->Release();
+}
+
+TEST_F(EngineFailureTest, AdmissionRefusesBeyondTheTotalAndTheTransferCount) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.max_total_bytes = 3 * kMiB;
+  options.max_session_transfers = 2;
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer& a = Buffer(kMiB);
+  TestBuffer& b = Buffer(kMiB);
+  TestBuffer& big = Buffer(2 * kMiB);
+  TestBuffer& big2 = Buffer(2 * kMiB);
+  ASSERT_TRUE(engine->Submit(Spec(1, Host(a), Device(0, b))).ok());
+  ASSERT_TRUE(engine->Submit(Spec(1, Host(b), Device(0, a))).ok());
+  auto third = engine->Submit(Spec(1, Host(a), Host(b)));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("2 unfinished transfers"));
+  auto total = engine->Submit(Spec(2, Host(big), Device(0, big2)));
+  EXPECT_EQ(total.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(total.status().message(), HasSubstr("limit of 3 MiB (transfer_max_total_bytes)"));
+  devices.states[0]->Release();
+}
+
+TEST_F(EngineFailureTest, EndSessionCancelsDrainsAndForgetsItsTransfers) {
+  FakeDevices devices(1, kSlowLink);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer& host = Buffer(32 * kMiB);
+  TestBuffer& device = Buffer(32 * kMiB);
+  TestBuffer& host2 = Buffer(32 * kMiB);
+  TestBuffer& device2 = Buffer(32 * kMiB);
+  auto one = engine->Submit(Spec(5, Host(host), Device(0, device)));
+  auto two = engine->Submit(Spec(5, Host(host2), Device(0, device2)));
+  ASSERT_TRUE(one.ok() && two.ok());
+  std::atomic<int> ended{0};
+  ASSERT_TRUE(engine->Watch(5, *one, [&](const auto& p) {
+                  if (p.state == TransferState::kCancelled) ++ended;
+                }).ok());
+  ASSERT_TRUE(PollUntil([&] { return engine->Progress(5, *one)->bytes_done > 0; }));
+  engine->EndSession(5, kGuard);
+  EXPECT_EQ(ended.load(), 1);
+  EXPECT_EQ(engine->Progress(5, *one).status().code(), absl::StatusCode::kNotFound);
+  const transfer::EngineStats stats = engine->Stats();
+  EXPECT_EQ(stats.active_transfers, 0u);
+  EXPECT_EQ(stats.devices[0].slots_in_use, 0);
+  EXPECT_EQ(stats.failures.at("session_ended"), 2u);
+}
+
+TEST_F(EngineFailureTest, DestroyingTheEngineCancelsRunningTransfers) {
+  FakeDevices devices(1, kSlowLink);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer& host = Buffer(64 * kMiB);
+  TestBuffer& device = Buffer(64 * kMiB);
+  TestBuffer& a = Buffer(64 * kMiB);
+  TestBuffer& b = Buffer(64 * kMiB);
+  auto to_device = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  auto on_host = engine->Submit(Spec(1, Host(a), Host(b)));
+  ASSERT_TRUE(to_device.ok() && on_host.ok());
+  std::atomic<int> cancelled{0};
+  for (transfer::TransferId id : {*to_device, *on_host}) {
+    ASSERT_TRUE(engine->Watch(1, id, [&](const auto& p) {
+                    if (p.state == TransferState::kCancelled || p.state == TransferState::kDone) {
+                      ++cancelled;
+                    }
+                  }).ok());
+  }
+  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *to_device)->bytes_done > 0; }));
+  engine.reset();
+  EXPECT_EQ(cancelled.load(), 2);
+}
+
+TEST_F(EngineFailureTest, DestroyingTheEngineWithAHungDeviceReturns) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.stall_timeout = absl::Milliseconds(50);
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer& host = Buffer(4 * kMiB);
+  TestBuffer& device = Buffer(4 * kMiB);
+  ASSERT_TRUE(engine->Submit(Spec(1, Host(host), Device(0, device))).ok());
+  ASSERT_TRUE(PollUntil([&] { return engine->Stats().devices[0].slots_in_use > 0; }));
+  engine.reset();  // Returns once the stall bound passes.
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace memd::test
