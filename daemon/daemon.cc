@@ -182,8 +182,13 @@ absl::StatusOr<std::unique_ptr<transfer::Engine>> StartEngine(const Config& conf
                         absl::StrCat("the transfer engine did not start: ",
                                      engine.status().message()));
   }
-  spdlog::info("transfer engine: {} GPU(s), {} staging slots of {} each", count,
-               config.transfer_staging_slots, FormatBytes(config.transfer_slot_bytes));
+  if (count == 0) {
+    spdlog::info("transfer engine: host-to-host copies only (no GPU)");
+  } else {
+    spdlog::info("transfer engine: {} GPU(s), each with {} pinned staging slots of {}",
+                 count, config.transfer_staging_slots,
+                 FormatBytes(config.transfer_slot_bytes));
+  }
   return engine;
 }
 

@@ -28,6 +28,10 @@
 //       open an unsealed device buffer read-write, write the pattern, seal
 //   memd-test-client device-hold NAME
 //       open a device buffer, print "held" and wait to be killed
+//   memd-test-client device-copy-hold NAME SIZE
+//       create a host buffer NAME.src and a device:0 buffer NAME (neither
+//       sealed), start copying the first into the second, print "copying"
+//       and wait to be killed
 //   memd-test-client hold NAME...
 //       open each name, create an ephemeral "NAME.mine" for the first,
 //       print "held" and wait to be killed
@@ -182,6 +186,19 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
     if (auto sealed = buffer->Seal(); !sealed.ok()) return Fail(sealed);
     std::printf("OK\n");
     return 0;
+  }
+  if (command == "device-copy-hold" && args.size() >= 3) {
+    const std::uint64_t size = std::stoull(args[2]);
+    auto source = client.Create(name + ".src", size);
+    if (!source.ok()) return Fail(source.status());
+    memd::test::FillPattern(source->mutable_data(), 1);
+    auto destination = client.Create(name, size, {.location = location});
+    if (!destination.ok()) return Fail(destination.status());
+    auto transfer = client.Copy({&*source}, {&*destination});
+    if (!transfer.ok()) return Fail(transfer.status());
+    std::printf("copying\n");
+    std::fflush(stdout);
+    for (;;) ::pause();
   }
   if (command == "device-hold") {
     auto buffer = client.Open(name);

@@ -141,7 +141,8 @@ TEST_F(InstallTest, PutsProgramsLibraryPackageUnitAndConfigurationInThePrefix) {
   for (absl::string_view line : absl::StrSplit(symbols.out, '\n', absl::SkipEmpty())) {
     ++exported;
     EXPECT_TRUE(absl::StartsWith(line, "memd::Client::") ||
-                absl::StartsWith(line, "memd::Buffer::"))
+                absl::StartsWith(line, "memd::Buffer::") ||
+                absl::StartsWith(line, "memd::Transfer::"))
         << "exported: " << line;
   }
   EXPECT_GT(exported, 10);

@@ -1,0 +1,197 @@
+// Copies between host and device buffers through a memd process on the fake
+// CUDA driver (tests/fake_cuda), whose modelled link makes a copy take as
+// long as a test needs: waits that run out, a copy's own deadline, cancel,
+// and a client killed mid-copy.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/cuda/driver.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/client.h"
+#include "tests/client/pattern.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/poll_until.h"
+#include "tests/support/run_program.h"
+
+namespace memd {
+namespace {
+
+using test::BinDir;
+using test::DaemonProcess;
+using test::PollUntil;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+class CudaTransferTest : public ::testing::Test {
+ protected:
+  CudaTransferTest() {
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    // This process imports device buffers through the fake too.
+    ::setenv("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH, 1);
+  }
+
+  // memd on the fake; `link_gbps` models the link of the daemon's fake
+  // (MEMD_FAKE_CUDA_LINK_GBPS; empty: instant copies).
+  void StartDaemon(const std::string& link_gbps = "",
+                   std::vector<std::string> args = {}) {
+    if (!link_gbps.empty()) ::setenv("MEMD_FAKE_CUDA_LINK_GBPS", link_gbps.c_str(), 1);
+    args.insert(args.begin(), {"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+    auto daemon = DaemonProcess::Start(args);
+    ::unsetenv("MEMD_FAKE_CUDA_LINK_GBPS");
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(*client);
+    // Device buffers map into a context on their GPU.
+    auto driver = cuda::Driver::Load();
+    ASSERT_TRUE(driver.ok()) << driver.status();
+    driver_ = *driver;
+    CUcontext context;
+    ASSERT_TRUE(driver_->Check(driver_->api().DevicePrimaryCtxRetain(&context, 0),
+                               "cuDevicePrimaryCtxRetain")
+                    .ok());
+    ASSERT_TRUE(driver_->Check(driver_->api().CtxSetCurrent(context), "cuCtxSetCurrent").ok());
+  }
+
+  Buffer Make(const std::string& name, std::uint64_t size, const std::string& location,
+              std::uint32_t seed = 0) {
+    auto buffer = client_->Create(name, size, {.location = location});
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    if (!buffer.ok()) return Buffer();
+    if (seed != 0) test::FillPattern(buffer->mutable_data(), seed);
+    return std::move(*buffer);
+  }
+
+  DaemonStats Stats() {
+    auto stats = client_->Stats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats.ok() ? *stats : DaemonStats{};
+  }
+
+  std::shared_ptr<const cuda::Driver> driver_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(CudaTransferTest, HostToDeviceAndBackMovesEveryByte) {
+  StartDaemon();
+  const std::uint64_t size = 9 * kMiB + 77;
+  Buffer source = Make("src", size, "host", 9);
+  Buffer device = Make("weights", size, "device:0");
+  Buffer back = Make("back", size, "host");
+  auto up = client_->Copy({&source}, {&device});
+  ASSERT_TRUE(up.ok()) << up.status();
+  ASSERT_TRUE(up->Wait().ok());
+  auto progress = up->Progress();
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->direction, "h2d");
+  EXPECT_EQ(progress->path, "staged");
+  EXPECT_EQ(progress->device, 0);
+  EXPECT_EQ(progress->bytes_done, size);
+
+  auto down = client_->Copy({&device}, {&back});
+  ASSERT_TRUE(down.ok()) << down.status();
+  ASSERT_TRUE(down->Wait().ok());
+  EXPECT_EQ(down->Progress()->direction, "d2h");
+  EXPECT_TRUE(test::MatchesPattern(back.data(), 9));
+
+  const DaemonStats stats = Stats();
+  ASSERT_EQ(stats.devices.size(), 1u);
+  EXPECT_TRUE(stats.devices[0].healthy);
+  EXPECT_EQ(stats.devices[0].health_error, "");
+  EXPECT_EQ(stats.transfers.completed, 2u);
+  EXPECT_EQ(stats.transfers.bytes, 2 * size);
+}
+
+// 20 MB/s: a 32 MiB copy takes well over a second on the modelled link.
+constexpr char kSlowLink[] = "h2d=0.02,d2h=0.02";
+
+TEST_F(CudaTransferTest, AWaitThatRunsOutLeavesTheCopyGoingUntilCancelled) {
+  StartDaemon(kSlowLink);
+  Buffer source = Make("src", 32 * kMiB, "host", 3);
+  Buffer device = Make("weights", 32 * kMiB, "device:0");
+  auto transfer = client_->Copy({&source}, {&device});
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+
+  absl::Status waited = transfer->Wait(absl::Now() + absl::Milliseconds(50));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(waited)) << waited;
+  EXPECT_THAT(std::string(waited.message()), ::testing::HasSubstr("goes on"));
+  auto running = transfer->Progress();
+  ASSERT_TRUE(running.ok());
+  EXPECT_FALSE(running->finished()) << "the copy outlives the wait";
+  EXPECT_EQ(running->bytes_total, 32 * kMiB);
+
+  ASSERT_TRUE(transfer->Cancel().ok());
+  absl::Status ended = transfer->Wait();
+  EXPECT_TRUE(absl::IsCancelled(ended)) << ended;
+  auto cancelled = transfer->Progress();
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state, TransferState::kCancelled);
+  EXPECT_LT(cancelled->bytes_done, 32 * kMiB);
+  EXPECT_EQ(Stats().transfers.active, 0u);
+}
+
+TEST_F(CudaTransferTest, ACopysOwnDeadlineFailsIt) {
+  StartDaemon(kSlowLink);
+  Buffer source = Make("src", 32 * kMiB, "host", 3);
+  Buffer device = Make("weights", 32 * kMiB, "device:0");
+  auto transfer = client_->Copy({&source}, {&device},
+                                {.deadline = absl::Now() + absl::Milliseconds(100)});
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  absl::Status ended = transfer->Wait();  // No deadline of the wait's own.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(ended)) << ended;
+  auto progress = transfer->Progress();
+  ASSERT_TRUE(progress.ok());
+  EXPECT_EQ(progress->state, TransferState::kFailed);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(progress->status)) << progress->status;
+  EXPECT_GE(Stats().transfers.failed, 1u);
+}
+
+TEST_F(CudaTransferTest, AClientKilledMidCopyLeavesNothingBehind) {
+  StartDaemon(kSlowLink);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t copier = ::fork();
+  ASSERT_GE(copier, 0);
+  if (copier == 0) {
+    ::dup2(ready[1], 1);
+    ::close(ready[0]);
+    ::setenv("MEMD_SOCKET_DIR", daemon_->socket_dir().c_str(), 1);
+    const std::string bin = BinDir() + "/memd-test-client";
+    ::execl(bin.c_str(), bin.c_str(), "device-copy-hold", "weights", "33554432", nullptr);
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  char line[16] = {};
+  ASSERT_GT(::read(ready[0], line, sizeof(line) - 1), 0);
+  ::close(ready[0]);
+  ASSERT_STREQ(line, "copying\n");
+  DaemonStats during = Stats();
+  EXPECT_EQ(during.transfers.active, 1u);
+  EXPECT_EQ(during.leases, 2u);
+
+  ASSERT_EQ(::kill(copier, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(copier, nullptr, 0), copier);
+  // The session's transfer is cancelled and drained, then its leases go
+  // (and with them both unsealed buffers).
+  EXPECT_TRUE(PollUntil([&] {
+    const DaemonStats after = Stats();
+    return after.transfers.active == 0 && after.leases == 0 && after.buffers == 0;
+  }));
+  const DaemonStats after = Stats();
+  EXPECT_EQ(after.transfers.active_bytes, 0u);
+  EXPECT_EQ(after.sessions, 1u);
+}
+
+}  // namespace
+}  // namespace memd

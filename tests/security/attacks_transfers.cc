@@ -1,0 +1,78 @@
+// Attack steps on other sessions' transfers and leases through the copy
+// calls (tests/security/transfer_privacy_test.cc).
+
+#include <cstdio>
+#include <string>
+
+#include "memd/v1/memd.grpc.pb.h"
+#include "tests/security/attacks.h"
+#include "tests/support/raw_session.h"
+
+namespace memd::hostile {
+
+MEMD_ATTACK(probe_transfers,
+            "FIRST LAST: in a session of its own, asks for the progress of (at once "
+            "and waiting 100 ms), and cancels, every transfer id FIRST..LAST; "
+            "prints 'ID CODE CODE CODE' per id (gRPC status code numbers)") {
+  if (args.size() != 2) return 2;
+  auto session = test::RawSession::Connect(SocketDir());
+  if (!session.ok()) {
+    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
+    return 1;
+  }
+  for (std::uint64_t id = std::stoull(args[0]); id <= std::stoull(args[1]); ++id) {
+    v1::WaitTransferRequest wait;
+    wait.set_transfer_id(id);
+    v1::TransferProgress progress;
+    grpc::Status now = session->Call(&v1::Memd::Stub::WaitTransfer, wait, &progress);
+    wait.set_wait_ms(100);
+    grpc::Status waited = session->Call(&v1::Memd::Stub::WaitTransfer, wait, &progress);
+    v1::CancelTransferRequest cancel;
+    cancel.set_transfer_id(id);
+    grpc::Status cancelled = session->Call(&v1::Memd::Stub::CancelTransfer, cancel, &progress);
+    std::printf("%llu %d %d %d\n", static_cast<unsigned long long>(id),
+                static_cast<int>(now.error_code()), static_cast<int>(waited.error_code()),
+                static_cast<int>(cancelled.error_code()));
+  }
+  return 0;
+}
+
+MEMD_ATTACK(copy_leases,
+            "FIRST LAST SIZE: creates a buffer of SIZE bytes of its own and copies "
+            "from, then into, every lease id FIRST..LAST with it; prints 'ID CODE "
+            "CODE' per id (gRPC status code numbers)") {
+  if (args.size() != 3) return 2;
+  auto session = test::RawSession::Connect(SocketDir());
+  if (!session.ok()) {
+    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
+    return 1;
+  }
+  const std::uint64_t size = std::stoull(args[2]);
+  v1::CreateRequest create;
+  create.set_name("mallory/bait");
+  create.set_size_bytes(size);
+  v1::Lease mine;
+  if (grpc::Status made = session->Call(&v1::Memd::Stub::Create, create, &mine); !made.ok()) {
+    std::fprintf(stderr, "create: %s\n", made.error_message().c_str());
+    return 1;
+  }
+  for (std::uint64_t id = std::stoull(args[0]); id <= std::stoull(args[1]); ++id) {
+    if (id == mine.lease_id()) continue;
+    v1::CopyRequest out;
+    out.mutable_source()->set_lease_id(id);
+    out.mutable_source()->set_length(size);
+    out.mutable_destination()->set_lease_id(mine.lease_id());
+    out.mutable_destination()->set_length(size);
+    v1::CopyReply reply;
+    grpc::Status stolen = session->Call(&v1::Memd::Stub::Copy, out, &reply);
+    v1::CopyRequest in = out;
+    in.mutable_source()->set_lease_id(mine.lease_id());
+    in.mutable_destination()->set_lease_id(id);
+    grpc::Status planted = session->Call(&v1::Memd::Stub::Copy, in, &reply);
+    std::printf("%llu %d %d\n", static_cast<unsigned long long>(id),
+                static_cast<int>(stolen.error_code()), static_cast<int>(planted.error_code()));
+  }
+  return 0;
+}
+
+}  // namespace memd::hostile
