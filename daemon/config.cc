@@ -144,6 +144,34 @@ const std::vector<Option>& Options() {
        "most bytes of buffers one session may have created in each location, "
        "written as max_uid_bytes (default: none)",
        &Config::max_session_bytes},
+      {"transfer_chunk_bytes", Kind::kBytes,
+       "bytes a copy moves per chunk unless it asks otherwise, 1MiB up to "
+       "transfer_slot_bytes (default 4MiB)",
+       nullptr, &Config::transfer_chunk_bytes},
+      {"transfer_slot_bytes", Kind::kBytes,
+       "size of one pinned staging slot: the largest chunk a copy may ask for "
+       "(default 16MiB)",
+       nullptr, &Config::transfer_slot_bytes},
+      {"transfer_staging_slots", Kind::kCount,
+       "pinned staging slots per GPU, allocated at start; 1 serialises filling "
+       "and DMA (default 4)",
+       nullptr, &Config::transfer_staging_slots},
+      {"transfer_copy_threads", Kind::kCount,
+       "CPU threads per GPU that fill and drain staging slots, 1..4 (default 2)",
+       nullptr, &Config::transfer_copy_threads},
+      {"transfer_max_session_bytes", Kind::kBytes,
+       "most bytes of unfinished copies one session may have (default 64GiB)",
+       nullptr, &Config::transfer_max_session_bytes},
+      {"transfer_max_total_bytes", Kind::kBytes,
+       "most bytes of unfinished copies in the whole daemon (default 256GiB)",
+       nullptr, &Config::transfer_max_total_bytes},
+      {"transfer_max_session_transfers", Kind::kCount,
+       "most unfinished copies one session may have (default 256)", nullptr,
+       &Config::transfer_max_session_transfers},
+      {"transfer_stall_timeout_seconds", Kind::kCount,
+       "a running copy with no finished chunk for this long fails with "
+       "DEADLINE_EXCEEDED (default 30)",
+       nullptr, &Config::transfer_stall_timeout_seconds},
   };
   return options;
 }
@@ -380,6 +408,14 @@ std::vector<std::string> SettingsNeedingRestart(const Config& running,
   compare("pool_trim_idle_seconds", &Config::pool_trim_idle_seconds);
   compare("pool_domain_reuse", &Config::pool_domain_reuse);
   compare("trace_file", &Config::trace_file);
+  compare("transfer_chunk_bytes", &Config::transfer_chunk_bytes);
+  compare("transfer_slot_bytes", &Config::transfer_slot_bytes);
+  compare("transfer_staging_slots", &Config::transfer_staging_slots);
+  compare("transfer_copy_threads", &Config::transfer_copy_threads);
+  compare("transfer_max_session_bytes", &Config::transfer_max_session_bytes);
+  compare("transfer_max_total_bytes", &Config::transfer_max_total_bytes);
+  compare("transfer_max_session_transfers", &Config::transfer_max_session_transfers);
+  compare("transfer_stall_timeout_seconds", &Config::transfer_stall_timeout_seconds);
   return changed;
 }
 

@@ -26,8 +26,10 @@
 #include "daemon/pool/trace_format.h"
 #include "daemon/pool/tracing_pool.h"
 #include "daemon/service/memd_service.h"
+#include "daemon/session/session_ender.h"
 #include "daemon/session/session_server.h"
 #include "daemon/socket_dir.h"
+#include "daemon/transfer/engine.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/server_posix.h"
 #include "spdlog/spdlog.h"
@@ -66,9 +68,15 @@ struct Daemon::Parts {
   std::shared_ptr<pool::TraceWriter> trace;  // When --trace-file is set.
   pool::PoolSet pools;
   std::unique_ptr<pool::PeriodicTrimmer> trimmer;
+  // Holds segments of the pools while copies run: goes before them.
+  std::unique_ptr<transfer::Engine> engine;
   std::unique_ptr<broker::Broker> broker;
   std::uint64_t descriptor_limit = 0;  // RLIMIT_NOFILE, raised at start.
   ControlHandOff control;
+  // Ends sessions (their transfers, then their leases: the service's
+  // EndSession) off the session server's thread. No session ends before the
+  // service exists: sessions start after it.
+  std::unique_ptr<session::SessionEnder> ender;
   std::unique_ptr<session::SessionServer> sessions;
   std::unique_ptr<metrics::RpcMetrics> rpc_metrics;
   std::unique_ptr<service::MemdService> service;
@@ -131,6 +139,54 @@ broker::BrokerLimits LimitsOf(const Config& config, std::uint64_t descriptor_lim
   return limits;
 }
 
+// How long a session's end waits for its transfers' chunks on the GPUs
+// before its leases go anyway; and how many sessions may be ending at once.
+constexpr absl::Duration kSessionDrain = absl::Seconds(5);
+constexpr int kSessionEnders = 4;
+
+template <typename T>
+T Clamped(std::uint64_t value, T most) {
+  return static_cast<T>(std::min<std::uint64_t>(value, static_cast<std::uint64_t>(most)));
+}
+
+// Counts beyond what the engine takes are clamped here and refused by
+// Engine::Start with the numbers.
+transfer::EngineOptions EngineOptionsOf(const Config& config) {
+  transfer::EngineOptions options;
+  options.chunk_bytes = config.transfer_chunk_bytes;
+  options.slot_bytes = config.transfer_slot_bytes;
+  options.staging_slots = Clamped(config.transfer_staging_slots, 1 << 20);
+  options.copy_threads = Clamped(config.transfer_copy_threads, 1 << 10);
+  options.max_session_bytes = config.transfer_max_session_bytes;
+  options.max_total_bytes = config.transfer_max_total_bytes;
+  options.max_session_transfers = Clamped(config.transfer_max_session_transfers, 1 << 30);
+  options.stall_timeout =
+      absl::Seconds(Clamped(config.transfer_stall_timeout_seconds, std::int64_t{1} << 40));
+  return options;
+}
+
+// The engine over every GPU the backend serves (none: host-to-host copies
+// only).
+absl::StatusOr<std::unique_ptr<transfer::Engine>> StartEngine(const Config& config,
+                                                              backend::Backend& backend) {
+  auto devices = backend.CopyDevices();
+  if (!devices.ok()) {
+    return absl::Status(devices.status().code(),
+                        absl::StrCat("the transfer engine cannot reach the GPUs: ",
+                                     devices.status().message()));
+  }
+  const std::size_t count = devices->size();
+  auto engine = transfer::Engine::Start(std::move(*devices), EngineOptionsOf(config));
+  if (!engine.ok()) {
+    return absl::Status(engine.status().code(),
+                        absl::StrCat("the transfer engine did not start: ",
+                                     engine.status().message()));
+  }
+  spdlog::info("transfer engine: {} GPU(s), {} staging slots of {} each", count,
+               config.transfer_staging_slots, FormatBytes(config.transfer_slot_bytes));
+  return engine;
+}
+
 session::ConnectionLimits ConnectionLimitsOf(const Config& config) {
   return session::ConnectionLimits{config.max_connections_per_uid,
                                    config.max_connections};
@@ -186,7 +242,7 @@ pool::PoolSet MakePools(const Config& config, backend::Backend& backend,
 // each (gRPC's own listener would not tell), and hands them to `control`.
 absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
     const Config& config, SocketDir& socket_dir, broker::Broker& broker,
-    ControlHandOff& control) {
+    session::SessionEnder& ender, ControlHandOff& control) {
   MEMD_ASSIGN_OR_RETURN(UniqueFd listener,
                         socket_dir.Listen(kSessionSocketName, SOCK_SEQPACKET,
                                           config.socket_mode));
@@ -199,7 +255,7 @@ absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
           [&broker](const PeerCredentials& peer, const std::string& command) {
             return broker.StartSession(peer, command);
           },
-          [&broker](std::uint64_t id) { broker.EndSession(id); },
+          [&ender](std::uint64_t id) { ender.End(id); },
           [&control](UniqueFd connection) { control.Take(std::move(connection)); }},
       session::SessionServerOptions{FdsInFlightOf(config), ConnectionLimitsOf(config)});
 }
@@ -254,12 +310,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
       parts->pools, idle, std::min(idle / 4, absl::Seconds(1)));
 
+  MEMD_ASSIGN_OR_RETURN(parts->engine, StartEngine(config, *parts->backend));
+
   parts->descriptor_limit = RaiseDescriptorLimit();
   parts->broker = std::make_unique<broker::Broker>(
       parts->pools, LimitsOf(config, parts->descriptor_limit), parts->clock);
+  parts->ender = std::make_unique<session::SessionEnder>(
+      [service = &parts->service](std::uint64_t id) {
+        (*service)->EndSession(id, kSessionDrain);
+      },
+      kSessionEnders);
   MEMD_ASSIGN_OR_RETURN(parts->sessions,
                         MakeSessionServer(config, *parts->socket_dir, *parts->broker,
-                                          parts->control));
+                                          *parts->ender, parts->control));
   if (!config.metrics_address.empty()) {
     parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
     MEMD_ASSIGN_OR_RETURN(parts->metrics,
@@ -273,7 +336,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
       *parts->broker, parts->pools, *parts->sessions,
       service::DaemonInfo{kVersion, parts->backend_name, parts->metrics_address,
                           parts->clock.Now()},
-      parts->backend.get(), parts->rpc_metrics.get());
+      parts->backend.get(), parts->rpc_metrics.get(), parts->engine.get());
   grpc::ServerBuilder builder;
   builder.RegisterService(parts->service.get());
   parts->server = builder.BuildAndStart();
@@ -298,11 +361,14 @@ void Daemon::Shutdown() {
 
   parts_->server.reset();
   parts_->sessions->Stop();
+  parts_->ender->Stop();  // The ends Stop queued: transfers, then leases.
   spdlog::debug("shutdown: sessions ended");
   parts_->metrics.reset();
   spdlog::debug("shutdown: metrics stopped");
   parts_->service.reset();
   parts_->sessions.reset();
+  parts_->ender.reset();
+  parts_->engine.reset();  // Cancels what is left and waits for the GPUs.
   parts_->broker.reset();
   parts_->trimmer.reset();
   parts_->pools = pool::PoolSet();

@@ -60,6 +60,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                     BufferInfo* info);
   absl::Status Release(std::uint64_t generation, std::uint64_t lease);
 
+  // Client::Copy: checks what only this process knows of the regions (a
+  // Buffer that holds a lease of this Client's current session), fills in
+  // their lengths, and starts the copy. The daemon checks the rest.
+  absl::StatusOr<Transfer> Copy(const Region& source, const Region& destination,
+                                const CopyOptions& options);
+  // One WaitTransfer call: answers when the transfer ends or after `wait`
+  // (zero: at once). NOT_FOUND for a transfer of an older session (the
+  // daemon restarted), and the daemon's errors.
+  absl::StatusOr<TransferProgress> WaitTransfer(std::uint64_t generation,
+                                                std::uint64_t transfer,
+                                                absl::Duration wait);
+  absl::StatusOr<TransferProgress> CancelTransfer(std::uint64_t generation,
+                                                  std::uint64_t transfer);
+
   const std::string& socket_dir() const { return socket_dir_; }
   absl::Duration call_timeout() const { return call_timeout_; }
 
@@ -69,6 +83,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  private:
   absl::StatusOr<std::shared_ptr<Connection>> ConnectLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One side of a copy as the daemon takes it (Copy): the lease, the
+  // offset, the length (unset: the rest of the buffer).
+  absl::StatusOr<v1::Region> RegionOf(const Region& region, bool source,
+                                      std::uint64_t generation) const;
+  // The current connection when it is still that of `generation`'s
+  // session; else NOT_FOUND naming the transfer.
+  absl::StatusOr<std::shared_ptr<Connection>> TransferConnection(
+      std::uint64_t generation, std::uint64_t transfer);
 
   const std::string socket_dir_;
   const absl::Duration call_timeout_;

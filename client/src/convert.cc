@@ -54,10 +54,92 @@ PoolStats FromProto(const v1::PoolStats& pool) {
 }
 
 DeviceInfo FromProto(const v1::DeviceInfo& device) {
-  return DeviceInfo{device.ordinal(),     device.uuid(),     device.name(),
-                    device.total_bytes(), device.free_bytes(), device.vmm(),
+  return DeviceInfo{device.ordinal(),
+                    device.uuid(),
+                    device.name(),
+                    device.total_bytes(),
+                    device.free_bytes(),
+                    device.vmm(),
                     device.posix_fd(),
-                    device.handle_type() == v1::CUDA_IPC ? "ipc" : "vmm_fd"};
+                    device.handle_type() == v1::CUDA_IPC ? "ipc" : "vmm_fd",
+                    // The daemon names what broke it, and nothing while healthy.
+                    device.health_error().empty(),
+                    device.health_error()};
+}
+
+TransferStats FromProto(const v1::TransferStats& stats) {
+  return TransferStats{stats.active(),  stats.active_bytes(), stats.completed(),
+                       stats.bytes(),   stats.failed(),       stats.retries(),
+                       stats.rejected()};
+}
+
+namespace {
+
+TransferState FromProto(v1::TransferState state) {
+  switch (state) {
+    case v1::TRANSFER_RUNNING: return TransferState::kRunning;
+    case v1::TRANSFER_DONE: return TransferState::kDone;
+    case v1::TRANSFER_FAILED: return TransferState::kFailed;
+    case v1::TRANSFER_CANCELLED: return TransferState::kCancelled;
+    default: return TransferState::kQueued;
+  }
+}
+
+std::string DirectionName(v1::TransferDirection direction) {
+  switch (direction) {
+    case v1::HOST_TO_HOST: return "h2h";
+    case v1::HOST_TO_DEVICE: return "h2d";
+    case v1::DEVICE_TO_HOST: return "d2h";
+    case v1::DEVICE_TO_DEVICE: return "d2d";
+    default: return "";
+  }
+}
+
+std::string PathName(v1::DataPath path) {
+  switch (path) {
+    case v1::PATH_CPU: return "cpu";
+    case v1::PATH_STAGED: return "staged";
+    case v1::PATH_DIRECT: return "direct";
+    case v1::PATH_DEVICE: return "device";
+    case v1::PATH_PEER_STAGED: return "peer_staged";
+    default: return "";  // Not started.
+  }
+}
+
+// A code this library does not know (a newer daemon's) is UNKNOWN, with
+// the daemon's message.
+absl::Status StatusOf(std::int32_t code, const std::string& message) {
+  if (code == 0) return absl::OkStatus();
+  if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::UnknownError(message);
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+}  // namespace
+
+TransferProgress FromProto(const v1::TransferProgress& progress) {
+  TransferProgress out;
+  out.id = progress.transfer_id();
+  out.state = FromProto(progress.state());
+  out.bytes_done = progress.bytes_done();
+  out.bytes_total = progress.bytes_total();
+  out.direction = DirectionName(progress.direction());
+  out.path = PathName(progress.path());
+  out.device = progress.device();
+  out.retries = progress.retries();
+  out.status = StatusOf(progress.error_code(), progress.error_message());
+  out.elapsed = absl::Nanoseconds(progress.elapsed_ns());
+  return out;
+}
+
+v1::TransferPriority ToProto(Priority priority) {
+  switch (priority) {
+    case Priority::kCritical: return v1::PRIORITY_CRITICAL;
+    case Priority::kNormal: return v1::PRIORITY_NORMAL;
+    case Priority::kBackground: return v1::PRIORITY_BACKGROUND;
+  }
+  return v1::PRIORITY_NORMAL;
 }
 
 DaemonStats FromProto(const v1::StatsReply& reply) {
@@ -72,6 +154,7 @@ DaemonStats FromProto(const v1::StatsReply& reply) {
   stats.metrics_address = reply.metrics_address();
   stats.started = absl::FromUnixNanos(reply.started_unix_ns());
   for (const auto& device : reply.devices()) stats.devices.push_back(FromProto(device));
+  stats.transfers = FromProto(reply.transfers());
   return stats;
 }
 

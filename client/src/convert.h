@@ -18,5 +18,9 @@ DeviceInfo FromProto(const v1::DeviceInfo& device);
 DaemonStats FromProto(const v1::StatsReply& reply);
 SessionInfo FromProto(const v1::SessionInfo& session);
 UidUsage FromProto(const v1::UidUsage& usage);
+TransferStats FromProto(const v1::TransferStats& stats);
+TransferProgress FromProto(const v1::TransferProgress& progress);
+
+v1::TransferPriority ToProto(Priority priority);
 
 }  // namespace memd::internal

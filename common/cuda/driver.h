@@ -68,7 +68,27 @@ namespace memd::cuda {
     CUresult(CUdeviceptr*, void*, unsigned int))                                  \
   X(MemcpyHtoD, cuMemcpyHtoD_v2, CUresult(CUdeviceptr, const void*, size_t))      \
   X(MemcpyDtoH, cuMemcpyDtoH_v2, CUresult(void*, CUdeviceptr, size_t))            \
-  X(MemsetD8, cuMemsetD8_v2, CUresult(CUdeviceptr, unsigned char, size_t))
+  X(MemsetD8, cuMemsetD8_v2, CUresult(CUdeviceptr, unsigned char, size_t))       \
+  X(MemHostAlloc, cuMemHostAlloc, CUresult(void**, size_t, unsigned int))         \
+  X(MemFreeHost, cuMemFreeHost, CUresult(void*))                                  \
+  X(CtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange, CUresult(int*, int*)) \
+  X(StreamCreateWithPriority, cuStreamCreateWithPriority,                         \
+    CUresult(CUstream*, unsigned int, int))                                       \
+  X(StreamDestroy, cuStreamDestroy_v2, CUresult(CUstream))                        \
+  X(StreamSynchronize, cuStreamSynchronize, CUresult(CUstream))                   \
+  X(StreamWaitEvent, cuStreamWaitEvent, CUresult(CUstream, CUevent, unsigned int)) \
+  X(EventCreate, cuEventCreate, CUresult(CUevent*, unsigned int))                 \
+  X(EventDestroy, cuEventDestroy_v2, CUresult(CUevent))                           \
+  X(EventRecord, cuEventRecord, CUresult(CUevent, CUstream))                      \
+  X(EventQuery, cuEventQuery, CUresult(CUevent))                                  \
+  X(EventSynchronize, cuEventSynchronize, CUresult(CUevent))                      \
+  X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2,                                        \
+    CUresult(CUdeviceptr, const void*, size_t, CUstream))                         \
+  X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2,                                        \
+    CUresult(void*, CUdeviceptr, size_t, CUstream))                               \
+  X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2,                                        \
+    CUresult(CUdeviceptr, CUdeviceptr, size_t, CUstream))                         \
+  X(LaunchHostFunc, cuLaunchHostFunc, CUresult(CUstream, CUhostFn, void*))
 
 // The resolved entry points: api.MemCreate(...) calls cuMemCreate.
 struct DriverApi {

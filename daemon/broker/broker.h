@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/unix_socket.h"
+#include "daemon/broker/copy_regions.h"
 #include "daemon/broker/types.h"
 #include "daemon/broker/uid_counts.h"
 #include "daemon/broker/usage_ledger.h"
@@ -119,6 +120,18 @@ class Broker {
   // already or never granted), UNAUTHENTICATED.
   absl::Status Release(SessionId session, LeaseId lease);
 
+  // Resolves the two regions of a copy the session asks for into what the
+  // transfer engine needs (copy_regions.h), under one lock, so that both
+  // sides are of one moment. Errors, each with the numbers: INVALID_ARGUMENT
+  // (a zero length, different lengths, a region past the end of its buffer
+  // or overflowing, source and destination overlapping in one buffer),
+  // NOT_FOUND (a lease this session does not hold: another session's is as
+  // unknown as a made-up id), FAILED_PRECONDITION (a read-only lease or a
+  // sealed buffer as destination), UNIMPLEMENTED (a backend whose memory
+  // memd cannot reach), UNAUTHENTICATED.
+  absl::StatusOr<CopyEnds> ResolveCopy(SessionId session, const CopyRegion& source,
+                                       const CopyRegion& destination);
+
   // Removes a name (owner or root). Leased memory lives on until the last
   // lease ends.
   absl::Status Unlink(SessionId session, const std::string& name);
@@ -217,6 +230,10 @@ class Broker {
   absl::StatusOr<Grant> GrantLocked(SessionId session, Session& holder,
                                     Buffer& buffer, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One side of a copy: the lease (NOT_FOUND), its buffer's bounds, its
+  // memory and a hold on its segment.
+  absl::StatusOr<CopyEnd> CopyEndLocked(SessionId session, const CopyRegion& region,
+                                        CopySide side) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLocked(LeaseId lease, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnlinkLocked(Buffer& buffer, AfterUnlock& after)

@@ -15,7 +15,8 @@ const prometheus::Histogram::BucketBoundaries& Buckets() {
 
 constexpr const char* kMethods[] = {
     "Create", "Open", "OpenOrCreate", "Seal", "Release", "Unlink", "List",
-    "Stat",   "Stats", "ListSessions", "Usage", "Trim", "Ping"};
+    "Stat",   "Stats", "ListSessions", "Usage", "Trim", "Ping", "Copy",
+    "WaitTransfer", "CancelTransfer"};
 
 }  // namespace
 

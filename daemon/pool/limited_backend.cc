@@ -34,6 +34,9 @@ class LimitedBackend::CountedSegment : public backend::Segment {
   }
   absl::Status Scrub() override { return inner_->Scrub(); }
   void Discard() override { inner_->Discard(); }
+  absl::StatusOr<backend::SegmentMemory> Memory() const override {
+    return inner_->Memory();
+  }
 
  private:
   std::unique_ptr<backend::Segment> inner_;

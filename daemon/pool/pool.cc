@@ -15,6 +15,15 @@ absl::StatusOr<ExportedHandle> Allocation::Export(Access access) const {
   return segment_->Export(access);
 }
 
+absl::StatusOr<backend::SegmentMemory> Allocation::Memory() const {
+  if (segment_ == nullptr) {
+    return absl::FailedPreconditionError("the allocation has no segment to reach");
+  }
+  absl::StatusOr<backend::SegmentMemory> memory = segment_->Memory();
+  if (!memory.ok()) return memory.status();
+  return memory->At(offset);
+}
+
 std::uint64_t Allocation::segment_bytes() const {
   return segment_ == nullptr ? 0 : segment_->size();
 }

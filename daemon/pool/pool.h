@@ -91,6 +91,12 @@ class Allocation {
   std::uint64_t segment_bytes() const;
   // Keeps the segment alive, and held elsewhere, as long as it lives.
   SegmentHold Hold() const { return SegmentHold(segment_); }
+  // Where the daemon reaches the allocation's first byte (the segment's
+  // memory moved by `offset`), for the transfer engine; valid while the
+  // segment lives (keep a Hold()). Errors: FAILED_PRECONDITION (no
+  // segment), those of backend::Segment::Memory (UNIMPLEMENTED where the
+  // backend cannot reach its memory).
+  absl::StatusOr<backend::SegmentMemory> Memory() const;
 
  private:
   friend class Pool;

@@ -1,5 +1,7 @@
 #include "daemon/service/convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
@@ -95,6 +97,102 @@ void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out) {
   out->set_vmm(device.vmm);
   out->set_posix_fd(device.posix_fd);
   out->set_handle_type(ToProto(device.handle_type));
+}
+
+void ToProto(const transfer::DeviceStats& device, v1::DeviceInfo* out) {
+  out->set_health_error(device.health.ok() ? "" : device.health.ToString());
+}
+
+namespace {
+
+v1::TransferState ToProto(transfer::TransferState state) {
+  switch (state) {
+    case transfer::TransferState::kQueued: return v1::TRANSFER_QUEUED;
+    case transfer::TransferState::kRunning: return v1::TRANSFER_RUNNING;
+    case transfer::TransferState::kDone: return v1::TRANSFER_DONE;
+    case transfer::TransferState::kFailed: return v1::TRANSFER_FAILED;
+    case transfer::TransferState::kCancelled: return v1::TRANSFER_CANCELLED;
+  }
+  return v1::TRANSFER_STATE_UNSPECIFIED;
+}
+
+v1::TransferDirection ToProto(transfer::Direction direction) {
+  switch (direction) {
+    case transfer::Direction::kHostToHost: return v1::HOST_TO_HOST;
+    case transfer::Direction::kHostToDevice: return v1::HOST_TO_DEVICE;
+    case transfer::Direction::kDeviceToHost: return v1::DEVICE_TO_HOST;
+    case transfer::Direction::kDeviceToDevice: return v1::DEVICE_TO_DEVICE;
+  }
+  return v1::DIRECTION_UNSPECIFIED;
+}
+
+v1::DataPath ToProto(transfer::DataPath path) {
+  switch (path) {
+    case transfer::DataPath::kNone: return v1::DATA_PATH_UNSPECIFIED;
+    case transfer::DataPath::kCpu: return v1::PATH_CPU;
+    case transfer::DataPath::kStaged: return v1::PATH_STAGED;
+    case transfer::DataPath::kDirect: return v1::PATH_DIRECT;
+    case transfer::DataPath::kDevice: return v1::PATH_DEVICE;
+    case transfer::DataPath::kPeerStaged: return v1::PATH_PEER_STAGED;
+  }
+  return v1::DATA_PATH_UNSPECIFIED;
+}
+
+}  // namespace
+
+void ToProto(const transfer::TransferProgress& progress, absl::Time now,
+             v1::TransferProgress* out) {
+  out->set_transfer_id(progress.id);
+  out->set_state(ToProto(progress.state));
+  out->set_bytes_done(progress.bytes_done);
+  out->set_bytes_total(progress.bytes_total);
+  out->set_direction(ToProto(progress.direction));
+  out->set_path(ToProto(progress.path));
+  out->set_device(progress.device);
+  out->set_retries(progress.retries);
+  out->set_error_code(static_cast<std::int32_t>(progress.status.code()));
+  out->set_error_message(std::string(progress.status.message()));
+  // Not started: no time yet. Ended: up to the end, not to the reply.
+  if (progress.started != absl::InfinitePast()) {
+    const absl::Time end = progress.terminal() ? progress.finished : now;
+    out->set_elapsed_ns(absl::ToInt64Nanoseconds(std::max(end - progress.started,
+                                                          absl::ZeroDuration())));
+  }
+}
+
+void ToProto(const transfer::EngineStats& stats, v1::TransferStats* out) {
+  out->set_active(stats.active_transfers);
+  out->set_active_bytes(stats.active_bytes);
+  std::uint64_t completed = 0;
+  std::uint64_t bytes = 0;
+  for (const transfer::FlowStats& flow : stats.flows) {
+    completed += flow.transfers;
+    bytes += flow.bytes;
+  }
+  std::uint64_t failed = 0;
+  for (const auto& [reason, count] : stats.failures) failed += count;
+  out->set_completed(completed);
+  out->set_bytes(bytes);
+  out->set_failed(failed);
+  out->set_retries(stats.retries);
+  out->set_rejected(stats.admission_rejections);
+}
+
+absl::StatusOr<transfer::Priority> FromProto(v1::TransferPriority priority) {
+  switch (priority) {
+    case v1::PRIORITY_CRITICAL: return transfer::Priority::kCritical;
+    case v1::PRIORITY_UNSPECIFIED:
+    case v1::PRIORITY_NORMAL: return transfer::Priority::kNormal;
+    case v1::PRIORITY_BACKGROUND: return transfer::Priority::kBackground;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "priority ", static_cast<int>(priority),
+          " is not one of critical (1), normal (2), background (3)"));
+  }
+}
+
+broker::CopyRegion FromProto(const v1::Region& region) {
+  return broker::CopyRegion{region.lease_id(), region.offset(), region.length()};
 }
 
 absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request) {

@@ -8,8 +8,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/broker/copy_regions.h"
 #include "daemon/broker/types.h"
 #include "daemon/pool/pool.h"
+#include "daemon/transfer/engine.h"
+#include "daemon/transfer/types.h"
 #include "grpcpp/support/status.h"
 #include "memd/v1/memd.pb.h"
 
@@ -27,6 +30,21 @@ void ToProto(const pool::SizeClassStats& size_class, v1::SizeClassStats* out);
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out);
 void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out);
 v1::HandleType ToProto(backend::HandleType type);
+// What the transfer engine knows of a GPU: its health (health_error). The
+// rest of the message is the backend's (above).
+void ToProto(const transfer::DeviceStats& device, v1::DeviceInfo* out);
+
+// A transfer's progress as of `now`, which the elapsed time runs to while
+// it runs. The priority and the submission time stay in the daemon.
+void ToProto(const transfer::TransferProgress& progress, absl::Time now,
+             v1::TransferProgress* out);
+// The engine's counters, summed over directions, devices and reasons.
+void ToProto(const transfer::EngineStats& stats, v1::TransferStats* out);
+
+// Errors: INVALID_ARGUMENT for a value outside the enum; UNSPECIFIED is
+// normal.
+absl::StatusOr<transfer::Priority> FromProto(v1::TransferPriority priority);
+broker::CopyRegion FromProto(const v1::Region& region);
 
 // Validates and converts a CreateRequest. Errors: INVALID_ARGUMENT (unknown
 // location or persistence); names and sizes are the broker's to check.

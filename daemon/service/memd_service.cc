@@ -47,14 +47,15 @@ std::vector<std::string> DeviceUuids(const backend::Backend* backend) {
 MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
                          const session::SessionServer& sessions,
                          DaemonInfo info, const backend::Backend* backend,
-                         CallObserver* observer)
+                         CallObserver* observer, transfer::Engine* engine)
     : broker_(broker),
       pools_(pools),
       sessions_(sessions),
       info_(std::move(info)),
       backend_(backend),
       device_uuids_(DeviceUuids(backend)),
-      observer_(observer) {}
+      observer_(observer),
+      engine_(engine) {}
 
 std::optional<PeerCredentials> MemdService::ConnectionPeer(
     const grpc::CallbackServerContext& context) const {
@@ -349,6 +350,7 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     reply->set_sessions(counts.sessions);
     reply->set_leases(counts.leases);
     reply->set_waits(counts.waits);
+    TransferStatsInto(reply);
     return absl::OkStatus();
   });
 }

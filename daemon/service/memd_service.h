@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/broker/broker.h"
@@ -13,6 +15,7 @@
 #include "daemon/service/waiting_open.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/session/session_server.h"
+#include "daemon/transfer/engine.h"
 #include "memd/v1/memd.grpc.pb.h"
 
 namespace memd::service {
@@ -39,15 +42,31 @@ inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
 /// INVALID_ARGUMENT (bad enum values, wait beyond kMaxOpenWait),
 /// UNAVAILABLE (a descriptor could not reach the client),
 /// DEADLINE_EXCEEDED (a waiting Open ran out of time), PERMISSION_DENIED
-/// (Trim by anyone but root or the daemon's user: broker::MayTrim).
+/// (Trim by anyone but root or the daemon's user: broker::MayTrim);
+/// transfers: the engine's errors, NOT_FOUND (another session's transfer
+/// id), INVALID_ARGUMENT (a wait beyond kMaxTransferWait), UNAVAILABLE (no
+/// engine).
+///
+/// Transfers are per session: their ids mean something only to the session
+/// that started them, and a session's transfers end before its leases
+/// (EndSession).
 class MemdService final : public v1::Memd::CallbackService {
  public:
   // `backend` (may be null in tests) reports the devices in Stats;
-  // `observer` (may be null) hears of every finished call.
+  // `observer` (may be null) hears of every finished call; `engine` (may be
+  // null: copies are then UNAVAILABLE) runs copies.
   MemdService(broker::Broker& broker, const pool::PoolSet& pools,
               const session::SessionServer& sessions, DaemonInfo info,
               const backend::Backend* backend = nullptr,
-              CallObserver* observer = nullptr);
+              CallObserver* observer = nullptr, transfer::Engine* engine = nullptr);
+
+  // A session ended (its client hung up or died): cancels its transfers and
+  // waits up to `drain` for their chunks on the GPUs, then releases its
+  // leases (broker::Broker::EndSession), so that no copy touches memory
+  // whose lease is gone. A Copy of the session that races with this is
+  // refused or cancelled, never left running. Blocks up to `drain`: call it
+  // off threads that serve other clients.
+  void EndSession(broker::SessionId session, absl::Duration drain);
 
   grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* context,
                                    const v1::CreateRequest* request,
@@ -89,9 +108,28 @@ class MemdService final : public v1::Memd::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
                                  const v1::PingRequest* request,
                                  v1::PingReply* reply) override;
+  // Transfers (transfer_calls.cc).
+  grpc::ServerUnaryReactor* Copy(grpc::CallbackServerContext* context,
+                                 const v1::CopyRequest* request,
+                                 v1::CopyReply* reply) override;
+  grpc::ServerUnaryReactor* WaitTransfer(grpc::CallbackServerContext* context,
+                                         const v1::WaitTransferRequest* request,
+                                         v1::TransferProgress* reply) override;
+  grpc::ServerUnaryReactor* CancelTransfer(grpc::CallbackServerContext* context,
+                                           const v1::CancelTransferRequest* request,
+                                           v1::TransferProgress* reply) override;
 
  private:
   class WaitingCall;
+  class TransferWaitCall;
+
+  // Resolves the request's regions and submits the copy for `session`.
+  absl::StatusOr<transfer::TransferId> SubmitCopy(broker::SessionId session,
+                                                  const v1::CopyRequest& request);
+  // The engine, or UNAVAILABLE.
+  absl::StatusOr<transfer::Engine*> TransferEngine() const;
+  // Fills the Stats reply's transfer figures and device health.
+  void TransferStatsInto(v1::StatsReply* reply) const;
 
   // The session of the call's token, when the call comes on a connection
   // of the session's user.
@@ -130,6 +168,14 @@ class MemdService final : public v1::Memd::CallbackService {
   // By memd's ordinal; fixed once the backend is up.
   const std::vector<std::string> device_uuids_;
   CallObserver* const observer_;
+  transfer::Engine* const engine_;
+
+  // Sessions whose end has begun: a Copy holds the gate (shared) from its
+  // check here to its Submit, and EndSession marks the session (exclusive)
+  // before it cancels the session's transfers, so that no copy slips in
+  // between. Marks go once the broker has forgotten the session.
+  absl::Mutex copy_gate_;
+  absl::flat_hash_set<broker::SessionId> ending_ ABSL_GUARDED_BY(copy_gate_);
 };
 
 }  // namespace memd::service

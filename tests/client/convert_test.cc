@@ -42,6 +42,43 @@ TEST(ConvertTest, EveryDaemonStatisticArrives) { ExpectEveryFieldArrives<v1::Sta
 TEST(ConvertTest, EveryBufferFieldArrives) { ExpectEveryFieldArrives<v1::BufferInfo>(); }
 TEST(ConvertTest, EverySessionFieldArrives) { ExpectEveryFieldArrives<v1::SessionInfo>(); }
 TEST(ConvertTest, EveryUsageFieldArrives) { ExpectEveryFieldArrives<v1::UidUsage>(); }
+TEST(ConvertTest, EveryTransferStatisticArrives) {
+  ExpectEveryFieldArrives<v1::TransferStats>();
+}
+TEST(ConvertTest, EveryTransferProgressFieldArrives) {
+  ExpectEveryFieldArrives<v1::TransferProgress>();
+}
+
+TEST(ConvertTest, ADeviceWithoutAnErrorIsHealthy) {
+  v1::DeviceInfo device;
+  EXPECT_TRUE(FromProto(device).healthy);
+  device.set_health_error("CUDA_ERROR_ILLEGAL_ADDRESS (700) in cuMemcpyHtoDAsync_v2");
+  EXPECT_FALSE(FromProto(device).healthy);
+  EXPECT_EQ(FromProto(device).health_error, device.health_error());
+}
+
+TEST(ConvertTest, TransfersNameTheirDirectionAndPath) {
+  v1::TransferProgress progress;
+  progress.set_direction(v1::HOST_TO_DEVICE);
+  progress.set_path(v1::PATH_STAGED);
+  EXPECT_EQ(FromProto(progress).direction, "h2d");
+  EXPECT_EQ(FromProto(progress).path, "staged");
+  progress.set_direction(v1::DEVICE_TO_DEVICE);
+  progress.set_path(v1::DATA_PATH_UNSPECIFIED);
+  EXPECT_EQ(FromProto(progress).direction, "d2d");
+  EXPECT_EQ(FromProto(progress).path, "") << "no path before the first chunk";
+}
+
+TEST(ConvertTest, ATransferEndedByAnUnknownCodeReadsAsUnknown) {
+  v1::TransferProgress progress;
+  progress.set_state(v1::TRANSFER_FAILED);
+  progress.set_error_code(99);
+  progress.set_error_message("from a newer daemon");
+  const TransferProgress read = FromProto(progress);
+  EXPECT_EQ(read.status.code(), absl::StatusCode::kUnknown);
+  EXPECT_EQ(read.status.message(), "from a newer daemon");
+  EXPECT_TRUE(read.finished());
+}
 
 TEST(ConvertTest, ABufferNotSealedHasNoSealTime) {
   v1::BufferInfo info;

@@ -32,18 +32,35 @@ struct Fields<PoolStats> {
 template <>
 struct Fields<DeviceInfo> {
   static auto Of(auto& s) {
-    auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type] = s;
+    auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type,
+           healthy, health_error] = s;
     return std::tie(ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
-                    handle_type);
+                    handle_type, healthy, health_error);
+  }
+};
+template <>
+struct Fields<TransferStats> {
+  static auto Of(auto& s) {
+    auto& [active, active_bytes, completed, bytes, failed, retries, rejected] = s;
+    return std::tie(active, active_bytes, completed, bytes, failed, retries, rejected);
   }
 };
 template <>
 struct Fields<DaemonStats> {
   static auto Of(auto& s) {
     auto& [version, backend, pools, buffers, sessions, leases, metrics_address, started,
-           devices, waits] = s;
+           devices, waits, transfers] = s;
     return std::tie(version, backend, pools, buffers, sessions, leases, metrics_address,
-                    started, devices, waits);
+                    started, devices, waits, transfers);
+  }
+};
+template <>
+struct Fields<TransferProgress> {
+  static auto Of(auto& s) {
+    auto& [id, state, bytes_done, bytes_total, direction, path, device, retries, status,
+           elapsed] = s;
+    return std::tie(id, state, bytes_done, bytes_total, direction, path, device, retries,
+                    status, elapsed);
   }
 };
 template <>

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -42,6 +44,9 @@ class FakeBackend : public backend::Backend {
   // Gives device:0 a granularity of its own, like a GPU's 2 MiB (0: the
   // page size). Before any pool is made for it.
   void set_device_alignment(std::uint64_t bytes) { device_alignment_ = bytes; }
+  // Segment::Memory() fails UNIMPLEMENTED, as a backend whose memory memd
+  // cannot copy.
+  void set_memory_reachable(bool reachable) { memory_reachable_ = reachable; }
   // Device:0 segments reserved from now on export kCudaIpc handles.
   void set_device_ipc_handles(bool ipc) { device_ipc_ = ipc; }
 
@@ -107,6 +112,7 @@ class FakeBackend : public backend::Backend {
       }
     }
     ~CountedSegment() override {
+      if (map_ != nullptr) ::munmap(map_, size_);
       --backend_.alive_;
       backend_.alive_bytes_ -= size_;
       if (!ipc_handle_.empty()) {
@@ -130,17 +136,39 @@ class FakeBackend : public backend::Backend {
       ++backend_.discards_;
       if (inner_ != nullptr) inner_->Discard();
     }
+    // Host memory for both locations (device:0 is pretend): the daemon's
+    // own mapping, which the transfer engine copies with the CPU. Mapped
+    // here when the host segment has none of its own.
+    absl::StatusOr<backend::SegmentMemory> Memory() const override {
+      if (inner_ == nullptr) return absl::UnimplementedError("a hollow segment has no memory");
+      if (!backend_.memory_reachable_) {
+        return absl::UnimplementedError("this fake backend's memory is out of memd's reach");
+      }
+      if (auto own = inner_->Memory(); own.ok()) return own;
+      absl::MutexLock lock(&map_mu_);
+      if (map_ == nullptr) {
+        auto handle = inner_->Export(backend::Access::kReadWrite);
+        if (!handle.ok()) return handle.status();
+        void* map = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, handle->fd, 0);
+        if (map == MAP_FAILED) return absl::InternalError("mmap of a fake segment failed");
+        map_ = map;
+      }
+      return backend::SegmentMemory{static_cast<std::byte*>(map_)};
+    }
 
    private:
     std::unique_ptr<backend::Segment> inner_;
     const std::uint64_t size_;
     const std::string ipc_handle_;
     FakeBackend& backend_;
+    mutable absl::Mutex map_mu_;
+    mutable void* map_ ABSL_GUARDED_BY(map_mu_) = nullptr;  // Memory()'s own mapping.
   };
 
   const Memory memory_;
   std::uint64_t device_alignment_ = 0;
   std::atomic<bool> device_ipc_{false};
+  std::atomic<bool> memory_reachable_{true};
   backend::HostBackend host_;
   std::atomic<int> reserved_{0};
   std::atomic<int> alive_{0};

@@ -14,15 +14,24 @@
 //     exporter's pid and fd: the importer opens /proc/<pid>/fd/<fd> (same user
 //     or root), so legacy IPC also shares real memory between processes.
 //
+//   * streams are in-order queues; their copies complete later, on one
+//     copy-engine thread per device and direction, at the time the link
+//     model gives them (the bytes land then, not at the call), and host
+//     functions run on a thread of their own.
+//
 // Configuration (environment, read once, by the first cuInit of a load of the
 // library): MEMD_FAKE_CUDA_DEVICES, MEMD_FAKE_CUDA_MEMORY, MEMD_FAKE_CUDA_VMM,
 // MEMD_FAKE_CUDA_INIT_ERROR, and CUDA_VISIBLE_DEVICES as CUDA reads it: which
-// of the physical devices the process sees, and under which ordinals. See
+// of the physical devices the process sees, and under which ordinals; for the
+// asynchronous side MEMD_FAKE_CUDA_LINK_GBPS, MEMD_FAKE_CUDA_COPY_LATENCY_US,
+// MEMD_FAKE_CUDA_POISON and the fault plan MEMD_FAKE_CUDA_FAULTS. See
 // README.md next to this file for what each call models, and which error each
 // misuse returns.
 //
 // State is per process (per load of the library: dlclose + dlopen starts
-// afresh) and guarded by one mutex; the current context is per thread.
+// afresh) and guarded by one mutex; the current context is per thread. The
+// device threads start with a device's first stream and stop when the
+// library is unloaded.
 
 #include <cuda.h>
 #include <fcntl.h>
@@ -32,20 +41,27 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "tests/fake_cuda/fake_cuda_config.h"
 #include "tests/fake_cuda/fake_cuda_errors.h"
 
 // cuda.h declares CUcontext as a pointer to this (incomplete) type. The fake
@@ -53,6 +69,63 @@
 struct CUctx_st {
   int device = 0;
   int retains = 0;  // Active while > 0 (cuDevicePrimaryCtxRetain/Release).
+};
+
+struct CUevent_st;
+struct CUstream_st;
+
+namespace memd::fake_cuda {
+
+// An error an asynchronous copy ended with (MEMD_FAKE_CUDA_FAULTS "event@N"):
+// surfaced once, by the first query or synchronize that reports it.
+struct AsyncError {
+  CUresult code = CUDA_SUCCESS;
+  bool surfaced = false;
+};
+
+// One entry of a stream's queue. The head runs; the rest wait behind it.
+struct StreamOp {
+  enum Kind { kCopy, kRecord, kWait, kHostFunc } kind = kCopy;
+  // kCopy
+  Direction direction = kHostToDevice;
+  uintptr_t dst = 0;
+  uintptr_t src = 0;
+  size_t bytes = 0;
+  CopyFault fault;  // kind kNone unless MEMD_FAKE_CUDA_FAULTS names this copy.
+  // kRecord, kWait: which record of the event.
+  std::shared_ptr<CUevent_st> event;
+  uint64_t generation = 0;
+  // kHostFunc
+  CUhostFn fn = nullptr;
+  void* data = nullptr;
+};
+
+}  // namespace memd::fake_cuda
+
+// cuda.h's CUevent. Records are numbered: cuEventRecord makes generation
+// `recorded`, pending until its stream reaches it.
+struct CUevent_st {
+  int device = 0;
+  uint64_t recorded = 0;            // 0: never recorded.
+  std::set<uint64_t> pending;       // Generations recorded and not reached yet.
+  std::vector<CUstream_st*> waiters;  // Streams whose head waits on a pending record.
+  // The error of the stream's copies that the record at `error_generation`
+  // came after, to be surfaced by a query or synchronize of that record.
+  std::shared_ptr<memd::fake_cuda::AsyncError> error;
+  uint64_t error_generation = 0;
+};
+
+// cuda.h's CUstream: an in-order queue of operations on one device.
+struct CUstream_st {
+  int device = 0;
+  int priority = 0;         // Clamped into [-5, 0]; copies ignore it, as in CUDA.
+  bool non_blocking = false;
+  bool legacy = false;      // The device's NULL stream.
+  std::deque<memd::fake_cuda::StreamOp> ops;
+  bool running = false;     // The head is on an engine, a host-call thread, or waiting.
+  uint64_t enqueued = 0;    // Operations ever enqueued; the i-th has id i.
+  uint64_t completed = 0;   // Operations done (in order): id <= completed is done.
+  std::shared_ptr<memd::fake_cuda::AsyncError> error;  // The latest failed copy's.
 };
 
 namespace memd::fake_cuda {
@@ -88,10 +161,30 @@ constexpr uint32_t kIpcVersion = 1;
 // ordinal here (what CUdevice and location.id name); `physical` is the device
 // of the machine it is (MEMD_FAKE_CUDA_DEVICES numbers those), which names it
 // wherever identity leaves the process: UUID, name, PCI bus id, memfd names.
+// One copy engine of a device: copies of one direction, one at a time, from
+// every stream of the device, in the order they became ready.
+struct CopyEngine {
+  std::deque<std::shared_ptr<CUstream_st>> queue;  // Streams whose head is a copy.
+  std::chrono::steady_clock::time_point free_at{};  // When the modelled link is free.
+  std::condition_variable cv;
+  std::unique_ptr<std::thread> thread;
+};
+
 struct Device {
   int physical = 0;
   uint64_t used = 0;  // Bytes charged by cuMemCreate and cuMemAlloc.
   CUctx_st context;
+  // A sticky error (MEMD_FAKE_CUDA_FAULTS "sticky@N"): every later call on
+  // the device's context returns it, until the library is reloaded.
+  CUresult sticky = CUDA_SUCCESS;
+  // Started with the first stream: the copy engines and the thread that runs
+  // cuLaunchHostFunc functions.
+  bool started = false;
+  std::shared_ptr<CUstream_st> null_stream;  // Made on first use.
+  CopyEngine engines[kDirections];
+  std::deque<std::shared_ptr<CUstream_st>> host_calls;
+  std::condition_variable host_cv;
+  std::unique_ptr<std::thread> host_thread;
 };
 
 // Memory behind a generic allocation handle (cuMemCreate or an import). It
@@ -129,10 +222,19 @@ struct IpcMapping {  // cuIpcOpenMemHandle
   CUctx_st* context = nullptr;
 };
 
-struct HostRegistration {  // cuMemHostRegister
+struct HostRegistration {  // cuMemHostRegister, or cuMemHostAlloc when `allocated`
   size_t size = 0;
   CUctx_st* context = nullptr;
+  bool allocated = false;  // cuMemHostAlloc: the fake's own mapping of...
+  size_t mapped = 0;       // ...this many (page-rounded) bytes.
 };
+
+// CUDA's stream priorities: lower numbers are higher priorities.
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -5;
+// What MEMD_FAKE_CUDA_POISON=1 fills a copy's destination with until the
+// copy lands.
+constexpr unsigned char kPoison = 0xa5;
 
 // The calling thread's current context (cuCtxSetCurrent). A plain pointer:
 // a thread_local with a destructor would pin the library in memory.
@@ -325,8 +427,16 @@ class FakeDriver {
   FakeDriver(const FakeDriver&) = delete;
   FakeDriver& operator=(const FakeDriver&) = delete;
 
-  // The library is being unloaded (dlclose, or exit): give everything back.
+  // The library is being unloaded (dlclose, or exit): stop the engines, drop
+  // the work they still had (a hung copy included), give everything back.
   ~FakeDriver() {
+    StopThreads();
+    busy_.clear();
+    streams_.clear();
+    events_.clear();
+    for (auto& [base, host] : host_) {
+      if (host.allocated) munmap(AsPointer(base), host.mapped);
+    }
     for (auto& [base, allocation] : legacy_) {
       munmap(AsPointer(base), allocation.size);
       close(allocation.fd);
@@ -908,7 +1018,8 @@ class FakeDriver {
     if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
     if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
     auto it = host_.find(reinterpret_cast<uintptr_t>(p));  // The base, as registered.
-    if (it == host_.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    // cuMemHostAlloc memory was never registered: cuMemFreeHost frees it.
+    if (it == host_.end() || it->second.allocated) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     host_.erase(it);
     return CUDA_SUCCESS;
   }
@@ -965,8 +1076,535 @@ class FakeDriver {
     return CUDA_SUCCESS;
   }
 
+  // ---- Fault injection by call count (MEMD_FAKE_CUDA_FAULTS "symbol@N=CODE") ----
+
+  // The error the current call of `symbol` must return, or CUDA_SUCCESS.
+  // Counts every call from the first successful cuInit on.
+  CUresult Injected(const char* symbol) {
+    if (!call_faults_armed_.load(std::memory_order_acquire)) return CUDA_SUCCESS;
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    auto it = call_faults_.find(symbol);
+    if (it == call_faults_.end()) return CUDA_SUCCESS;
+    const uint64_t call = ++it->second.calls;
+    for (const CallFault& fault : it->second.faults) {
+      if (fault.call == call) return fault.code;
+    }
+    return CUDA_SUCCESS;
+  }
+
+  // ---- Pinned host memory ----
+
+  CUresult MemHostAlloc(void** pointer, size_t bytes, unsigned int flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    constexpr unsigned int kKnown =
+        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+    if (pointer == nullptr || bytes == 0 || (flags & ~kKnown) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    size_t mapped = 0;
+    if (!RoundUp(bytes, PageSize(), &mapped)) return CUDA_ERROR_OUT_OF_MEMORY;
+    // Not locked (CI's RLIMIT_MEMLOCK is small): "pinned" is what the fake
+    // records, and what makes copies from it asynchronous.
+    void* at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    host_.emplace(reinterpret_cast<uintptr_t>(at), HostRegistration{bytes, context, true, mapped});
+    *pointer = at;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult MemFreeHost(void* pointer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    auto it = host_.find(reinterpret_cast<uintptr_t>(pointer));
+    if (it == host_.end() || !it->second.allocated) return CUDA_ERROR_INVALID_VALUE;
+    munmap(pointer, it->second.mapped);
+    host_.erase(it);
+    return CUDA_SUCCESS;
+  }
+
+  // ---- Streams ----
+
+  CUresult CtxGetStreamPriorityRange(int* least, int* greatest) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (least != nullptr) *least = kLeastPriority;  // cuda.h: either may be NULL.
+    if (greatest != nullptr) *greatest = kGreatestPriority;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult StreamCreateWithPriority(CUstream* stream, unsigned int flags, int priority) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    if (stream == nullptr || (flags & ~static_cast<unsigned int>(CU_STREAM_NON_BLOCKING)) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    auto created = std::make_shared<CUstream_st>();
+    created->device = context->device;
+    // Out of range is clamped silently, as in CUDA.
+    created->priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
+    created->non_blocking = (flags & CU_STREAM_NON_BLOCKING) != 0;
+    StartDevice(context->device);
+    streams_.emplace(created.get(), created);
+    *stream = created.get();
+    return CUDA_SUCCESS;
+  }
+
+  // Returns at once, as in CUDA: work already enqueued still runs.
+  CUresult StreamDestroy(CUstream handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    auto it = streams_.find(handle);
+    if (it == streams_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    const CUresult sticky = Sticky(it->second->device);
+    streams_.erase(it);
+    return sticky;
+  }
+
+  CUresult StreamSynchronize(CUstream handle) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    std::shared_ptr<CUstream_st> stream;
+    if (CUresult result = ResolveStream(handle, &stream); result != CUDA_SUCCESS) return result;
+    const uint64_t target = stream->enqueued;
+    progress_.wait(lock, [&] {
+      return stream->completed >= target || Sticky(stream->device) != CUDA_SUCCESS;
+    });
+    if (CUresult sticky = Sticky(stream->device); sticky != CUDA_SUCCESS) return sticky;
+    return Surface(stream->error);
+  }
+
+  CUresult StreamWaitEvent(CUstream handle, CUevent event_handle, unsigned int flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    std::shared_ptr<CUstream_st> stream;
+    if (CUresult result = ResolveStream(handle, &stream); result != CUDA_SUCCESS) return result;
+    auto event = events_.find(event_handle);
+    if (event == events_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;  // CU_EVENT_WAIT_EXTERNAL: not modelled.
+    if (event->second->recorded == 0) return CUDA_SUCCESS;  // Nothing to wait for.
+    StreamOp op;
+    op.kind = StreamOp::kWait;
+    op.event = event->second;
+    op.generation = event->second->recorded;
+    Enqueue(stream, std::move(op));
+    return CUDA_SUCCESS;
+  }
+
+  // ---- Events ----
+
+  CUresult EventCreate(CUevent* event, unsigned int flags) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    constexpr unsigned int kKnown = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                    CU_EVENT_INTERPROCESS;
+    if (event == nullptr || (flags & ~kKnown) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if ((flags & CU_EVENT_INTERPROCESS) != 0) {
+      // cuda.h: INTERPROCESS needs DISABLE_TIMING; the fake models neither IPC event.
+      return (flags & CU_EVENT_DISABLE_TIMING) == 0 ? CUDA_ERROR_INVALID_VALUE
+                                                    : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    auto created = std::make_shared<CUevent_st>();
+    created->device = context->device;
+    events_.emplace(created.get(), created);
+    *event = created.get();
+    return CUDA_SUCCESS;
+  }
+
+  // Returns at once, as in CUDA: a pending record still completes.
+  CUresult EventDestroy(CUevent handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    auto it = events_.find(handle);
+    if (it == events_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    const CUresult sticky = Sticky(it->second->device);
+    events_.erase(it);
+    return sticky;
+  }
+
+  CUresult EventRecord(CUevent handle, CUstream stream_handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    auto event = events_.find(handle);
+    if (event == events_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    std::shared_ptr<CUstream_st> stream;
+    if (CUresult result = ResolveStream(stream_handle, &stream); result != CUDA_SUCCESS) {
+      return result;
+    }
+    // cuda.h: "hEvent and hStream must be from the same context".
+    if (event->second->device != stream->device) return CUDA_ERROR_INVALID_HANDLE;
+    const uint64_t generation = ++event->second->recorded;  // Overwrites the last record.
+    event->second->pending.insert(generation);
+    StreamOp op;
+    op.kind = StreamOp::kRecord;
+    op.event = event->second;
+    op.generation = generation;
+    Enqueue(stream, std::move(op));
+    return CUDA_SUCCESS;
+  }
+
+  CUresult EventQuery(CUevent handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    auto event = events_.find(handle);
+    if (event == events_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    return RecordState(*event->second, event->second->recorded);
+  }
+
+  CUresult EventSynchronize(CUevent handle) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    auto found = events_.find(handle);
+    if (found == events_.end()) return CUDA_ERROR_INVALID_HANDLE;
+    const std::shared_ptr<CUevent_st> event = found->second;
+    const uint64_t target = event->recorded;
+    progress_.wait(lock, [&] {
+      return event->pending.count(target) == 0 || Sticky(event->device) != CUDA_SUCCESS;
+    });
+    return RecordState(*event, target);
+  }
+
+  // ---- Asynchronous copies and host functions ----
+
+  CUresult MemcpyAsync(Direction direction, uintptr_t dst, uintptr_t src, size_t bytes,
+                       CUstream handle) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUctx_st* context = nullptr;
+    if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+    std::shared_ptr<CUstream_st> stream;
+    if (CUresult result = ResolveStream(handle, &stream); result != CUDA_SUCCESS) return result;
+    if (bytes == 0) return CUDA_SUCCESS;
+    const bool valid =
+        direction == kHostToDevice   ? src != 0 && DeviceAccessible(dst, bytes, /*write=*/true)
+        : direction == kDeviceToHost ? dst != 0 && DeviceAccessible(src, bytes, /*write=*/false)
+                                     : DeviceAccessible(dst, bytes, /*write=*/true) &&
+                                           DeviceAccessible(src, bytes, /*write=*/false);
+    if (!valid) return CUDA_ERROR_INVALID_VALUE;
+    const bool pageable = (direction == kHostToDevice && !Pinned(src, bytes)) ||
+                          (direction == kDeviceToHost && !Pinned(dst, bytes));
+    StreamOp op;
+    op.kind = StreamOp::kCopy;
+    op.direction = direction;
+    op.dst = dst;
+    op.src = src;
+    op.bytes = bytes;
+    const uint64_t number = ++copies_;
+    for (const CopyFault& fault : copy_faults_) {
+      if (fault.copy == number) op.fault = fault;
+    }
+    const uint64_t id = Enqueue(stream, std::move(op));
+    if (!pageable) return CUDA_SUCCESS;
+    // The driver API's "synchronization behavior": between pageable memory
+    // and the device, an async copy returns once the bytes are through (the
+    // driver stages them piece by piece behind the DMA).
+    progress_.wait(lock, [&] {
+      return stream->completed >= id || Sticky(stream->device) != CUDA_SUCCESS;
+    });
+    return Sticky(stream->device);
+  }
+
+  CUresult LaunchHostFunc(CUstream handle, CUhostFn fn, void* data) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    std::shared_ptr<CUstream_st> stream;
+    if (CUresult result = ResolveStream(handle, &stream); result != CUDA_SUCCESS) return result;
+    if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    StreamOp op;
+    op.kind = StreamOp::kHostFunc;
+    op.fn = fn;
+    op.data = data;
+    Enqueue(stream, std::move(op));
+    return CUDA_SUCCESS;
+  }
+
  private:
   bool initialised() const { return init_attempted_ && init_result_ == CUDA_SUCCESS; }
+
+  // ---- The asynchronous side: streams, engines, host calls ----
+
+  CUresult Sticky(int device) const { return devices_[static_cast<size_t>(device)]->sticky; }
+
+  // An error not surfaced yet is returned (once); else CUDA_SUCCESS.
+  static CUresult Surface(const std::shared_ptr<AsyncError>& error) {
+    if (error == nullptr || error->surfaced) return CUDA_SUCCESS;
+    error->surfaced = true;
+    return error->code;
+  }
+
+  // What a query of `event`'s record `generation` reports.
+  CUresult RecordState(CUevent_st& event, uint64_t generation) {
+    if (CUresult sticky = Sticky(event.device); sticky != CUDA_SUCCESS) return sticky;
+    if (event.pending.count(generation) != 0) return CUDA_ERROR_NOT_READY;
+    if (event.error != nullptr && event.error_generation == generation) {
+      return Surface(event.error);
+    }
+    return CUDA_SUCCESS;  // Reached, or never recorded.
+  }
+
+  // True when [start, start + bytes) lies in one registered or
+  // cuMemHostAlloc'ed range: copies to and from it are asynchronous.
+  bool Pinned(uintptr_t start, size_t bytes) {
+    auto it = Containing(host_, start);
+    uintptr_t end = 0;
+    return it != host_.end() && EndOf(start, bytes, &end) && end <= it->first + it->second.size;
+  }
+
+  // The stream a handle names: NULL and CU_STREAM_LEGACY are the current
+  // context's NULL stream. Errors: INVALID_HANDLE, the context's, sticky.
+  CUresult ResolveStream(CUstream handle, std::shared_ptr<CUstream_st>* stream) {
+    if (handle == nullptr || handle == CU_STREAM_LEGACY) {
+      CUctx_st* context = nullptr;
+      if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
+      Device& device = *devices_[static_cast<size_t>(context->device)];
+      if (device.null_stream == nullptr) {
+        device.null_stream = std::make_shared<CUstream_st>();
+        device.null_stream->device = context->device;
+        device.null_stream->legacy = true;
+        StartDevice(context->device);
+      }
+      *stream = device.null_stream;
+    } else {
+      auto it = streams_.find(handle);  // CU_STREAM_PER_THREAD is not modelled.
+      if (it == streams_.end()) return CUDA_ERROR_INVALID_HANDLE;
+      *stream = it->second;
+    }
+    return Sticky((*stream)->device);
+  }
+
+  // Starts the device's copy engines (one per direction) and host-call thread.
+  void StartDevice(int ordinal) {
+    Device& device = *devices_[static_cast<size_t>(ordinal)];
+    if (device.started) return;
+    device.started = true;
+    threads_owner_ = getpid();
+    for (int direction = 0; direction < kDirections; ++direction) {
+      device.engines[direction].thread = std::make_unique<std::thread>(
+          [this, ordinal, direction] { RunCopyEngine(ordinal, static_cast<Direction>(direction)); });
+    }
+    device.host_thread = std::make_unique<std::thread>([this, ordinal] { RunHostCalls(ordinal); });
+  }
+
+  void StopThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      for (auto& device : devices_) {
+        for (CopyEngine& engine : device->engines) engine.cv.notify_all();
+        device->host_cv.notify_all();
+      }
+      progress_.notify_all();
+    }
+    for (auto& device : devices_) {
+      for (CopyEngine& engine : device->engines) {
+        JoinOrAbandon(engine.thread);
+        engine.queue.clear();
+      }
+      JoinOrAbandon(device->host_thread);
+      device->host_calls.clear();
+      device->null_stream.reset();
+    }
+  }
+
+  // A forked child inherited the thread objects but not the threads.
+  void JoinOrAbandon(std::unique_ptr<std::thread>& thread) {
+    if (thread == nullptr) return;
+    if (getpid() == threads_owner_) {
+      thread->join();
+      thread.reset();
+    } else {
+      (void)thread.release();
+    }
+  }
+
+  // Queues `op`, after making a blocking stream and the NULL stream wait for
+  // each other as the legacy default stream does. Returns the op's id.
+  uint64_t Enqueue(const std::shared_ptr<CUstream_st>& stream, StreamOp op) {
+    if (!stream->non_blocking) {
+      const auto pending = [](const CUstream_st& s) { return s.completed < s.enqueued; };
+      if (stream->legacy) {
+        for (auto& [handle, other] : streams_) {
+          if (other->device == stream->device && !other->non_blocking && pending(*other)) {
+            ChainAfter(other, stream);
+          }
+        }
+      } else {
+        const auto& null_stream = devices_[static_cast<size_t>(stream->device)]->null_stream;
+        if (null_stream != nullptr && pending(*null_stream)) ChainAfter(null_stream, stream);
+      }
+    }
+    return Push(stream, std::move(op));
+  }
+
+  // `later` waits for what `earlier` has queued so far (a hidden event).
+  void ChainAfter(const std::shared_ptr<CUstream_st>& earlier,
+                  const std::shared_ptr<CUstream_st>& later) {
+    auto event = std::make_shared<CUevent_st>();
+    event->device = earlier->device;
+    event->recorded = 1;
+    event->pending.insert(1);
+    StreamOp record;
+    record.kind = StreamOp::kRecord;
+    record.event = event;
+    record.generation = 1;
+    Push(earlier, std::move(record));
+    StreamOp wait;
+    wait.kind = StreamOp::kWait;
+    wait.event = event;
+    wait.generation = 1;
+    Push(later, std::move(wait));
+  }
+
+  uint64_t Push(const std::shared_ptr<CUstream_st>& stream, StreamOp op) {
+    busy_.emplace(stream.get(), stream);
+    stream->ops.push_back(std::move(op));
+    const uint64_t id = ++stream->enqueued;
+    Advance(stream);
+    return id;
+  }
+
+  void Pop(CUstream_st& stream) {
+    stream.ops.pop_front();
+    ++stream.completed;
+    progress_.notify_all();
+  }
+
+  // Runs the stream's head as far as it can go now: records and satisfied
+  // waits complete here; a copy goes to its engine, a host function to the
+  // host-call thread, an unsatisfied wait onto its event. On a device whose
+  // context broke, everything queued is dropped (records still release
+  // their waiters, so nothing waits forever on a dropped record).
+  void Advance(std::shared_ptr<CUstream_st> stream) {
+    Device& device = *devices_[static_cast<size_t>(stream->device)];
+    while (!stream->running && !stream->ops.empty()) {
+      StreamOp& head = stream->ops.front();
+      const bool broken = device.sticky != CUDA_SUCCESS;
+      if (head.kind == StreamOp::kRecord) {
+        StreamOp record = std::move(head);
+        Pop(*stream);
+        ReachRecord(*stream, record, !broken);
+      } else if (broken) {
+        Pop(*stream);
+      } else if (head.kind == StreamOp::kWait) {
+        if (head.event->pending.count(head.generation) == 0) {
+          Pop(*stream);
+          continue;
+        }
+        head.event->waiters.push_back(stream.get());
+        stream->running = true;
+      } else if (head.kind == StreamOp::kCopy) {
+        if (poison_) std::memset(AsPointer(head.dst), kPoison, head.bytes);
+        stream->running = true;
+        CopyEngine& engine = device.engines[head.direction];
+        engine.queue.push_back(stream);
+        engine.cv.notify_all();
+      } else {
+        stream->running = true;
+        device.host_calls.push_back(stream);
+        device.host_cv.notify_all();
+      }
+    }
+    if (stream->ops.empty()) busy_.erase(stream.get());
+  }
+
+  void ReachRecord(CUstream_st& stream, const StreamOp& record, bool carry_error) {
+    CUevent_st& event = *record.event;
+    event.pending.erase(record.generation);
+    if (carry_error && stream.error != nullptr && !stream.error->surfaced) {
+      event.error = stream.error;
+      event.error_generation = record.generation;
+    }
+    std::vector<CUstream_st*> waiters;
+    waiters.swap(event.waiters);
+    for (CUstream_st* waiter : waiters) {
+      auto it = busy_.find(waiter);
+      if (it == busy_.end()) continue;
+      waiter->running = false;
+      Advance(it->second);
+    }
+  }
+
+  // The head of `stream` is done (landed, failed or dropped).
+  void Complete(const std::shared_ptr<CUstream_st>& stream) {
+    stream->running = false;
+    Pop(*stream);
+    Advance(stream);
+  }
+
+  std::chrono::nanoseconds CopyTime(Direction direction, size_t bytes) const {
+    std::chrono::nanoseconds time = std::chrono::microseconds(link_.latency_us);
+    const double gbps = link_.gbps[direction];  // GB/s = bytes per nanosecond.
+    if (gbps > 0) time += std::chrono::nanoseconds(static_cast<int64_t>(bytes / gbps));
+    return time;
+  }
+
+  // One copy engine: takes copies in the order their streams reached them,
+  // holds each for its modelled time (after the previous one on this
+  // engine), then moves the bytes and completes it.
+  void RunCopyEngine(int ordinal, Direction direction) {
+    std::unique_lock<std::mutex> lock(mu_);
+    Device& device = *devices_[static_cast<size_t>(ordinal)];
+    CopyEngine& engine = device.engines[direction];
+    for (;;) {
+      engine.cv.wait(lock, [&] { return stopping_ || !engine.queue.empty(); });
+      if (stopping_) return;
+      std::shared_ptr<CUstream_st> stream = std::move(engine.queue.front());
+      engine.queue.pop_front();
+      const StreamOp copy = stream->ops.front();
+      // A hung copy never completes: its stream stays stuck behind it (held
+      // by busy_ until the library unloads); the engine goes on with others.
+      if (copy.fault.kind == CopyFaultKind::kHang) continue;
+      if (device.sticky == CUDA_SUCCESS) {
+        const auto done =
+            std::max(std::chrono::steady_clock::now(), engine.free_at) + CopyTime(direction, copy.bytes);
+        engine.free_at = done;
+        engine.cv.wait_until(lock, done, [&] { return stopping_; });
+        if (stopping_) return;
+      }
+      if (device.sticky == CUDA_SUCCESS && copy.fault.kind == CopyFaultKind::kNone) {
+        lock.unlock();
+        std::memmove(AsPointer(copy.dst), AsPointer(copy.src), copy.bytes);
+        lock.lock();
+      } else if (copy.fault.kind == CopyFaultKind::kEvent) {
+        stream->error = std::make_shared<AsyncError>(AsyncError{copy.fault.code, false});
+      } else if (copy.fault.kind == CopyFaultKind::kSticky && device.sticky == CUDA_SUCCESS) {
+        device.sticky = copy.fault.code;
+        progress_.notify_all();
+      }
+      Complete(stream);
+    }
+  }
+
+  // Runs cuLaunchHostFunc functions of the device's streams, one at a time,
+  // without the lock. As in CUDA, none runs once the context is broken.
+  void RunHostCalls(int ordinal) {
+    std::unique_lock<std::mutex> lock(mu_);
+    Device& device = *devices_[static_cast<size_t>(ordinal)];
+    for (;;) {
+      device.host_cv.wait(lock, [&] { return stopping_ || !device.host_calls.empty(); });
+      if (stopping_) return;
+      std::shared_ptr<CUstream_st> stream = std::move(device.host_calls.front());
+      device.host_calls.pop_front();
+      const StreamOp call = stream->ops.front();
+      if (device.sticky == CUDA_SUCCESS) {
+        lock.unlock();
+        call.fn(call.data);
+        lock.lock();
+      }
+      Complete(stream);
+    }
+  }
+
 
   bool ValidDevice(int ordinal) const {
     return ordinal >= 0 && static_cast<size_t>(ordinal) < devices_.size();
@@ -991,6 +1629,10 @@ class FakeDriver {
   CUresult Current(CUctx_st** context) const {
     if (t_current == nullptr || !KnownContext(t_current)) return CUDA_ERROR_INVALID_CONTEXT;
     if (t_current->retains == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (CUresult sticky = devices_[static_cast<size_t>(t_current->device)]->sticky;
+        sticky != CUDA_SUCCESS) {
+      return sticky;
+    }
     *context = t_current;
     return CUDA_SUCCESS;
   }
@@ -1026,6 +1668,34 @@ class FakeDriver {
         return CUDA_ERROR_INVALID_VALUE;
       }
       vmm = text[0] == '1';
+    }
+    std::string error;
+    LinkModel link;
+    if (!ParseLinkModel(Env("MEMD_FAKE_CUDA_LINK_GBPS"), Env("MEMD_FAKE_CUDA_COPY_LATENCY_US"),
+                        &link, &error)) {
+      std::fprintf(stderr, "memd fake CUDA driver: cuInit: %s\n", error.c_str());
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    bool poison = false;
+    if (const char* text = Env("MEMD_FAKE_CUDA_POISON")) {
+      if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0) {
+        Complain("MEMD_FAKE_CUDA_POISON", text, "0 or 1");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      poison = text[0] == '1';
+    }
+    Faults faults;
+    if (!ParseFaults(Env("MEMD_FAKE_CUDA_FAULTS"), &faults, &error)) {
+      std::fprintf(stderr, "memd fake CUDA driver: cuInit: %s\n", error.c_str());
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    link_ = link;
+    poison_ = poison;
+    copy_faults_ = faults.copies;
+    if (!faults.calls.empty()) {
+      std::lock_guard<std::mutex> fault_lock(fault_mu_);
+      for (const CallFault& fault : faults.calls) call_faults_[fault.symbol].faults.push_back(fault);
+      call_faults_armed_.store(true, std::memory_order_release);
     }
     memory_ = static_cast<size_t>(memory);
     vmm_ = vmm;
@@ -1098,7 +1768,12 @@ class FakeDriver {
       }
     }
     for (auto it = host_.begin(); it != host_.end();) {
-      it = it->second.context == context ? host_.erase(it) : std::next(it);
+      if (it->second.context != context) {
+        ++it;
+        continue;
+      }
+      if (it->second.allocated) munmap(AsPointer(it->first), it->second.mapped);
+      it = host_.erase(it);
     }
   }
 
@@ -1142,6 +1817,30 @@ class FakeDriver {
   std::map<uintptr_t, LegacyAllocation> legacy_;
   std::map<uintptr_t, IpcMapping> ipc_;
   std::map<uintptr_t, HostRegistration> host_;
+
+  // ---- The asynchronous side ----
+  LinkModel link_;
+  bool poison_ = false;
+  std::vector<CopyFault> copy_faults_;
+  uint64_t copies_ = 0;  // Asynchronous copies accepted so far (fault numbering).
+  bool stopping_ = false;
+  pid_t threads_owner_ = 0;  // The process that started the device threads.
+  // Notified whenever an operation of any stream completes.
+  std::condition_variable progress_;
+  // Live streams by handle; destroyed ones leave at once (their work goes on).
+  std::map<CUstream_st*, std::shared_ptr<CUstream_st>> streams_;
+  std::map<CUevent_st*, std::shared_ptr<CUevent_st>> events_;
+  // Every stream with queued work, destroyed or not: what keeps it alive.
+  std::map<CUstream_st*, std::shared_ptr<CUstream_st>> busy_;
+
+  // Call faults: read without mu_ by every exported call once armed.
+  struct CallCounter {
+    uint64_t calls = 0;
+    std::vector<CallFault> faults;
+  };
+  std::mutex fault_mu_;
+  std::atomic<bool> call_faults_armed_{false};
+  std::map<std::string, CallCounter> call_faults_;
 };
 
 FakeDriver g_driver;
@@ -1156,16 +1855,24 @@ FakeDriver g_driver;
 // else.
 
 #define MEMD_FAKE_CUDA_API extern "C" __attribute__((visibility("default")))
+// MEMD_FAKE_CUDA_FAULTS "symbol@N=CODE": the Nth call returns CODE, doing nothing.
+#define MEMD_FAKE_CUDA_INJECT(symbol)                                               \
+  if (CUresult injected = memd::fake_cuda::g_driver.Injected(#symbol);             \
+      injected != CUDA_SUCCESS) {                                                   \
+    return injected;                                                               \
+  }
 
 using memd::fake_cuda::g_driver;
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
+  MEMD_FAKE_CUDA_INJECT(cuGetErrorString)
   if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pStr = memd::fake_cuda::ErrorDescription(error);
   return *pStr == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuGetErrorName(CUresult error, const char** pStr) {
+  MEMD_FAKE_CUDA_INJECT(cuGetErrorName)
   if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pStr = memd::fake_cuda::ErrorName(error);
   return *pStr == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
@@ -1174,161 +1881,289 @@ MEMD_FAKE_CUDA_API CUresult CUDAAPI cuGetErrorName(CUresult error, const char** 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuInit(unsigned int Flags) { return g_driver.Init(Flags); }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+  MEMD_FAKE_CUDA_INJECT(cuDriverGetVersion)
   if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *driverVersion = memd::fake_cuda::kDriverVersion;
   return CUDA_SUCCESS;
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+  MEMD_FAKE_CUDA_INJECT(cuDeviceGet)
   return g_driver.DeviceGet(device, ordinal);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  MEMD_FAKE_CUDA_INJECT(cuDeviceGetCount)
   return g_driver.DeviceGetCount(count);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice dev) {
+  MEMD_FAKE_CUDA_INJECT(cuDeviceGetName)
   return g_driver.DeviceGetName(name, len, dev);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  MEMD_FAKE_CUDA_INJECT(cuDeviceGetUuid_v2)
   return g_driver.DeviceGetUuid(uuid, dev);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  MEMD_FAKE_CUDA_INJECT(cuDeviceTotalMem_v2)
   return g_driver.DeviceTotalMem(bytes, dev);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib,
                                                          CUdevice dev) {
+  MEMD_FAKE_CUDA_INJECT(cuDeviceGetAttribute)
   return g_driver.DeviceGetAttribute(pi, attrib, dev);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  MEMD_FAKE_CUDA_INJECT(cuDevicePrimaryCtxRetain)
   return g_driver.PrimaryCtxRetain(pctx, dev);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  MEMD_FAKE_CUDA_INJECT(cuDevicePrimaryCtxRelease_v2)
   return g_driver.PrimaryCtxRelease(dev);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  MEMD_FAKE_CUDA_INJECT(cuCtxSetCurrent)
   return g_driver.CtxSetCurrent(ctx);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  MEMD_FAKE_CUDA_INJECT(cuCtxGetCurrent)
   return g_driver.CtxGetCurrent(pctx);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  MEMD_FAKE_CUDA_INJECT(cuCtxGetDevice)
   return g_driver.CtxGetDevice(device);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  MEMD_FAKE_CUDA_INJECT(cuMemGetInfo_v2)
   return g_driver.MemGetInfo(free, total);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemGetAllocationGranularity(
     size_t* granularity, const CUmemAllocationProp* prop,
     CUmemAllocationGranularity_flags option) {
+  MEMD_FAKE_CUDA_INJECT(cuMemGetAllocationGranularity)
   return g_driver.MemGetAllocationGranularity(granularity, prop, option);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle,
                                                 size_t size, const CUmemAllocationProp* prop,
                                                 unsigned long long flags) {
+  MEMD_FAKE_CUDA_INJECT(cuMemCreate)
   return g_driver.MemCreate(handle, size, prop, flags);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  MEMD_FAKE_CUDA_INJECT(cuMemRelease)
   return g_driver.MemRelease(handle);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size,
                                                         size_t alignment, CUdeviceptr addr,
                                                         unsigned long long flags) {
+  MEMD_FAKE_CUDA_INJECT(cuMemAddressReserve)
   return g_driver.MemAddressReserve(ptr, size, alignment, addr, flags);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  MEMD_FAKE_CUDA_INJECT(cuMemAddressFree)
   return g_driver.MemAddressFree(ptr, size);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                              CUmemGenericAllocationHandle handle,
                                              unsigned long long flags) {
+  MEMD_FAKE_CUDA_INJECT(cuMemMap)
   return g_driver.MemMap(ptr, size, offset, handle, flags);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  MEMD_FAKE_CUDA_INJECT(cuMemUnmap)
   return g_driver.MemUnmap(ptr, size);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
                                                    const CUmemAccessDesc* desc, size_t count) {
+  MEMD_FAKE_CUDA_INJECT(cuMemSetAccess)
   return g_driver.MemSetAccess(ptr, size, desc, count);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemExportToShareableHandle(
     void* shareableHandle, CUmemGenericAllocationHandle handle,
     CUmemAllocationHandleType handleType, unsigned long long flags) {
+  MEMD_FAKE_CUDA_INJECT(cuMemExportToShareableHandle)
   return g_driver.MemExportToShareableHandle(shareableHandle, handle, handleType, flags);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemImportFromShareableHandle(
     CUmemGenericAllocationHandle* handle, void* osHandle,
     CUmemAllocationHandleType shHandleType) {
+  MEMD_FAKE_CUDA_INJECT(cuMemImportFromShareableHandle)
   return g_driver.MemImportFromShareableHandle(handle, osHandle, shHandleType);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  MEMD_FAKE_CUDA_INJECT(cuMemAlloc_v2)
   return g_driver.MemAlloc(dptr, bytesize);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  MEMD_FAKE_CUDA_INJECT(cuMemFree_v2)
   return g_driver.MemFree(dptr);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle,
                                                       CUdeviceptr dptr) {
+  MEMD_FAKE_CUDA_INJECT(cuIpcGetMemHandle)
   return g_driver.IpcGetMemHandle(pHandle, dptr);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr,
                                                           CUipcMemHandle handle,
                                                           unsigned int Flags) {
+  MEMD_FAKE_CUDA_INJECT(cuIpcOpenMemHandle_v2)
   return g_driver.IpcOpenMemHandle(pdptr, handle, Flags);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  MEMD_FAKE_CUDA_INJECT(cuIpcCloseMemHandle)
   return g_driver.IpcCloseMemHandle(dptr);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize,
                                                          unsigned int Flags) {
+  MEMD_FAKE_CUDA_INJECT(cuMemHostRegister_v2)
   return g_driver.MemHostRegister(p, bytesize, Flags);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemHostUnregister(void* p) {
+  MEMD_FAKE_CUDA_INJECT(cuMemHostUnregister)
   return g_driver.MemHostUnregister(p);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p,
                                                                  unsigned int Flags) {
+  MEMD_FAKE_CUDA_INJECT(cuMemHostGetDevicePointer_v2)
   return g_driver.MemHostGetDevicePointer(pdptr, p, Flags);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void* srcHost,
                                                     size_t ByteCount) {
+  MEMD_FAKE_CUDA_INJECT(cuMemcpyHtoD_v2)
   return g_driver.MemcpyHtoD(dstDevice, srcHost, ByteCount);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemcpyDtoH_v2(void* dstHost, CUdeviceptr srcDevice,
                                                     size_t ByteCount) {
+  MEMD_FAKE_CUDA_INJECT(cuMemcpyDtoH_v2)
   return g_driver.MemcpyDtoH(dstHost, srcDevice, ByteCount);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc,
                                                   size_t N) {
+  MEMD_FAKE_CUDA_INJECT(cuMemsetD8_v2)
   return g_driver.MemsetD8(dstDevice, uc, N);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  MEMD_FAKE_CUDA_INJECT(cuMemHostAlloc)
+  return g_driver.MemHostAlloc(pp, bytesize, Flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemFreeHost(void* p) {
+  MEMD_FAKE_CUDA_INJECT(cuMemFreeHost)
+  return g_driver.MemFreeHost(p);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority,
+                                                                int* greatestPriority) {
+  MEMD_FAKE_CUDA_INJECT(cuCtxGetStreamPriorityRange)
+  return g_driver.CtxGetStreamPriorityRange(leastPriority, greatestPriority);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream,
+                                                               unsigned int flags,
+                                                               int priority) {
+  MEMD_FAKE_CUDA_INJECT(cuStreamCreateWithPriority)
+  return g_driver.StreamCreateWithPriority(phStream, flags, priority);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
+  MEMD_FAKE_CUDA_INJECT(cuStreamDestroy_v2)
+  return g_driver.StreamDestroy(hStream);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+  MEMD_FAKE_CUDA_INJECT(cuStreamSynchronize)
+  return g_driver.StreamSynchronize(hStream);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
+                                                      unsigned int Flags) {
+  MEMD_FAKE_CUDA_INJECT(cuStreamWaitEvent)
+  return g_driver.StreamWaitEvent(hStream, hEvent, Flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  MEMD_FAKE_CUDA_INJECT(cuEventCreate)
+  return g_driver.EventCreate(phEvent, Flags);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
+  MEMD_FAKE_CUDA_INJECT(cuEventDestroy_v2)
+  return g_driver.EventDestroy(hEvent);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+  MEMD_FAKE_CUDA_INJECT(cuEventRecord)
+  return g_driver.EventRecord(hEvent, hStream);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+  MEMD_FAKE_CUDA_INJECT(cuEventQuery)
+  return g_driver.EventQuery(hEvent);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+  MEMD_FAKE_CUDA_INJECT(cuEventSynchronize)
+  return g_driver.EventSynchronize(hEvent);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice,
+                                                         const void* srcHost, size_t ByteCount,
+                                                         CUstream hStream) {
+  MEMD_FAKE_CUDA_INJECT(cuMemcpyHtoDAsync_v2)
+  return g_driver.MemcpyAsync(memd::fake_cuda::kHostToDevice, static_cast<uintptr_t>(dstDevice),
+                              reinterpret_cast<uintptr_t>(srcHost), ByteCount, hStream);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice,
+                                                         size_t ByteCount, CUstream hStream) {
+  MEMD_FAKE_CUDA_INJECT(cuMemcpyDtoHAsync_v2)
+  return g_driver.MemcpyAsync(memd::fake_cuda::kDeviceToHost, reinterpret_cast<uintptr_t>(dstHost),
+                              static_cast<uintptr_t>(srcDevice), ByteCount, hStream);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice,
+                                                         CUdeviceptr srcDevice, size_t ByteCount,
+                                                         CUstream hStream) {
+  MEMD_FAKE_CUDA_INJECT(cuMemcpyDtoDAsync_v2)
+  return g_driver.MemcpyAsync(memd::fake_cuda::kDeviceToDevice,
+                              static_cast<uintptr_t>(dstDevice),
+                              static_cast<uintptr_t>(srcDevice), ByteCount, hStream);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn,
+                                                     void* userData) {
+  MEMD_FAKE_CUDA_INJECT(cuLaunchHostFunc)
+  return g_driver.LaunchHostFunc(hStream, fn, userData);
 }

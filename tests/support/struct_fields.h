@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/location.h"
 
@@ -82,6 +83,13 @@ void FillDistinct(T& value, int& next) {
     value = static_cast<T>(next);
   } else if constexpr (std::is_same_v<T, absl::Time>) {
     value = absl::FromUnixSeconds(next);
+  } else if constexpr (std::is_same_v<T, absl::Duration>) {
+    value = absl::Seconds(next);
+  } else if constexpr (std::is_same_v<T, absl::Status>) {
+    // A code of its own among 1..16 (never UNKNOWN, which stands for codes
+    // a reader does not know), and a message of its own.
+    const int code = 3 + next % 14;
+    value = absl::Status(static_cast<absl::StatusCode>(code), "v" + std::to_string(next));
   } else if constexpr (std::is_same_v<T, Location>) {
     value = Location::Device(next);
   } else {
@@ -92,7 +100,10 @@ void FillDistinct(T& value, int& next) {
 // Changes one field to another value (a vector: one element more).
 template <typename T>
 void Perturb(T& value) {
-  if constexpr (IsVector<T>::value) {
+  if constexpr (HasFields<T>) {
+    // A struct inside a struct: its first field.
+    std::apply([](auto& first, auto&...) { Perturb(first); }, Fields<T>::Of(value));
+  } else if constexpr (IsVector<T>::value) {
     value.push_back(value.empty() ? typename T::value_type{} : value.front());
   } else if constexpr (IsOptional<T>::value) {
     value = value.has_value() ? std::nullopt : std::make_optional(absl::UnixEpoch());
@@ -106,6 +117,10 @@ void Perturb(T& value) {
     value = static_cast<T>(value + 100);
   } else if constexpr (std::is_same_v<T, absl::Time>) {
     value += absl::Seconds(100);
+  } else if constexpr (std::is_same_v<T, absl::Duration>) {
+    value += absl::Seconds(100);
+  } else if constexpr (std::is_same_v<T, absl::Status>) {
+    value = absl::Status(value.code(), std::string(value.message()) + "'");
   } else if constexpr (std::is_same_v<T, Location>) {
     value = Location::Device(value.device + 100);
   } else {
@@ -135,30 +150,49 @@ bool Equal(const T& a, const T& b) {
   }
 }
 
-// Positions of the fields still at their default value (a vector: empty, or
-// an element with such a field): what a conversion left out. "3" is the
-// fourth field; "5.1" the second field of the sixth field's first element.
+template <HasFields T>
+std::vector<std::string> FieldsLeftDefault(const T& value);
+
+// Adds `here` (and inner positions) to `left` where `field` is still what
+// `initial`, the same field of a default-made struct, holds.
+template <typename Field>
+void CollectLeftDefault(const Field& field, const Field& initial, const std::string& here,
+                        std::vector<std::string>& left) {
+  if constexpr (kIsVectorOfStructs<Field>) {
+    if (field.empty()) {
+      left.push_back(here);
+      return;
+    }
+    for (const std::string& inner : FieldsLeftDefault(field.front())) {
+      left.push_back(here + "." + inner);
+    }
+  } else if constexpr (HasFields<Field>) {
+    for (const std::string& inner : FieldsLeftDefault(field)) {
+      left.push_back(here + "." + inner);
+    }
+  } else {
+    if (Equal(field, initial)) left.push_back(here);
+  }
+}
+
+// Positions of the fields still at the value a default-made struct gives
+// them (a vector: empty, or an element with such a field): what a
+// conversion left out. "3" is the fourth field; "5.1" the second field of
+// the sixth field's first element.
 template <HasFields T>
 std::vector<std::string> FieldsLeftDefault(const T& value) {
+  const T initial{};
   std::vector<std::string> left;
-  std::size_t index = 0;
-  ForEachField(value, [&](const auto& field) {
-    using Field = std::remove_cvref_t<decltype(field)>;
-    const std::string here = std::to_string(index++);
-    if constexpr (kIsVectorOfStructs<Field>) {
-      if (field.empty()) {
-        left.push_back(here);
-        return;
-      }
-      for (const std::string& inner : FieldsLeftDefault(field.front())) {
-        left.push_back(here + "." + inner);
-      }
-    } else if constexpr (IsVector<Field>::value || IsOptional<Field>::value) {
-      if (Equal(field, Field{})) left.push_back(here);
-    } else {
-      if (Field{} == field) left.push_back(here);
-    }
-  });
+  std::apply(
+      [&](const auto&... fields) {
+        std::apply(
+            [&](const auto&... initials) {
+              std::size_t index = 0;
+              (CollectLeftDefault(fields, initials, std::to_string(index++), left), ...);
+            },
+            Fields<T>::Of(initial));
+      },
+      Fields<T>::Of(value));
   return left;
 }
 

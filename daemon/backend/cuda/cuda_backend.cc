@@ -4,6 +4,7 @@
 #include "common/bytes.h"
 #include "common/status_macros.h"
 #include "common/cuda/scoped_context.h"
+#include "daemon/backend/cuda/copy_device.h"
 
 namespace memd::backend {
 
@@ -145,6 +146,15 @@ std::vector<DeviceInfo> CudaBackend::devices() const {
     infos.push_back(info);
   }
   return infos;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CudaBackend::CopyDevices() {
+  std::vector<std::unique_ptr<CopyDevice>> copy_devices;
+  for (const Device& device : devices_) {
+    copy_devices.push_back(
+        std::make_unique<CudaCopyDevice>(driver_, device.cuda.ordinal, device.cuda.context));
+  }
+  return copy_devices;
 }
 
 }  // namespace memd::backend

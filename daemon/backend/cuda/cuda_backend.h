@@ -42,6 +42,8 @@ class CudaBackend : public Backend {
   absl::StatusOr<std::unique_ptr<Segment>> Reserve(const Location& location,
                                                    std::uint64_t bytes) override;
   std::vector<DeviceInfo> devices() const override;
+  // One CudaCopyDevice per device, by ordinal, in its primary context.
+  absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CopyDevices() override;
 
  private:
   struct Device {

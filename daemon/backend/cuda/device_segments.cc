@@ -1,12 +1,8 @@
 #include "daemon/backend/cuda/device_segments.h"
 
-#include <sys/mman.h>
-
-#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "common/cuda/scoped_context.h"
 
@@ -103,9 +99,7 @@ absl::StatusOr<std::unique_ptr<PinnedSegment>> PinnedSegment::Create(
   std::unique_ptr<PinnedSegment> segment(
       new PinnedSegment(driver, device, std::move(memory)));
   const std::uint64_t bytes = segment->memory_->size();
-  void* address = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                         segment->memory_->fd(), 0);
-  if (address == MAP_FAILED) return ErrnoStatus("mmap", errno);
+  void* address = segment->memory_->mapping();  // The memfd segment's own.
   segment->address_ = address;
   cuda::ScopedContext context(*driver, device.context);
   MEMD_RETURN_IF_ERROR(context.status());
@@ -129,7 +123,6 @@ PinnedSegment::~PinnedSegment() {
     cuda::ScopedContext context(*driver_, device_.context);
     driver_->api().MemHostUnregister(address_);
   }
-  if (address_ != nullptr) ::munmap(address_, memory_->size());
 }
 
 absl::Status PinnedSegment::Scrub() {

@@ -40,6 +40,10 @@ class VmmSegment : public Segment {
     return ExportedHandle{HandleType::kCudaVmmFd, fd_.get(), {}};
   }
   absl::Status Scrub() override;
+  // The daemon's own mapping of the allocation, on the segment's device.
+  absl::StatusOr<SegmentMemory> Memory() const override {
+    return SegmentMemory{.device_address = address_, .device = device_.ordinal};
+  }
 
  private:
   VmmSegment(std::shared_ptr<const cuda::Driver> driver, CudaDevice device,
@@ -76,6 +80,10 @@ class IpcSegment : public Segment {
   }
   // UNIMPLEMENTED, always (see the class comment).
   absl::Status Scrub() override;
+  // The cuMemAlloc address, in the daemon's context on the segment's device.
+  absl::StatusOr<SegmentMemory> Memory() const override {
+    return SegmentMemory{.device_address = address_, .device = device_.ordinal};
+  }
 
  private:
   IpcSegment(std::shared_ptr<const cuda::Driver> driver, CudaDevice device,
@@ -89,10 +97,11 @@ class IpcSegment : public Segment {
   std::string handle_;  // The CUipcMemHandle's bytes.
 };
 
-/// Pinned staging memory: a host memfd segment, mapped by the daemon and
+/// Pinned staging memory: a host memfd segment whose daemon mapping is
 /// registered with the driver (portable, device-mapped), so that transfers
 /// can DMA from it and clients fill it without pinning anything. Owns the
-/// memfd segment, the mapping and the registration. Thread-safe.
+/// memfd segment (and with it the mapping) and the registration.
+/// Thread-safe.
 class PinnedSegment : public Segment {
  public:
   static absl::StatusOr<std::unique_ptr<PinnedSegment>> Create(
@@ -107,6 +116,10 @@ class PinnedSegment : public Segment {
   absl::Status Scrub() override;
   // The pages go; the driver's registration of them ends with the segment.
   void Discard() override { memory_->Discard(); }
+  // The registered mapping: the engine DMAs to and from it directly.
+  absl::StatusOr<SegmentMemory> Memory() const override {
+    return SegmentMemory{.host = static_cast<std::byte*>(address_), .registered = true};
+  }
 
  private:
   PinnedSegment(std::shared_ptr<const cuda::Driver> driver, CudaDevice device,

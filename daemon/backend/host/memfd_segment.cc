@@ -52,28 +52,28 @@ absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
   if (::fchmod(fd.get(), 0) != 0) return ErrnoStatus("fchmod(memfd, 0)", errno);
   std::unique_ptr<MemfdSegment> segment(
       new MemfdSegment(std::move(fd), std::move(read_only), bytes));
+  void* address =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, segment->fd_.get(), 0);
+  if (address == MAP_FAILED) return ErrnoStatus("mmap", errno);
+  segment->mapping_ = address;  // Unmapped by the destructor from here on.
   if (pin) {
-    void* address = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                           segment->fd_.get(), 0);
-    if (address == MAP_FAILED) return ErrnoStatus("mmap", errno);
     if (::mlock(address, bytes) != 0) {
       int error = errno;
-      ::munmap(address, bytes);
       return absl::ResourceExhaustedError(absl::StrCat(
           "pinned memory: cannot lock ", bytes, " bytes (", FormatBytes(bytes),
           "): mlock: ", std::strerror(error),
           "; raise the daemon's RLIMIT_MEMLOCK (LimitMEMLOCK= in systemd)"));
     }
-    segment->pinned_ = address;
+    segment->locked_ = true;
   }
   return segment;
 }
 
 absl::Status MemfdSegment::Scrub() {
   const off_t length = static_cast<off_t>(size_);
-  if (pinned_ != nullptr) {
+  if (locked_) {
     // Locked pages stay in place: zero them through the daemon's mapping.
-    std::memset(pinned_, 0, size_);
+    std::memset(mapping_, 0, size_);
     return absl::OkStatus();
   }
   if (::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
@@ -98,7 +98,7 @@ void MemfdSegment::Discard() {
 }
 
 MemfdSegment::~MemfdSegment() {
-  if (pinned_ != nullptr) ::munmap(pinned_, size_);
+  if (mapping_ != nullptr) ::munmap(mapping_, size_);
 }
 
 }  // namespace memd::backend

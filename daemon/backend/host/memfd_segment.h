@@ -10,15 +10,16 @@
 namespace memd::backend {
 
 /// One sealed memfd of fixed size. Owns its descriptors (read-write and
-/// read-only) and, when pinned, the daemon's locked mapping of it. The
-/// memfd's inode has no permission bits, so a client cannot reopen it
-/// (/proc/self/fd) with more access than its descriptor grants. Immutable
-/// after Create, so thread-safe.
+/// read-only) and the daemon's own read-write MAP_SHARED mapping of it, made
+/// once at Create (where the transfer engine reaches the bytes: Memory();
+/// locked in RAM when pinned). The memfd's inode has no permission bits, so
+/// a client cannot reopen it (/proc/self/fd) with more access than its
+/// descriptor grants. Immutable after Create, so thread-safe.
 class MemfdSegment : public Segment {
  public:
-  // Creates, commits (fallocate) and seals a memfd of `bytes`; `pin` maps it
-  // and locks it in RAM. Errors: RESOURCE_EXHAUSTED (no memory, RLIMIT_MEMLOCK),
-  // INTERNAL.
+  // Creates, commits (fallocate), seals and maps a memfd of `bytes`; `pin`
+  // locks the mapping in RAM. Errors: RESOURCE_EXHAUSTED (no memory,
+  // RLIMIT_MEMLOCK), INTERNAL.
   static absl::StatusOr<std::unique_ptr<MemfdSegment>> Create(std::uint64_t bytes,
                                                               bool pin);
   ~MemfdSegment() override;
@@ -31,6 +32,13 @@ class MemfdSegment : public Segment {
   }
   // The read-write descriptor, for the daemon's own use (CUDA registration).
   int fd() const { return fd_.get(); }
+
+  // The daemon's mapping: host memory, not registered with any driver (a
+  // locked page is not one a GPU may DMA to without staging).
+  absl::StatusOr<SegmentMemory> Memory() const override {
+    return SegmentMemory{.host = static_cast<std::byte*>(mapping_)};
+  }
+  std::byte* mapping() const { return static_cast<std::byte*>(mapping_); }
 
   // Punches out every page and commits fresh (zeroed) ones.
   absl::Status Scrub() override;
@@ -46,7 +54,8 @@ class MemfdSegment : public Segment {
   // PROT_WRITE mappings of it.
   const UniqueFd read_only_;
   const std::uint64_t size_;
-  void* pinned_ = nullptr;  // Set once in Create.
+  void* mapping_ = nullptr;  // Set once in Create.
+  bool locked_ = false;      // mlock'ed (pinned).
 };
 
 }  // namespace memd::backend

@@ -1,0 +1,260 @@
+#include "daemon/backend/cuda/copy_device.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/cuda/scoped_context.h"
+#include "common/status_macros.h"
+
+namespace memd::backend {
+
+// ---- CudaCopyDevice ----
+
+CudaCopyDevice::CudaCopyDevice(std::shared_ptr<const cuda::Driver> driver, int ordinal,
+                               CUcontext context, Options options)
+    : driver_(std::move(driver)), ordinal_(ordinal), context_(context), options_(options) {}
+
+CudaCopyDevice::~CudaCopyDevice() {
+  absl::MutexLock lock(&mu_);
+  if (staging_.empty()) return;
+  cuda::ScopedContext current(*driver_, context_);
+  for (void* memory : staging_) driver_->api().MemFreeHost(memory);
+}
+
+absl::Status CudaCopyDevice::health() const {
+  if (!broken_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return health_;
+}
+
+absl::Status CudaCopyDevice::Status(CUresult result, std::string_view call, CopyCall kind) {
+  absl::Status status = CopyStatus(*driver_, result, call, ordinal_, kind);
+  if (!status.ok() && IsStickyCudaError(result)) {
+    absl::MutexLock lock(&mu_);
+    if (health_.ok()) {
+      health_ = status;
+      broken_.store(true, std::memory_order_release);
+    }
+  }
+  return status;
+}
+
+absl::StatusOr<std::span<std::byte>> CudaCopyDevice::AllocateStaging(std::uint64_t bytes) {
+  MEMD_RETURN_IF_ERROR(health());
+  if (bytes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("staging memory of 0 bytes asked of device ", ordinal_));
+  }
+  cuda::ScopedContext current(*driver_, context_);
+  MEMD_RETURN_IF_ERROR(current.status());
+  void* memory = nullptr;
+  // PORTABLE: every context may DMA from it (a copy between devices stages
+  // through one device's ring with the other's stream).
+  MEMD_RETURN_IF_ERROR(Status(
+      driver_->api().MemHostAlloc(&memory, bytes, CU_MEMHOSTALLOC_PORTABLE),
+      absl::StrCat("cuMemHostAlloc(", bytes, " bytes, PORTABLE)"), CopyCall::kStaging));
+  // Fault every page in now, not during the first transfer.
+  auto* first = static_cast<std::byte*>(memory);
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  for (std::uint64_t at = 0; at < bytes; at += page) first[at] = std::byte{0};
+  absl::MutexLock lock(&mu_);
+  staging_.push_back(memory);
+  return std::span<std::byte>(first, bytes);
+}
+
+absl::StatusOr<std::unique_ptr<CopyStream>> CudaCopyDevice::NewStream() {
+  MEMD_RETURN_IF_ERROR(health());
+  MEMD_ASSIGN_OR_RETURN(std::unique_ptr<CudaCopyStream> stream, CudaCopyStream::Create(*this));
+  return std::unique_ptr<CopyStream>(std::move(stream));
+}
+
+// ---- CudaCopyStream ----
+
+namespace {
+struct Wake;
+}  // namespace
+
+struct CudaCopyStream::PendingWakes {
+  absl::Mutex mu;
+  absl::flat_hash_set<Wake*> wakes ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+// What cuLaunchHostFunc carries: the caller's function and the set that
+// lists it until it ran.
+struct Wake {
+  std::function<void()> wake;
+  std::shared_ptr<CudaCopyStream::PendingWakes> pending;
+};
+
+// On the driver's thread: no driver call, nothing that blocks long.
+void CUDA_CB RunWake(void* data) {
+  std::unique_ptr<Wake> wake(static_cast<Wake*>(data));
+  {
+    absl::MutexLock lock(&wake->pending->mu);
+    wake->pending->wakes.erase(wake.get());
+  }
+  wake->wake();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaCopyStream>> CudaCopyStream::Create(CudaCopyDevice& device) {
+  const cuda::Driver& driver = device.driver();
+  cuda::ScopedContext current(driver, device.context());
+  MEMD_RETURN_IF_ERROR(current.status());
+  int least = 0;
+  MEMD_RETURN_IF_ERROR(device.Status(driver.api().CtxGetStreamPriorityRange(&least, nullptr),
+                                     "cuCtxGetStreamPriorityRange", CopyCall::kEnqueue));
+  CUstream stream = nullptr;
+  // Non-blocking: the NULL stream of a client library in the daemon's
+  // process never serialises with the engine's copies.
+  MEMD_RETURN_IF_ERROR(device.Status(
+      driver.api().StreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, least),
+      "cuStreamCreateWithPriority", CopyCall::kEnqueue));
+  return std::unique_ptr<CudaCopyStream>(new CudaCopyStream(device, stream));
+}
+
+CudaCopyStream::CudaCopyStream(CudaCopyDevice& device, CUstream stream)
+    : device_(device),
+      api_(device.driver().api()),
+      stream_(stream),
+      wakes_(std::make_shared<PendingWakes>()) {}
+
+CudaCopyStream::~CudaCopyStream() {
+  Drain();
+  cuda::ScopedContext current(device_.driver(), device_.context());
+  for (CUevent event : events_) api_.EventDestroy(event);
+  api_.StreamDestroy(stream_);
+  if (!device_.health().ok()) {
+    // A broken context runs no host function again: nothing else frees them.
+    absl::MutexLock lock(&wakes_->mu);
+    for (Wake* wake : wakes_->wakes) delete wake;
+    wakes_->wakes.clear();
+  }
+  // Otherwise a wake still queued (the drain timed out) stays the driver's
+  // to run whenever the stream gets there.
+}
+
+absl::Status CudaCopyStream::Broken() const { return device_.health(); }
+
+void CudaCopyStream::Drain() {
+  // A marker polled, not a host function waited for: after a timeout nothing
+  // of ours stays queued in the driver (cuEventSynchronize has no timeout).
+  absl::StatusOr<Marker> last = Mark();
+  if (!last.ok()) return;
+  const absl::Time deadline = absl::Now() + device_.options().drain_timeout;
+  for (;;) {
+    absl::StatusOr<bool> reached = Reached(*last);
+    if (!reached.ok() || *reached || absl::Now() >= deadline) return;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+absl::Status CudaCopyStream::HostToDevice(DeviceAddress destination, const void* source,
+                                          std::uint64_t bytes) {
+  MEMD_RETURN_IF_ERROR(Broken());
+  cuda::ScopedContext current(device_.driver(), device_.context());
+  MEMD_RETURN_IF_ERROR(current.status());
+  return device_.Status(api_.MemcpyHtoDAsync(destination, source, bytes, stream_),
+                        absl::StrCat("cuMemcpyHtoDAsync(", bytes, " bytes)"),
+                        CopyCall::kEnqueue);
+}
+
+absl::Status CudaCopyStream::DeviceToHost(void* destination, DeviceAddress source,
+                                          std::uint64_t bytes) {
+  MEMD_RETURN_IF_ERROR(Broken());
+  cuda::ScopedContext current(device_.driver(), device_.context());
+  MEMD_RETURN_IF_ERROR(current.status());
+  return device_.Status(api_.MemcpyDtoHAsync(destination, source, bytes, stream_),
+                        absl::StrCat("cuMemcpyDtoHAsync(", bytes, " bytes)"),
+                        CopyCall::kEnqueue);
+}
+
+absl::Status CudaCopyStream::DeviceToDevice(DeviceAddress destination, DeviceAddress source,
+                                            std::uint64_t bytes) {
+  MEMD_RETURN_IF_ERROR(Broken());
+  cuda::ScopedContext current(device_.driver(), device_.context());
+  MEMD_RETURN_IF_ERROR(current.status());
+  return device_.Status(api_.MemcpyDtoDAsync(destination, source, bytes, stream_),
+                        absl::StrCat("cuMemcpyDtoDAsync(", bytes, " bytes)"),
+                        CopyCall::kEnqueue);
+}
+
+absl::StatusOr<Marker> CudaCopyStream::Mark() {
+  MEMD_RETURN_IF_ERROR(Broken());
+  cuda::ScopedContext current(device_.driver(), device_.context());
+  MEMD_RETURN_IF_ERROR(current.status());
+  Marker marker = 0;
+  if (!free_.empty()) {
+    marker = free_.back();
+    free_.pop_back();
+  } else {
+    CUevent event = nullptr;
+    MEMD_RETURN_IF_ERROR(device_.Status(api_.EventCreate(&event, CU_EVENT_DISABLE_TIMING),
+                                        "cuEventCreate", CopyCall::kEnqueue));
+    marker = static_cast<Marker>(events_.size());
+    events_.push_back(event);
+    live_.push_back(false);
+  }
+  absl::Status recorded =
+      device_.Status(api_.EventRecord(events_[marker], stream_), "cuEventRecord",
+                     CopyCall::kEnqueue);
+  if (!recorded.ok()) {
+    free_.push_back(marker);
+    return recorded;
+  }
+  live_[marker] = true;
+  return marker;
+}
+
+absl::StatusOr<bool> CudaCopyStream::Reached(Marker marker) {
+  if (marker >= live_.size() || !live_[marker]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("marker ", marker, " is not live on this stream of device ",
+                     device_.ordinal()));
+  }
+  MEMD_RETURN_IF_ERROR(Broken());
+  // cuEventQuery needs no current context: the poll stays cheap.
+  const CUresult result = api_.EventQuery(events_[marker]);
+  if (result == CUDA_ERROR_NOT_READY) return false;
+  MEMD_RETURN_IF_ERROR(device_.Status(result, "cuEventQuery", CopyCall::kSurface));
+  return true;
+}
+
+void CudaCopyStream::Forget(Marker marker) {
+  if (marker >= live_.size() || !live_[marker]) return;
+  live_[marker] = false;
+  free_.push_back(marker);
+}
+
+absl::Status CudaCopyStream::WakeWhenDone(std::function<void()> wake) {
+  MEMD_RETURN_IF_ERROR(Broken());
+  cuda::ScopedContext current(device_.driver(), device_.context());
+  MEMD_RETURN_IF_ERROR(current.status());
+  auto* call = new Wake{std::move(wake), wakes_};
+  {
+    absl::MutexLock lock(&wakes_->mu);
+    wakes_->wakes.insert(call);
+  }
+  absl::Status launched = device_.Status(api_.LaunchHostFunc(stream_, &RunWake, call),
+                                         "cuLaunchHostFunc", CopyCall::kEnqueue);
+  if (!launched.ok()) {
+    absl::MutexLock lock(&wakes_->mu);
+    wakes_->wakes.erase(call);
+    delete call;
+  }
+  return launched;
+}
+
+absl::Status CudaCopyStream::Synchronize() {
+  MEMD_RETURN_IF_ERROR(Broken());
+  return device_.Status(api_.StreamSynchronize(stream_), "cuStreamSynchronize",
+                        CopyCall::kSurface);
+}
+
+}  // namespace memd::backend

@@ -1,0 +1,192 @@
+// MemdService's transfer calls: Copy, WaitTransfer, CancelTransfer, and the
+// end of a session's transfers.
+
+#include <chrono>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/service/convert.h"
+#include "daemon/service/memd_service.h"
+#include "daemon/service/transfer_wait.h"
+#include "grpcpp/alarm.h"
+
+namespace memd::service {
+namespace {
+
+absl::Status ValidateTransferWait(std::uint64_t wait_ms) {
+  // Compared as integers: a duration made of 2^63 ms or more wraps negative.
+  const auto most = static_cast<std::uint64_t>(absl::ToInt64Milliseconds(kMaxTransferWait));
+  if (wait_ms > most) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait_ms ", wait_ms, " exceeds the maximum of ", most,
+        " ms; wait again for longer waits"));
+  }
+  return absl::OkStatus();
+}
+
+transfer::Endpoint EndpointOf(broker::CopyEnd end) {
+  transfer::Endpoint endpoint;
+  endpoint.memory = end.memory;
+  endpoint.length = end.length;
+  endpoint.hold = std::move(end.hold);
+  endpoint.buffer_id = end.buffer.id;
+  endpoint.offset = end.offset;
+  return endpoint;
+}
+
+// 0: none. Beyond what a duration holds it is as good as none.
+absl::Time DeadlineOf(std::uint64_t deadline_ms, absl::Time now) {
+  if (deadline_ms == 0) return absl::InfiniteFuture();
+  constexpr auto kMost = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  return now + absl::Milliseconds(static_cast<std::int64_t>(std::min(deadline_ms, kMost)));
+}
+
+}  // namespace
+
+absl::StatusOr<transfer::Engine*> MemdService::TransferEngine() const {
+  if (engine_ == nullptr) {
+    return absl::UnavailableError("this daemon runs no transfer engine");
+  }
+  return engine_;
+}
+
+absl::StatusOr<transfer::TransferId> MemdService::SubmitCopy(
+    broker::SessionId session, const v1::CopyRequest& request) {
+  MEMD_ASSIGN_OR_RETURN(transfer::Engine * engine, TransferEngine());
+  MEMD_ASSIGN_OR_RETURN(transfer::Priority priority, FromProto(request.priority()));
+  // Held to the Submit: EndSession cancels what was submitted before it
+  // marks the session, and nothing is submitted after.
+  absl::ReaderMutexLock gate(&copy_gate_);
+  if (ending_.contains(session)) {
+    return absl::UnauthenticatedError("the session has ended; reconnect");
+  }
+  MEMD_ASSIGN_OR_RETURN(broker::CopyEnds ends,
+                        broker_.ResolveCopy(session, FromProto(request.source()),
+                                            FromProto(request.destination())));
+  transfer::TransferSpec spec;
+  spec.session = session;
+  spec.source = EndpointOf(std::move(ends.source));
+  spec.destination = EndpointOf(std::move(ends.destination));
+  spec.priority = priority;
+  spec.deadline = DeadlineOf(request.deadline_ms(), absl::Now());
+  spec.chunk_bytes = request.chunk_bytes();
+  return engine->Submit(std::move(spec));
+}
+
+void MemdService::EndSession(broker::SessionId session, absl::Duration drain) {
+  {
+    absl::MutexLock gate(&copy_gate_);
+    ending_.insert(session);
+  }
+  if (engine_ != nullptr) engine_->EndSession(session, drain);
+  broker_.EndSession(session);
+  // The broker refuses the session's calls now (UNAUTHENTICATED).
+  absl::MutexLock gate(&copy_gate_);
+  ending_.erase(session);
+}
+
+void MemdService::TransferStatsInto(v1::StatsReply* reply) const {
+  if (engine_ == nullptr) return;
+  const transfer::EngineStats stats = engine_->Stats();
+  ToProto(stats, reply->mutable_transfers());
+  for (v1::DeviceInfo& device : *reply->mutable_devices()) {
+    for (const transfer::DeviceStats& engine_device : stats.devices) {
+      if (engine_device.device == device.ordinal()) ToProto(engine_device, &device);
+    }
+  }
+}
+
+grpc::ServerUnaryReactor* MemdService::Copy(grpc::CallbackServerContext* context,
+                                            const v1::CopyRequest* request,
+                                            v1::CopyReply* reply) {
+  return Respond(context, "Copy", [&]() -> absl::Status {
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(transfer::TransferId id, SubmitCopy(session->id(), *request));
+    reply->set_transfer_id(id);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::CancelTransfer(
+    grpc::CallbackServerContext* context, const v1::CancelTransferRequest* request,
+    v1::TransferProgress* reply) {
+  return Respond(context, "CancelTransfer", [&]() -> absl::Status {
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(transfer::Engine * engine, TransferEngine());
+    MEMD_ASSIGN_OR_RETURN(transfer::TransferProgress progress,
+                          engine->Cancel(session->id(), request->transfer_id()));
+    ToProto(progress, absl::Now(), reply);
+    return absl::OkStatus();
+  });
+}
+
+// A WaitTransfer call in gRPC: the reactor that answers it and the alarm
+// that ends its wait. Deletes itself when gRPC is done with the call.
+class MemdService::TransferWaitCall final : public grpc::ServerUnaryReactor,
+                                            public TransferWait::Call {
+ public:
+  TransferWaitCall(MemdService& service, v1::TransferProgress* reply)
+      : service_(service), start_(absl::Now()), reply_(reply) {}
+
+  void Wait(std::unique_ptr<TransferWatcher> watcher, absl::Duration wait) {
+    auto waiting = std::make_shared<TransferWait>(std::move(watcher), wait, *this);
+    wait_ = waiting;  // Before the watch: a cancel may come at once.
+    waiting->Start();
+  }
+
+  void SetAlarm(absl::Duration wait, std::function<void()> ring) override {
+    alarm_set_ = true;
+    alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait),
+               [ring = std::move(ring)](bool fired) {
+                 if (fired) ring();
+               });
+  }
+  void End(const absl::Status& status,
+           const transfer::TransferProgress* progress) override {
+    if (alarm_set_) alarm_.Cancel();
+    if (status.ok() && progress != nullptr) ToProto(*progress, absl::Now(), reply_);
+    service_.Observe("WaitTransfer", status.code(), start_);
+    Finish(ToGrpcStatus(status));
+  }
+
+  void OnCancel() override {
+    if (auto wait = wait_.lock()) wait->On(TransferWait::Event::kCancelled);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  MemdService& service_;
+  const absl::Time start_;
+  v1::TransferProgress* const reply_;
+  std::weak_ptr<TransferWait> wait_;
+  // Set and cancelled only under the wait's mutex (TransferWait::Call).
+  bool alarm_set_ = false;
+  grpc::Alarm alarm_;
+};
+
+grpc::ServerUnaryReactor* MemdService::WaitTransfer(
+    grpc::CallbackServerContext* context, const v1::WaitTransferRequest* request,
+    v1::TransferProgress* reply) {
+  auto session = Authenticate(context);
+  absl::Status valid = session.ok() ? ValidateTransferWait(request->wait_ms())
+                                    : session.status();
+  if (valid.ok()) valid = TransferEngine().status();
+  if (!valid.ok() || request->wait_ms() == 0) {
+    return Respond(context, "WaitTransfer", [&]() -> absl::Status {
+      MEMD_RETURN_IF_ERROR(valid);
+      MEMD_ASSIGN_OR_RETURN(transfer::TransferProgress progress,
+                            engine_->Progress((*session)->id(), request->transfer_id()));
+      ToProto(progress, absl::Now(), reply);
+      return absl::OkStatus();
+    });
+  }
+  auto* call = new TransferWaitCall(*this, reply);
+  call->Wait(std::make_unique<EngineWatcher>(*engine_, (*session)->id(),
+                                             request->transfer_id()),
+             absl::Milliseconds(static_cast<std::int64_t>(request->wait_ms())));
+  return call;
+}
+
+}  // namespace memd::service

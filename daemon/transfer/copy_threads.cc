@@ -1,0 +1,78 @@
+#include "daemon/transfer/copy_threads.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace memd::transfer {
+namespace {
+
+// Below this, one thread copies: a helper's wake-up costs about as much as
+// copying a few hundred KiB.
+constexpr std::uint64_t kSplitAbove = std::uint64_t{512} << 10;
+// Parts start on cache-line boundaries of the destination.
+constexpr std::uint64_t kLine = 64;
+
+}  // namespace
+
+CopyThreads::CopyThreads(int threads) {
+  const int helpers = std::clamp(threads, 1, 4) - 1;
+  {
+    absl::MutexLock lock(&mu_);
+    parts_.resize(helpers + 1);
+  }
+  for (int i = 0; i < helpers; ++i) helpers_.emplace_back([this, i] { Help(i); });
+}
+
+CopyThreads::~CopyThreads() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    work_.SignalAll();
+  }
+  for (std::thread& helper : helpers_) helper.join();
+}
+
+void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes) {
+  if (helpers_.empty() || bytes < kSplitAbove) {
+    std::memcpy(destination, source, bytes);
+    return;
+  }
+  const std::uint64_t parts = helpers_.size() + 1;
+  const std::uint64_t share = (bytes / parts + kLine - 1) / kLine * kLine;
+  Part mine;
+  {
+    absl::MutexLock lock(&mu_);
+    std::uint64_t offset = 0;
+    for (std::uint64_t i = 0; i < parts; ++i) {
+      const std::uint64_t length = std::min(share, bytes - offset);
+      parts_[i] = Part{destination + offset, source + offset, length};
+      offset += length;
+    }
+    mine = parts_[0];
+    pending_ = static_cast<int>(helpers_.size());
+    ++generation_;
+    work_.SignalAll();
+  }
+  std::memcpy(mine.destination, mine.source, mine.bytes);
+  absl::MutexLock lock(&mu_);
+  while (pending_ > 0) done_.Wait(&mu_);
+}
+
+void CopyThreads::Help(int index) {
+  std::uint64_t seen = 0;
+  while (true) {
+    Part part;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!stopping_ && generation_ == seen) work_.Wait(&mu_);
+      if (stopping_) return;
+      seen = generation_;
+      part = parts_[index + 1];
+    }
+    if (part.bytes > 0) std::memcpy(part.destination, part.source, part.bytes);
+    absl::MutexLock lock(&mu_);
+    if (--pending_ == 0) done_.Signal();
+  }
+}
+
+}  // namespace memd::transfer

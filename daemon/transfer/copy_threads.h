@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace memd::transfer {
+
+/// Splits one large memcpy across `threads` CPU threads: the caller and
+/// threads - 1 helpers started once and reused (one thread's memcpy cannot
+/// feed a PCIe Gen5 link; four can). Copies below a threshold run on the
+/// caller alone, where waking helpers would cost more than it saves. Owns
+/// its helper threads. Copy is called by one thread at a time (the lane
+/// that owns it); construction and destruction are not concurrent with it.
+class CopyThreads {
+ public:
+  explicit CopyThreads(int threads);
+  ~CopyThreads();
+  CopyThreads(const CopyThreads&) = delete;
+  CopyThreads& operator=(const CopyThreads&) = delete;
+
+  // memcpy(destination, source, bytes), split; returns when all is copied.
+  void Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes);
+
+  int threads() const { return static_cast<int>(helpers_.size()) + 1; }
+
+ private:
+  struct Part {
+    std::byte* destination = nullptr;
+    const std::byte* source = nullptr;
+    std::uint64_t bytes = 0;
+  };
+  void Help(int index);
+
+  absl::Mutex mu_;
+  absl::CondVar work_;
+  absl::CondVar done_;
+  std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);  // parts_[i + 1] is helper i's.
+  std::uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> helpers_;
+};
+
+}  // namespace memd::transfer

@@ -1,0 +1,155 @@
+#include "daemon/transfer/device_lane.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace memd::transfer {
+
+absl::StatusOr<std::unique_ptr<DeviceLane>> DeviceLane::Create(EngineCore& core, int index) {
+  const EngineOptions& options = core.options();
+  backend::CopyDevice& device = core.device(index);
+  MEMD_ASSIGN_OR_RETURN(StagingRing ring,
+                        StagingRing::Allocate(device, options.staging_slots, options.slot_bytes));
+  std::unique_ptr<DeviceLane> lane(new DeviceLane(core, index, std::move(ring)));
+  MEMD_ASSIGN_OR_RETURN(lane->in_.stream, device.NewStream());
+  MEMD_ASSIGN_OR_RETURN(lane->out_.stream, device.NewStream());
+  lane->peers_.resize(core.device_count());
+  for (int other = 0; other < core.device_count(); ++other) {
+    if (other == index) continue;
+    MEMD_ASSIGN_OR_RETURN(lane->peers_[other].stream, core.device(other).NewStream());
+  }
+  lane->counters_.slots.store(options.staging_slots);
+  return lane;
+}
+
+DeviceLane::DeviceLane(EngineCore& core, int index, StagingRing ring)
+    : core_(core),
+      index_(index),
+      lane_(index + 1),
+      device_(core.device(index)),
+      counters_(core.counters(index)),
+      ring_(std::move(ring)),
+      copy_(core.options().copy_threads) {}
+
+// Joins the thread before the streams go (their destructors wait for what
+// was enqueued).
+DeviceLane::~DeviceLane() { Stop(); }
+
+void DeviceLane::Run() {
+  while (Step()) {
+  }
+}
+
+// One turn: take in what the device finished, tell the engine, let it end
+// what must end, then issue the next chunk or sleep.
+bool DeviceLane::Step() {
+  if (broken_ || abandon_) {
+    const absl::Status why =
+        broken_ ? broken_status_
+                : absl::CancelledError("the engine stopped with the chunk still on the device");
+    Drop(in_, why);
+    Drop(out_, why);
+    for (Queue& peer : peers_) Drop(peer, why);
+  } else {
+    PollQueue(in_);
+    PollQueue(out_);
+    for (Queue& peer : peers_) PollQueue(peer);
+  }
+  const absl::Status health = broken_ ? absl::OkStatus() : device_.health();
+  std::optional<Chunk> next;
+  absl::Time wake = absl::InfiniteFuture();
+  bool exit = false;
+  const absl::Time now = absl::Now();
+  {
+    CoreLock lock(core_);
+    if (!health.ok()) {
+      core_.FailDevice(index_, health);
+      broken_ = true;
+      broken_status_ = health;
+    }
+    for (Outcome& outcome : outcomes_) {
+      if (outcome.status.ok()) {
+        core_.ChunkDone(outcome.chunk, now);
+      } else {
+        core_.ChunkFailed(outcome.chunk, outcome.status, now);
+      }
+    }
+    core_.Sweep(lane_, now);
+    if (stopping() && core_.LaneIdle(lane_)) {
+      if (!Busy()) {
+        exit = true;
+      } else if (stop_by_ == absl::InfiniteFuture()) {
+        stop_by_ = now + core_.options().stall_timeout;
+      } else if (now >= stop_by_) {
+        abandon_ = true;
+      }
+    }
+    if (!exit && !broken_) {
+      next = core_.TakeChunk(lane_, now, [this](const TransferRecord& r) { return Fits(r); });
+    }
+    if (!next) wake = std::min(core_.NextWake(lane_, now), stop_by_);
+  }
+  outcomes_.clear();  // Outside the lock: a record's last reference may go here.
+  CountDmaTime(now);
+  if (exit) return false;
+  if (next) {
+    Issue(std::move(*next));
+    CountDmaTime(absl::Now());
+    return true;
+  }
+  if (!broken_ && !abandon_) waker()->WaitUntil(wake);
+  return true;
+}
+
+void DeviceLane::PollQueue(Queue& queue) {
+  while (!queue.fifo.empty()) {
+    InFlight& head = queue.fifo.front();
+    absl::StatusOr<bool> reached = queue.stream->Reached(head.marker);
+    if (reached.ok() && !*reached) return;  // In order: nothing later is done either.
+    queue.stream->Forget(head.marker);
+    InFlight entry = std::move(head);
+    queue.fifo.pop();
+    if (reached.ok()) {
+      Complete(entry);
+    } else {
+      Fail(entry, reached.status(), /*enqueued=*/false, queue);
+    }
+  }
+}
+
+// The device broke, or the engine stops and the device never finished:
+// what it holds is given up (the records keep their holds until here).
+void DeviceLane::Drop(Queue& queue, const absl::Status& why) {
+  while (!queue.fifo.empty()) {
+    InFlight entry = std::move(queue.fifo.front());
+    queue.fifo.pop();
+    queue.stream->Forget(entry.marker);
+    ReleaseSlot(entry);
+    outcomes_.push_back(Outcome{std::move(entry.chunk), why});
+  }
+}
+
+bool DeviceLane::Busy() const {
+  if (!in_.fifo.empty() || !out_.fifo.empty()) return true;
+  for (const Queue& peer : peers_) {
+    if (!peer.fifo.empty()) return true;
+  }
+  return false;
+}
+
+// DMA time: while some chunk of this lane is queued on a device, as the
+// lane sees it (rounded up to when it looks).
+void DeviceLane::CountDmaTime(absl::Time now) {
+  const bool busy = Busy();
+  if (busy && busy_since_ == absl::InfinitePast()) {
+    busy_since_ = now;
+  } else if (!busy && busy_since_ != absl::InfinitePast()) {
+    counters_.dma_ns.fetch_add(absl::ToInt64Nanoseconds(now - busy_since_));
+    busy_since_ = absl::InfinitePast();
+  }
+}
+
+}  // namespace memd::transfer

@@ -1,0 +1,403 @@
+#include "daemon/transfer/engine_core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/bytes.h"
+#include "common/status_macros.h"
+
+namespace memd::transfer {
+namespace {
+
+// How long a lane sleeps at most: the net under lost wakes, shorter while
+// it has transfers.
+constexpr absl::Duration kBusyNap = absl::Milliseconds(5);
+constexpr absl::Duration kIdleNap = absl::Milliseconds(100);
+
+}  // namespace
+
+EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices)
+    : options_(options),
+      devices_(std::move(devices)),
+      admission_(AdmissionLimits{options.max_session_bytes, options.max_total_bytes,
+                                 options.max_session_transfers}) {
+  absl::MutexLock lock(&mu_);
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    counters_.push_back(std::make_unique<DeviceCounters>());
+  }
+  schedulers_.assign(devices_.size() + 1, Scheduler(options.ageing));
+  unhealthy_.assign(devices_.size(), absl::OkStatus());
+  for (int p = 0; p < kPriorities; ++p) priority_stats_[p].priority = static_cast<Priority>(p);
+}
+
+std::string EngineCore::Describe(const TransferRecord& record) const {
+  std::string text = absl::StrCat("transfer ", record.id, " (",
+                                  std::string(DirectionName(record.direction)), " of ",
+                                  FormatBytes(record.total()));
+  if (record.device_index >= 0) {
+    absl::StrAppend(&text, " on device ", devices_[record.device_index]->ordinal());
+  }
+  if (record.peer_index >= 0 && record.peer_index != record.device_index) {
+    absl::StrAppend(&text, " to device ", devices_[record.peer_index]->ordinal());
+  }
+  return absl::StrCat(text, ")");
+}
+
+absl::Status EngineCore::NotFound(SessionId session, TransferId id) {
+  return absl::NotFoundError(absl::StrCat("session ", session, " has no transfer ", id));
+}
+
+RecordPtr EngineCore::Find(SessionId session, TransferId id) const {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return nullptr;
+  auto found = it->second.transfers.find(id);
+  return found == it->second.transfers.end() ? nullptr : found->second;
+}
+
+absl::Status EngineCore::DeviceHealth(int index) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!unhealthy_[index].ok()) return unhealthy_[index];
+  }
+  return devices_[index]->health();
+}
+
+absl::StatusOr<TransferId> EngineCore::Submit(RecordPtr record) {
+  const absl::Time now = absl::Now();
+  CoreLock lock(*this);
+  for (int index : {record->device_index, record->peer_index}) {
+    if (index >= 0 && !unhealthy_[index].ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("device ", devices_[index]->ordinal(),
+                       " is unhealthy and takes no copies until the daemon restarts: ",
+                       unhealthy_[index].message()));
+    }
+  }
+  MEMD_RETURN_IF_ERROR(admission_.Admit(record->session, record->total()));
+  record->id = next_id_++;
+  TransferProgress& progress = record->progress;
+  progress.id = record->id;
+  progress.bytes_total = record->total();
+  progress.direction = record->direction;
+  progress.device =
+      record->device_index >= 0 ? devices_[record->device_index]->ordinal() : -1;
+  progress.priority = record->priority;
+  progress.submitted = now;
+  progress.started = absl::InfinitePast();
+  progress.finished = absl::InfinitePast();
+  record->waiting_since = now;
+  record->last_progress = now;
+  sessions_[record->session].transfers[record->id] = record;
+  range_order_.Admit(record);
+  schedulers_[record->lane].Add(record);
+  deferred_wakes_.push_back(record->lane);
+  return record->id;
+}
+
+absl::StatusOr<TransferProgress> EngineCore::Progress(SessionId session, TransferId id) const {
+  absl::MutexLock lock(&mu_);
+  RecordPtr record = Find(session, id);
+  if (record == nullptr) return NotFound(session, id);
+  return record->progress;
+}
+
+absl::StatusOr<std::uint64_t> EngineCore::Watch(SessionId session, TransferId id,
+                                                Engine::Done done) {
+  TransferProgress ended;
+  std::uint64_t token = 0;
+  {
+    CoreLock lock(*this);
+    RecordPtr record = Find(session, id);
+    if (record == nullptr) return NotFound(session, id);
+    if (!record->terminal()) return watches_.Add(id, std::move(done));
+    ended = record->progress;
+    token = watches_.NewToken();
+  }
+  done(ended);
+  return token;
+}
+
+bool EngineCore::CancelWatch(std::uint64_t token) {
+  absl::MutexLock lock(&mu_);
+  if (watches_.Remove(token)) return true;
+  auto running = firing_.find(token);
+  // A callback cancelling its own watch must not wait for itself.
+  if (running != firing_.end() && running->second != std::this_thread::get_id()) {
+    while (firing_.contains(token)) changed_.Wait(&mu_);
+  }
+  return false;
+}
+
+void EngineCore::RequestCancel(TransferRecord& record, std::string_view reason) {
+  if (record.terminal() || record.cancel_requested) return;
+  record.cancel_requested = true;
+  record.cancel_reason = std::string(reason);
+  deferred_wakes_.push_back(record.lane);
+}
+
+absl::StatusOr<TransferProgress> EngineCore::Cancel(SessionId session, TransferId id) {
+  CoreLock lock(*this);
+  RecordPtr record = Find(session, id);
+  if (record == nullptr) return NotFound(session, id);
+  RequestCancel(*record, "cancelled");
+  return record->progress;
+}
+
+bool EngineCore::SessionDrained(SessionId session) const {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return true;
+  for (const auto& [id, record] : it->second.transfers) {
+    if (!record->terminal() || record->in_flight > 0) return false;
+  }
+  return true;
+}
+
+void EngineCore::EndSession(SessionId session, absl::Duration drain) {
+  const absl::Time give_up = absl::Now() + drain;
+  {
+    CoreLock lock(*this);
+    auto it = sessions_.find(session);
+    if (it == sessions_.end()) return;
+    for (auto& [id, record] : it->second.transfers) RequestCancel(*record, "session_ended");
+  }  // Wakes the lanes.
+  CoreLock lock(*this);
+  while (!SessionDrained(session)) {
+    if (changed_.WaitWithDeadline(&mu_, give_up)) break;
+  }
+  // What still runs ends later, unseen; its holds keep the memory alive.
+  sessions_.erase(session);
+}
+
+void EngineCore::CancelAll(std::string_view reason) {
+  CoreLock lock(*this);
+  for (Scheduler& scheduler : schedulers_) {
+    for (const RecordPtr& record : scheduler.records()) RequestCancel(*record, reason);
+  }
+}
+
+std::optional<Chunk> EngineCore::TakeChunk(
+    LaneIndex lane, absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
+  std::optional<Chunk> chunk = schedulers_[lane].Next(now, fits);
+  if (!chunk) return chunk;
+  TransferRecord& record = *chunk->record;
+  if (record.progress.state == TransferState::kQueued) {
+    record.progress.state = TransferState::kRunning;
+    // The clock now, not the lane's turn: a transfer that waited for another
+    // starts after that one's finish time.
+    record.progress.started = absl::Now();
+    record.progress.path = record.path;
+    ++paths_[record.path];
+    PriorityStats& stats = priority_stats_[static_cast<int>(record.priority)];
+    ++stats.started;
+    stats.wait_seconds +=
+        absl::ToDoubleSeconds(record.progress.started - record.progress.submitted);
+  }
+  if (record.in_flight == 1) record.last_progress = now;  // It was idle: the stall clock starts.
+  return chunk;
+}
+
+void EngineCore::ChunkDone(const Chunk& chunk, absl::Time now) {
+  TransferRecord& record = *chunk.record;
+  --record.in_flight;
+  changed_.SignalAll();
+  if (record.terminal()) return;  // Ended while the chunk ran: only drained.
+  record.progress.bytes_done += chunk.bytes;
+  record.last_progress = now;
+  FlowStats& flow = flows_[{record.direction, record.progress.device}];
+  flow.direction = record.direction;
+  flow.device = record.progress.device;
+  flow.bytes += chunk.bytes;
+  if (record.cancel_requested) {
+    deferred_wakes_.push_back(record.lane);  // The sweep ends it once drained.
+    return;
+  }
+  if (record.progress.bytes_done == record.total()) {
+    ++flow.transfers;
+    Finish(record, TransferState::kDone, absl::OkStatus(), "");
+  }
+}
+
+void EngineCore::ChunkFailed(const Chunk& chunk, const absl::Status& error, absl::Time now) {
+  TransferRecord& record = *chunk.record;
+  --record.in_flight;
+  changed_.SignalAll();
+  if (record.terminal() || record.cancel_requested) return;
+  if (absl::IsUnavailable(error) && chunk.attempt < options_.max_retries) {
+    jitter_state_ ^= jitter_state_ << 13;
+    jitter_state_ ^= jitter_state_ >> 17;
+    jitter_state_ ^= jitter_state_ << 5;
+    const double jitter = 0.5 + (jitter_state_ % 1024) / 1024.0;  // 0.5 .. 1.5
+    const absl::Duration backoff =
+        options_.retry_backoff * (std::uint64_t{1} << std::min(chunk.attempt, 20)) * jitter;
+    if (now + backoff < record.deadline) {
+      record.redo.push_back(ChunkRedo{chunk.offset, chunk.bytes, chunk.attempt + 1, now + backoff});
+      ++record.progress.retries;
+      ++retries_;
+      deferred_wakes_.push_back(record.lane);
+      return;
+    }
+  }
+  std::string retried;
+  if (chunk.attempt > 0) retried = absl::StrCat(" after ", chunk.attempt, " retries");
+  Finish(record, TransferState::kFailed,
+         absl::Status(error.code(),
+                      absl::StrCat(Describe(record), ": chunk ", record.chunk_index(chunk.offset),
+                                   " at byte offset ", chunk.offset, " (", chunk.bytes,
+                                   " bytes) failed", retried, ": ", error.message())),
+         "driver");
+}
+
+void EngineCore::FailDevice(int index, const absl::Status& sticky) {
+  if (unhealthy_[index].ok()) unhealthy_[index] = sticky;
+  const absl::Status status = absl::FailedPreconditionError(
+      absl::StrCat("device ", devices_[index]->ordinal(), " is unhealthy (",
+                   sticky.message(), ")"));
+  for (Scheduler& scheduler : schedulers_) {
+    for (const RecordPtr& record : scheduler.records()) {
+      if (record->terminal()) continue;
+      if (record->device_index != index && record->peer_index != index) continue;
+      Finish(*record, TransferState::kFailed,
+             absl::Status(status.code(), absl::StrCat(Describe(*record), " failed: ",
+                                                      status.message())),
+             "device_unhealthy");
+    }
+  }
+}
+
+void EngineCore::Sweep(LaneIndex lane, absl::Time now) {
+  for (const RecordPtr& pointer : schedulers_[lane].records()) {
+    TransferRecord& record = *pointer;
+    if (record.terminal()) continue;
+    const std::string moved = absl::StrCat(FormatBytes(record.progress.bytes_done), " of ",
+                                           FormatBytes(record.total()), " moved");
+    if (record.cancel_requested && record.in_flight == 0) {
+      Finish(record, TransferState::kCancelled,
+             absl::CancelledError(absl::StrCat(
+                 Describe(record),
+                 record.cancel_reason == "session_ended" ? " ended with its session"
+                                                         : " was cancelled",
+                 " (", moved, ")")),
+             record.cancel_reason);
+    } else if (now >= record.deadline) {
+      Finish(record, TransferState::kFailed,
+             absl::DeadlineExceededError(
+                 absl::StrCat(Describe(record), " passed its deadline (", moved, ")")),
+             "deadline");
+    } else if (record.in_flight > 0 && now - record.last_progress >= options_.stall_timeout) {
+      // Its chunks never came back: end it anyway; they keep their holds.
+      const std::string why = absl::StrCat(
+          Describe(record), " stalled: no chunk finished for ",
+          absl::FormatDuration(options_.stall_timeout), " (", moved, "; ", record.in_flight,
+          " chunks still on the device)");
+      if (record.cancel_requested) {
+        Finish(record, TransferState::kCancelled, absl::CancelledError(why),
+               record.cancel_reason);
+      } else {
+        Finish(record, TransferState::kFailed, absl::DeadlineExceededError(why), "stall");
+      }
+    }
+  }
+  schedulers_[lane].DropTerminal();
+}
+
+absl::Time EngineCore::NextWake(LaneIndex lane, absl::Time now) const {
+  const Scheduler& scheduler = schedulers_[lane];
+  absl::Time wake = now + (scheduler.records().empty() ? kIdleNap : kBusyNap);
+  for (const RecordPtr& record : scheduler.records()) {
+    if (record->terminal()) continue;
+    wake = std::min(wake, record->deadline);
+    if (record->in_flight > 0) {
+      wake = std::min(wake, record->last_progress + options_.stall_timeout);
+    }
+  }
+  return std::min(wake, scheduler.NextRetry());
+}
+
+bool EngineCore::LaneIdle(LaneIndex lane) const {
+  const auto& records = schedulers_[lane].records();
+  return std::all_of(records.begin(), records.end(),
+                     [](const RecordPtr& record) { return record->terminal(); });
+}
+
+void EngineCore::Finish(TransferRecord& record, TransferState state, absl::Status status,
+                        std::string_view reason) {
+  if (record.terminal()) return;
+  record.progress.state = state;
+  record.progress.status = std::move(status);
+  record.progress.finished = absl::Now();
+  if (state != TransferState::kDone) ++failures_[std::string(reason)];
+  admission_.Release(record.session, record.total());
+  for (const RecordPtr& runnable : range_order_.Release(record)) {
+    deferred_wakes_.push_back(runnable->lane);
+  }
+  for (WatchList::Entry& entry : watches_.Take(record.id)) {
+    firing_[entry.token] = std::this_thread::get_id();
+    deferred_watches_.push_back(Firing{entry.token, std::move(entry.done), record.progress});
+  }
+  Forget(record);
+  changed_.SignalAll();
+}
+
+void EngineCore::Forget(TransferRecord& record) {
+  auto it = sessions_.find(record.session);
+  if (it == sessions_.end()) return;
+  SessionRecords& session = it->second;
+  session.finished.push_back(record.id);
+  while (session.finished.size() >
+         static_cast<std::size_t>(std::max(options_.kept_finished_per_session, 0))) {
+    session.transfers.erase(session.finished.front());
+    session.finished.pop_front();
+  }
+}
+
+void EngineCore::UnlockAndRunDeferred() {
+  std::vector<Firing> firing;
+  firing.swap(deferred_watches_);
+  std::vector<LaneIndex> wakes;
+  wakes.swap(deferred_wakes_);
+  mu_.Unlock();
+  for (LaneIndex lane : wakes) {
+    if (lane < static_cast<LaneIndex>(lanes_.size())) lanes_[lane]->Wake();
+  }
+  if (firing.empty()) return;
+  for (Firing& watch : firing) watch.done(watch.progress);
+  absl::MutexLock lock(&mu_);
+  for (const Firing& watch : firing) firing_.erase(watch.token);
+  changed_.SignalAll();
+}
+
+EngineStats EngineCore::Stats() const {
+  EngineStats stats;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, flow] : flows_) stats.flows.push_back(flow);
+    stats.priorities.assign(std::begin(priority_stats_), std::end(priority_stats_));
+    for (const Scheduler& scheduler : schedulers_) {
+      for (const RecordPtr& record : scheduler.records()) {
+        if (record->progress.state == TransferState::kQueued) {
+          ++stats.priorities[static_cast<int>(record->priority)].queued;
+        }
+      }
+    }
+    stats.paths = paths_;
+    stats.failures = failures_;
+    stats.retries = retries_;
+    stats.active_transfers = admission_.total_transfers();
+    stats.active_bytes = admission_.total_bytes();
+    stats.admission_rejections = admission_.rejections();
+  }
+  for (int i = 0; i < device_count(); ++i) {
+    DeviceStats device;
+    device.device = devices_[i]->ordinal();
+    device.health = DeviceHealth(i);
+    device.slots = counters_[i]->slots.load();
+    device.slots_in_use = counters_[i]->slots_in_use.load();
+    device.staging_seconds = counters_[i]->staging_ns.load() / 1e9;
+    device.dma_seconds = counters_[i]->dma_ns.load() / 1e9;
+    stats.devices.push_back(device);
+  }
+  return stats;
+}
+
+}  // namespace memd::transfer

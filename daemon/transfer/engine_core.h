@@ -1,0 +1,162 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/backend/copy_device.h"
+#include "daemon/transfer/admission.h"
+#include "daemon/transfer/engine.h"
+#include "daemon/transfer/lane.h"
+#include "daemon/transfer/range_order.h"
+#include "daemon/transfer/scheduler.h"
+#include "daemon/transfer/transfer_record.h"
+#include "daemon/transfer/watch_list.h"
+
+namespace memd::transfer {
+
+// What a device lane measures, read by Stats without the engine's mutex.
+struct DeviceCounters {
+  std::atomic<int> slots{0};
+  std::atomic<int> slots_in_use{0};
+  std::atomic<std::int64_t> staging_ns{0};
+  std::atomic<std::int64_t> dma_ns{0};
+};
+
+/// The engine's shared state behind one mutex: every transfer record, the
+/// lanes' schedulers, sessions and their finished records, admission,
+/// range order, watches and counters. It decides what happens to a
+/// transfer (next chunk, done, retry, failed, cancelled, timed out); the
+/// lanes move the bytes without holding the mutex. Callbacks of watches
+/// and lane wakes that a change produces run after the mutex is released
+/// (CoreLock). Thread-safe.
+class EngineCore {
+ public:
+  EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices);
+
+  const EngineOptions& options() const { return options_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  backend::CopyDevice& device(int index) const { return *devices_[index]; }
+  DeviceCounters& counters(int index) { return *counters_[index]; }
+  // The lanes to wake, by LaneIndex; set once before the first Submit.
+  void SetLanes(std::vector<Lane*> lanes) { lanes_ = std::move(lanes); }
+
+  // Engine's calls (see engine.h); they take the mutex themselves.
+  absl::StatusOr<TransferId> Submit(RecordPtr record);
+  absl::StatusOr<TransferProgress> Progress(SessionId session, TransferId id) const;
+  absl::StatusOr<std::uint64_t> Watch(SessionId session, TransferId id, Engine::Done done);
+  bool CancelWatch(std::uint64_t token);
+  absl::StatusOr<TransferProgress> Cancel(SessionId session, TransferId id);
+  void EndSession(SessionId session, absl::Duration drain);
+  void CancelAll(std::string_view reason);
+  EngineStats Stats() const;
+  // OK, or why the device takes no copies (the sticky error it reported).
+  absl::Status DeviceHealth(int index) const;
+
+  // The lanes' side, under mu() (hold a CoreLock).
+  absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  // The next chunk this lane should move among transfers `fits` accepts.
+  std::optional<Chunk> TakeChunk(LaneIndex lane, absl::Time now,
+                                 absl::FunctionRef<bool(const TransferRecord&)> fits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunk's bytes are in the destination.
+  void ChunkDone(const Chunk& chunk, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunk failed with `error` (the device's, naming the call): retried
+  // after a backoff when transient and allowed, else the transfer fails.
+  void ChunkFailed(const Chunk& chunk, const absl::Status& error, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The device reported a sticky error: every transfer on or to it fails.
+  void FailDevice(int index, const absl::Status& sticky) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the lane's transfers that were cancelled and hold no chunk, and
+  // those past their deadline or stalled. Call after taking completions in,
+  // so that a finished transfer is never declared timed out.
+  void Sweep(LaneIndex lane, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the lane must look again at the latest: a deadline, a stall or a
+  // retry falling due.
+  absl::Time NextWake(LaneIndex lane, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No unfinished transfer is left on the lane.
+  bool LaneIdle(LaneIndex lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Releases mu() and then runs what the changes made under it produced.
+  void UnlockAndRunDeferred() ABSL_UNLOCK_FUNCTION(mu_);
+
+ private:
+  struct SessionRecords {
+    absl::flat_hash_map<TransferId, RecordPtr> transfers;  // Unfinished and kept.
+    std::deque<TransferId> finished;  // Oldest first.
+  };
+  struct Firing {
+    std::uint64_t token;
+    Engine::Done done;
+    TransferProgress progress;
+  };
+
+  RecordPtr Find(SessionId session, TransferId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::Status NotFound(SessionId session, TransferId id);
+  void Finish(TransferRecord& record, TransferState state, absl::Status status,
+              std::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestCancel(TransferRecord& record, std::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SessionDrained(SessionId session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string Describe(const TransferRecord& record) const;
+
+  const EngineOptions options_;
+  const std::vector<backend::CopyDevice*> devices_;
+  std::vector<std::unique_ptr<DeviceCounters>> counters_;
+  std::vector<Lane*> lanes_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // A chunk or a transfer ended, a watch ran.
+  TransferId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<Scheduler> schedulers_ ABSL_GUARDED_BY(mu_);  // By LaneIndex.
+  absl::flat_hash_map<SessionId, SessionRecords> sessions_ ABSL_GUARDED_BY(mu_);
+  Admission admission_ ABSL_GUARDED_BY(mu_);
+  RangeOrder range_order_ ABSL_GUARDED_BY(mu_);
+  WatchList watches_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Status> unhealthy_ ABSL_GUARDED_BY(mu_);  // By device index.
+  // Produced under the mutex, run after it (UnlockAndRunDeferred).
+  std::vector<Firing> deferred_watches_ ABSL_GUARDED_BY(mu_);
+  std::vector<LaneIndex> deferred_wakes_ ABSL_GUARDED_BY(mu_);
+  // Watches whose callbacks run now, and on which thread.
+  absl::flat_hash_map<std::uint64_t, std::thread::id> firing_ ABSL_GUARDED_BY(mu_);
+  std::uint32_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b9u;
+
+  // Counters since start (Stats).
+  std::map<std::pair<Direction, int>, FlowStats> flows_ ABSL_GUARDED_BY(mu_);
+  PriorityStats priority_stats_[kPriorities] ABSL_GUARDED_BY(mu_);
+  std::map<DataPath, std::uint64_t> paths_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::uint64_t> failures_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Holds the engine's mutex; on release runs the watches and wakes the
+// lanes that the changes made under it produced.
+class ABSL_SCOPED_LOCKABLE CoreLock {
+ public:
+  explicit CoreLock(EngineCore& core) ABSL_EXCLUSIVE_LOCK_FUNCTION(core.mu()) : core_(core) {
+    core_.mu().Lock();
+  }
+  ~CoreLock() ABSL_UNLOCK_FUNCTION() { core_.UnlockAndRunDeferred(); }
+  CoreLock(const CoreLock&) = delete;
+  CoreLock& operator=(const CoreLock&) = delete;
+
+ private:
+  EngineCore& core_;
+};
+
+}  // namespace memd::transfer

@@ -1,0 +1,65 @@
+#include "daemon/transfer/types.h"
+
+namespace memd::transfer {
+
+std::string_view PriorityName(Priority priority) {
+  switch (priority) {
+    case Priority::kCritical:
+      return "critical";
+    case Priority::kNormal:
+      return "normal";
+    case Priority::kBackground:
+      return "background";
+  }
+  return "unknown";
+}
+
+std::string_view StateName(TransferState state) {
+  switch (state) {
+    case TransferState::kQueued:
+      return "queued";
+    case TransferState::kRunning:
+      return "running";
+    case TransferState::kDone:
+      return "done";
+    case TransferState::kFailed:
+      return "failed";
+    case TransferState::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+std::string_view DataPathName(DataPath path) {
+  switch (path) {
+    case DataPath::kNone:
+      return "none";
+    case DataPath::kCpu:
+      return "cpu";
+    case DataPath::kStaged:
+      return "staged";
+    case DataPath::kDirect:
+      return "direct";
+    case DataPath::kDevice:
+      return "device";
+    case DataPath::kPeerStaged:
+      return "peer_staged";
+  }
+  return "unknown";
+}
+
+std::string_view DirectionName(Direction direction) {
+  switch (direction) {
+    case Direction::kHostToHost:
+      return "h2h";
+    case Direction::kHostToDevice:
+      return "h2d";
+    case Direction::kDeviceToHost:
+      return "d2h";
+    case Direction::kDeviceToDevice:
+      return "d2d";
+  }
+  return "unknown";
+}
+
+}  // namespace memd::transfer

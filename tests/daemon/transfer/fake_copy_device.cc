@@ -1,0 +1,308 @@
+#include "tests/daemon/transfer/fake_copy_device.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace memd::test {
+namespace {
+
+std::uint64_t Checksum(const std::byte* bytes, std::uint64_t length) {
+  std::uint64_t hash = 1469598103934665603ull;
+  for (std::uint64_t i = 0; i < length; i += 64) {  // One byte per cache line: cheap.
+    hash = (hash ^ static_cast<std::uint64_t>(bytes[i])) * 1099511628211ull;
+  }
+  if (length > 0) hash = (hash ^ static_cast<std::uint64_t>(bytes[length - 1])) * 31;
+  return hash;
+}
+
+constexpr std::byte kPoison{0xDD};
+
+}  // namespace
+
+void FakeDeviceState::FailEnqueues(int count, absl::Status error) {
+  std::lock_guard lock(mu_);
+  enqueue_faults_ = count;
+  enqueue_error_ = std::move(error);
+}
+void FakeDeviceState::FailCopies(int count, absl::Status error) {
+  std::lock_guard lock(mu_);
+  copy_faults_ = count;
+  copy_error_ = std::move(error);
+}
+void FakeDeviceState::BreakSticky(absl::Status error) {
+  std::lock_guard lock(mu_);
+  sticky_ = std::move(error);
+}
+void FakeDeviceState::Hang() {
+  std::lock_guard lock(mu_);
+  hung_ = true;
+}
+void FakeDeviceState::Release() {
+  std::lock_guard lock(mu_);
+  hung_ = false;
+  released_.notify_all();
+}
+void FakeDeviceState::SetLink(FakeLink link) {
+  std::lock_guard lock(mu_);
+  link_ = link;
+}
+int FakeDeviceState::reused_too_early() const {
+  std::lock_guard lock(mu_);
+  return reused_too_early_;
+}
+int FakeDeviceState::max_queued() const {
+  std::lock_guard lock(mu_);
+  return max_queued_;
+}
+std::uint64_t FakeDeviceState::copies() const {
+  std::lock_guard lock(mu_);
+  return copies_;
+}
+absl::Status FakeDeviceState::TakeEnqueueFault() {
+  std::lock_guard lock(mu_);
+  if (!sticky_.ok()) return sticky_;
+  if (enqueue_faults_ == 0) return absl::OkStatus();
+  --enqueue_faults_;
+  return enqueue_error_;
+}
+absl::Status FakeDeviceState::TakeCopyFault() {
+  std::lock_guard lock(mu_);
+  if (copy_faults_ == 0) return absl::OkStatus();
+  --copy_faults_;
+  return copy_error_;
+}
+absl::Status FakeDeviceState::sticky() const {
+  std::lock_guard lock(mu_);
+  return sticky_;
+}
+void FakeDeviceState::NoteQueued(int queued) {
+  std::lock_guard lock(mu_);
+  max_queued_ = std::max(max_queued_, queued);
+}
+void FakeDeviceState::NoteCopy(bool reused) {
+  std::lock_guard lock(mu_);
+  ++copies_;
+  if (reused) ++reused_too_early_;
+}
+FakeLink FakeDeviceState::link() const {
+  std::lock_guard lock(mu_);
+  return link_;
+}
+bool FakeDeviceState::WaitWhileHung(const std::atomic<bool>& stop) {
+  std::unique_lock lock(mu_);
+  while (hung_) {
+    if (stop.load()) return false;
+    released_.wait_for(lock, std::chrono::milliseconds(1));
+  }
+  return !stop.load();
+}
+
+/// One in-order queue on its own thread. Markers are slots in a table;
+/// a marker's state is set when the worker reaches it.
+class FakeCopyStream : public backend::CopyStream {
+ public:
+  explicit FakeCopyStream(std::shared_ptr<FakeDeviceState> state)
+      : state_(std::move(state)), worker_([this] { Work(); }) {}
+  ~FakeCopyStream() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      stopping_atomic_.store(true);
+      work_.notify_all();
+    }
+    worker_.join();
+  }
+
+  absl::Status HostToDevice(backend::DeviceAddress destination, const void* source,
+                            std::uint64_t bytes) override {
+    return Copy(reinterpret_cast<std::byte*>(destination), source, bytes, 0);
+  }
+  absl::Status DeviceToHost(void* destination, backend::DeviceAddress source,
+                            std::uint64_t bytes) override {
+    return Copy(destination, reinterpret_cast<const void*>(source), bytes, 1);
+  }
+  absl::Status DeviceToDevice(backend::DeviceAddress destination, backend::DeviceAddress source,
+                              std::uint64_t bytes) override {
+    return Copy(reinterpret_cast<std::byte*>(destination), reinterpret_cast<const void*>(source),
+                bytes, 2);
+  }
+
+  absl::StatusOr<backend::Marker> Mark() override {
+    if (absl::Status sticky = state_->sticky(); !sticky.ok()) return sticky;
+    std::lock_guard lock(mu_);
+    backend::Marker marker;
+    if (free_markers_.empty()) {
+      marker = static_cast<backend::Marker>(markers_.size());
+      markers_.emplace_back();
+    } else {
+      marker = free_markers_.back();
+      free_markers_.pop_back();
+    }
+    markers_[marker] = MarkerState{};
+    Op op;
+    op.kind = Op::kMark;
+    op.marker = marker;
+    Push(std::move(op));
+    return marker;
+  }
+  absl::StatusOr<bool> Reached(backend::Marker marker) override {
+    if (absl::Status sticky = state_->sticky(); !sticky.ok()) return sticky;
+    std::lock_guard lock(mu_);
+    const MarkerState& state = markers_[marker];
+    if (!state.status.ok()) return state.status;
+    return state.reached;
+  }
+  void Forget(backend::Marker marker) override {
+    std::lock_guard lock(mu_);
+    free_markers_.push_back(marker);
+  }
+  absl::Status WakeWhenDone(std::function<void()> wake) override {
+    if (absl::Status sticky = state_->sticky(); !sticky.ok()) return sticky;
+    std::lock_guard lock(mu_);
+    Op op;
+    op.kind = Op::kWake;
+    op.wake = std::move(wake);
+    Push(std::move(op));
+    return absl::OkStatus();
+  }
+  absl::Status Synchronize() override {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [this] { return (ops_.empty() && !busy_) || stopping_; });
+    return state_->sticky();
+  }
+
+ private:
+  struct Op {
+    enum Kind { kCopy, kMark, kWake } kind = kCopy;
+    std::byte* destination = nullptr;
+    const std::byte* source = nullptr;
+    std::uint64_t bytes = 0;
+    int wire = 0;
+    std::uint64_t checksum = 0;
+    backend::Marker marker = 0;
+    std::function<void()> wake;
+  };
+  struct MarkerState {
+    bool reached = false;
+    absl::Status status;
+  };
+
+  absl::Status Copy(void* destination, const void* source, std::uint64_t bytes, int wire) {
+    if (absl::Status fault = state_->TakeEnqueueFault(); !fault.ok()) return fault;
+    Op op;
+    op.destination = static_cast<std::byte*>(destination);
+    op.source = static_cast<const std::byte*>(source);
+    op.bytes = bytes;
+    op.wire = wire;
+    std::lock_guard lock(mu_);
+    // Until the copy lands its destination holds garbage, as a GPU's would.
+    std::memset(op.destination, static_cast<int>(kPoison), bytes);
+    op.checksum = Checksum(op.source, bytes);
+    ++queued_copies_;
+    state_->NoteQueued(queued_copies_);
+    Push(std::move(op));
+    return absl::OkStatus();
+  }
+
+  void Push(Op op) {
+    ops_.push_back(std::move(op));
+    work_.notify_one();
+  }
+
+  void Work() {
+    while (true) {
+      Op op;
+      {
+        std::unique_lock lock(mu_);
+        work_.wait(lock, [this] { return stopping_ || !ops_.empty(); });
+        if (stopping_) return;
+        op = std::move(ops_.front());
+        ops_.pop_front();
+        busy_ = true;
+      }
+      if (op.kind == Op::kCopy && !Run(op)) return;
+      std::lock_guard lock(mu_);
+      if (op.kind == Op::kCopy) --queued_copies_;
+      if (op.kind == Op::kMark) {
+        markers_[op.marker].reached = pending_error_.ok();
+        markers_[op.marker].status = pending_error_;
+        pending_error_ = absl::OkStatus();
+      }
+      busy_ = false;
+      if (op.kind == Op::kWake) op.wake();
+      idle_.notify_all();
+    }
+  }
+
+  // The modelled link: one copy per direction at a time, taking latency +
+  // bytes / bandwidth. False when the stream is being destroyed while hung.
+  bool Run(Op& op) {
+    if (!state_->WaitWhileHung(stopping_atomic_)) return false;
+    const FakeLink link = state_->link();
+    {
+      std::lock_guard wire(state_->wire_[op.wire]);
+      absl::SleepFor(link.latency + absl::Nanoseconds(op.bytes / link.gbps));
+      const bool reused = Checksum(op.source, op.bytes) != op.checksum;
+      absl::Status fault = state_->TakeCopyFault();
+      if (fault.ok()) {
+        std::memcpy(op.destination, op.source, op.bytes);
+      } else {
+        std::lock_guard lock(mu_);
+        pending_error_ = fault;
+      }
+      state_->NoteCopy(reused);
+    }
+    return true;
+  }
+
+  std::shared_ptr<FakeDeviceState> state_;
+  std::mutex mu_;
+  std::condition_variable work_;
+  std::condition_variable idle_;
+  std::deque<Op> ops_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::atomic<bool> stopping_atomic_{false};
+  int queued_copies_ = 0;
+  std::vector<MarkerState> markers_;
+  std::vector<backend::Marker> free_markers_;
+  absl::Status pending_error_;
+  std::thread worker_;
+};
+
+absl::StatusOr<std::span<std::byte>> FakeCopyDevice::AllocateStaging(std::uint64_t bytes) {
+  if (absl::Status sticky = state_->sticky(); !sticky.ok()) return sticky;
+  std::lock_guard lock(mu_);
+  staging_.push_back(std::make_unique<std::byte[]>(bytes));
+  spans_.emplace_back(staging_.back().get(), bytes);
+  return spans_.back();
+}
+
+absl::StatusOr<std::unique_ptr<backend::CopyStream>> FakeCopyDevice::NewStream() {
+  if (absl::Status sticky = state_->sticky(); !sticky.ok()) return sticky;
+  return std::make_unique<FakeCopyStream>(state_);
+}
+
+bool FakeCopyDevice::IsStaging(const void* pointer) const {
+  std::lock_guard lock(mu_);
+  const auto* byte = static_cast<const std::byte*>(pointer);
+  for (const std::span<std::byte>& span : spans_) {
+    if (byte >= span.data() && byte < span.data() + span.size()) return true;
+  }
+  return false;
+}
+
+backend::SegmentMemory FakeDeviceMemory(int device, std::byte* bytes) {
+  backend::SegmentMemory memory;
+  memory.device = device;
+  memory.device_address = reinterpret_cast<backend::DeviceAddress>(bytes);
+  return memory;
+}
+
+}  // namespace memd::test

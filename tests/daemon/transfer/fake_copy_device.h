@@ -1,0 +1,111 @@
+#pragma once
+
+// A FAKE CopyDevice for the transfer engine's tests: "device memory" is host
+// memory (a SegmentMemory with device = N and device_address = the host
+// pointer's value), each stream runs its copies in order on a thread of its
+// own, and a modelled link (bandwidth and per-operation latency, one copy
+// at a time per direction per device) makes copies finish later, as a GPU's
+// do. Faults are injected per device: an error at enqueue, an error
+// surfaced at a marker, a sticky error, copies that never complete.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "daemon/backend/copy_device.h"
+
+namespace memd::test {
+
+struct FakeLink {
+  double gbps = 8;  // Bytes per nanosecond, per direction.
+  absl::Duration latency = absl::Microseconds(5);
+};
+
+// What tests steer and read; shared by a FakeCopyDevice and its streams, so
+// a test keeps it after handing the device to the engine. Thread-safe.
+class FakeDeviceState {
+ public:
+  explicit FakeDeviceState(FakeLink link) : link_(link) {}
+
+  // The next `count` enqueue calls (HostToDevice, DeviceToHost,
+  // DeviceToDevice) return `error` and queue nothing.
+  void FailEnqueues(int count, absl::Status error);
+  // The next `count` copies end with `error`, surfaced by the next marker.
+  void FailCopies(int count, absl::Status error);
+  // From now on every call fails with `error` and health() returns it.
+  void BreakSticky(absl::Status error);
+  // Copies that start from now on never finish (until Release or the
+  // stream's destruction).
+  void Hang();
+  void Release();
+  void SetLink(FakeLink link);
+
+  // Copies whose source bytes changed between enqueue and the DMA (a
+  // staging slot reused too early).
+  int reused_too_early() const;
+  // The most copies ever queued and unfinished on one stream at once.
+  int max_queued() const;
+  std::uint64_t copies() const;
+
+ private:
+  friend class FakeCopyDevice;
+  friend class FakeCopyStream;
+
+  absl::Status TakeEnqueueFault();
+  absl::Status TakeCopyFault();
+  absl::Status sticky() const;
+  void NoteQueued(int queued);
+  void NoteCopy(bool reused);
+  FakeLink link() const;
+  // Blocks while hung; false when `stop` was raised first.
+  bool WaitWhileHung(const std::atomic<bool>& stop);
+
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  FakeLink link_;
+  int enqueue_faults_ = 0;
+  absl::Status enqueue_error_;
+  int copy_faults_ = 0;
+  absl::Status copy_error_;
+  absl::Status sticky_;
+  bool hung_ = false;
+  int reused_too_early_ = 0;
+  int max_queued_ = 0;
+  std::uint64_t copies_ = 0;
+  // One copy at a time per direction on the modelled link.
+  std::mutex wire_[3];
+};
+
+class FakeCopyDevice : public backend::CopyDevice {
+ public:
+  FakeCopyDevice(int ordinal, std::shared_ptr<FakeDeviceState> state)
+      : ordinal_(ordinal), state_(std::move(state)) {}
+
+  int ordinal() const override { return ordinal_; }
+  absl::StatusOr<std::span<std::byte>> AllocateStaging(std::uint64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<backend::CopyStream>> NewStream() override;
+  absl::Status health() const override { return state_->sticky(); }
+
+  // The staging memory handed out, for tests that recognise it.
+  bool IsStaging(const void* pointer) const;
+
+ private:
+  const int ordinal_;
+  std::shared_ptr<FakeDeviceState> state_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<std::byte[]>> staging_;
+  std::vector<std::span<std::byte>> spans_;
+};
+
+// Device memory for the fake: host bytes named by their address.
+backend::SegmentMemory FakeDeviceMemory(int device, std::byte* bytes);
+
+}  // namespace memd::test
