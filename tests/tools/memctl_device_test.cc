@@ -56,11 +56,12 @@ class MemctlDeviceTest : public ::testing::Test {
  protected:
   // memd on the fake driver; `fake_env` (MEMD_FAKE_CUDA_*) configures the
   // daemon's fake: its link, its faults.
-  void StartDaemon(std::vector<std::pair<std::string, std::string>> fake_env = {}) {
+  void StartDaemon(std::vector<std::pair<std::string, std::string>> fake_env = {},
+                   std::vector<std::string> args = {}) {
     ::unsetenv("CUDA_VISIBLE_DEVICES");
     for (const auto& [name, value] : fake_env) ::setenv(name.c_str(), value.c_str(), 1);
-    auto daemon =
-        DaemonProcess::Start({"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+    args.insert(args.begin(), {"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+    auto daemon = DaemonProcess::Start(args);
     for (const auto& [name, value] : fake_env) ::unsetenv(name.c_str());
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
@@ -162,6 +163,18 @@ TEST_F(MemctlDeviceTest, PutWithoutDirectIoAndFromPipesFillsDeviceBuffers) {
   EXPECT_EQ(short_pipe.exit_code, kExitFailed) << Describe(short_pipe);
   EXPECT_THAT(short_pipe.err, HasSubstr("--size promised"));
   EXPECT_EQ(client_->Stat("short").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(MemctlDeviceTest, StagingFallsBackToHostMemoryWhenPinnedMemoryIsShort) {
+  // This user may hold 1 MiB of pinned memory: memctl's staging cannot be
+  // pinned, so the engine stages from host memory itself.
+  StartDaemon({}, {"--max-uid-bytes", "pinned=1MiB"});
+  const std::string bytes = RandomBytes(6 << 20, 13);
+  ProgramResult put =
+      Run({"put", "--json", "--location", "device:0", "fallback", WriteFile("in", bytes)});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  EXPECT_EQ(Json::parse(put.out).at("path"), "staged");
+  EXPECT_TRUE(Get("fallback") == bytes);
 }
 
 TEST_F(MemctlDeviceTest, GetOfADeviceBufferWritesStdout) {
