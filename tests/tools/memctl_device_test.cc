@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <pty.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/daemon_process.h"
 #include "tests/support/files.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 
@@ -54,11 +56,12 @@ class MemctlDeviceTest : public ::testing::Test {
  protected:
   // memd on the fake driver; `fake_env` (MEMD_FAKE_CUDA_*) configures the
   // daemon's fake: its link, its faults.
-  void StartDaemon(std::vector<std::pair<std::string, std::string>> fake_env = {}) {
+  void StartDaemon(std::vector<std::pair<std::string, std::string>> fake_env = {},
+                   std::vector<std::string> args = {}) {
     ::unsetenv("CUDA_VISIBLE_DEVICES");
     for (const auto& [name, value] : fake_env) ::setenv(name.c_str(), value.c_str(), 1);
-    auto daemon =
-        DaemonProcess::Start({"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+    args.insert(args.begin(), {"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+    auto daemon = DaemonProcess::Start(args);
     for (const auto& [name, value] : fake_env) ::unsetenv(name.c_str());
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
@@ -162,6 +165,18 @@ TEST_F(MemctlDeviceTest, PutWithoutDirectIoAndFromPipesFillsDeviceBuffers) {
   EXPECT_EQ(client_->Stat("short").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(MemctlDeviceTest, StagingFallsBackToHostMemoryWhenPinnedMemoryIsShort) {
+  // This user may hold 1 MiB of pinned memory: memctl's staging cannot be
+  // pinned, so the engine stages from host memory itself.
+  StartDaemon({}, {"--max-uid-bytes", "pinned=1MiB"});
+  const std::string bytes = RandomBytes(6 << 20, 13);
+  ProgramResult put =
+      Run({"put", "--json", "--location", "device:0", "fallback", WriteFile("in", bytes)});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  EXPECT_EQ(Json::parse(put.out).at("path"), "staged");
+  EXPECT_TRUE(Get("fallback") == bytes);
+}
+
 TEST_F(MemctlDeviceTest, GetOfADeviceBufferWritesStdout) {
   StartDaemon();
   const std::string bytes = RandomBytes(1 << 20, 12);
@@ -224,6 +239,33 @@ TEST_F(MemctlDeviceTest, APutThatOutlastsItsTimeoutFailsAndLeavesNothing) {
   EXPECT_EQ(put.exit_code, kExitFailed) << Describe(put);
   EXPECT_THAT(put.err, AllOf(StartsWith("memctl: put slow: DEADLINE_EXCEEDED: ")));
   EXPECT_THAT(Names(), IsEmpty()) << "neither the buffer nor memctl's staging stays";
+}
+
+TEST_F(MemctlDeviceTest, AMemctlKilledMidPutLeavesNoBufferStagingOrTransfer) {
+  StartDaemon(kSlowLink);
+  const std::string file = WriteFile("in", RandomBytes(24 << 20, 7));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (const auto& [name, value] : Environment()) ::setenv(name.c_str(), value.c_str(), 1);
+    const std::string program = BinDir() + "/memctl";
+    ::execl(program.c_str(), program.c_str(), "put", "--location", "device:0", "killed",
+            file.c_str(), nullptr);
+    ::_exit(127);
+  }
+  // Mid-put: the buffer, memctl's staging and a copy exist.
+  EXPECT_TRUE(test::PollUntil([&] {
+    auto stats = client_->Stats();
+    return stats.ok() && stats->transfers.active > 0 && Names().size() == 2;
+  })) << "memctl never got to copying";
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(test::PollUntil([&] {
+    auto stats = client_->Stats();
+    return stats.ok() && stats->transfers.active == 0 && stats->leases == 0 &&
+           Names().empty();
+  })) << "left behind: " << testing::PrintToString(Names());
 }
 
 // Runs memctl with a terminal as stdin, stdout and stderr, and returns

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,10 @@
 
 namespace memd::memctl {
 namespace {
+
+// memctl reads into (or writes from) a host buffer's mapping itself, in
+// pieces this large so that a progress bar can follow.
+constexpr std::size_t kPieceBytes = std::size_t{64} << 20;
 
 // put's input and how many bytes it brings: a regular file's size, --size,
 // or (streams of unknown size) everything, collected first, bounded.
@@ -112,10 +118,14 @@ absl::Status Fill(Client& client, const FileToBuffer& request, SizedInput& sized
     }
     report.path = "cpu";
     report.file_io = sized.collected_all ? "" : "buffered";
-    if (absl::Status status = reader.Read(mapped.first(sized.size)); !status.ok()) {
-      return status;
+    ProgressBar bar(progress, request.step);
+    for (std::span<std::byte> rest = mapped.first(sized.size); !rest.empty();) {
+      const std::span<std::byte> piece = rest.first(std::min(rest.size(), kPieceBytes));
+      if (absl::Status status = reader.Read(piece); !status.ok()) return status;
+      rest = rest.subspan(piece.size());
+      report.bytes += piece.size();
+      bar.Update(report.bytes, sized.size);
     }
-    report.bytes = sized.size;
     return reader.CheckEnd();
   }
   if (buffer.device() < 0) {
@@ -207,8 +217,14 @@ absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
   absl::Status status;
   if (buffer->device() < 0) {
     result.report.path = "cpu";
-    result.report.bytes = buffer->size();
-    status = WriteAll(fd, buffer->data(), label);
+    ProgressBar bar(progress, request.step);
+    for (std::span<const std::byte> rest = buffer->data(); !rest.empty() && status.ok();) {
+      const std::span<const std::byte> piece = rest.first(std::min(rest.size(), kPieceBytes));
+      status = WriteAll(fd, piece, label);
+      rest = rest.subspan(piece.size());
+      result.report.bytes += piece.size();
+      bar.Update(result.report.bytes, buffer->size());
+    }
   } else {
     absl::StatusOr<Staging> staging = Staging::Create(client, buffer->size());
     ProgressBar bar(progress, request.step);

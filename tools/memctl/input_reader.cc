@@ -58,6 +58,9 @@ absl::Status InputReader::Read(std::span<std::byte> into) {
   }
   if (direct_) {
     if (absl::Status status = ReadDirect(into); !status.ok()) return status;
+    // The unaligned tail (the file's last bytes: slices are aligned) goes
+    // through the page cache; O_DIRECT would refuse its length.
+    if (!into.empty()) StopDirect();
   }
   return ReadBuffered(into);
 }
