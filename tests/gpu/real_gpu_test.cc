@@ -6,11 +6,15 @@
 // it keeps working between GPU runs.
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "common/cuda/driver.h"
+#include "daemon/backend/cuda/cuda_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
@@ -109,6 +113,68 @@ TEST_F(RealGpuTest, ClientsNumberingGpusOtherwiseFindThemByUuid) {
   ProgramResult blind = RunProgram(BinDir() + "/memd-test-client",
                                    {"device-open-without-context", "gpu/u"}, "", env);
   EXPECT_EQ(blind.out, "FAILED_PRECONDITION\n") << blind.err;
+}
+
+// The transfer engine's copy side on the real driver: on every GPU, bytes
+// go host -> device through pinned staging, device -> device, and back to a
+// pinned segment and to staging, ordered by markers and a host-function
+// wake; a pageable source works too (the driver copies it synchronously).
+TEST_F(RealGpuTest, CopyDeviceRoundTripsThroughStagingOnTheRealDriver) {
+  auto driver = cuda::Driver::Load("libcuda.so.1");
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  auto backend = backend::CudaBackend::Create(*driver, backend::CudaHandles::kAuto);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto copy_devices = (*backend)->CopyDevices();
+  ASSERT_TRUE(copy_devices.ok()) << copy_devices.status();
+  ASSERT_EQ(copy_devices->size(), (*backend)->devices().size());
+  constexpr std::uint64_t kBytes = (8 << 20) + 4096;
+  for (auto& copy_device : *copy_devices) {
+    const int ordinal = copy_device->ordinal();
+    SCOPED_TRACE("device " + std::to_string(ordinal));
+    const std::uint64_t granularity = (*backend)->alignment(Location::Device(ordinal));
+    const std::uint64_t segment_bytes = (kBytes + granularity - 1) / granularity * granularity;
+    auto first = (*backend)->Reserve(Location::Device(ordinal), segment_bytes);
+    auto second = (*backend)->Reserve(Location::Device(ordinal), segment_bytes);
+    auto pinned = (*backend)->Reserve(Location::Pinned(), segment_bytes);
+    ASSERT_TRUE(first.ok() && second.ok() && pinned.ok());
+    auto a = (*first)->Memory();
+    auto b = (*second)->Memory();
+    auto host = (*pinned)->Memory();
+    ASSERT_TRUE(a.ok() && b.ok() && host.ok());
+    ASSERT_TRUE(host->registered);
+    auto staging = copy_device->AllocateStaging(kBytes);
+    ASSERT_TRUE(staging.ok()) << staging.status();
+    std::vector<std::byte> data(kBytes);
+    for (std::size_t i = 0; i < kBytes; ++i) data[i] = std::byte((i * 7 + ordinal) & 0xff);
+    std::memcpy(staging->data(), data.data(), kBytes);
+    {
+      auto stream = copy_device->NewStream();
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      backend::CopyStream& s = **stream;
+      ASSERT_TRUE(s.HostToDevice(a->device_address, staging->data(), kBytes).ok());
+      ASSERT_TRUE(s.DeviceToDevice(b->device_address, a->device_address, kBytes).ok());
+      ASSERT_TRUE(s.DeviceToHost(host->host, b->device_address, kBytes).ok());
+      auto marker = s.Mark();
+      ASSERT_TRUE(marker.ok()) << marker.status();
+      absl::Notification woken;
+      ASSERT_TRUE(s.WakeWhenDone([&woken] { woken.Notify(); }).ok());
+      ASSERT_TRUE(woken.WaitForNotificationWithTimeout(absl::Seconds(60)));
+      auto reached = s.Reached(*marker);
+      ASSERT_TRUE(reached.ok()) << reached.status();
+      EXPECT_TRUE(*reached);
+      EXPECT_EQ(std::memcmp(host->host, data.data(), kBytes), 0);
+      // Back into staging, and a pageable upload over the first segment.
+      std::memset(staging->data(), 0, kBytes);
+      ASSERT_TRUE(s.DeviceToHost(staging->data(), a->device_address, kBytes).ok());
+      std::vector<std::byte> pageable(data.rbegin(), data.rend());
+      ASSERT_TRUE(s.HostToDevice(a->device_address, pageable.data(), kBytes).ok());
+      ASSERT_TRUE(s.DeviceToHost(host->host, a->device_address, kBytes).ok());
+      ASSERT_TRUE(s.Synchronize().ok());
+      EXPECT_EQ(std::memcmp(staging->data(), data.data(), kBytes), 0);
+      EXPECT_EQ(std::memcmp(host->host, pageable.data(), kBytes), 0);
+    }
+    EXPECT_TRUE(copy_device->health().ok()) << copy_device->health();
+  }
 }
 
 TEST_F(RealGpuTest, DevicesAreListed) {

@@ -87,7 +87,8 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   const std::string summary = Read(report + "/report.txt");
   ASSERT_EQ(ran.exit_code, 0) << Describe(ran) << "--- fake_driver.log ---\n"
                               << Read(report + "/fake_driver.log");
-  EXPECT_THAT(summary, HasSubstr("fake_driver: ok (PASSED 4 tests)"));
+  // Every test ran and passed on the fake: none skipped, however many there are.
+  EXPECT_THAT(summary, ::testing::ContainsRegex("fake_driver: ok \\(PASSED [1-9][0-9]* tests\\)"));
   EXPECT_THAT(summary, HasSubstr("real_driver: ok"));
   EXPECT_THAT(summary, HasSubstr("programs: " + bundle + "/bin"))
       << "the tests must start the bundle's programs, not the build's";
