@@ -57,6 +57,7 @@ TEST(EngineHostTest, ProgressOfAnotherSessionsTransferIsNotFound) {
   EXPECT_EQ(engine->Watch(2, *id, [](const auto&) {}).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(engine->Progress(1, *id + 100).status().code(), absl::StatusCode::kNotFound);
+  WaitEnd(*engine, 1, *id);  // The buffers go before the engine.
 }
 
 TEST(EngineHostTest, WatchOnAnEndedTransferRunsAtOnceOnTheCaller) {
