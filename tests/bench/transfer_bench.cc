@@ -70,6 +70,14 @@ constexpr std::uint64_t kStagingBytes = 256 * kMiB;
 constexpr std::uint64_t kChunk = 4 * kMiB;
 constexpr std::uint64_t kCriticalBytes = 64 << 10;
 
+// What the flags set (main, ParseOwnFlags).
+std::string g_file = "/tmp/memd-transfer-bench.data";
+std::string g_put_flags;  // --put_flags: more flags for memctl put.
+// --copy_threads, --chunks_in_flight, --chunk_bytes; else the daemon's
+// defaults.
+transfer::EngineOptions g_options;
+std::uint64_t g_file_bytes = std::uint64_t{2} << 30;
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -162,9 +170,8 @@ std::unique_ptr<transfer::Engine> StartEngine(int depth, std::string* error) {
     *error = devices.status().ToString();
     return nullptr;
   }
-  transfer::EngineOptions options;
+  transfer::EngineOptions options = g_options;
   options.staging_slots = depth;
-  options.chunk_bytes = kChunk;
   auto engine = transfer::Engine::Start(std::move(*devices), options);
   if (!engine.ok()) {
     *error = engine.status().ToString();
@@ -412,8 +419,6 @@ BENCHMARK(BM_Critical)->ArgName("load")->Arg(0)->Arg(1)->UseManualTime()->Iterat
 
 // --- 4. A file into a device buffer ------------------------------------------
 
-std::string g_file = "/tmp/memd-transfer-bench.data";
-std::uint64_t g_file_bytes = std::uint64_t{2} << 30;
 
 // The file, made once and read once, so that both sides find it cached.
 bool PrepareFile(std::string* error) {
@@ -479,7 +484,8 @@ void BM_FileToDevice(benchmark::State& state) {
     const std::string name = absl::StrCat("bench/file-", round++);
     const double seconds = TimeCommand(absl::StrCat(
         "MEMD_SOCKET_DIR=", (*daemon)->socket_dir(), " ", memctl,
-        " put --location device:0 --ephemeral ", name, " ", g_file, " > /dev/null"));
+        " put --location device:0 --ephemeral ", g_put_flags, " ", name, " ", g_file,
+        " > /dev/null"));
     if (seconds < 0) {
       state.SkipWithError(absl::StrCat("memctl put failed; memd said: ", (*daemon)->Log())
                               .c_str());
@@ -530,7 +536,7 @@ void PrintSummary() {
   const auto& loaded = Samples()["critical/1"];
   const double dma = P50("copy/0/1/4");
   if (!alone.empty() && !loaded.empty() && dma > 0) {
-    const double chunk_ms = dma * 1e3 * kChunk / kCopyBytes;
+    const double chunk_ms = dma * 1e3 * g_options.chunk_bytes / kCopyBytes;
     Line("critical 64 KiB p99 alone (ms)", Percentile(alone, 99) * 1e3, "");
     Line("critical 64 KiB p99 under background load (ms)", Percentile(loaded, 99) * 1e3, "");
     Line("  allowed: p99 alone + 2 chunk times (ms)",
@@ -555,6 +561,23 @@ bool ParseOwnFlags(int& argc, char** argv) {
       CPU_ZERO(&set);
       CPU_SET(cpu, &set);
       if (::sched_setaffinity(0, sizeof(set), &set) != 0) return false;
+    } else if (arg.starts_with("--copy_threads=")) {
+      if (!absl::SimpleAtoi(absl::string_view(arg.data() + 15, arg.size() - 15),
+                            &g_options.copy_threads)) {
+        return false;
+      }
+    } else if (arg.starts_with("--chunks_in_flight=")) {
+      if (!absl::SimpleAtoi(absl::string_view(arg.data() + 19, arg.size() - 19),
+                            &g_options.chunks_in_flight)) {
+        return false;
+      }
+    } else if (arg.starts_with("--chunk_bytes=")) {
+      if (!absl::SimpleAtoi(absl::string_view(arg.data() + 14, arg.size() - 14),
+                            &g_options.chunk_bytes)) {
+        return false;
+      }
+    } else if (arg.starts_with("--put_flags=")) {
+      g_put_flags = std::string(arg.substr(12));
     } else if (arg.starts_with("--file=")) {
       g_file = std::string(arg.substr(7));
     } else if (arg.starts_with("--file_bytes=")) {

@@ -1564,6 +1564,13 @@ class FakeDriver {
       // A hung copy never completes: its stream stays stuck behind it (held
       // by busy_ until the library unloads); the engine goes on with others.
       if (copy.fault.kind == CopyFaultKind::kHang) continue;
+      const bool moves = device.sticky == CUDA_SUCCESS && copy.fault.kind == CopyFaultKind::kNone;
+      // Without poisoning the bytes move at the start of the modelled time,
+      // which the copy then fills: it takes max(memmove, modelled time), as
+      // a DMA engine moves bytes while the CPU does other work. With
+      // poisoning they land at its end, so early readers see the poison.
+      const bool early = moves && !poison_;
+      if (early) MoveBytes(lock, copy);
       if (device.sticky == CUDA_SUCCESS) {
         const auto done =
             std::max(std::chrono::steady_clock::now(), engine.free_at) + CopyTime(direction, copy.bytes);
@@ -1571,10 +1578,8 @@ class FakeDriver {
         engine.cv.wait_until(lock, done, [&] { return stopping_; });
         if (stopping_) return;
       }
-      if (device.sticky == CUDA_SUCCESS && copy.fault.kind == CopyFaultKind::kNone) {
-        lock.unlock();
-        std::memmove(AsPointer(copy.dst), AsPointer(copy.src), copy.bytes);
-        lock.lock();
+      if (moves && !early) {
+        MoveBytes(lock, copy);
       } else if (copy.fault.kind == CopyFaultKind::kEvent) {
         stream->error = std::make_shared<AsyncError>(AsyncError{copy.fault.code, false});
       } else if (copy.fault.kind == CopyFaultKind::kSticky && device.sticky == CUDA_SUCCESS) {
@@ -1583,6 +1588,12 @@ class FakeDriver {
       }
       Complete(stream);
     }
+  }
+
+  void MoveBytes(std::unique_lock<std::mutex>& lock, const StreamOp& copy) {
+    lock.unlock();
+    std::memmove(AsPointer(copy.dst), AsPointer(copy.src), copy.bytes);
+    lock.lock();
   }
 
   // Runs cuLaunchHostFunc functions of the device's streams, one at a time,
