@@ -1570,10 +1570,10 @@ class FakeDriver {
       // a DMA engine moves bytes while the CPU does other work. With
       // poisoning they land at its end, so early readers see the poison.
       const bool early = moves && !poison_;
+      const auto done =
+          std::max(std::chrono::steady_clock::now(), engine.free_at) + CopyTime(direction, copy.bytes);
       if (early) MoveBytes(lock, copy);
       if (device.sticky == CUDA_SUCCESS) {
-        const auto done =
-            std::max(std::chrono::steady_clock::now(), engine.free_at) + CopyTime(direction, copy.bytes);
         engine.free_at = done;
         engine.cv.wait_until(lock, done, [&] { return stopping_; });
         if (stopping_) return;

@@ -116,13 +116,31 @@ absl::StatusOr<std::unique_ptr<CudaCopyStream>> CudaCopyStream::Create(CudaCopyD
   MEMD_RETURN_IF_ERROR(device.Status(
       driver.api().StreamCreateWithPriority(&stream, CU_STREAM_NON_BLOCKING, least),
       "cuStreamCreateWithPriority", CopyCall::kEnqueue));
-  return std::unique_ptr<CudaCopyStream>(new CudaCopyStream(device, stream));
+  CUstream notify = nullptr;
+  absl::Status made = device.Status(
+      driver.api().StreamCreateWithPriority(&notify, CU_STREAM_NON_BLOCKING, least),
+      "cuStreamCreateWithPriority", CopyCall::kEnqueue);
+  CUevent notify_event = nullptr;
+  if (made.ok()) {
+    made = device.Status(driver.api().EventCreate(&notify_event, CU_EVENT_DISABLE_TIMING),
+                         "cuEventCreate", CopyCall::kEnqueue);
+  }
+  if (!made.ok()) {
+    if (notify != nullptr) driver.api().StreamDestroy(notify);
+    driver.api().StreamDestroy(stream);
+    return made;
+  }
+  return std::unique_ptr<CudaCopyStream>(
+      new CudaCopyStream(device, stream, notify, notify_event));
 }
 
-CudaCopyStream::CudaCopyStream(CudaCopyDevice& device, CUstream stream)
+CudaCopyStream::CudaCopyStream(CudaCopyDevice& device, CUstream stream, CUstream notify,
+                               CUevent notify_event)
     : device_(device),
       api_(device.driver().api()),
       stream_(stream),
+      notify_(notify),
+      notify_event_(notify_event),
       wakes_(std::make_shared<PendingWakes>()) {}
 
 CudaCopyStream::~CudaCopyStream() {
@@ -130,6 +148,10 @@ CudaCopyStream::~CudaCopyStream() {
   cuda::ScopedContext current(device_.driver(), device_.context());
   for (CUevent event : events_) api_.EventDestroy(event);
   api_.StreamDestroy(stream_);
+  // A wake still waiting on notify_ runs when the driver gets there, as
+  // one still queued on stream_ would.
+  api_.EventDestroy(notify_event_);
+  api_.StreamDestroy(notify_);
   if (!device_.health().ok()) {
     // A broken context runs no host function again: nothing else frees them.
     absl::MutexLock lock(&wakes_->mu);
@@ -241,8 +263,19 @@ absl::Status CudaCopyStream::WakeWhenDone(std::function<void()> wake) {
     absl::MutexLock lock(&wakes_->mu);
     wakes_->wakes.insert(call);
   }
-  absl::Status launched = device_.Status(api_.LaunchHostFunc(stream_, &RunWake, call),
-                                         "cuLaunchHostFunc", CopyCall::kEnqueue);
+  // Re-recording notify_event_ later is fine: cuStreamWaitEvent waits for
+  // the record made before it.
+  absl::Status launched =
+      device_.Status(api_.EventRecord(notify_event_, stream_), "cuEventRecord",
+                     CopyCall::kEnqueue);
+  if (launched.ok()) {
+    launched = device_.Status(api_.StreamWaitEvent(notify_, notify_event_, 0),
+                              "cuStreamWaitEvent", CopyCall::kEnqueue);
+  }
+  if (launched.ok()) {
+    launched = device_.Status(api_.LaunchHostFunc(notify_, &RunWake, call),
+                              "cuLaunchHostFunc", CopyCall::kEnqueue);
+  }
   if (!launched.ok()) {
     absl::MutexLock lock(&wakes_->mu);
     wakes_->wakes.erase(call);

@@ -111,7 +111,8 @@ class CudaCopyStream : public CopyStream {
   struct PendingWakes;
 
  private:
-  CudaCopyStream(CudaCopyDevice& device, CUstream stream);
+  CudaCopyStream(CudaCopyDevice& device, CUstream stream, CUstream notify,
+                 CUevent notify_event);
   // The device's health when it is broken; OK otherwise.
   absl::Status Broken() const;
   // Waits up to Options::drain_timeout for the work queued so far.
@@ -120,6 +121,12 @@ class CudaCopyStream : public CopyStream {
   CudaCopyDevice& device_;
   const cuda::DriverApi& api_;
   const CUstream stream_;
+  // WakeWhenDone's host functions run on this second stream, behind an
+  // event of stream_: a host function blocks the work queued after it in
+  // its stream, and on stream_ every chunk's copy would wait for the
+  // previous chunk's wake (a bubble per chunk on the link).
+  const CUstream notify_;
+  const CUevent notify_event_;
   std::vector<CUevent> events_;  // By marker; created on demand, reused.
   std::vector<bool> live_;       // Marker handed out and not forgotten.
   std::vector<Marker> free_;     // Created events not in use.

@@ -203,6 +203,32 @@ TEST_F(CudaCopyDeviceTest, WakeWhenDoneRunsOnceTheEarlierCopiesLanded) {
   EXPECT_TRUE(Is(stream.Reached(*marker), true));
 }
 
+// A host function blocks the work queued after it in its stream: a wake
+// queued on the copy stream would hold every later chunk until it ran. The
+// wake runs beside the copies instead: a later copy lands while it is
+// still running.
+TEST_F(CudaCopyDeviceTest, APendingWakeNeverHoldsBackLaterCopies) {
+  ASSERT_NO_FATAL_FAILURE(Start({}));
+  const std::vector<std::byte> data = Pattern(kMiB, 3);
+  std::span<std::byte> staging = Staging(kMiB);
+  std::memcpy(staging.data(), data.data(), kMiB);
+  const SegmentMemory device = Reserve(Location::Device(0), 2 * kMiB);
+  CopyStream& stream = NewStream();
+  absl::Notification waking, release;
+  ASSERT_TRUE(stream.WakeWhenDone([&] {
+    waking.Notify();
+    release.WaitForNotification();
+  }).ok());
+  ASSERT_TRUE(waking.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(stream.HostToDevice(device.device_address, staging.data(), kMiB).ok());
+  auto marker = stream.Mark();
+  ASSERT_TRUE(marker.ok());
+  EXPECT_TRUE(Is(Await(stream, *marker), true));
+  EXPECT_TRUE(Same(Bytes(device.device_address), data.data(), kMiB));
+  release.Notify();
+  ASSERT_TRUE(stream.Synchronize().ok());
+}
+
 TEST_F(CudaCopyDeviceTest, StagingIsPinnedTouchedAndRefusedAtZero) {
   ASSERT_NO_FATAL_FAILURE(Start({{"MEMD_FAKE_CUDA_COPY_LATENCY_US", "1000000"}}));
   std::span<std::byte> staging = Staging(3 * kMiB + 100);
