@@ -5,6 +5,8 @@
 #include "tools/memctl/input_reader.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -54,12 +56,26 @@ struct Aligned {
 
 class InputReaderTest : public ::testing::Test {
  protected:
+  // The file is evicted from the page cache where the filesystem can (not
+  // tmpfs), so that TryDirect takes O_DIRECT: it leaves cached files to
+  // the cache.
   Input Open(const std::string& bytes) {
     const std::string path = dir_.Join("in");
     WriteWholeFile(path, bytes);
     absl::StatusOr<Input> input = OpenInput(path);
     EXPECT_TRUE(input.ok()) << input.status();
+    Evict(input->fd.get());
     return *std::move(input);
+  }
+
+  static void Evict(int fd) {
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  }
+
+  bool OnTmpfs() {
+    struct statfs fs {};
+    return ::statfs(dir_.Join("").c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
   }
 
   // Reads `size` bytes in slices of `slice` bytes into aligned memory.
@@ -88,6 +104,27 @@ TEST_F(InputReaderTest, ReadsAlignedSlicesAndAnUnalignedTailWhicheverWayItCan) {
       EXPECT_TRUE(into.str() == bytes);
     }
   }
+}
+
+// O_DIRECT goes to the disk: a file the page cache holds is read from the
+// cache instead.
+TEST_F(InputReaderTest, ACachedFileIsReadThroughThePageCache) {
+  const std::string bytes = RandomBytes(1 << 20, 9);
+  const std::string path = dir_.Join("cached");
+  WriteWholeFile(path, bytes);
+  absl::StatusOr<Input> input = OpenInput(path);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_TRUE(InputReader::MostlyCached(input->fd.get(), bytes.size()));
+  InputReader reader(*input, nullptr, false, bytes.size());
+  EXPECT_FALSE(reader.TryDirect());
+  Aligned into(bytes.size());
+  ASSERT_TRUE(ReadAll(reader, into, 1 << 18).ok());
+  EXPECT_TRUE(into.str() == bytes);
+  if (!OnTmpfs()) {  // tmpfs keeps every page: nothing to evict.
+    Evict(input->fd.get());
+    EXPECT_FALSE(InputReader::MostlyCached(input->fd.get(), bytes.size()));
+  }
+  EXPECT_FALSE(InputReader::MostlyCached(input->fd.get(), 0));
 }
 
 TEST_F(InputReaderTest, AFileReadPartWayStillReadsThroughThePageCache) {

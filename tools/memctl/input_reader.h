@@ -30,9 +30,13 @@ class InputReader {
               std::uint64_t total);
 
   // Reads a regular file with O_DIRECT from now on, where the filesystem
-  // allows it (else, quietly, through the page cache as before). Returns
-  // whether it does.
+  // allows it and the page cache does not hold the file's start already
+  // (else, quietly, through the page cache as before). Returns whether it
+  // does.
   bool TryDirect();
+  // Whether at least 90% of the first 64 MiB of the file (of `size` bytes)
+  // are in the page cache; false when that cannot be told.
+  static bool MostlyCached(int fd, std::uint64_t size);
   bool direct() const { return direct_; }
 
   // Fills `into` completely with the next bytes. With O_DIRECT, `into`
