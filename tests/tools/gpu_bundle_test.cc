@@ -58,7 +58,8 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   // Every library a program or the fake driver loads resolves inside the
   // bundle, but for the C library's own.
   for (const char* object : {"bin/memd", "bin/memctl", "bin/memd-test-client",
-                             "bin/real_gpu_test", "lib-fake/libcuda.so.1"}) {
+                             "bin/real_gpu_test", "bin/memd-transfer-bench",
+                             "lib-fake/libcuda.so.1"}) {
     ProgramResult ldd = RunProgram("/usr/bin/ldd", {bundle + "/" + object}, "",
                                    {{"LD_LIBRARY_PATH", bundle + "/lib"}});
     ASSERT_EQ(ldd.exit_code, 0) << object << ": " << Describe(ldd);
@@ -90,6 +91,8 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   // Every test ran and passed on the fake: none skipped, however many there are.
   EXPECT_THAT(summary, ::testing::ContainsRegex("fake_driver: ok \\(PASSED [1-9][0-9]* tests\\)"));
   EXPECT_THAT(summary, HasSubstr("real_driver: ok"));
+  // The bench needs a GPU that answers; here none does, and the report says so.
+  EXPECT_THAT(summary, HasSubstr("transfer bench: not run (no GPU answers here)"));
   EXPECT_THAT(summary, HasSubstr("programs: " + bundle + "/bin"))
       << "the tests must start the bundle's programs, not the build's";
 }
