@@ -37,7 +37,9 @@ const char* const kFamilies[] = {
     "memd_buffers",                     "memd_sessions",
     "memd_leases",                      "memd_rpc_duration_seconds_bucket",
     "memd_quota_rejections_total",      "memd_build_info",
-    "memd_uid_bytes"};
+    "memd_uid_bytes",                   "memd_transfer_paths_total",
+    "memd_transfer_failures_total",     "memd_transfers_active",
+    "memd_transfer_admission_rejections_total"};
 
 class MetricsTest : public ::testing::Test {
  protected:
