@@ -503,6 +503,12 @@ void Line(const char* what, double value, const char* target) {
 }
 
 void PrintSummary() {
+  std::printf("\nPer benchmark: p50 and p99 of its iterations (the Time column above is\n"
+              "their mean, which a cold first iteration can dominate)\n");
+  for (const auto& [key, seconds] : Samples()) {
+    std::printf("  %-24s p50 %10.3f ms   p99 %10.3f ms\n", key.c_str(),
+                Percentile(seconds, 50) * 1e3, Percentile(seconds, 99) * 1e3);
+  }
   std::printf("\nSummary (p50 of each benchmark's iterations; ratios of this run)\n");
   for (int threads : {1, 2}) {
     const double staging = P50(absl::StrCat("staging/", threads));
