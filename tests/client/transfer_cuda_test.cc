@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -111,6 +112,32 @@ TEST_F(CudaTransferTest, HostToDeviceAndBackMovesEveryByte) {
   EXPECT_EQ(stats.devices[0].health_error, "");
   EXPECT_EQ(stats.transfers.completed, 2u);
   EXPECT_EQ(stats.transfers.bytes, 2 * size);
+}
+
+// The headline use: one process loads a device buffer through the engine
+// and seals it; another imports it by name and reads it through its own
+// CUDA context (memd-test-client device-consume: cuMemcpyDtoH from the
+// imported pointer, checked against the pattern).
+TEST_F(CudaTransferTest, AnotherProcessImportsAndReadsWhatACopyWrote) {
+  StartDaemon();
+  const std::uint64_t size = 6 * kMiB + 4099;
+  Buffer source = Make("src", size, "host", 23);
+  Buffer device = Make("model/w", size, "device:0");
+  auto copy = client_->Copy({&source}, {&device});
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ASSERT_TRUE(copy->Wait().ok());
+  ASSERT_TRUE(device.Seal().ok());
+  const std::map<std::string, std::string> env = {
+      {"MEMD_SOCKET_DIR", daemon_->socket_dir()}, {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}};
+  test::ProgramResult read =
+      test::RunProgram(BinDir() + "/memd-test-client",
+                       {"device-consume", "model/w", std::to_string(size), "23"}, "", env);
+  EXPECT_EQ(read.exit_code, 0) << read.out << read.err;
+  EXPECT_EQ(read.out, "OK\n");
+  test::ProgramResult wrong =
+      test::RunProgram(BinDir() + "/memd-test-client",
+                       {"device-consume", "model/w", std::to_string(size), "24"}, "", env);
+  EXPECT_EQ(wrong.out, "MISMATCH\n") << "the check must be able to fail";
 }
 
 // 20 MB/s: a 32 MiB copy takes well over a second on the modelled link.
