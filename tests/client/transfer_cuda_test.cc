@@ -42,12 +42,15 @@ class CudaTransferTest : public ::testing::Test {
 
   // memd on the fake; `link_gbps` models the link of the daemon's fake
   // (MEMD_FAKE_CUDA_LINK_GBPS; empty: instant copies).
+  // `faults`: the daemon's MEMD_FAKE_CUDA_FAULTS (this process's fake has none).
   void StartDaemon(const std::string& link_gbps = "",
-                   std::vector<std::string> args = {}) {
+                   std::vector<std::string> args = {}, const std::string& faults = "") {
     if (!link_gbps.empty()) ::setenv("MEMD_FAKE_CUDA_LINK_GBPS", link_gbps.c_str(), 1);
+    if (!faults.empty()) ::setenv("MEMD_FAKE_CUDA_FAULTS", faults.c_str(), 1);
     args.insert(args.begin(), {"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
     auto daemon = DaemonProcess::Start(args);
     ::unsetenv("MEMD_FAKE_CUDA_LINK_GBPS");
+    ::unsetenv("MEMD_FAKE_CUDA_FAULTS");
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
     auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
@@ -112,6 +115,49 @@ TEST_F(CudaTransferTest, HostToDeviceAndBackMovesEveryByte) {
   EXPECT_EQ(stats.devices[0].health_error, "");
   EXPECT_EQ(stats.transfers.completed, 2u);
   EXPECT_EQ(stats.transfers.bytes, 2 * size);
+}
+
+// The daemon's driver fails the first async host-to-device copy with
+// CUDA_ERROR_OUT_OF_MEMORY: a transient error, retried, and the copy
+// completes with every byte.
+TEST_F(CudaTransferTest, ATransientDriverErrorIsRetriedAndTheCopyCompletes) {
+  StartDaemon("", {}, "cuMemcpyHtoDAsync_v2@1=2");
+  const std::uint64_t size = 9 * kMiB + 5;
+  Buffer source = Make("src", size, "host", 31);
+  Buffer device = Make("dev", size, "device:0");
+  Buffer back = Make("back", size, "host");
+  auto up = client_->Copy({&source}, {&device});
+  ASSERT_TRUE(up.ok()) << up.status();
+  ASSERT_TRUE(up->Wait().ok());
+  EXPECT_EQ(up->Progress()->retries, 1u);
+  auto down = client_->Copy({&device}, {&back});
+  ASSERT_TRUE(down.ok()) << down.status();
+  ASSERT_TRUE(down->Wait().ok());
+  EXPECT_TRUE(test::MatchesPattern(back.data(), 31));
+  EXPECT_EQ(Stats().transfers.retries, 1u);
+}
+
+// A sticky error (700, the context is broken) on the second async copy:
+// the copy fails naming it, the GPU shows as unhealthy with the error, and
+// later copies to it are refused before anything moves.
+TEST_F(CudaTransferTest, AStickyErrorMarksTheGpuUnhealthyAndFailsItsCopies) {
+  StartDaemon("", {}, "sticky@2=700");
+  const std::uint64_t size = 9 * kMiB;
+  Buffer source = Make("src", size, "host", 5);
+  Buffer device = Make("dev", size, "device:0");
+  auto copy = client_->Copy({&source}, {&device});
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  const absl::Status ended = copy->Wait();
+  EXPECT_FALSE(ended.ok());
+  EXPECT_THAT(ended.message(), ::testing::HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  const DaemonStats stats = Stats();
+  ASSERT_EQ(stats.devices.size(), 1u);
+  EXPECT_FALSE(stats.devices[0].healthy);
+  EXPECT_THAT(stats.devices[0].health_error, ::testing::HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  EXPECT_GE(stats.transfers.failed, 1u);
+  auto refused = client_->Copy({&source}, {&device});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
 }
 
 // The headline use: one process loads a device buffer through the engine
