@@ -346,7 +346,10 @@ TEST_F(CudaCopyDeviceTest, ErrorSurfacedBySynchronizeIsUnavailable) {
 }
 
 TEST_F(CudaCopyDeviceTest, StickyErrorBreaksTheDeviceForGood) {
-  ASSERT_NO_FATAL_FAILURE(Start({{"MEMD_FAKE_CUDA_FAULTS", "sticky@1=700"}}));
+  // The copy lands (and breaks the context) 200 ms after it is queued:
+  // Mark, right behind it, runs on a context that still works.
+  ASSERT_NO_FATAL_FAILURE(Start({{"MEMD_FAKE_CUDA_FAULTS", "sticky@1=700"},
+                                 {"MEMD_FAKE_CUDA_COPY_LATENCY_US", "200000"}}));
   std::span<std::byte> staging = Staging(kMiB);
   const SegmentMemory device = Reserve(Location::Device(0), 2 * kMiB);
   CopyStream& stream = NewStream();
