@@ -501,44 +501,6 @@ absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
   });
 }
 
-absl::StatusOr<CopyEnds> Broker::ResolveCopy(SessionId session,
-                                              const CopyRegion& source,
-                                              const CopyRegion& destination) {
-  MEMD_RETURN_IF_ERROR(CheckCopyLengths(source, destination));
-  absl::MutexLock lock(&mu_);
-  CopyEnds ends;
-  MEMD_ASSIGN_OR_RETURN(ends.source, CopyEndLocked(session, source, CopySide::kSource));
-  MEMD_ASSIGN_OR_RETURN(ends.destination,
-                        CopyEndLocked(session, destination, CopySide::kDestination));
-  MEMD_RETURN_IF_ERROR(
-      CheckDestination(destination, ends.destination.buffer, ends.destination.access));
-  MEMD_RETURN_IF_ERROR(CheckNoOverlap(source, ends.source.buffer, destination,
-                                      ends.destination.buffer));
-  return ends;
-}
-
-absl::StatusOr<CopyEnd> Broker::CopyEndLocked(SessionId session, const CopyRegion& region,
-                                              CopySide side) {
-  MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, region.lease));
-  const Buffer& buffer = *buffers_.at(lease->buffer);
-  MEMD_RETURN_IF_ERROR(CheckRegionBounds(region, buffer.info, side));
-  absl::StatusOr<backend::SegmentMemory> memory = buffer.allocation.Memory();
-  if (!memory.ok()) {
-    return absl::Status(memory.status().code(),
-                        absl::StrCat("memd cannot copy buffer ", Quoted(buffer.info.name),
-                                     " at ", buffer.info.location.ToString(), ": ",
-                                     memory.status().message()));
-  }
-  CopyEnd end;
-  end.buffer = buffer.info;
-  end.access = lease->access;
-  end.memory = memory->At(region.offset);
-  end.hold = buffer.allocation.Hold();
-  end.offset = region.offset;
-  end.length = region.length;
-  return end;
-}
-
 void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after) {
   auto lease = leases_.find(lease_id);
   Lease released = lease->second;
