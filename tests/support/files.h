@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace memd::test {
@@ -10,6 +11,10 @@ std::string ReadWholeFile(const std::string& path);
 
 // Replaces the file's contents with `bytes`.
 void WriteWholeFile(const std::string& path, const std::string& bytes);
+
+// `size` bytes that are the same for the same seed and differ between
+// seeds: file contents whose every byte a round trip must keep.
+std::string RandomBytes(std::size_t size, unsigned seed);
 
 // Whether anything (a file, socket, or dangling link) is at `path`.
 bool PathExists(const std::string& path);

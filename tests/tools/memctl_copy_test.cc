@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +24,7 @@ using ::memd::test::BinDir;
 using ::memd::test::DaemonProcess;
 using ::memd::test::Describe;
 using ::memd::test::ProgramResult;
+using ::memd::test::RandomBytes;
 using ::memd::test::ReadWholeFile;
 using ::memd::test::RunProgram;
 using ::memd::test::TempDir;
@@ -37,13 +37,6 @@ using Json = nlohmann::json;
 
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
-
-std::string RandomBytes(std::size_t size, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::string bytes(size, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
-  return bytes;
-}
 
 class MemctlCopyTest : public ::testing::Test {
  protected:

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -30,6 +29,7 @@ using ::memd::test::BinDir;
 using ::memd::test::DaemonProcess;
 using ::memd::test::Describe;
 using ::memd::test::ProgramResult;
+using ::memd::test::RandomBytes;
 using ::memd::test::ReadWholeFile;
 using ::memd::test::RunProgram;
 using ::memd::test::TempDir;
@@ -44,13 +44,6 @@ using ::testing::StartsWith;
 using Json = nlohmann::json;
 
 constexpr int kExitFailed = 1;
-
-std::string RandomBytes(std::size_t size, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::string bytes(size, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
-  return bytes;
-}
 
 class MemctlDeviceTest : public ::testing::Test {
  protected:

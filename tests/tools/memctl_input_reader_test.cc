@@ -12,7 +12,6 @@
 
 #include <cstring>
 #include <memory>
-#include <random>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,18 +22,12 @@
 namespace memd::memctl {
 namespace {
 
+using ::memd::test::RandomBytes;
 using ::memd::test::TempDir;
 using ::memd::test::WriteWholeFile;
 using ::testing::HasSubstr;
 
 constexpr std::size_t kAlign = InputReader::kDirectAlignment;
-
-std::string RandomBytes(std::size_t size, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::string bytes(size, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
-  return bytes;
-}
 
 // Page-aligned memory, as memctl's staging mapping is.
 struct Aligned {

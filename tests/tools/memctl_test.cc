@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <iterator>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,6 +27,7 @@ using ::memd::test::BinDir;
 using ::memd::test::DaemonProcess;
 using ::memd::test::Describe;
 using ::memd::test::ProgramResult;
+using ::memd::test::RandomBytes;
 using ::memd::test::ReadWholeFile;
 using ::memd::test::RunProgram;
 using ::memd::test::TempDir;
@@ -51,13 +51,6 @@ std::string AllByteValues() {
     for (int value = 0; value < 256; ++value) bytes.push_back(static_cast<char>(value));
     for (int value = 255; value >= 0; --value) bytes.push_back(static_cast<char>(value));
   }
-  return bytes;
-}
-
-std::string RandomBytes(std::size_t size, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::string bytes(size, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
   return bytes;
 }
 
