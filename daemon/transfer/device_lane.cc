@@ -63,6 +63,9 @@ bool DeviceLane::Step() {
   absl::Time wake = absl::InfiniteFuture();
   bool exit = false;
   const absl::Time now = absl::Now();
+  // Before the core hears of the finished chunks: a transfer reported done
+  // has its DMA time counted already.
+  CountDmaTime(now);
   {
     CoreLock lock(core_);
     if (!health.ok()) {
@@ -93,7 +96,6 @@ bool DeviceLane::Step() {
     if (!next) wake = std::min(core_.NextWake(lane_, now), stop_by_);
   }
   outcomes_.clear();  // Outside the lock: a record's last reference may go here.
-  CountDmaTime(now);
   if (exit) return false;
   if (next) {
     Issue(std::move(*next));
