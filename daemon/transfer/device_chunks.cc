@@ -1,5 +1,6 @@
 // DeviceLane: the legs of one chunk on each data path.
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,29 +27,40 @@ bool DeviceLane::NeedsSlot(const TransferRecord& record) {
   return record.path == DataPath::kStaged || record.path == DataPath::kPeerStaged;
 }
 
+bool DeviceLane::IntoDevice(const TransferRecord& record) {
+  return record.direction == Direction::kHostToDevice || record.path == DataPath::kDevice;
+}
+
+// By the class the client asked for, not the aged one: a transfer's chunks
+// stay on one stream.
 DeviceLane::Queue& DeviceLane::QueueFor(const TransferRecord& record) {
-  const bool into_device = record.direction == Direction::kHostToDevice ||
-                           record.path == DataPath::kDevice;
-  return into_device ? in_ : out_;
+  if (record.priority == Priority::kCritical) {
+    return IntoDevice(record) ? critical_in_ : critical_out_;
+  }
+  return IntoDevice(record) ? in_ : out_;
 }
 
 bool DeviceLane::Fits(const TransferRecord& record) {
   if (QueueFor(record).fifo.size() >= static_cast<std::size_t>(core_.options().chunks_in_flight)) {
     return false;
   }
-  return !NeedsSlot(record) || ring_.free() > 0;
+  // With three slots or more, the last free one is a critical copy's: it
+  // never waits for another class's chunk to give a slot back. Fewer slots
+  // keep nothing back, or a ring of one would move nothing but critical copies.
+  const int kept = record.priority != Priority::kCritical && ring_.size() >= 3 ? 1 : 0;
+  return !NeedsSlot(record) || ring_.free() > kept;
 }
 
 void DeviceLane::Issue(Chunk chunk) {
   Queue& queue = QueueFor(*chunk.record);
   InFlight entry;
-  entry.leg = &queue == &in_ ? Leg::kIn : Leg::kOut;
+  entry.leg = IntoDevice(*chunk.record) ? Leg::kIn : Leg::kOut;
   if (NeedsSlot(*chunk.record)) {
     entry.slot = ring_.Acquire();
     counters_.slots_in_use.fetch_add(1);
   }
   entry.chunk = std::move(chunk);
-  absl::Status enqueued = Enqueue(entry.chunk, entry.slot);
+  absl::Status enqueued = Enqueue(entry.chunk, entry.slot, queue);
   if (!enqueued.ok()) {
     Fail(entry, std::move(enqueued), /*enqueued=*/false, queue);
     return;
@@ -58,7 +70,7 @@ void DeviceLane::Issue(Chunk chunk) {
 
 // The first (often only) leg: fill the slot from a pageable source, then
 // queue the DMA.
-absl::Status DeviceLane::Enqueue(const Chunk& chunk, int slot) {
+absl::Status DeviceLane::Enqueue(const Chunk& chunk, int slot, Queue& queue) {
   const TransferRecord& record = *chunk.record;
   const std::uint64_t offset = chunk.offset;
   const std::uint64_t bytes = chunk.bytes;
@@ -66,21 +78,20 @@ absl::Status DeviceLane::Enqueue(const Chunk& chunk, int slot) {
   const backend::SegmentMemory& to = record.destination.memory;
   switch (record.direction) {
     case Direction::kHostToDevice:
-      if (slot < 0) return in_.stream->HostToDevice(to.device_address + offset, from.host + offset, bytes);
-      {
-        StagingTimer timer(counters_.staging_ns);
-        copy_.Copy(ring_.data(slot), from.host + offset, bytes);
+      if (slot < 0) {
+        return queue.stream->HostToDevice(to.device_address + offset, from.host + offset, bytes);
       }
-      return in_.stream->HostToDevice(to.device_address + offset, ring_.data(slot), bytes);
+      Stage(ring_.data(slot), from.host + offset, bytes, record);
+      return queue.stream->HostToDevice(to.device_address + offset, ring_.data(slot), bytes);
     case Direction::kDeviceToHost:
-      return out_.stream->DeviceToHost(slot < 0 ? to.host + offset : ring_.data(slot),
-                                       from.device_address + offset, bytes);
+      return queue.stream->DeviceToHost(slot < 0 ? to.host + offset : ring_.data(slot),
+                                        from.device_address + offset, bytes);
     case Direction::kDeviceToDevice:
       if (record.path == DataPath::kDevice) {
-        return in_.stream->DeviceToDevice(to.device_address + offset,
-                                          from.device_address + offset, bytes);
+        return queue.stream->DeviceToDevice(to.device_address + offset,
+                                            from.device_address + offset, bytes);
       }
-      return out_.stream->DeviceToHost(ring_.data(slot), from.device_address + offset, bytes);
+      return queue.stream->DeviceToHost(ring_.data(slot), from.device_address + offset, bytes);
     case Direction::kHostToHost:
       break;
   }
@@ -122,10 +133,43 @@ void DeviceLane::Complete(InFlight& done) {
   }
   if (done.leg == Leg::kOut && done.slot >= 0) {
     // Only now are the bytes in the slot: a D2H read earlier sees garbage.
-    StagingTimer timer(counters_.staging_ns);
-    copy_.Copy(record.destination.memory.host + offset, ring_.data(done.slot), bytes);
+    Stage(record.destination.memory.host + offset, ring_.data(done.slot), bytes, record);
   }
   Succeed(done);
+}
+
+// Fills or drains a slot. The lane notices a chunk's end only between its
+// own steps, so a critical chunk that ends during another class's 4 MiB
+// fill would wait for all of it: while a critical chunk is on the device,
+// such a copy goes a piece at a time, taking in ended chunks between pieces.
+void DeviceLane::Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
+                       const TransferRecord& record) {
+  constexpr std::uint64_t kPiece = std::uint64_t{1} << 20;
+  std::uint64_t done = 0;
+  while (done < bytes) {
+    const bool piecewise = record.priority != Priority::kCritical &&
+                           (!critical_in_.fifo.empty() || !critical_out_.fifo.empty());
+    const std::uint64_t piece = piecewise ? std::min(kPiece, bytes - done) : bytes - done;
+    {
+      StagingTimer timer(counters_.staging_ns);
+      copy_.Copy(to + done, from + done, piece);
+    }
+    done += piece;
+    if (piecewise) TakeInCriticalChunks();
+  }
+}
+
+void DeviceLane::TakeInCriticalChunks() {
+  PollQueue(critical_in_);
+  PollQueue(critical_out_);
+  if (outcomes_.empty()) return;
+  const absl::Time now = absl::Now();
+  CountDmaTime(now);
+  {
+    CoreLock lock(core_);
+    ReportOutcomes(now);
+  }
+  outcomes_.clear();  // Outside the lock: a record's last reference may go here.
 }
 
 void DeviceLane::ReleaseSlot(InFlight& entry) {

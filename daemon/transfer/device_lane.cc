@@ -14,12 +14,15 @@ absl::StatusOr<std::unique_ptr<DeviceLane>> DeviceLane::Create(EngineCore& core,
   MEMD_ASSIGN_OR_RETURN(StagingRing ring,
                         StagingRing::Allocate(device, options.staging_slots, options.slot_bytes));
   std::unique_ptr<DeviceLane> lane(new DeviceLane(core, index, std::move(ring)));
-  MEMD_ASSIGN_OR_RETURN(lane->in_.stream, device.NewStream());
-  MEMD_ASSIGN_OR_RETURN(lane->out_.stream, device.NewStream());
+  lane->queues_ = {&lane->in_, &lane->out_, &lane->critical_in_, &lane->critical_out_};
+  for (Queue* queue : lane->queues_) {
+    MEMD_ASSIGN_OR_RETURN(queue->stream, device.NewStream());
+  }
   lane->peers_.resize(core.device_count());
   for (int other = 0; other < core.device_count(); ++other) {
     if (other == index) continue;
     MEMD_ASSIGN_OR_RETURN(lane->peers_[other].stream, core.device(other).NewStream());
+    lane->queues_.push_back(&lane->peers_[other]);
   }
   lane->counters_.slots.store(options.staging_slots);
   return lane;
@@ -50,13 +53,9 @@ bool DeviceLane::Step() {
     const absl::Status why =
         broken_ ? broken_status_
                 : absl::CancelledError("the engine stopped with the chunk still on the device");
-    Drop(in_, why);
-    Drop(out_, why);
-    for (Queue& peer : peers_) Drop(peer, why);
+    for (Queue* queue : queues_) Drop(*queue, why);
   } else {
-    PollQueue(in_);
-    PollQueue(out_);
-    for (Queue& peer : peers_) PollQueue(peer);
+    for (Queue* queue : queues_) PollQueue(*queue);
   }
   const absl::Status health = broken_ ? absl::OkStatus() : device_.health();
   std::optional<Chunk> next;
@@ -73,13 +72,7 @@ bool DeviceLane::Step() {
       broken_ = true;
       broken_status_ = health;
     }
-    for (Outcome& outcome : outcomes_) {
-      if (outcome.status.ok()) {
-        core_.ChunkDone(outcome.chunk, now);
-      } else {
-        core_.ChunkFailed(outcome.chunk, outcome.status, now);
-      }
-    }
+    ReportOutcomes(now);
     core_.Sweep(lane_, now);
     if (stopping() && core_.LaneIdle(lane_)) {
       if (!Busy()) {
@@ -104,6 +97,16 @@ bool DeviceLane::Step() {
   }
   if (!broken_ && !abandon_) waker()->WaitUntil(wake);
   return true;
+}
+
+void DeviceLane::ReportOutcomes(absl::Time now) {
+  for (Outcome& outcome : outcomes_) {
+    if (outcome.status.ok()) {
+      core_.ChunkDone(outcome.chunk, now);
+    } else {
+      core_.ChunkFailed(outcome.chunk, outcome.status, now);
+    }
+  }
 }
 
 void DeviceLane::PollQueue(Queue& queue) {
@@ -135,9 +138,8 @@ void DeviceLane::Drop(Queue& queue, const absl::Status& why) {
 }
 
 bool DeviceLane::Busy() const {
-  if (!in_.fifo.empty() || !out_.fifo.empty()) return true;
-  for (const Queue& peer : peers_) {
-    if (!peer.fifo.empty()) return true;
+  for (const Queue* queue : queues_) {
+    if (!queue->fifo.empty()) return true;
   }
   return false;
 }

@@ -18,11 +18,15 @@ namespace memd::transfer {
 
 /// One device's progress thread and what it drives: a stream into the
 /// device (host to device, device to device), a stream out of it (device to
-/// host, and the first leg of a copy to another device), one stream on each
-/// other device for the second leg of those, the staging ring and the copy
-/// threads. At each chunk boundary it asks the engine which transfer moves
-/// next, keeps at most chunks_in_flight chunks queued per stream (the GPU
-/// cannot reorder what it holds), fills a slot for pageable sources while
+/// host, and the first leg of a copy to another device), the same pair again
+/// for critical copies alone, one stream on each other device for the
+/// second leg of those, the staging ring and the copy threads. At each chunk
+/// boundary it asks the engine which transfer moves next and keeps at most
+/// chunks_in_flight chunks queued per stream: the GPU cannot reorder what
+/// it holds, so a critical copy queued behind other chunks would wait for
+/// them all; on its own stream it waits at most for the copy the GPU's
+/// engine is moving. A ring of three slots or more keeps its last free slot
+/// for critical copies. The lane fills a slot for pageable sources while
 /// the previous chunk's DMA runs, polls markers in order, and drains a
 /// device-to-host slot into the destination only once its marker is
 /// reached. It sleeps until Submit, Cancel or a WakeWhenDone callback wakes
@@ -64,6 +68,8 @@ class DeviceLane : public Lane {
   // The loop's steps (device_lane.cc).
   bool Step();
   void PollQueue(Queue& queue);
+  // Tells the engine of outcomes_ (hold a CoreLock; clear them after it).
+  void ReportOutcomes(absl::Time now);
   void Drop(Queue& queue, const absl::Status& why);
   void ReleaseSlot(InFlight& entry);
   bool Busy() const;
@@ -73,9 +79,13 @@ class DeviceLane : public Lane {
   bool Fits(const TransferRecord& record);
   static bool NeedsSlot(const TransferRecord& record);
   Queue& QueueFor(const TransferRecord& record);
+  static bool IntoDevice(const TransferRecord& record);
   void Issue(Chunk chunk);
-  absl::Status Enqueue(const Chunk& chunk, int slot);
+  absl::Status Enqueue(const Chunk& chunk, int slot, Queue& queue);
   void Complete(InFlight& done);
+  void Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
+             const TransferRecord& record);
+  void TakeInCriticalChunks();
   void Record(Queue& queue, InFlight entry);
   void Fail(InFlight& entry, absl::Status status, bool enqueued, Queue& queue);
   void Succeed(InFlight& entry);
@@ -89,7 +99,10 @@ class DeviceLane : public Lane {
   CopyThreads copy_;
   Queue in_;
   Queue out_;
+  Queue critical_in_;
+  Queue critical_out_;
   std::vector<Queue> peers_;  // By device index; none for this device.
+  std::vector<Queue*> queues_;  // All of the above, to poll or drop.
   std::vector<Outcome> outcomes_;  // Chunks ended since the engine last heard.
   bool broken_ = false;            // The device reported a sticky error.
   absl::Status broken_status_;

@@ -43,6 +43,108 @@ TEST(EnginePriorityTest, CriticalCopyBehindLongBackgroundCopyFinishesFirst) {
   EXPECT_TRUE(SameBytes(big_host, 0, big_device, 0, 64 * kMiB));
 }
 
+// A GPU runs what a stream holds in order: a critical copy queued on the
+// stream of a background copy's chunks would wait for all of them. It gets
+// a stream of its own, where it finds nothing ahead of it.
+TEST(EnginePriorityTest, CriticalCopyNeverQueuesBehindOtherChunksOnAStream) {
+  constexpr std::uint64_t kSmall = 64 << 10;
+  FakeDevices devices(1, kSlowLink);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer big_host(64 * kMiB, 1, 1);
+  TestBuffer big_device(64 * kMiB, 2, 2);
+  TestBuffer small_host(kSmall, 3, 3);
+  TestBuffer small_device(kSmall, 4, 4);
+  auto background =
+      engine->Submit(Spec(1, Host(big_host), Device(0, big_device), Priority::kBackground));
+  ASSERT_TRUE(background.ok());
+  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *background)->bytes_done > 0; }));
+  for (int i = 0; i < 5; ++i) {
+    auto critical =
+        engine->Submit(Spec(1, Host(small_host), Device(0, small_device), Priority::kCritical));
+    ASSERT_TRUE(critical.ok());
+    EXPECT_EQ(WaitEnd(*engine, 1, *critical).state, TransferState::kDone);
+  }
+  EXPECT_FALSE(engine->Progress(1, *background)->terminal()) << "the probes came too late";
+  EXPECT_EQ(devices.states[0]->most_queued_ahead(kSmall), 0);
+  // The control: the background's chunks do queue behind each other.
+  EXPECT_GE(devices.states[0]->most_queued_ahead(kMiB), 1);
+  EXPECT_EQ(WaitEnd(*engine, 1, *background).state, TransferState::kDone);
+  EXPECT_TRUE(SameBytes(small_host, 0, small_device, 0, kSmall));
+  EXPECT_TRUE(SameBytes(big_host, 0, big_device, 0, 64 * kMiB));
+}
+
+// Background copies both ways on a device that holds every copy: they take
+// three of the four staging slots and leave the last to a critical copy,
+// which starts at once instead of waiting for a slot to come back.
+TEST(EnginePriorityTest, RingKeepsItsLastFreeSlotForCriticalCopies) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.staging_slots = 4;
+  options.chunks_in_flight = 2;
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer in_host(8 * kMiB, 1, 1);
+  TestBuffer in_device(8 * kMiB, 2, 2);
+  TestBuffer out_device(8 * kMiB, 3, 3);
+  TestBuffer out_host(8 * kMiB, 4, 4);
+  TestBuffer small_host(kMiB, 5, 5);
+  TestBuffer small_device(kMiB, 6, 6);
+  auto in = engine->Submit(Spec(1, Host(in_host), Device(0, in_device), Priority::kBackground));
+  auto out = engine->Submit(Spec(1, Device(0, out_device), Host(out_host), Priority::kBackground));
+  ASSERT_TRUE(in.ok() && out.ok());
+  auto slots_in_use = [&] { return engine->Stats().devices.at(0).slots_in_use; };
+  ASSERT_TRUE(PollUntil([&] { return slots_in_use() == 3; })) << slots_in_use();
+  auto critical =
+      engine->Submit(Spec(1, Host(small_host), Device(0, small_device), Priority::kCritical));
+  ASSERT_TRUE(critical.ok());
+  EXPECT_TRUE(PollUntil([&] {
+    return engine->Progress(1, *critical)->state == TransferState::kRunning;
+  })) << "the critical copy found no slot";
+  EXPECT_EQ(slots_in_use(), 4);
+  devices.states[0]->Release();
+  EXPECT_EQ(WaitEnd(*engine, 1, *critical).state, TransferState::kDone);
+  EXPECT_EQ(WaitEnd(*engine, 1, *in).state, TransferState::kDone);
+  EXPECT_EQ(WaitEnd(*engine, 1, *out).state, TransferState::kDone);
+  EXPECT_TRUE(SameBytes(small_host, 0, small_device, 0, kMiB));
+  EXPECT_TRUE(SameBytes(in_host, 0, in_device, 0, 8 * kMiB));
+  EXPECT_TRUE(SameBytes(out_device, 0, out_host, 0, 8 * kMiB));
+}
+
+// While a critical chunk is on the device the lane fills and drains other
+// slots a piece at a time and takes in the critical chunks that ended
+// between pieces (also from inside a drain). Both ways at once, every byte
+// must still land where it belongs.
+TEST(EnginePriorityTest, CriticalCopiesTakenInBetweenPiecesOfOtherFillsKeepEveryByte) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.chunk_bytes = 4 * kMiB;
+  options.slot_bytes = 4 * kMiB;
+  auto engine = StartEngine(devices, options);
+  TestBuffer in_host(32 * kMiB, 1, 1);
+  TestBuffer in_device(32 * kMiB, 2, 2);
+  TestBuffer out_device(32 * kMiB, 3, 3);
+  TestBuffer out_host(32 * kMiB, 4, 4);
+  auto in = engine->Submit(Spec(1, Host(in_host), Device(0, in_device), Priority::kBackground));
+  auto out = engine->Submit(Spec(1, Device(0, out_device), Host(out_host), Priority::kNormal));
+  ASSERT_TRUE(in.ok() && out.ok());
+  constexpr std::uint64_t kSmall = 256 << 10;
+  for (int i = 0; i < 20; ++i) {
+    TestBuffer host(kSmall, 10 + 2 * i, 10 + i);
+    TestBuffer device(kSmall, 11 + 2 * i, 50 + i);
+    const bool up = i % 2 == 0;
+    auto critical = engine->Submit(up ? Spec(2, Host(host), Device(0, device), Priority::kCritical)
+                                      : Spec(2, Device(0, device), Host(host), Priority::kCritical));
+    ASSERT_TRUE(critical.ok());
+    EXPECT_EQ(WaitEnd(*engine, 2, *critical).state, TransferState::kDone);
+    EXPECT_TRUE(SameBytes(host, 0, device, 0, kSmall)) << "critical copy " << i;
+  }
+  EXPECT_EQ(WaitEnd(*engine, 1, *in).state, TransferState::kDone);
+  EXPECT_EQ(WaitEnd(*engine, 1, *out).state, TransferState::kDone);
+  EXPECT_TRUE(SameBytes(in_host, 0, in_device, 0, 32 * kMiB));
+  EXPECT_TRUE(SameBytes(out_device, 0, out_host, 0, 32 * kMiB));
+  EXPECT_EQ(devices.states[0]->reused_too_early(), 0);
+}
+
 TEST(EnginePriorityTest, BackgroundCopyProgressesUnderAStreamOfCriticalCopies) {
   FakeDevices devices(0);
   transfer::EngineOptions options = SmallOptions();

@@ -81,9 +81,26 @@ absl::Status FakeDeviceState::sticky() const {
   std::lock_guard lock(mu_);
   return sticky_;
 }
-void FakeDeviceState::NoteQueued(int queued) {
+int FakeDeviceState::most_queued_ahead(std::uint64_t bytes) const {
+  std::lock_guard lock(mu_);
+  auto found = queued_ahead_.find(bytes);
+  return found == queued_ahead_.end() ? 0 : found->second;
+}
+void FakeDeviceState::NoteQueued(std::uint64_t bytes, int queued) {
   std::lock_guard lock(mu_);
   max_queued_ = std::max(max_queued_, queued);
+  int& ahead = queued_ahead_[bytes];
+  ahead = std::max(ahead, queued - 1);
+}
+void FakeDeviceState::TakeWire(int wire) {
+  std::unique_lock lock(mu_);
+  const std::uint64_t ticket = wire_next_[wire]++;
+  wire_turn_.wait(lock, [&] { return wire_serving_[wire] == ticket; });
+}
+void FakeDeviceState::GiveWire(int wire) {
+  std::lock_guard lock(mu_);
+  ++wire_serving_[wire];
+  wire_turn_.notify_all();
 }
 void FakeDeviceState::NoteCopy(bool reused) {
   std::lock_guard lock(mu_);
@@ -205,7 +222,7 @@ class FakeCopyStream : public backend::CopyStream {
     std::memset(op.destination, static_cast<int>(kPoison), bytes);
     op.checksum = Checksum(op.source, bytes);
     ++queued_copies_;
-    state_->NoteQueued(queued_copies_);
+    state_->NoteQueued(bytes, queued_copies_);
     Push(std::move(op));
     return absl::OkStatus();
   }
@@ -245,19 +262,18 @@ class FakeCopyStream : public backend::CopyStream {
   bool Run(Op& op) {
     if (!state_->WaitWhileHung(stopping_atomic_)) return false;
     const FakeLink link = state_->link();
-    {
-      std::lock_guard wire(state_->wire_[op.wire]);
-      absl::SleepFor(link.latency + absl::Nanoseconds(op.bytes / link.gbps));
-      const bool reused = Checksum(op.source, op.bytes) != op.checksum;
-      absl::Status fault = state_->TakeCopyFault();
-      if (fault.ok()) {
-        std::memcpy(op.destination, op.source, op.bytes);
-      } else {
-        std::lock_guard lock(mu_);
-        pending_error_ = fault;
-      }
-      state_->NoteCopy(reused);
+    state_->TakeWire(op.wire);
+    absl::SleepFor(link.latency + absl::Nanoseconds(op.bytes / link.gbps));
+    const bool reused = Checksum(op.source, op.bytes) != op.checksum;
+    absl::Status fault = state_->TakeCopyFault();
+    if (fault.ok()) {
+      std::memcpy(op.destination, op.source, op.bytes);
+    } else {
+      std::lock_guard lock(mu_);
+      pending_error_ = fault;
     }
+    state_->NoteCopy(reused);
+    state_->GiveWire(op.wire);
     return true;
   }
 

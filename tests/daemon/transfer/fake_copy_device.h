@@ -4,7 +4,8 @@
 // memory (a SegmentMemory with device = N and device_address = the host
 // pointer's value), each stream runs its copies in order on a thread of its
 // own, and a modelled link (bandwidth and per-operation latency, one copy
-// at a time per direction per device) makes copies finish later, as a GPU's
+// at a time per direction per device, in the order the streams reach them,
+// as a GPU's copy engine takes them) makes copies finish later, as a GPU's
 // do. Faults are injected per device: an error at enqueue, an error
 // surfaced at a marker, a sticky error, copies that never complete.
 
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -53,6 +55,9 @@ class FakeDeviceState {
   int reused_too_early() const;
   // The most copies ever queued and unfinished on one stream at once.
   int max_queued() const;
+  // The most unfinished copies a copy of `bytes` bytes ever found ahead of
+  // it on its stream when it was queued (0 if none was ever queued).
+  int most_queued_ahead(std::uint64_t bytes) const;
   std::uint64_t copies() const;
 
  private:
@@ -62,7 +67,10 @@ class FakeDeviceState {
   absl::Status TakeEnqueueFault();
   absl::Status TakeCopyFault();
   absl::Status sticky() const;
-  void NoteQueued(int queued);
+  void NoteQueued(std::uint64_t bytes, int queued);
+  // Waits for the direction's turn on the link, in arrival order.
+  void TakeWire(int wire);
+  void GiveWire(int wire);
   void NoteCopy(bool reused);
   FakeLink link() const;
   // Blocks while hung; false when `stop` was raised first.
@@ -79,9 +87,13 @@ class FakeDeviceState {
   bool hung_ = false;
   int reused_too_early_ = 0;
   int max_queued_ = 0;
+  std::map<std::uint64_t, int> queued_ahead_;  // By copy size.
   std::uint64_t copies_ = 0;
-  // One copy at a time per direction on the modelled link.
-  std::mutex wire_[3];
+  // One copy at a time per direction on the modelled link, first come first
+  // served (a std::mutex lets the stream that just let go take it again).
+  std::condition_variable wire_turn_;
+  std::uint64_t wire_next_[3] = {};
+  std::uint64_t wire_serving_[3] = {};
 };
 
 class FakeCopyDevice : public backend::CopyDevice {
