@@ -207,7 +207,7 @@ void EngineCore::ChunkDone(const Chunk& chunk, absl::Time now) {
   --record.in_flight;
   changed_.SignalAll();
   if (record.terminal()) {  // Ended while the chunk ran: only drained.
-    ReleaseRangesOnceDrained(record);
+    LetGoOnceDrained(record);
     return;
   }
   record.progress.bytes_done += chunk.bytes;
@@ -230,7 +230,7 @@ void EngineCore::ChunkFailed(const Chunk& chunk, const absl::Status& error, absl
   TransferRecord& record = *chunk.record;
   --record.in_flight;
   changed_.SignalAll();
-  ReleaseRangesOnceDrained(record);
+  LetGoOnceDrained(record);
   if (record.terminal() || record.cancel_requested) return;
   if (absl::IsUnavailable(error) && chunk.attempt < options_.max_retries) {
     jitter_state_ ^= jitter_state_ << 13;
@@ -337,7 +337,7 @@ void EngineCore::Finish(TransferRecord& record, TransferState state, absl::Statu
   record.progress.finished = absl::Now();
   if (state != TransferState::kDone) ++failures_[std::string(reason)];
   admission_.Release(record.session, record.total());
-  ReleaseRangesOnceDrained(record);
+  LetGoOnceDrained(record);
   for (WatchList::Entry& entry : watches_.Take(record.id)) {
     firing_[entry.token] = std::this_thread::get_id();
     deferred_watches_.push_back(Firing{entry.token, std::move(entry.done), record.progress});
@@ -348,12 +348,17 @@ void EngineCore::Finish(TransferRecord& record, TransferState state, absl::Statu
 
 // A transfer that ended with chunks still on a device (deadline, stall, a
 // failed sibling chunk) may still write its destination: transfers ordered
-// behind it start only when those chunks have drained.
-void EngineCore::ReleaseRangesOnceDrained(TransferRecord& record) {
-  if (!record.terminal() || record.in_flight > 0 || record.ranges_released) return;
-  record.ranges_released = true;
+// behind it start, and its memory may go, only when those chunks drained.
+void EngineCore::LetGoOnceDrained(TransferRecord& record) {
+  if (!record.terminal() || record.in_flight > 0 || record.let_go) return;
+  record.let_go = true;
   for (const RecordPtr& runnable : range_order_.Release(record)) {
     deferred_wakes_.push_back(runnable->lane);
+  }
+  // Nothing of it is left on a device: its memory need not stay, though the
+  // record stays to be asked about (kept_finished_per_session).
+  for (Endpoint* end : {&record.source, &record.destination}) {
+    deferred_let_go_.push_back(LetGo{std::move(end->hold), std::move(end->pin)});
   }
 }
 
@@ -374,7 +379,10 @@ void EngineCore::UnlockAndRunDeferred() {
   firing.swap(deferred_watches_);
   std::vector<LaneIndex> wakes;
   wakes.swap(deferred_wakes_);
+  std::vector<LetGo> let_go;
+  let_go.swap(deferred_let_go_);
   mu_.Unlock();
+  let_go.clear();
   for (LaneIndex lane : wakes) {
     if (lane < static_cast<LaneIndex>(lanes_.size())) lanes_[lane]->Wake();
   }

@@ -109,7 +109,7 @@ class EngineCore {
   static absl::Status NotFound(SessionId session, TransferId id);
   void Finish(TransferRecord& record, TransferState state, absl::Status status,
               std::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseRangesOnceDrained(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LetGoOnceDrained(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestCancel(TransferRecord& record, std::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,6 +133,13 @@ class EngineCore {
   // Produced under the mutex, run after it (UnlockAndRunDeferred).
   std::vector<Firing> deferred_watches_ ABSL_GUARDED_BY(mu_);
   std::vector<LaneIndex> deferred_wakes_ ABSL_GUARDED_BY(mu_);
+  // What drained transfers kept their memory with: let go after the mutex
+  // too (the last pin of a freed buffer gives its allocation to its pool).
+  struct LetGo {
+    pool::SegmentHold hold;
+    std::shared_ptr<const void> pin;
+  };
+  std::vector<LetGo> deferred_let_go_ ABSL_GUARDED_BY(mu_);
   // Watches whose callbacks run now, and on which thread.
   absl::flat_hash_map<std::uint64_t, std::thread::id> firing_ ABSL_GUARDED_BY(mu_);
   std::uint32_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b9u;

@@ -48,9 +48,9 @@ struct TransferRecord {
   std::uint64_t next_offset = 0;   // First byte no chunk was issued for.
   std::vector<ChunkRedo> redo;     // Chunks to issue again.
   int in_flight = 0;               // Chunks issued and not yet finished.
-  // Its ranges no longer hold back later transfers: it ended and its last
-  // chunk left the device.
-  bool ranges_released = false;
+  // It ended and its last chunk left the device: its ranges no longer hold
+  // back later transfers, and its endpoints' hold and pin are let go.
+  bool let_go = false;
   absl::Time waiting_since;        // Since its last chunk (ageing).
   absl::Time last_progress;        // Last chunk issued to an idle transfer or finished.
   bool cancel_requested = false;

@@ -3,6 +3,7 @@
 // The transfer engine's vocabulary: what a copy asks for and what it reports.
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -48,6 +49,10 @@ struct Endpoint {
   // Keeps the segment, and so the memory, alive until the transfer ends,
   // whatever happens to the lease that named it.
   pool::SegmentHold hold;
+  // Keeps the bytes from going to another buffer meanwhile (the broker's
+  // CopyPin: a buffer freed during the copy is given back to its pool only
+  // when the transfer lets go). Empty: nothing to keep.
+  std::shared_ptr<const void> pin;
   // Which buffer and where in it: transfers whose ranges overlap (one
   // writing what the other reads or writes) run in submission order.
   std::uint64_t buffer_id = 0;

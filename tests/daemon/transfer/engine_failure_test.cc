@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <deque>
+#include <memory>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -128,6 +129,29 @@ TEST_F(EngineFailureTest, OverlappingCopyWaitsForAStalledCopysChunksToDrain) {
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *behind);
   EXPECT_EQ(end.state, TransferState::kDone) << end.status;
   EXPECT_TRUE(SameBytes(second, 0, device, 0, kMiB));
+}
+
+// Ended by the stall timeout, a copy still has its chunk on the device,
+// which may yet write the destination: its memory stays (the pins) until
+// that chunk drains.
+TEST_F(EngineFailureTest, AStalledCopyKeepsItsMemoryUntilItsChunksDrain) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.stall_timeout = absl::Milliseconds(100);
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer& host = Buffer(kMiB);
+  TestBuffer& device = Buffer(kMiB);
+  transfer::TransferSpec spec = Spec(1, Host(host), Device(0, device));
+  auto pin = std::make_shared<int>(1);
+  std::weak_ptr<int> kept = pin;
+  spec.destination.pin = std::move(pin);
+  auto id = engine->Submit(std::move(spec));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(WaitEnd(*engine, 1, *id).status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(kept.expired()) << "let go with its chunk still on the device";
+  devices.states[0]->Release();
+  EXPECT_TRUE(PollUntil([&] { return kept.expired(); }));
 }
 
 TEST_F(EngineFailureTest, TransientEnqueueFailuresAreRetriedAndTheCopySucceeds) {

@@ -2,6 +2,7 @@
 // watches, cancel, validation and lookups.
 
 #include <atomic>
+#include <memory>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -31,6 +32,31 @@ TEST(EngineHostTest, HostToHostCopyArrivesWithCpuPath) {
   EXPECT_EQ(done.path, DataPath::kCpu);
   EXPECT_EQ(done.device, -1);
   EXPECT_TRUE(SameBytes(source, 0, destination, 0, source.bytes.size()));
+}
+
+// A finished record stays to be asked about, but its memory need not: the
+// pins (the broker's: a freed buffer's allocation waits in one) go when the
+// transfer ends with nothing left on a device, before its watch runs.
+TEST(EngineHostTest, AFinishedCopyLetsGoOfItsMemoryThoughItsRecordStays) {
+  FakeDevices devices(0);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer source(2 * kMiB, 1, 1);
+  TestBuffer destination(2 * kMiB, 2, 2);
+  transfer::TransferSpec spec = Spec(7, Host(source), Host(destination));
+  auto source_pin = std::make_shared<int>(1);
+  auto destination_pin = std::make_shared<int>(2);
+  std::weak_ptr<int> source_kept = source_pin;
+  std::weak_ptr<int> destination_kept = destination_pin;
+  spec.source.pin = std::move(source_pin);
+  spec.destination.pin = std::move(destination_pin);
+  auto id = engine->Submit(std::move(spec));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(WaitEnd(*engine, 7, *id).state, TransferState::kDone);
+  EXPECT_TRUE(source_kept.expired());
+  EXPECT_TRUE(destination_kept.expired());
+  auto progress = engine->Progress(7, *id);
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->state, TransferState::kDone);
 }
 
 TEST(EngineHostTest, CopyBetweenRangesOfTwoBuffers) {

@@ -99,8 +99,11 @@ TEST(RangeOrderTest, WritersWaitForEarlierOverlapsReadersOnlyForWriters) {
                        std::uint64_t dst_buffer, std::uint64_t dst_offset) {
     auto record = std::make_shared<TransferRecord>();
     record->id = id;
-    record->source = Endpoint{.length = 100, .buffer_id = src_buffer, .offset = src_offset};
-    record->destination = Endpoint{.length = 100, .buffer_id = dst_buffer, .offset = dst_offset};
+    record->source.length = record->destination.length = 100;
+    record->source.buffer_id = src_buffer;
+    record->source.offset = src_offset;
+    record->destination.buffer_id = dst_buffer;
+    record->destination.offset = dst_offset;
     return record;
   };
   RecordPtr write = make(1, 10, 0, 20, 0);         // Reads 10, writes 20[0,100).
