@@ -53,7 +53,11 @@ pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) 
 
 void Broker::AfterUnlock::Run() && {
   for (auto& [pool, buffer] : freed) {
-    pool->Free(std::move(buffer->allocation));
+    if (std::shared_ptr<CopyPin> pin = buffer->copies.lock()) {
+      pin->Park(*pool, std::move(buffer->allocation));  // Freed by the last copy.
+    } else {
+      pool->Free(std::move(buffer->allocation));
+    }
   }
   freed.clear();
   for (auto& wake : wakes) wake();

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/unix_socket.h"
+#include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
 #include "daemon/broker/types.h"
 #include "daemon/broker/uid_counts.h"
@@ -167,6 +168,8 @@ class Broker {
     pool::Pool* pool = nullptr;
     pool::Allocation allocation;
     Charge charge;  // What the ledger holds for it.
+    // While copies hold it, a freed buffer's allocation waits in the pin.
+    std::weak_ptr<CopyPin> copies;
   };
   struct Lease {
     SessionId session = 0;

@@ -1,6 +1,8 @@
 // Broker: the two leases of a copy, resolved into what the transfer engine
 // reaches (the checks themselves are copy_regions.h's).
 
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "daemon/broker/broker.h"
@@ -27,7 +29,7 @@ absl::StatusOr<CopyEnds> Broker::ResolveCopy(SessionId session,
 absl::StatusOr<CopyEnd> Broker::CopyEndLocked(SessionId session, const CopyRegion& region,
                                               CopySide side) {
   MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, region.lease));
-  const Buffer& buffer = *buffers_.at(lease->buffer);
+  Buffer& buffer = *buffers_.at(lease->buffer);
   MEMD_RETURN_IF_ERROR(CheckRegionBounds(region, buffer.info, side));
   absl::StatusOr<backend::SegmentMemory> memory = buffer.allocation.Memory();
   if (!memory.ok()) {
@@ -41,6 +43,12 @@ absl::StatusOr<CopyEnd> Broker::CopyEndLocked(SessionId session, const CopyRegio
   end.access = lease->access;
   end.memory = memory->At(region.offset);
   end.hold = buffer.allocation.Hold();
+  std::shared_ptr<CopyPin> pin = buffer.copies.lock();
+  if (pin == nullptr) {
+    pin = std::make_shared<CopyPin>();
+    buffer.copies = pin;
+  }
+  end.pin = std::move(pin);
   end.offset = region.offset;
   end.length = region.length;
   return end;

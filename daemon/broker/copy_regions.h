@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/backend/copy_device.h"
+#include "daemon/broker/copy_pin.h"
 #include "daemon/broker/types.h"
 #include "daemon/pool/pool.h"
 
@@ -28,6 +29,7 @@ struct CopyEnd {
   Access access = Access::kRead;
   backend::SegmentMemory memory;  // Moved to `offset` already.
   pool::SegmentHold hold;
+  CopyPinRef pin;  // Keeps the allocation from reuse (CopyPin).
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
 };

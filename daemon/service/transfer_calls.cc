@@ -31,6 +31,7 @@ transfer::Endpoint EndpointOf(broker::CopyEnd end) {
   endpoint.memory = end.memory;
   endpoint.length = end.length;
   endpoint.hold = std::move(end.hold);
+  endpoint.pin = std::move(end.pin);
   endpoint.buffer_id = end.buffer.id;
   endpoint.offset = end.offset;
   return endpoint;

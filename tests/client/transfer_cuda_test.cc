@@ -230,6 +230,33 @@ TEST_F(CudaTransferTest, ACopysOwnDeadlineFailsIt) {
   EXPECT_GE(Stats().transfers.failed, 1u);
 }
 
+// A client that frees a buffer while a copy into it runs (releases its last
+// lease of a buffer nobody sealed) loses the name at once, but the bytes
+// stay allocated until the copy has let go: handed to the pool earlier, the
+// next device buffer of the same owner could get them and the copy's late
+// chunks would overwrite it.
+TEST_F(CudaTransferTest, ABufferFreedMidCopyStaysAllocatedUntilTheCopyEnds) {
+  StartDaemon(kSlowLink);
+  Buffer source = Make("src", 32 * kMiB, "host", 3);
+  Buffer device = Make("weights", 32 * kMiB, "device:0");
+  auto device_used = [&] {
+    for (const PoolStats& pool : Stats().pools) {
+      if (pool.location == "device:0") return pool.used_bytes;
+    }
+    return std::uint64_t{0};
+  };
+  const std::uint64_t used = device_used();
+  ASSERT_GE(used, 32 * kMiB);
+  auto transfer = client_->Copy({&source}, {&device});
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  device = Buffer();  // The last lease: the unsealed buffer is freed.
+  EXPECT_EQ(Stats().buffers, 1u) << "only src is left by name";
+  EXPECT_EQ(device_used(), used) << "the bytes went back with the copy still writing them";
+  ASSERT_TRUE(transfer->Cancel().ok());
+  EXPECT_TRUE(absl::IsCancelled(transfer->Wait()));
+  EXPECT_TRUE(PollUntil([&] { return device_used() == 0; })) << device_used();
+}
+
 TEST_F(CudaTransferTest, AClientKilledMidCopyLeavesNothingBehind) {
   StartDaemon(kSlowLink);
   int ready[2];

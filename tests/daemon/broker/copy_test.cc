@@ -104,6 +104,58 @@ TEST_F(CopyTest, TheHoldKeepsTheSegmentAfterTheLeasesGo) {
   EXPECT_GT(backend_.alive(), 0);
 }
 
+// The engine may write a copy's destination after its buffer was freed
+// (the client released its last lease mid-copy). The bytes must not go to
+// the next buffer of the same domain meanwhile: the allocation waits in the
+// copy's pin and goes back to the pool only when the copy lets go.
+TEST_F(CopyTest, AFreedBufferStaysOutOfItsPoolUntilItsCopiesLetGo) {
+  constexpr std::uint64_t kSize = 64 << 10;
+  pool::Pool& pool = *pools_.Find(Location::Host());
+  Grant source = Create(alice_, "src", kSize);
+  Grant destination = Create(alice_, "dst", kSize);
+  auto ends = broker_->ResolveCopy(alice_, {source.lease, 0, kSize},
+                                   {destination.lease, 0, kSize});
+  ASSERT_TRUE(ends.ok()) << ends.status();
+  ASSERT_TRUE(ends->destination.pin);
+  const std::byte* freed = ends->destination.memory.host;
+  const std::uint64_t used = pool.Stats().used_bytes;
+  ASSERT_TRUE(broker_->Release(alice_, destination.lease).ok());  // Never sealed: it goes.
+  EXPECT_EQ(pool.Stats().used_bytes, used) << "the allocation went back with a copy on it";
+
+  // Its domain's next buffer of the same size gets other bytes.
+  Grant next = Create(alice_, "next", kSize);
+  auto next_ends = broker_->ResolveCopy(alice_, {source.lease, 0, kSize},
+                                        {next.lease, 0, kSize});
+  ASSERT_TRUE(next_ends.ok()) << next_ends.status();
+  const std::byte* given = next_ends->destination.memory.host;
+  EXPECT_TRUE(given + kSize <= freed || freed + kSize <= given)
+      << "the new buffer shares bytes with the freed one";
+
+  const std::uint64_t with_next = pool.Stats().used_bytes;
+  ends->destination.pin.reset();
+  EXPECT_EQ(pool.Stats().used_bytes, with_next - pool.AllocationBytes(kSize)) << "the last pin gives it back";
+}
+
+// Copies of one buffer share its pin: the allocation waits for the last.
+TEST_F(CopyTest, ABufferFreedUnderTwoCopiesWaitsForTheLast) {
+  constexpr std::uint64_t kSize = 64 << 10;
+  pool::Pool& pool = *pools_.Find(Location::Host());
+  Grant source = Create(alice_, "src", kSize);
+  Grant destination = Create(alice_, "dst", kSize);
+  auto first = broker_->ResolveCopy(alice_, {source.lease, 0, kSize / 2},
+                                    {destination.lease, 0, kSize / 2});
+  auto second = broker_->ResolveCopy(alice_, {source.lease, 0, kSize / 2},
+                                     {destination.lease, kSize / 2, kSize / 2});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->destination.pin, second->destination.pin);
+  const std::uint64_t used = pool.Stats().used_bytes;
+  ASSERT_TRUE(broker_->Release(alice_, destination.lease).ok());
+  first->destination.pin.reset();
+  EXPECT_EQ(pool.Stats().used_bytes, used);
+  second->destination.pin.reset();
+  EXPECT_EQ(pool.Stats().used_bytes, used - pool.AllocationBytes(kSize));
+}
+
 TEST_F(CopyTest, ZeroOrDifferentLengthsAreRefusedWithTheNumbers) {
   Grant source = Create(alice_, "src", 8192);
   Grant destination = Create(alice_, "dst", 8192);
