@@ -106,7 +106,8 @@ const std::vector<Option>& Options() {
        "most leases one session holds (default 65536)", nullptr,
        &Config::max_leases_per_session},
       {"max_waits_per_session", Kind::kCount,
-       "most opens one session may have waiting for a seal (default 256)",
+       "most opens one session may have waiting for a seal, and apart from them most "
+       "WaitTransfer calls waiting for copies (default 256)",
        nullptr, &Config::max_waits_per_session},
       // Per-uid limits (issue 9, finding 6); root is not exempt.
       {"max_sessions_per_uid", Kind::kCount,

@@ -160,6 +160,8 @@ transfer::EngineOptions EngineOptionsOf(const Config& config) {
   options.max_session_bytes = config.transfer_max_session_bytes;
   options.max_total_bytes = config.transfer_max_total_bytes;
   options.max_session_transfers = Clamped(config.transfer_max_session_transfers, 1 << 30);
+  // A WaitTransfer call is a wait like an open's: the same bound per session.
+  options.max_session_watches = Clamped(config.max_waits_per_session, 1 << 30);
   options.stall_timeout =
       absl::Seconds(Clamped(config.transfer_stall_timeout_seconds, std::int64_t{1} << 40));
   return options;
@@ -285,6 +287,8 @@ Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 std::vector<std::string> Daemon::Reload(const Config& config) {
   if (parts_->stopped) return {};
   parts_->broker->SetLimits(LimitsOf(config, parts_->descriptor_limit));
+  // Cannot fail: the config takes positive counts only.
+  (void)parts_->engine->SetMaxSessionWatches(EngineOptionsOf(config).max_session_watches);
   parts_->sessions->SetLimits(FdsInFlightOf(config), ConnectionLimitsOf(config));
   // Compared with what runs, not with the file read at the last reload.
   return SettingsNeedingRestart(parts_->started_with, config);

@@ -39,11 +39,12 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.chunks_in_flight < 1 || o.chunks_in_flight > 64) {
     return OutOfRange("chunks_in_flight", absl::StrCat(o.chunks_in_flight), "1 .. 64");
   }
-  if (o.max_session_bytes == 0 || o.max_total_bytes == 0 || o.max_session_transfers < 1) {
+  if (o.max_session_bytes == 0 || o.max_total_bytes == 0 || o.max_session_transfers < 1 ||
+      o.max_session_watches < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transfer engine limits must be positive: max_session_bytes ", o.max_session_bytes,
         ", max_total_bytes ", o.max_total_bytes, ", max_session_transfers ",
-        o.max_session_transfers));
+        o.max_session_transfers, ", max_session_watches ", o.max_session_watches));
   }
   if (o.kept_finished_per_session < 0 || o.max_retries < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -153,5 +154,14 @@ void Engine::EndSession(SessionId session, absl::Duration drain) {
 }
 
 EngineStats Engine::Stats() const { return impl_->core().Stats(); }
+
+absl::Status Engine::SetMaxSessionWatches(int most) {
+  if (most < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_session_watches must be positive, not ", most));
+  }
+  impl_->core().SetMaxSessionWatches(most);
+  return absl::OkStatus();
+}
 
 }  // namespace memd::transfer

@@ -33,6 +33,10 @@ struct EngineOptions {
   std::uint64_t max_total_bytes = std::uint64_t{256} << 30;
   // Unfinished transfers per session.
   int max_session_transfers = 256;
+  // Watches (WaitTransfer calls) waiting at once per session: each holds
+  // memory in the daemon until its transfer ends (the daemon sets it to
+  // max_waits_per_session).
+  int max_session_watches = 256;
   // Finished transfers a session can still ask about (oldest forgotten).
   int kept_finished_per_session = 64;
   // No chunk of a running transfer finished for this long: DEADLINE_EXCEEDED.
@@ -111,7 +115,8 @@ class Engine {
 
   // Calls `done` once with the final progress when the transfer ends: at
   // once on this thread if it has ended, else on an engine thread (it must
-  // not block). Returns a token for CancelWatch. NOT_FOUND as Progress.
+  // not block). Returns a token for CancelWatch. NOT_FOUND as Progress;
+  // RESOURCE_EXHAUSTED when the session has max_session_watches waiting.
   using Done = std::function<void(const TransferProgress&)>;
   absl::StatusOr<std::uint64_t> Watch(SessionId session, TransferId id, Done done);
   // After it returns, the watch's `done` does not run (unless running now:
@@ -128,6 +133,10 @@ class Engine {
   void EndSession(SessionId session, absl::Duration drain);
 
   EngineStats Stats() const;
+
+  // A new max_session_watches (a reload): watches waiting beyond it stay;
+  // new ones are refused until fewer wait. INVALID_ARGUMENT below 1.
+  absl::Status SetMaxSessionWatches(int most);
 
  private:
   class Impl;

@@ -27,6 +27,7 @@ EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDe
     counters_.push_back(std::make_unique<DeviceCounters>());
   }
   schedulers_.assign(devices_.size() + 1, Scheduler(options.ageing));
+  max_session_watches_ = options.max_session_watches;
   unhealthy_.assign(devices_.size(), absl::OkStatus());
   for (int p = 0; p < kPriorities; ++p) priority_stats_[p].priority = static_cast<Priority>(p);
 }
@@ -110,7 +111,14 @@ absl::StatusOr<std::uint64_t> EngineCore::Watch(SessionId session, TransferId id
     CoreLock lock(*this);
     RecordPtr record = Find(session, id);
     if (record == nullptr) return NotFound(session, id);
-    if (!record->terminal()) return watches_.Add(id, std::move(done));
+    if (!record->terminal()) {
+      if (watches_.of_session(session) >= max_session_watches_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "session ", session, " waits for ", watches_.of_session(session),
+            " transfers already, the limit (max_waits_per_session); wait for one to end"));
+      }
+      return watches_.Add(session, id, std::move(done));
+    }
     ended = record->progress;
     token = watches_.NewToken();
   }
@@ -391,6 +399,11 @@ void EngineCore::UnlockAndRunDeferred() {
   absl::MutexLock lock(&mu_);
   for (const Firing& watch : firing) firing_.erase(watch.token);
   changed_.SignalAll();
+}
+
+void EngineCore::SetMaxSessionWatches(int most) {
+  absl::MutexLock lock(&mu_);
+  max_session_watches_ = most;
 }
 
 EngineStats EngineCore::Stats() const {

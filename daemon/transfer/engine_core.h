@@ -64,6 +64,7 @@ class EngineCore {
   void EndSession(SessionId session, absl::Duration drain);
   void CancelAll(std::string_view reason);
   EngineStats Stats() const;
+  void SetMaxSessionWatches(int most);
   // OK, or why the device takes no copies (the sticky error it reported).
   absl::Status DeviceHealth(int index) const;
 
@@ -129,6 +130,7 @@ class EngineCore {
   Admission admission_ ABSL_GUARDED_BY(mu_);
   RangeOrder range_order_ ABSL_GUARDED_BY(mu_);
   WatchList watches_ ABSL_GUARDED_BY(mu_);
+  int max_session_watches_ ABSL_GUARDED_BY(mu_);  // options_'s until a reload.
   std::vector<absl::Status> unhealthy_ ABSL_GUARDED_BY(mu_);  // By device index.
   // Produced under the mutex, run after it (UnlockAndRunDeferred).
   std::vector<Firing> deferred_watches_ ABSL_GUARDED_BY(mu_);

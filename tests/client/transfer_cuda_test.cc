@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -255,6 +256,30 @@ TEST_F(CudaTransferTest, ABufferFreedMidCopyStaysAllocatedUntilTheCopyEnds) {
   ASSERT_TRUE(transfer->Cancel().ok());
   EXPECT_TRUE(absl::IsCancelled(transfer->Wait()));
   EXPECT_TRUE(PollUntil([&] { return device_used() == 0; })) << device_used();
+}
+
+// A WaitTransfer call that waits holds memory in the daemon until its copy
+// ends: it counts against max_waits_per_session like a waiting open, and
+// the call beyond it is refused at once with the numbers.
+TEST_F(CudaTransferTest, WaitsBeyondTheSessionsLimitAreRefusedAtOnce) {
+  StartDaemon(kSlowLink, {"--max-waits-per-session", "2"});
+  Buffer source = Make("src", 32 * kMiB, "host", 3);
+  Buffer device = Make("weights", 32 * kMiB, "device:0");
+  auto transfer = client_->Copy({&source}, {&device});
+  ASSERT_TRUE(transfer.ok()) << transfer.status();
+  std::vector<std::thread> waiters;
+  std::vector<absl::Status> waited(2);
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&, i] { waited[i] = transfer->Wait(absl::Now() + absl::Seconds(30)); });
+  }
+  // Both waits are parked in the daemon by then; the copy takes 1.7 s.
+  absl::SleepFor(absl::Milliseconds(300));
+  absl::Status third = transfer->Wait(absl::Now() + absl::Seconds(30));
+  EXPECT_TRUE(absl::IsResourceExhausted(third)) << third;
+  EXPECT_THAT(std::string(third.message()), ::testing::HasSubstr("max_waits_per_session"));
+  ASSERT_TRUE(transfer->Cancel().ok());
+  for (std::thread& waiter : waiters) waiter.join();
+  for (const absl::Status& status : waited) EXPECT_TRUE(absl::IsCancelled(status)) << status;
 }
 
 TEST_F(CudaTransferTest, AClientKilledMidCopyLeavesNothingBehind) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +15,7 @@
 namespace memd::test {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using transfer::Priority;
@@ -152,6 +154,57 @@ TEST_F(EngineFailureTest, AStalledCopyKeepsItsMemoryUntilItsChunksDrain) {
   EXPECT_FALSE(kept.expired()) << "let go with its chunk still on the device";
   devices.states[0]->Release();
   EXPECT_TRUE(PollUntil([&] { return kept.expired(); }));
+}
+
+// Each watch (a WaitTransfer call) holds memory until its transfer ends: a
+// session may have only so many waiting, whatever transfers they watch;
+// other sessions are not charged, a cancelled watch frees its place, and a
+// reload's new bound applies to the next watch.
+TEST_F(EngineFailureTest, WatchesWaitingPerSessionAreBoundedWithTheNumbers) {
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.max_session_watches = 2;
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  TestBuffer& host = Buffer(kMiB);
+  TestBuffer& device = Buffer(kMiB);
+  TestBuffer& other_host = Buffer(kMiB);
+  TestBuffer& other_device = Buffer(kMiB);
+  auto mine = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  auto theirs = engine->Submit(Spec(2, Host(other_host), Device(0, other_device)));
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  auto ignore = [](const transfer::TransferProgress&) {};
+  auto first = engine->Watch(1, *mine, ignore);
+  ASSERT_TRUE(first.ok() && engine->Watch(1, *mine, ignore).ok());
+  auto refused = engine->Watch(1, *mine, ignore);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), AllOf(HasSubstr("session 1 waits for 2 transfers"),
+                                                HasSubstr("max_waits_per_session")));
+  auto other = engine->Watch(2, *theirs, ignore);
+  EXPECT_TRUE(other.ok()) << "another session was charged";
+  EXPECT_TRUE(engine->CancelWatch(*first));
+  EXPECT_TRUE(engine->Watch(1, *mine, ignore).ok()) << "a cancelled watch kept its place";
+  ASSERT_TRUE(engine->SetMaxSessionWatches(3).ok());  // A reload.
+  EXPECT_TRUE(engine->Watch(1, *mine, ignore).ok());
+  EXPECT_FALSE(engine->Watch(1, *mine, ignore).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(engine->SetMaxSessionWatches(0)));
+  ASSERT_TRUE(engine->SetMaxSessionWatches(4).ok());
+  // The end of the transfer runs its three watches and frees their places.
+  devices.states[0]->Release();
+  EXPECT_EQ(WaitEnd(*engine, 1, *mine).state, TransferState::kDone);
+  devices.states[0]->Hang();
+  auto again = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(again.ok());
+  std::vector<std::uint64_t> tokens;
+  for (int i = 0; i < 4; ++i) {
+    auto token = engine->Watch(1, *again, ignore);
+    ASSERT_TRUE(token.ok()) << "watch " << i << ": " << token.status();
+    tokens.push_back(*token);
+  }
+  for (std::uint64_t token : tokens) EXPECT_TRUE(engine->CancelWatch(token));
+  devices.states[0]->Release();
+  EXPECT_EQ(WaitEnd(*engine, 1, *again).state, TransferState::kDone);
+  EXPECT_EQ(WaitEnd(*engine, 2, *theirs).state, TransferState::kDone);
 }
 
 TEST_F(EngineFailureTest, TransientEnqueueFailuresAreRetriedAndTheCopySucceeds) {
