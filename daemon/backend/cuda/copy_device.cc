@@ -19,9 +19,13 @@ CudaCopyDevice::CudaCopyDevice(std::shared_ptr<const cuda::Driver> driver, int o
 
 CudaCopyDevice::~CudaCopyDevice() {
   absl::MutexLock lock(&mu_);
-  if (staging_.empty()) return;
+  if (staging_.empty() && registered_.empty()) return;
   cuda::ScopedContext current(*driver_, context_);
   for (void* memory : staging_) driver_->api().MemFreeHost(memory);
+  // Unregistered before registered_ unmaps them.
+  for (const numa::NodeMemory& memory : registered_) {
+    driver_->api().MemHostUnregister(memory.bytes().data());
+  }
 }
 
 absl::Status CudaCopyDevice::health() const {
@@ -50,6 +54,17 @@ absl::StatusOr<std::span<std::byte>> CudaCopyDevice::AllocateStaging(std::uint64
   }
   cuda::ScopedContext current(*driver_, context_);
   MEMD_RETURN_IF_ERROR(current.status());
+  if (std::optional<int> node = StagingNode()) {
+    MEMD_ASSIGN_OR_RETURN(numa::NodeMemory placed, numa::NodeMemory::Map(bytes, *node));
+    MEMD_RETURN_IF_ERROR(Status(
+        driver_->api().MemHostRegister(placed.bytes().data(), bytes, CU_MEMHOSTREGISTER_PORTABLE),
+        absl::StrCat("cuMemHostRegister(", bytes, " bytes on NUMA node ", *node, ", PORTABLE)"),
+        CopyCall::kStaging));
+    const std::span<std::byte> span = placed.bytes();
+    absl::MutexLock lock(&mu_);
+    registered_.push_back(std::move(placed));
+    return span;
+  }
   void* memory = nullptr;
   // PORTABLE: every context may DMA from it (a copy between devices stages
   // through one device's ring with the other's stream).
@@ -63,6 +78,23 @@ absl::StatusOr<std::span<std::byte>> CudaCopyDevice::AllocateStaging(std::uint64
   absl::MutexLock lock(&mu_);
   staging_.push_back(memory);
   return std::span<std::byte>(first, bytes);
+}
+
+// Only where the machine has several nodes: on one, placing is moot.
+std::optional<int> CudaCopyDevice::StagingNode() const {
+  if (numa::NodeCount(options_.sysfs_root) < 2) return std::nullopt;
+  CUdevice device = 0;
+  int domain = 0;
+  int bus = 0;
+  int slot = 0;
+  const cuda::DriverApi& api = driver_->api();
+  if (api.DeviceGet(&device, ordinal_) != CUDA_SUCCESS ||
+      api.DeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, device) != CUDA_SUCCESS ||
+      api.DeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, device) != CUDA_SUCCESS ||
+      api.DeviceGetAttribute(&slot, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, device) != CUDA_SUCCESS) {
+    return std::nullopt;
+  }
+  return numa::NodeOfPciDevice(numa::PciBusId(domain, bus, slot), options_.sysfs_root);
 }
 
 absl::StatusOr<std::unique_ptr<CopyStream>> CudaCopyDevice::NewStream() {

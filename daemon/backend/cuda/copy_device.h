@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/cuda/driver.h"
+#include "common/numa.h"
 #include "daemon/backend/copy_device.h"
 #include "daemon/backend/cuda/copy_errors.h"
 
@@ -38,6 +41,9 @@ class CudaCopyDevice : public CopyDevice {
     // How long destroying a stream waits for its queued work before it
     // gives up (a hung copy must not hang the daemon's shutdown).
     absl::Duration drain_timeout = absl::Seconds(30);
+    // Where the kernel's NUMA nodes and PCI devices are listed (tests give
+    // a tree of their own).
+    std::string sysfs_root = "/sys";
   };
 
   CudaCopyDevice(std::shared_ptr<const cuda::Driver> driver, int ordinal, CUcontext context,
@@ -49,9 +55,15 @@ class CudaCopyDevice : public CopyDevice {
   CudaCopyDevice& operator=(const CudaCopyDevice&) = delete;
 
   int ordinal() const override { return ordinal_; }
-  // cuMemHostAlloc(PORTABLE), every page written once. Errors:
-  // INVALID_ARGUMENT (0 bytes), RESOURCE_EXHAUSTED, the driver's.
+  // Pinned and PORTABLE, every page written once, and on the GPU's NUMA
+  // node where the machine has several and sysfs names the GPU's (pinned
+  // memory on the far node halves what a copy moves): then memory placed
+  // there (mbind) and registered (cuMemHostRegister, once); else
+  // cuMemHostAlloc. Errors: INVALID_ARGUMENT (0 bytes), RESOURCE_EXHAUSTED,
+  // the driver's.
   absl::StatusOr<std::span<std::byte>> AllocateStaging(std::uint64_t bytes) override;
+  // The node AllocateStaging places memory on; nullopt for none.
+  std::optional<int> StagingNode() const;
   // A non-blocking stream at the lowest priority (priorities do not apply
   // to copies). Errors: the driver's.
   absl::StatusOr<std::unique_ptr<CopyStream>> NewStream() override;
@@ -72,7 +84,8 @@ class CudaCopyDevice : public CopyDevice {
   std::atomic<bool> broken_{false};  // health_ is not OK: skip the lock.
   mutable absl::Mutex mu_;
   absl::Status health_ ABSL_GUARDED_BY(mu_);
-  std::vector<void*> staging_ ABSL_GUARDED_BY(mu_);
+  std::vector<void*> staging_ ABSL_GUARDED_BY(mu_);  // cuMemHostAlloc's.
+  std::vector<numa::NodeMemory> registered_ ABSL_GUARDED_BY(mu_);  // On a node.
 };
 
 /// A non-blocking CUDA stream and its pool of events (markers). Owns both;

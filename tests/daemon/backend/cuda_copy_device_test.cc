@@ -9,17 +9,22 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/numa.h"
 #include "common/cuda/driver.h"
 #include "daemon/backend/cuda/cuda_backend.h"
 #include "daemon/backend/host/memfd_segment.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/poll_until.h"
+#include "tests/support/temp_dir.h"
 
 namespace memd::backend {
 namespace {
@@ -257,6 +262,65 @@ TEST_F(CudaCopyDeviceTest, OutOfPinnedMemoryForStagingIsResourceExhausted) {
   EXPECT_EQ(staging.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(staging.status().message(), HasSubstr("cuMemHostAlloc"));
   EXPECT_TRUE(devices_[0]->AllocateStaging(kMiB).ok());  // The next one works.
+}
+
+// A sysfs tree with two NUMA nodes in which the fake's GPU 0 (PCI
+// 0000:00:00.0: domain 0, bus = its index, device 0) hangs off `node`.
+class TwoNodeSysfs {
+ public:
+  explicit TwoNodeSysfs(const std::string& node) {
+    const std::filesystem::path root = dir_.path();
+    for (const char* name : {"node0", "node1"}) {
+      std::filesystem::create_directories(root / "devices/system/node" / name);
+    }
+    std::filesystem::create_directories(root / "bus/pci/devices/0000:00:00.0");
+    std::ofstream(root / "bus/pci/devices/0000:00:00.0/numa_node") << node << "\n";
+  }
+  const std::string& root() const { return dir_.path(); }
+
+ private:
+  test::TempDir dir_;
+};
+
+// On a machine with several nodes the staging memory sits on the GPU's
+// (node 0 here, the one this machine has), registered with the driver:
+// copies from it are asynchronous, as from cuMemHostAlloc's.
+TEST_F(CudaCopyDeviceTest, StagingSitsOnTheGpusNumaNodeWhereThereAreSeveral) {
+  if (numa::NodeCount() == 0) GTEST_SKIP() << "this kernel lists no NUMA nodes";
+  TwoNodeSysfs sysfs("0");
+  CudaCopyDevice::Options options;
+  options.sysfs_root = sysfs.root();
+  ASSERT_NO_FATAL_FAILURE(Start({{"MEMD_FAKE_CUDA_COPY_LATENCY_US", "1000000"},
+                                 {"MEMD_FAKE_CUDA_FAULTS", "cuMemHostAlloc@1=2"}},
+                                options));
+  EXPECT_EQ(devices_[0]->StagingNode(), 0);
+  // cuMemHostAlloc would fail: the memory comes another way.
+  std::span<std::byte> staging = Staging(2 * kMiB);
+  ASSERT_EQ(staging.size(), 2 * kMiB);
+  for (std::uint64_t at = 0; at < staging.size(); at += 4096) {
+    ASSERT_EQ(numa::NodeOfPage(staging.data() + at), 0) << "page at " << at;
+  }
+  const SegmentMemory device = Reserve(Location::Device(0), 2 * kMiB);
+  CopyStream& stream = NewStream();
+  ASSERT_TRUE(stream.HostToDevice(device.device_address, staging.data(), staging.size()).ok());
+  auto marker = stream.Mark();
+  ASSERT_TRUE(marker.ok());
+  EXPECT_TRUE(Is(stream.Reached(*marker), false))
+      << "the copy waited for its modelled second: the fake saw pageable memory";
+}
+
+// One node, or a GPU the kernel places nowhere: cuMemHostAlloc as before.
+TEST_F(CudaCopyDeviceTest, StagingIsNotPlacedWithoutASecondNodeOrAKnownOne) {
+  TwoNodeSysfs unknown("-1");
+  CudaCopyDevice::Options options;
+  options.sysfs_root = unknown.root();
+  ASSERT_NO_FATAL_FAILURE(Start({{"MEMD_FAKE_CUDA_FAULTS", "cuMemHostAlloc@1=2"}}, options));
+  EXPECT_EQ(devices_[0]->StagingNode(), std::nullopt);
+  EXPECT_THAT(devices_[0]->AllocateStaging(kMiB).status().message(), HasSubstr("cuMemHostAlloc"));
+  test::TempDir empty;
+  options.sysfs_root = empty.path();
+  CudaCopyDevice one_node(driver_, 0, Context(0), options);
+  EXPECT_EQ(one_node.StagingNode(), std::nullopt);
 }
 
 TEST_F(CudaCopyDeviceTest, OneCopyDevicePerGpuFromTheBackend) {
