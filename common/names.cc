@@ -15,16 +15,15 @@ bool IsNameByte(char c) {
          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '/' || c == '-';
 }
 
-// Names go back to callers in messages; keep them readable and bounded.
-std::string Quote(std::string_view name) {
+}  // namespace
+
+std::string QuotedForMessage(std::string_view text) {
   constexpr std::size_t kShown = 64;
   std::string shown = absl::CHexEscape(
-      absl::string_view(name.data(), std::min(name.size(), kShown)));
-  if (name.size() > kShown) shown += "...";
+      absl::string_view(text.data(), std::min(text.size(), kShown)));
+  if (text.size() > kShown) shown += "...";
   return absl::StrCat("'", shown, "'");
 }
-
-}  // namespace
 
 absl::Status ValidateBufferName(std::string_view name) {
   if (name.empty()) {
@@ -32,7 +31,7 @@ absl::Status ValidateBufferName(std::string_view name) {
   }
   if (name.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "buffer name %s is %d bytes long; the limit is %d", Quote(name),
+        "buffer name %s is %d bytes long; the limit is %d", QuotedForMessage(name),
         name.size(), kMaxNameBytes));
   }
   for (std::size_t i = 0; i < name.size(); ++i) {
@@ -40,7 +39,7 @@ absl::Status ValidateBufferName(std::string_view name) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "buffer name %s has byte 0x%02x at position %d; names use only "
           "[A-Za-z0-9._/-]",
-          Quote(name), static_cast<unsigned char>(name[i]), i));
+          QuotedForMessage(name), static_cast<unsigned char>(name[i]), i));
     }
   }
   std::size_t start = 0;
@@ -50,12 +49,12 @@ absl::Status ValidateBufferName(std::string_view name) {
     std::string_view part = name.substr(start, end - start);
     if (part.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "buffer name ", Quote(name),
+          "buffer name ", QuotedForMessage(name),
           " has an empty part (leading, trailing or doubled '/')"));
     }
     if (part == "." || part == "..") {
       return absl::InvalidArgumentError(absl::StrCat(
-          "buffer name ", Quote(name), " has a '", std::string(part),
+          "buffer name ", QuotedForMessage(name), " has a '", std::string(part),
           "' part; parts may not be '.' or '..'"));
     }
     start = end + 1;

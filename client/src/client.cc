@@ -113,6 +113,11 @@ void SetCreate(std::string_view name, std::uint64_t size,
   request->set_persistence(options.persistence == Persistence::kEphemeral
                                ? v1::EPHEMERAL
                                : v1::PERSISTENT);
+  for (const auto& [key, value] : options.attrs) {
+    v1::Attr* attr = request->add_attrs();
+    attr->set_key(key);
+    attr->set_value(value);
+  }
 }
 
 std::uint64_t WaitMillis(absl::Duration wait) {

@@ -24,6 +24,7 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
     out.sealed = absl::FromUnixNanos(info.sealed_unix_ns());
   }
   out.creator_pid = static_cast<pid_t>(info.creator_pid());
+  for (const v1::Attr& attr : info.attrs()) out.attrs.emplace(attr.key(), attr.value());
   return out;
 }
 

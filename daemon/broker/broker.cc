@@ -228,6 +228,10 @@ absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
         " bytes (", FormatBytes(max_buffer_bytes), ")"));
   }
   MEMD_RETURN_IF_ERROR(ValidateMode(params.mode));
+  if (absl::Status valid = ValidateAttrs(params.attrs); !valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer ", Quoted(params.name), ": ", valid.message()));
+  }
   pool::Pool* pool = pools_.Find(params.location);
   if (pool == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -300,6 +304,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   info.persistence = params.persistence;
   info.created = clock_.Now();
   info.creator_pid = peer.pid;
+  info.attrs = params.attrs;
   Buffer& stored = *buffer;
   auto grant = GrantLocked(session, **caller, stored, Access::kReadWrite);
   if (!grant.ok()) return give_back(grant.status());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/attrs.h"
 #include "common/location.h"
 #include "common/unique_fd.h"
 #include "daemon/broker/quota.h"
@@ -45,6 +46,7 @@ struct BufferInfo {
   absl::Time created;
   std::optional<absl::Time> sealed;
   pid_t creator_pid = 0;
+  BufferAttrs attrs = {};
 };
 
 struct CreateParams {
@@ -53,6 +55,7 @@ struct CreateParams {
   Location location;
   std::uint32_t mode = kDefaultMode;
   Persistence persistence = Persistence::kPersistent;
+  BufferAttrs attrs = {};
   // OpenOrCreate only: when the name exists, the uid that must own it (as
   // OpenParams::expected_owner). What a call creates is the caller's.
   std::optional<uid_t> expected_owner = std::nullopt;

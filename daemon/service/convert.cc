@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/attrs.h"
 #include "common/status_macros.h"
 
 namespace memd::service {
@@ -32,6 +34,11 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
   out->set_created_unix_ns(absl::ToUnixNanos(info.created));
   out->set_sealed_unix_ns(info.sealed ? absl::ToUnixNanos(*info.sealed) : 0);
   out->set_creator_pid(static_cast<std::uint32_t>(info.creator_pid));
+  for (const auto& [key, value] : info.attrs) {
+    v1::Attr* attr = out->add_attrs();
+    attr->set_key(key);
+    attr->set_value(value);
+  }
 }
 
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out) {
@@ -195,6 +202,23 @@ broker::CopyRegion FromProto(const v1::Region& region) {
   return broker::CopyRegion{region.lease_id(), region.offset(), region.length()};
 }
 
+absl::StatusOr<BufferAttrs> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::Attr>& attrs) {
+  // Before building anything: a request may carry thousands.
+  if (static_cast<std::size_t>(attrs.size()) > kMaxAttrs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(attrs.size(), " attributes given; the limit is ", kMaxAttrs));
+  }
+  BufferAttrs out;
+  for (const v1::Attr& attr : attrs) {
+    if (!out.emplace(attr.key(), attr.value()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute key '", absl::CHexEscape(attr.key()), "' is given twice"));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request) {
   broker::CreateParams params;
   params.name = request.name();
@@ -213,6 +237,7 @@ absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request)
       return absl::InvalidArgumentError(
           absl::StrCat("unknown persistence ", request.persistence()));
   }
+  MEMD_ASSIGN_OR_RETURN(params.attrs, FromProto(request.attrs()));
   return params;
 }
 

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -28,6 +29,7 @@
 namespace memd {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1 << 20;
@@ -91,6 +93,35 @@ TEST_F(ClientTest, CreateWriteSealThenOpenReadsTheSameBytes) {
   EXPECT_TRUE(buffer->mutable_data().empty());
   EXPECT_EQ(buffer->info().state, BufferState::kSealed);
   EXPECT_TRUE(test::MatchesPattern(buffer->data(), 7));
+}
+
+// What a producer says about its bytes reaches every reader with the
+// buffer: Open, Stat and List; attributes out of bounds are refused whole.
+TEST_F(ClientTest, AttributesSetAtCreateReachEveryReader) {
+  const std::map<std::string, std::string> attrs = {
+      {"dtype", "float16"}, {"shape", "64,32"}, {"layout", "row-major"}};
+  auto buffer = client_->Create("typed", 4096, {.attrs = attrs});
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(buffer->info().attrs, attrs);
+  ASSERT_TRUE(buffer->Seal().ok());
+
+  std::unique_ptr<Client> reader = Connect();
+  auto opened = reader->Open("typed");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(opened->info().attrs, attrs);
+  auto stat = reader->Stat("typed");
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ(stat->attrs, attrs);
+  auto list = reader->List("typ");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().attrs, attrs);
+
+  auto bad = client_->Create("bad", 4096, {.attrs = {{"shape", "1\n2"}}});
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_THAT(std::string(bad.status().message()),
+              AllOf(HasSubstr("'bad'"), HasSubstr("'shape'"), HasSubstr("printable")));
+  EXPECT_TRUE(absl::IsNotFound(client_->Stat("bad").status())) << "refused whole";
 }
 
 TEST_F(ClientTest, OpeningTheSameBufferTwiceMapsItOnce) {

@@ -67,9 +67,9 @@ template <>
 struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
-           lease_count, unlinked, created, sealed, creator_pid] = s;
+           lease_count, unlinked, created, sealed, creator_pid, attrs] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
-                    persistence, lease_count, unlinked, created, sealed, creator_pid);
+                    persistence, lease_count, unlinked, created, sealed, creator_pid, attrs);
   }
 };
 template <>

@@ -89,6 +89,9 @@ inline void PerturbMessage(google::protobuf::Message& message,
       google::protobuf::Message* added = reflection.AddMessage(&message, field);
       if (reflection.FieldSize(message, field) > 1) {
         added->CopyFrom(reflection.GetRepeatedMessage(message, field, 0));
+        // Unlike the first in its first field: a list read as a map (by
+        // key) would drop an equal one.
+        PerturbMessage(*added, added->GetDescriptor()->field(0));
       }
       return;
     }

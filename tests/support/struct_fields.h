@@ -17,6 +17,7 @@
 // change and compare every field without naming any.
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -45,6 +46,10 @@ constexpr bool kIsVectorOfStructs = false;
 template <HasFields E>
 constexpr bool kIsVectorOfStructs<std::vector<E>> = true;
 template <typename T>
+struct IsStringMap : std::false_type {};
+template <>
+struct IsStringMap<std::map<std::string, std::string>> : std::true_type {};
+template <typename T>
 struct IsOptional : std::false_type {};
 template <typename E>
 struct IsOptional<std::optional<E>> : std::true_type {};
@@ -71,6 +76,8 @@ void FillDistinct(T& value, int& next) {
     FillDistinct(value.emplace_back(), next);
   } else if constexpr (IsOptional<T>::value) {
     FillDistinct(value.emplace(), next);
+  } else if constexpr (IsStringMap<T>::value) {
+    value.emplace("k" + std::to_string(next), "v" + std::to_string(next));
   } else if constexpr (std::is_same_v<T, std::string>) {
     value = "v" + std::to_string(next);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -107,6 +114,8 @@ void Perturb(T& value) {
     value.push_back(value.empty() ? typename T::value_type{} : value.front());
   } else if constexpr (IsOptional<T>::value) {
     value = value.has_value() ? std::nullopt : std::make_optional(absl::UnixEpoch());
+  } else if constexpr (IsStringMap<T>::value) {
+    value["k'"] += "'";  // One entry more (or a value changed).
   } else if constexpr (std::is_same_v<T, std::string>) {
     value += "'";
   } else if constexpr (std::is_same_v<T, bool>) {

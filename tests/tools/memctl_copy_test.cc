@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -119,6 +120,18 @@ TEST_F(MemctlCopyTest, CpBufferToANewBufferCopiesAndSealsIt) {
   EXPECT_EQ(info->persistence, Persistence::kPersistent);
   EXPECT_TRUE(Get("copy/dst") == bytes) << "the copy differs";
   EXPECT_TRUE(Get("src") == bytes) << "the source changed";
+}
+
+// A copy reads as its source does: a new DST carries SRC's attributes.
+TEST_F(MemctlCopyTest, CpGivesANewDestinationTheSourcesAttributes) {
+  ProgramResult put = Run({"put", "--attr", "dtype=int8", "--attr", "shape=3", "src",
+                           WriteFile("put.in", "abc")});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  ProgramResult cp = Run({"cp", "src", "dst"});
+  ASSERT_EQ(cp.exit_code, 0) << Describe(cp);
+  auto info = client_->Stat("dst");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->attrs, (std::map<std::string, std::string>{{"dtype", "int8"}, {"shape", "3"}}));
 }
 
 TEST_F(MemctlCopyTest, CpTakesLocationModeAndEphemeralForANewDestination) {

@@ -231,6 +231,30 @@ TEST_F(MemctlTest, PutJsonDescribesTheSealedBuffer) {
   EXPECT_EQ(json.at("location"), "host");
 }
 
+// --attr tells readers what the bytes are; inspect shows it, --json as an
+// object; a malformed or repeated --attr is a usage error (exit 2).
+TEST_F(MemctlTest, PutAttributesShowInInspect) {
+  Put("typed", "12345678", {"--attr", "dtype=float32", "--attr", "shape=2,1"});
+  ProgramResult inspect = Run({"inspect", "typed"});
+  ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
+  EXPECT_THAT(inspect.out, AllOf(HasSubstr("attr dtype"), HasSubstr("float32"),
+                                 HasSubstr("attr shape"), HasSubstr("2,1")));
+  Json json = RunJson({"inspect", "typed", "--json"});
+  EXPECT_EQ(json.at("attrs"), (Json{{"dtype", "float32"}, {"shape", "2,1"}}));
+
+  const std::string file = WriteFile("in", "x");
+  ProgramResult no_equals = Run({"put", "--attr", "dtype", "bad1", file});
+  EXPECT_EQ(no_equals.exit_code, 2) << Describe(no_equals);
+  EXPECT_THAT(no_equals.err, HasSubstr("KEY=VALUE"));
+  ProgramResult twice = Run({"put", "--attr", "a=1", "--attr", "a=2", "bad2", file});
+  EXPECT_EQ(twice.exit_code, 2) << Describe(twice);
+  EXPECT_THAT(twice.err, HasSubstr("given twice"));
+  ProgramResult refused = Run({"put", "--attr", "a/b=1", "bad3", file});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("keys use only"));
+  EXPECT_EQ(Run({"inspect", "bad3"}).exit_code, 1) << "nothing was left behind";
+}
+
 TEST_F(MemctlTest, LsAndInspectShowNameSizeModeAndState) {
   Put("frames/0", std::string(1536, 'x'));
   Put("other", "abc");

@@ -37,6 +37,7 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
                                         info.creator_pid)});
   table.AddRow({"sealed", info.sealed ? FormatLocalTime(*info.sealed) : "not yet"});
   if (info.unlinked) table.AddRow({"unlinked", "yes: memory lives until the last lease ends"});
+  for (const auto& [key, value] : info.attrs) table.AddRow({absl::StrCat("attr ", key), value});
   table.Print(out);
 }
 
@@ -102,6 +103,7 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   request.create.mode = options.mode;
   request.create.persistence =
       options.ephemeral ? Persistence::kEphemeral : Persistence::kPersistent;
+  request.create.attrs = options.attrs;
   request.size = options.size;
   request.max_stream_bytes = options.max_stream_bytes;
   request.transfer = options.transfer;

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/attrs.h"
 #include "common/bytes.h"
 #include "common/version.h"
 #include "tools/memctl/failure.h"
@@ -169,6 +170,7 @@ struct OptionTexts {
   std::string timeout;
   bool no_direct_io = false;
   bool no_seal = false;
+  std::vector<std::string> attrs;
 };
 
 // What every command that has the daemon copy bytes takes.
@@ -289,7 +291,8 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "  producer | memctl put --size 8GiB frames/big -\n"
       "  memctl put --size 1GiB scratch /dev/zero\n"
       "  memctl put --location device:0 --priority critical model/w w.bin\n"
-      "  memctl put --location device:0 --json model/w w.bin | jq .gbps\n",
+      "  memctl put --location device:0 --json model/w w.bin | jq .gbps\n"
+      "  memctl put --attr dtype=float32 --attr shape=1024,1024 model/w w.bin\n",
       invocation.json);
   put->add_option("NAME", invocation.put.name, "Buffer name")->required()->type_name("");
   put->add_option("FILE", invocation.put.file, "File to read; - reads stdin")
@@ -314,6 +317,11 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                   "buffers are filled by the daemon's transfer engine)")
       ->type_name("LOCATION")
       ->capture_default_str();
+  put->add_option("--attr", texts.attrs,
+                  "An attribute the buffer carries for its readers, KEY=VALUE; "
+                  "repeat for more (at most 16: dtype=float16, shape=4096,4096)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   put->add_flag("--ephemeral", invocation.put.ephemeral,
                 "The buffer goes with its last lease: hand it to readers already "
                 "waiting for it (memctl's own lease ends when it exits)");
@@ -541,6 +549,17 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given,
   }
   // The validators accepted these texts.
   invocation.put.mode = ParseMode(texts.mode).value_or(0600);
+  for (const std::string& text : texts.attrs) {
+    absl::StatusOr<std::pair<std::string, std::string>> attr = ParseAttr(text);
+    if (!attr.ok()) {
+      ReportUsageError(err, absl::StrCat("--attr: ", attr.status().message()));
+      return kExitUsage;
+    }
+    if (!invocation.put.attrs.insert(*attr).second) {
+      ReportUsageError(err, absl::StrCat("--attr ", attr->first, " is given twice"));
+      return kExitUsage;
+    }
+  }
   if (!texts.size.empty()) invocation.put.size = ParseBytes(texts.size).value_or(0);
   invocation.put.max_stream_bytes =
       ParseBytes(texts.max_stream).value_or(kDefaultMaxStreamBytes);

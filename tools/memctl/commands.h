@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -53,6 +54,7 @@ struct PutOptions {
   std::optional<std::uint64_t> size;
   std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
   bool ephemeral = false;  // --ephemeral: gone with its last lease.
+  std::map<std::string, std::string> attrs = {};  // --attr KEY=VALUE.
   TransferFlags transfer;
 };
 

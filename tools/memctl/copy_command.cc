@@ -65,6 +65,7 @@ absl::StatusOr<std::pair<Buffer, bool>> OpenDestination(Client& client,
   create.location = location;
   create.mode = options.mode;
   create.persistence = options.ephemeral ? Persistence::kEphemeral : Persistence::kPersistent;
+  create.attrs = source.info().attrs;  // A copy reads as its source does.
   absl::StatusOr<Buffer> buffer = client.Create(options.destination, source.size(), create);
   if (!buffer.ok()) return Failed(what, buffer.status());
   return std::make_pair(*std::move(buffer), true);

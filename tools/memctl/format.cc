@@ -103,6 +103,8 @@ Json BufferJson(const BufferInfo& info) {
   json["sealed_unix_ns"] =
       info.sealed.has_value() ? Json(UnixNanos(*info.sealed)) : Json(nullptr);
   json["creator_pid"] = info.creator_pid;
+  json["attrs"] = Json::object();
+  for (const auto& [key, value] : info.attrs) json["attrs"][key] = value;
   return json;
 }
 

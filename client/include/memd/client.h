@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -55,6 +56,8 @@ struct BufferInfo {
   absl::Time created;
   std::optional<absl::Time> sealed;
   pid_t creator_pid = 0;
+  // Set at Create (CreateOptions::attrs), sorted by key.
+  std::map<std::string, std::string> attrs = {};
 };
 
 struct CreateOptions {
@@ -67,6 +70,11 @@ struct CreateOptions {
   // when the whole buffer will be touched (pool memory is already
   // committed), slower for a large buffer touched sparsely.
   bool populate = false;
+  // Small attributes the buffer carries for its readers (dtype=float16,
+  // shape=4096,4096, ...): at most 16; keys of [A-Za-z0-9._-] up to 64
+  // bytes, values of printable ASCII up to 256 bytes, 1 KiB in all.
+  // INVALID_ARGUMENT otherwise, naming the key and the limit.
+  std::map<std::string, std::string> attrs = {};
   // OpenOrCreate only: when the name exists already, the uid that must own
   // it, as OpenOptions::owner (PERMISSION_DENIED otherwise). A buffer the
   // call creates is this process's, whatever this says.

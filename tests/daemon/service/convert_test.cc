@@ -40,9 +40,9 @@ template <>
 struct Fields<broker::BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
-           lease_count, unlinked, created, sealed, creator_pid] = s;
+           lease_count, unlinked, created, sealed, creator_pid, attrs] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
-                    persistence, lease_count, unlinked, created, sealed, creator_pid);
+                    persistence, lease_count, unlinked, created, sealed, creator_pid, attrs);
   }
 };
 template <>
@@ -82,6 +82,7 @@ namespace memd::service {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // Every field of the message is set from a struct whose every field has a
@@ -135,6 +136,34 @@ TEST(ConvertTest, EveryPoolStatisticIsSent) {
 
 TEST(ConvertTest, EveryBufferFieldIsSent) {
   ExpectEveryFieldCrosses<v1::BufferInfo, broker::BufferInfo>();
+}
+
+// Attributes arrive as a list: a key given twice is refused, and so is a
+// list longer than the limit before anything is built from it.
+TEST(ConvertTest, CreateAttributesMustBeUniqueAndFew) {
+  v1::CreateRequest request;
+  request.set_name("a");
+  request.set_size_bytes(4096);
+  for (const char* key : {"dtype", "shape"}) {
+    v1::Attr* attr = request.add_attrs();
+    attr->set_key(key);
+    attr->set_value(std::string(key) + "-value");
+  }
+  auto params = FromProto(request);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->attrs, (BufferAttrs{{"dtype", "dtype-value"}, {"shape", "shape-value"}}));
+
+  v1::CreateRequest twice = request;
+  twice.add_attrs()->set_key("dtype");
+  auto refused = FromProto(twice);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("'dtype' is given twice"));
+
+  v1::CreateRequest flood = request;
+  for (int i = 0; i < 100000; ++i) flood.add_attrs()->set_key("k" + std::to_string(i));
+  auto flooded = FromProto(flood);
+  EXPECT_TRUE(absl::IsInvalidArgument(flooded.status()));
+  EXPECT_THAT(flooded.status().message(), HasSubstr("100002 attributes given; the limit is 16"));
 }
 
 TEST(ConvertTest, EverySessionFieldIsSent) {
