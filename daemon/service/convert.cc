@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/attrs.h"
+#include "common/names.h"
 #include "common/status_macros.h"
 
 namespace memd::service {
@@ -213,7 +213,7 @@ absl::StatusOr<BufferAttrs> FromProto(
   for (const v1::Attr& attr : attrs) {
     if (!out.emplace(attr.key(), attr.value()).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("attribute key '", absl::CHexEscape(attr.key()), "' is given twice"));
+          absl::StrCat("attribute key ", QuotedForMessage(attr.key()), " is given twice"));
     }
   }
   return out;

@@ -159,6 +159,13 @@ TEST(ConvertTest, CreateAttributesMustBeUniqueAndFew) {
   EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("'dtype' is given twice"));
 
+  // A key of a megabyte comes back in 64 bytes of message, escaped.
+  v1::CreateRequest huge = request;
+  for (int i = 0; i < 2; ++i) huge.add_attrs()->set_key(std::string(1 << 20, '\n'));
+  auto bounded = FromProto(huge);
+  EXPECT_TRUE(absl::IsInvalidArgument(bounded.status()));
+  EXPECT_LT(bounded.status().message().size(), 400u) << bounded.status().message().substr(0, 200);
+
   v1::CreateRequest flood = request;
   for (int i = 0; i < 100000; ++i) flood.add_attrs()->set_key("k" + std::to_string(i));
   auto flooded = FromProto(flood);
