@@ -2,8 +2,10 @@
 # configuration in /etc, any other prefix under itself (PREFIX/etc).
 #
 #   bin/memd, memctl, memd-replay, memd-tracegen   (install rules of their own)
-#   lib/libmemd.so.*  include/memd/client.h         the client library
+#   lib/libmemd.so.*  include/memd/client.h         the client library (C++)
+#                     include/memd/memd.h           and its C API
 #   lib/cmake/memd/                                 find_package(memd) -> memd::client
+#   lib/pkgconfig/memd.pc                           pkg-config --cflags --libs memd
 #   lib/systemd/system/memd.service                 the unit, paths filled in
 #   lib/sysusers.d/memd.conf                        the memd user and group
 #   etc/memd/memd.toml                              the example configuration
@@ -38,6 +40,27 @@ install(FILES
   ${PROJECT_BINARY_DIR}/cmake/memdConfig.cmake
   ${PROJECT_BINARY_DIR}/cmake/memdConfigVersion.cmake
   DESTINATION ${memd_cmake_dir})
+
+# pkg-config. The prefix is written relative to the file's own directory
+# (pkg-config's ${pcfiledir}), so `cmake --install --prefix` anywhere keeps
+# it right; an absolute libdir stays as it is.
+set(memd_pc_dir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(memd_pc_prefix "${CMAKE_INSTALL_PREFIX}")
+  set(memd_pc_libdir "${CMAKE_INSTALL_LIBDIR}")
+else()
+  file(RELATIVE_PATH memd_pc_up /prefix/${memd_pc_dir} /prefix)
+  string(REGEX REPLACE "/$" "" memd_pc_up "${memd_pc_up}")
+  set(memd_pc_prefix "\${pcfiledir}/${memd_pc_up}")
+  set(memd_pc_libdir "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+endif()
+if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(memd_pc_includedir "${CMAKE_INSTALL_INCLUDEDIR}")
+else()
+  set(memd_pc_includedir "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/memd.pc.in ${PROJECT_BINARY_DIR}/memd.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/memd.pc DESTINATION ${memd_pc_dir})
 
 # The example configuration. GNUInstallDirs maps prefix /usr (and /opt/X)
 # to an absolute /etc (/etc/opt/X); otherwise it stays under the prefix,

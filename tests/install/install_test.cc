@@ -125,27 +125,38 @@ TEST_F(InstallTest, PutsProgramsLibraryPackageUnitAndConfigurationInThePrefix) {
     EXPECT_THAT(version.out + version.err, HasSubstr(MEMD_VERSION)) << path;
   }
   EXPECT_TRUE(PathExists(Installed(kIncludeDir, "memd/client.h")));
-  EXPECT_EQ(ReadWholeFile(Installed(kIncludeDir, "memd/client.h")),
-            ReadWholeFile(MEMD_SOURCE_DIR "/client/include/memd/client.h"));
+  for (const char* header : {"memd/client.h", "memd/memd.h"}) {
+    EXPECT_EQ(ReadWholeFile(Installed(kIncludeDir, header)),
+              ReadWholeFile(absl::StrCat(MEMD_SOURCE_DIR "/client/include/", header)))
+        << header;
+  }
   // The development link, the soname and the real file.
   EXPECT_TRUE(PathExists(Installed(kLibDir, "libmemd.so")));
   EXPECT_TRUE(PathExists(Installed(kLibDir, "libmemd.so." MEMD_SOVERSION)));
   EXPECT_TRUE(PathExists(Installed(kLibDir, "libmemd.so." MEMD_VERSION)));
-  // It exports the classes of the public header and nothing else: the
-  // internals, gRPC and protobuf code inside it stay private.
+  // It exports the C API and the classes of the public header and nothing
+  // else: the internals, gRPC and protobuf code inside it stay private.
   ProgramResult symbols = RunProgram(
       MEMD_NM, {"--dynamic", "--defined-only", "--demangle", "--format=posix",
                 Installed(kLibDir, "libmemd.so")});
   ASSERT_EQ(symbols.exit_code, 0) << Describe(symbols);
   int exported = 0;
+  int c_functions = 0;
   for (absl::string_view line : absl::StrSplit(symbols.out, '\n', absl::SkipEmpty())) {
     ++exported;
+    if (absl::StartsWith(line, "memd_")) {
+      EXPECT_TRUE(absl::StrContains(line, " T ")) << "a C symbol that is no function: " << line;
+      ++c_functions;
+      continue;
+    }
     EXPECT_TRUE(absl::StartsWith(line, "memd::Client::") ||
                 absl::StartsWith(line, "memd::Buffer::") ||
                 absl::StartsWith(line, "memd::Transfer::"))
         << "exported: " << line;
   }
   EXPECT_GT(exported, 10);
+  EXPECT_GE(c_functions, 30);
+  EXPECT_THAT(symbols.out, HasSubstr("memd_abi_version T "));
   for (const char* file : {"memdConfig.cmake", "memdConfigVersion.cmake",
                            "memdTargets.cmake"}) {
     EXPECT_TRUE(PathExists(Installed(kLibDir, absl::StrCat("cmake/memd/", file)))) << file;
@@ -265,6 +276,41 @@ TEST_F(InstallTest, SysusersFileCreatesTheUserInTheGpuGroups) {
     EXPECT_THAT(absl::StrSplit(fields[key].back(), ','), ::testing::Contains("memd"))
         << group;
   }
+}
+
+// A C program that knows only the prefix: pkg-config finds memd.pc there,
+// and the README's C example builds with what it says and runs.
+TEST_F(InstallTest, CProgramBuildsWithPkgConfigAndTalksToTheDaemon) {
+  const std::map<std::string, std::string> pkg_env{
+      {"PKG_CONFIG_PATH", Installed(kLibDir, "pkgconfig")}};
+  ProgramResult flags = RunProgram(MEMD_PKG_CONFIG, {"--cflags", "--libs", "memd"}, "", pkg_env);
+  ASSERT_EQ(flags.exit_code, 0) << Describe(flags);
+  ProgramResult version = RunProgram(MEMD_PKG_CONFIG, {"--modversion", "memd"}, "", pkg_env);
+  EXPECT_EQ(version.out, MEMD_VERSION "\n") << Describe(version);
+
+  std::vector<std::string> args = {"-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror",
+                                   MEMD_SOURCE_DIR "/client/examples/quickstart.c", "-o",
+                                   dir_.Join("quickstart")};
+  for (absl::string_view flag : absl::StrSplit(flags.out, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    args.emplace_back(flag);
+  }
+  for (absl::string_view flag : absl::StrSplit(MEMD_CONSUMER_FLAGS, ' ', absl::SkipEmpty())) {
+    args.emplace_back(flag);
+  }
+  ProgramResult compile = RunProgram(MEMD_C_COMPILER, args, "", {}, absl::Seconds(120));
+  ASSERT_EQ(compile.exit_code, 0) << Describe(compile);
+  EXPECT_THAT(compile.out + compile.err, Not(HasSubstr("warning:")));
+
+  auto daemon = DaemonProcess::Start();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  // pkg-config sets no run path: a prefix outside the linker's reach needs
+  // LD_LIBRARY_PATH, as the README says.
+  ProgramResult run = RunProgram(
+      dir_.Join("quickstart"), {"examples/greeting", "hello from C"}, "",
+      {{"MEMD_SOCKET_DIR", (*daemon)->socket_dir()},
+       {"LD_LIBRARY_PATH", absl::StrCat(prefix_, "/", kLibDir)}});
+  EXPECT_EQ(run.exit_code, 0) << Describe(run);
+  EXPECT_EQ(run.out, "examples/greeting holds \"hello from C\" (encoding utf-8)\n");
 }
 
 // A separate project that knows only the prefix: find_package(memd),

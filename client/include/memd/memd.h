@@ -1,0 +1,314 @@
+/* memd.h: the C API of libmemd, the client library of memd (the per-node
+ * memory broker). C99; every other language binds this.
+ *
+ *   memd_client* client = NULL;
+ *   memd_error* error = NULL;
+ *   if (memd_connect(NULL, &client, &error) != MEMD_OK) {
+ *     fprintf(stderr, "%s\n", memd_error_message(error));
+ *     memd_error_free(error);
+ *     return 1;
+ *   }
+ *   memd_buffer* frame = NULL;
+ *   memd_create(client, "frames/0", 1 << 20, NULL, &frame, &error);
+ *   memcpy(memd_buffer_mutable_data(frame), src, n);
+ *   memd_buffer_seal(frame, &error);
+ *   memd_buffer_release(frame, NULL);
+ *   memd_client_close(client);
+ *
+ * Errors. Every call that can fail returns a memd_code (MEMD_OK = 0) and
+ * takes `memd_error** error` last. On failure, when `error` is not NULL,
+ * *error receives a new error object with the code and the daemon's
+ * message, which the caller frees with memd_error_free; on success *error
+ * is left as it was. There is no thread-local "last error": a caller whose
+ * threads change between calls (Go) loses nothing. The codes are gRPC's and
+ * Abseil's (the same numbers); each call says which it returns.
+ *
+ * Options. Each call's options are a struct that starts with its own size;
+ * fill it with its _init function (defaults, struct_size) and set what you
+ * need. A program built against an older, shorter struct keeps working: the
+ * fields it does not have take their defaults. NULL options: all defaults.
+ *
+ * Threads. A memd_client may be used from any number of threads at once. A
+ * memd_buffer may not (one thread at a time); different buffers are
+ * independent. A buffer may outlive its client.
+ *
+ * No C++ exception ever leaves this API: one that would becomes
+ * MEMD_INTERNAL (MEMD_RESOURCE_EXHAUSTED for an allocation that failed).
+ */
+#ifndef MEMD_MEMD_H_
+#define MEMD_MEMD_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h> /* DLManagedTensor, DLDataType (Debian: libdlpack-dev) */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Versions ---- */
+
+/* The ABI this header describes. While the major version is 0, a new minor
+ * version may break it (the library's soname carries both). */
+#define MEMD_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor)))
+#define MEMD_VERSION_MAJOR(version) ((uint32_t)(version) >> 16)
+#define MEMD_VERSION_MINOR(version) ((uint32_t)(version)&0xffffu)
+#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 1)
+
+/* The ABI of the library loaded at run time: compare with MEMD_ABI_VERSION
+ * (the same major, a minor at least the header's). */
+uint32_t memd_abi_version(void);
+/* The library's release, "0.1.0". Static storage. */
+const char* memd_version_string(void);
+
+/* ---- Errors ---- */
+
+typedef enum memd_code {
+  MEMD_OK = 0,
+  MEMD_CANCELLED = 1,
+  MEMD_UNKNOWN = 2,
+  MEMD_INVALID_ARGUMENT = 3,
+  MEMD_DEADLINE_EXCEEDED = 4,
+  MEMD_NOT_FOUND = 5,
+  MEMD_ALREADY_EXISTS = 6,
+  MEMD_PERMISSION_DENIED = 7,
+  MEMD_RESOURCE_EXHAUSTED = 8,
+  MEMD_FAILED_PRECONDITION = 9,
+  MEMD_ABORTED = 10,
+  MEMD_OUT_OF_RANGE = 11,
+  MEMD_UNIMPLEMENTED = 12,
+  MEMD_INTERNAL = 13,
+  MEMD_UNAVAILABLE = 14,
+  MEMD_DATA_LOSS = 15,
+  MEMD_UNAUTHENTICATED = 16,
+  MEMD_CODE_FORCE_INT32 = 0x7fffffff /* Keeps the enum 32 bits wide. */
+} memd_code;
+
+/* What went wrong: a code and a message. Owned by the caller. */
+typedef struct memd_error memd_error;
+
+memd_code memd_error_code(const memd_error* error); /* MEMD_OK for NULL */
+/* Owned by `error`, valid until memd_error_free; "" for NULL. */
+const char* memd_error_message(const memd_error* error);
+void memd_error_free(memd_error* error); /* NULL: nothing */
+/* "NOT_FOUND", ...; "UNKNOWN_CODE" outside 0-16. Static storage. */
+const char* memd_code_name(memd_code code);
+
+/* ---- Clients ---- */
+
+/* A connection to the local memd daemon: a session (credentials, liveness,
+ * descriptor passing) over its Unix socket. The daemon ends every lease of
+ * a process that exits or dies. */
+typedef struct memd_client memd_client;
+
+typedef struct memd_connect_options {
+  size_t struct_size; /* sizeof(memd_connect_options) */
+  /* NULL or "": $MEMD_SOCKET_DIR, else /run/memd for root, else
+   * $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID. Copied by memd_connect. */
+  const char* socket_dir;
+  /* Upper bound on each call that does not wait for a seal; default 30000. */
+  int64_t call_timeout_ms;
+  /* Read-only mappings kept after their last lease for a quick reopen, in
+   * bytes; default 256 MiB, 0 unmaps at once. */
+  uint64_t mapping_cache_bytes;
+  /* The uid the daemon must run as, beside root, this process's uid and
+   * the owner of a root-made socket directory; -1 (default):
+   * $MEMD_DAEMON_UID when set. */
+  int64_t daemon_uid;
+} memd_connect_options;
+
+void memd_connect_options_init(memd_connect_options* options);
+
+/* Connects to the daemon. On MEMD_OK *client is a new client the caller
+ * closes with memd_client_close. Errors: UNAVAILABLE (no daemon there),
+ * PERMISSION_DENIED (the socket refuses this user, or the socket directory
+ * or the daemon is not one this process trusts), INVALID_ARGUMENT (options:
+ * a bad struct_size, a negative timeout, MEMD_DAEMON_UID not a number),
+ * RESOURCE_EXHAUSTED (the daemon's session limit). */
+memd_code memd_connect(const memd_connect_options* options, memd_client** client,
+                       memd_error** error);
+/* Ends the session; buffers of this client stay valid. NULL: nothing. */
+void memd_client_close(memd_client* client);
+
+/* ---- Buffers ---- */
+
+/* A lease on a named buffer and its mapping into this process. */
+typedef struct memd_buffer memd_buffer;
+
+/* A buffer attribute: dtype=float16, shape=4096,4096, ... */
+typedef struct memd_attr {
+  const char* key;   /* [A-Za-z0-9._-], 1 to 64 bytes */
+  const char* value; /* printable ASCII, up to 256 bytes */
+} memd_attr;
+
+typedef struct memd_create_options {
+  size_t struct_size; /* sizeof(memd_create_options) */
+  const char* location; /* "host" (default, NULL), "pinned", "device:N" */
+  /* Permission bits like a file's: 0600 (default) owner only, 0640 group
+   * may read, 0666 everyone may read and write. */
+  uint32_t mode;
+  int ephemeral; /* Nonzero: the buffer ends with its last lease. */
+  int populate;  /* Nonzero: map every page at once. */
+  /* At most 16; 1 KiB in all. Copied by the call. */
+  const memd_attr* attrs;
+  size_t attr_count;
+  /* memd_open_or_create only: the uid that must own an existing buffer
+   * (PERMISSION_DENIED otherwise); -1 (default): any. */
+  int64_t existing_owner;
+} memd_create_options;
+
+void memd_create_options_init(memd_create_options* options);
+
+typedef struct memd_open_options {
+  size_t struct_size; /* sizeof(memd_open_options) */
+  /* Zero (default): a read-only lease on a sealed buffer. Nonzero: a
+   * writable lease on a buffer still being written. */
+  int writable;
+  /* How long a read-only open waits for the buffer to exist and be
+   * sealed; 0 (default) fails at once. */
+  int64_t wait_ms;
+  int populate; /* Nonzero: map every page at once. */
+  /* The uid that must own the buffer (anyone may create a name first);
+   * -1 (default): any owner whose mode lets this user read. */
+  int64_t owner;
+} memd_open_options;
+
+void memd_open_options_init(memd_open_options* options);
+
+/* Creates a buffer of `size` bytes named `name` and returns a writable
+ * lease on it in *buffer (released with memd_buffer_release). Errors:
+ * INVALID_ARGUMENT (name, size, mode, location, attributes: the message
+ * names the limit), ALREADY_EXISTS, PERMISSION_DENIED, RESOURCE_EXHAUSTED
+ * (memory, quotas, limits, with the numbers), UNAVAILABLE, UNAUTHENTICATED
+ * (the daemon restarted; call again). */
+memd_code memd_create(memd_client* client, const char* name, uint64_t size,
+                      const memd_create_options* options, memd_buffer** buffer,
+                      memd_error** error);
+
+/* Opens an existing buffer. Errors: NOT_FOUND, PERMISSION_DENIED (mode, or
+ * another owner than options->owner), FAILED_PRECONDITION (a writable open
+ * of a sealed buffer), DEADLINE_EXCEEDED (not sealed within wait_ms),
+ * INVALID_ARGUMENT, UNAVAILABLE, UNAUTHENTICATED. */
+memd_code memd_open(memd_client* client, const char* name, const memd_open_options* options,
+                    memd_buffer** buffer, memd_error** error);
+
+/* Creates the buffer if the name is free (a writable lease,
+ * memd_buffer_created nonzero), else opens it read-only, waiting up to
+ * `wait_ms` for its seal. Errors: those of memd_create and memd_open. */
+memd_code memd_open_or_create(memd_client* client, const char* name, uint64_t size,
+                              const memd_create_options* options, int64_t wait_ms,
+                              memd_buffer** buffer, memd_error** error);
+
+/* Removes the name; leased memory lives until its last lease ends. Errors:
+ * NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT, UNAVAILABLE. */
+memd_code memd_unlink(memd_client* client, const char* name, memd_error** error);
+
+/* Makes the contents final and wakes waiting readers. Errors:
+ * FAILED_PRECONDITION (a read-only lease, sealed already, unlinked),
+ * NOT_FOUND (the lease is gone, e.g. after a daemon restart). */
+memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error);
+
+/* Ends the lease, unmaps and frees `buffer`, whatever the outcome; where
+ * DLPack tensors exported from it live, the last of them ends the lease
+ * instead (see memd_buffer_to_dlpack). Errors (the lease ended anyway):
+ * NOT_FOUND (the daemon forgot it), UNAVAILABLE. NULL: MEMD_OK. */
+memd_code memd_buffer_release(memd_buffer* buffer, memd_error** error);
+
+/* The buffer's bytes in this process; NULL for device buffers. Valid until
+ * memd_buffer_release. Read-only leases are mapped read-only: a write
+ * through memd_buffer_data is a SIGSEGV. */
+const void* memd_buffer_data(const memd_buffer* buffer);
+/* The same bytes, writable; NULL for a read-only lease or a device buffer. */
+void* memd_buffer_mutable_data(memd_buffer* buffer);
+uint64_t memd_buffer_size(const memd_buffer* buffer);
+/* Device buffers: where the buffer starts in this process's GPU address
+ * space (a CUdeviceptr valid in contexts on memd_buffer_device); else 0. */
+uint64_t memd_buffer_device_pointer(const memd_buffer* buffer);
+/* This process's CUDA ordinal of the buffer's GPU; -1 for host memory. */
+int memd_buffer_device(const memd_buffer* buffer);
+int memd_buffer_writable(const memd_buffer* buffer);
+/* memd_open_or_create: nonzero when this call created the buffer. */
+int memd_buffer_created(const memd_buffer* buffer);
+
+/* What the daemon says about a buffer. Strings are NUL-terminated. */
+typedef struct memd_buffer_info {
+  size_t struct_size; /* sizeof(memd_buffer_info) of the library */
+  const char* name;
+  uint64_t id; /* Unique for the daemon's lifetime. */
+  uint64_t size;
+  const char* location; /* "host", "pinned", "device:N" */
+  uint32_t owner_uid;
+  uint32_t owner_gid;
+  uint32_t mode;
+  int sealed;
+  int ephemeral;
+  int unlinked;
+  uint32_t lease_count;
+  int32_t creator_pid;
+  int64_t created_unix_ns;
+  int64_t sealed_unix_ns; /* 0 while not sealed */
+  const memd_attr* attrs; /* Sorted by key. */
+  size_t attr_count;
+} memd_buffer_info;
+
+/* As of the call that granted the lease (and the seal). Owned by `buffer`,
+ * valid until memd_buffer_release. */
+const memd_buffer_info* memd_buffer_get_info(const memd_buffer* buffer);
+/* The value of attribute `key`, or NULL. Owned by `buffer`. */
+const char* memd_buffer_attr(const memd_buffer* buffer, const char* key);
+
+/* Fresh from the daemon. On MEMD_OK *info is one allocation the caller
+ * frees with memd_buffer_info_free. Errors: NOT_FOUND, PERMISSION_DENIED,
+ * INVALID_ARGUMENT, UNAVAILABLE. */
+memd_code memd_stat(memd_client* client, const char* name, memd_buffer_info** info,
+                    memd_error** error);
+void memd_buffer_info_free(memd_buffer_info* info); /* NULL: nothing */
+
+/* Buffers this user may read whose names start with `prefix` (NULL: all),
+ * by name. */
+typedef struct memd_buffer_list {
+  size_t count;
+  const memd_buffer_info* items;
+} memd_buffer_list;
+
+/* On MEMD_OK *list is one allocation the caller frees with
+ * memd_buffer_list_free. Errors: INVALID_ARGUMENT, UNAVAILABLE. */
+memd_code memd_list(memd_client* client, const char* prefix, memd_buffer_list** list,
+                    memd_error** error);
+void memd_buffer_list_free(memd_buffer_list* list); /* NULL: nothing */
+
+/* ---- DLPack ---- */
+
+typedef struct memd_dlpack_options {
+  size_t struct_size; /* sizeof(memd_dlpack_options) */
+  /* Element type; default uint8 (kDLUInt, 8 bits, 1 lane). Whole bytes. */
+  DLDataType dtype;
+  /* 1 to 32 dimensions, row-major, `ndim` of them in `shape` (copied).
+   * ndim 0 (default): one dimension, of every whole element the buffer
+   * holds. */
+  int32_t ndim;
+  const int64_t* shape;
+  /* DLPack 0.6 cannot say "read-only", and a consumer (torch) may write
+   * through what it imports: a read-only lease exports only when this is
+   * nonzero, the caller promising that nothing writes. */
+  int allow_read_only;
+} memd_dlpack_options;
+
+void memd_dlpack_options_init(memd_dlpack_options* options);
+
+/* Exports the buffer's memory as a DLPack tensor: kDLCPU for host memory,
+ * kDLCUDA and this process's ordinal for device buffers. The tensor holds
+ * the mapping (and the lease) until its deleter runs, even past
+ * memd_buffer_release: the consumer calls `(*tensor)->deleter(*tensor)`
+ * once. Errors: INVALID_ARGUMENT (dtype, ndim, a negative dimension, more
+ * elements than the buffer holds: the numbers), FAILED_PRECONDITION (a
+ * read-only lease without allow_read_only; a released buffer). */
+memd_code memd_buffer_to_dlpack(memd_buffer* buffer, const memd_dlpack_options* options,
+                                DLManagedTensor** tensor, memd_error** error);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MEMD_MEMD_H_ */

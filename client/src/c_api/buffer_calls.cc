@@ -1,0 +1,101 @@
+// memd.h: a buffer's calls.
+
+#include <cstring>
+#include <memory>
+
+#include "client/src/c_api/dlpack.h"
+#include "client/src/c_api/errors.h"
+#include "client/src/c_api/handles.h"
+#include "client/src/c_api/options.h"
+#include "common/status_macros.h"
+#include "memd/memd.h"
+
+using memd::c_api::Guarded;
+using memd::c_api::Required;
+
+extern "C" {
+
+memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
+    MEMD_RETURN_IF_ERROR(buffer->lease->buffer.Seal());
+    buffer->info = memd::c_api::FlatInfo(buffer->lease->buffer.info());
+    return absl::OkStatus();
+  });
+}
+
+memd_code memd_buffer_release(memd_buffer* buffer, memd_error** error) {
+  std::unique_ptr<memd_buffer> owned(buffer);
+  return Guarded(error, [&]() -> absl::Status {
+    if (owned == nullptr) return absl::OkStatus();
+    // DLPack tensors hold the lease too: the last of them ends it.
+    if (owned->lease.use_count() > 1) return absl::OkStatus();
+    return owned->lease->buffer.Release();
+  });
+}
+
+const void* memd_buffer_data(const memd_buffer* buffer) {
+  if (buffer == nullptr) return nullptr;
+  const auto data = buffer->lease->buffer.data();
+  return data.empty() ? nullptr : data.data();
+}
+
+void* memd_buffer_mutable_data(memd_buffer* buffer) {
+  if (buffer == nullptr) return nullptr;
+  const auto data = buffer->lease->buffer.mutable_data();
+  return data.empty() ? nullptr : data.data();
+}
+
+uint64_t memd_buffer_size(const memd_buffer* buffer) {
+  return buffer == nullptr ? 0 : buffer->lease->buffer.size();
+}
+
+uint64_t memd_buffer_device_pointer(const memd_buffer* buffer) {
+  return buffer == nullptr ? 0 : buffer->lease->buffer.device_pointer();
+}
+
+int memd_buffer_device(const memd_buffer* buffer) {
+  return buffer == nullptr ? -1 : buffer->lease->buffer.device();
+}
+
+int memd_buffer_writable(const memd_buffer* buffer) {
+  return buffer != nullptr && buffer->lease->buffer.writable();
+}
+
+int memd_buffer_created(const memd_buffer* buffer) {
+  return buffer != nullptr && buffer->lease->buffer.created();
+}
+
+const memd_buffer_info* memd_buffer_get_info(const memd_buffer* buffer) {
+  return buffer == nullptr ? nullptr : buffer->info.get();
+}
+
+const char* memd_buffer_attr(const memd_buffer* buffer, const char* key) {
+  if (buffer == nullptr || key == nullptr) return nullptr;
+  const memd_buffer_info& info = *buffer->info;
+  for (size_t i = 0; i < info.attr_count; ++i) {
+    if (std::strcmp(info.attrs[i].key, key) == 0) return info.attrs[i].value;
+  }
+  return nullptr;
+}
+
+void memd_dlpack_options_init(memd_dlpack_options* options) {
+  *options = {};
+  options->struct_size = sizeof(*options);
+  options->dtype = {kDLUInt, 8, 1};
+}
+
+memd_code memd_buffer_to_dlpack(memd_buffer* buffer, const memd_dlpack_options* options,
+                                DLManagedTensor** tensor, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
+    MEMD_RETURN_IF_ERROR(Required(tensor, "tensor"));
+    MEMD_ASSIGN_OR_RETURN(
+        memd_dlpack_options dlpack,
+        memd::c_api::ReadOptions(options, memd_dlpack_options_init, "memd_dlpack_options"));
+    MEMD_ASSIGN_OR_RETURN(*tensor, memd::c_api::ExportDlpack(buffer->lease, dlpack));
+    return absl::OkStatus();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,62 @@
+// The C API from programs in other languages, each against a real daemon:
+// c_api_test.c (compiled as C) and c_api_ctypes.py (Python's ctypes), both
+// loading the exported libmemd.so.
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/run_program.h"
+
+namespace memd::test {
+namespace {
+
+std::unique_ptr<DaemonProcess> StartDaemon(std::vector<std::string> args = {}) {
+  auto daemon = DaemonProcess::Start(std::move(args));
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  return daemon.ok() ? std::move(*daemon) : nullptr;
+}
+
+// The sanitizer build's libmemd.so needs the sanitizer runtimes loaded first
+// in a program that was not built with them (python3).
+std::map<std::string, std::string> Environment(const DaemonProcess& daemon) {
+  std::map<std::string, std::string> env{{"MEMD_SOCKET_DIR", daemon.socket_dir()}};
+  if (std::string(MEMD_SANITIZER_PRELOAD).empty()) return env;
+  env["LD_PRELOAD"] = MEMD_SANITIZER_PRELOAD;
+  env["ASAN_OPTIONS"] = "detect_leaks=0";  // The interpreter's own are not ours.
+  return env;
+}
+
+TEST(CApiTest, EveryCallAndErrorPathFromC) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  ProgramResult result =
+      RunProgram(MEMD_C_API_TEST, {"host"}, "", {{"MEMD_SOCKET_DIR", daemon->socket_dir()}});
+  EXPECT_EQ(result.exit_code, 0) << Describe(result);
+  EXPECT_NE(result.out.find("ok - a buffer outlives its client"), std::string::npos)
+      << Describe(result);
+}
+
+TEST(CApiTest, DeviceBuffersExportCudaTensorsFromC) {
+  auto daemon = StartDaemon({"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+  ASSERT_NE(daemon, nullptr);
+  ProgramResult result = RunProgram(
+      MEMD_C_API_TEST, {"device"}, "",
+      {{"MEMD_SOCKET_DIR", daemon->socket_dir()}, {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
+  EXPECT_EQ(result.exit_code, 0) << Describe(result);
+  EXPECT_NE(result.out.find("ok - device buffers"), std::string::npos) << Describe(result);
+}
+
+TEST(CApiTest, PythonCtypesCallsTheLibrary) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  ProgramResult result = RunProgram("/usr/bin/python3", {MEMD_CTYPES_TEST, MEMD_LIBRARY}, "",
+                                    Environment(*daemon));
+  EXPECT_EQ(result.exit_code, 0) << Describe(result);
+  EXPECT_NE(result.out.find("ctypes: ok"), std::string::npos) << Describe(result);
+}
+
+}  // namespace
+}  // namespace memd::test

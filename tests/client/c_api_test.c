@@ -1,0 +1,508 @@
+/* Every call of memd.h and its error paths, compiled as C99 with -pedantic
+ * -Werror against the exported libmemd.so. Run by c_api_runner_test.cc
+ * against a daemon on $MEMD_SOCKET_DIR:
+ *
+ *   memd-c-api-test host     host buffers (every call but device pointers)
+ *   memd-c-api-test device   a device:0 buffer (daemon on the fake CUDA)
+ *
+ * Prints "ok - CASE" per case; on the first failed check, prints where and
+ * what and exits 1. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memd/memd.h"
+
+static const char* g_case = "";
+
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "FAIL %s:%d in %s: %s\n", __FILE__, __LINE__, g_case, #cond); \
+      exit(1);                                                                   \
+    }                                                                            \
+  } while (0)
+
+/* Runs `call` (which takes &error last), expects `code` and, for an error,
+ * a message containing `part`; frees the error. */
+#define EXPECT_CODE(code, part, call)                                               \
+  do {                                                                              \
+    memd_error* error = NULL;                                                       \
+    memd_code got = (call);                                                         \
+    if (got != (code) || memd_error_code(error) != got ||                           \
+        ((code) != MEMD_OK && strstr(memd_error_message(error), (part)) == NULL)) {    \
+      fprintf(stderr, "FAIL %s:%d in %s: %s gave %s (%s), expected %s with \"%s\"\n", \
+              __FILE__, __LINE__, g_case, #call, memd_code_name(got),                 \
+              memd_error_message(error), memd_code_name(code), (part));             \
+      exit(1);                                                                      \
+    }                                                                               \
+    memd_error_free(error);                                                         \
+  } while (0)
+
+#define OK(call) EXPECT_CODE(MEMD_OK, "", call)
+
+static void begin(const char* name) { g_case = name; }
+static void pass(void) { printf("ok - %s\n", g_case); }
+
+static char g_prefix[64];
+
+/* A name of this run's, so runs never meet: PREFIX/SUFFIX. */
+static const char* named(const char* suffix) {
+  static char names[8][128];
+  static int next = 0;
+  char* name = names[next++ % 8];
+  snprintf(name, sizeof names[0], "%s/%s", g_prefix, suffix);
+  return name;
+}
+
+/* named() into the caller's array, for a name used across many calls. */
+static void keep(char name[128], const char* suffix) { snprintf(name, 128, "%s", named(suffix)); }
+
+static memd_client* connect_default(void) {
+  memd_client* client = NULL;
+  OK(memd_connect(NULL, &client, &error));
+  CHECK(client != NULL);
+  return client;
+}
+
+static void versions_and_errors(void) {
+  begin("versions and error objects");
+  CHECK(MEMD_VERSION_MAJOR(memd_abi_version()) == MEMD_VERSION_MAJOR(MEMD_ABI_VERSION));
+  CHECK(MEMD_VERSION_MINOR(memd_abi_version()) >= MEMD_VERSION_MINOR(MEMD_ABI_VERSION));
+  CHECK(strcmp(memd_version_string(), MEMD_TEST_VERSION) == 0);
+  CHECK(memd_error_code(NULL) == MEMD_OK);
+  CHECK(strcmp(memd_error_message(NULL), "") == 0);
+  CHECK(strcmp(memd_code_name(MEMD_NOT_FOUND), "NOT_FOUND") == 0);
+  CHECK(strcmp(memd_code_name(MEMD_UNAUTHENTICATED), "UNAUTHENTICATED") == 0);
+  CHECK(strcmp(memd_code_name((memd_code)17), "UNKNOWN_CODE") == 0);
+  CHECK(strcmp(memd_code_name((memd_code)-1), "UNKNOWN_CODE") == 0);
+  CHECK(sizeof(memd_code) == 4);
+  memd_error_free(NULL);
+  pass();
+}
+
+static void connect_errors(void) {
+  memd_connect_options options;
+  memd_client* client = NULL;
+  begin("connect: no daemon, bad options, NULL output");
+  memd_connect_options_init(&options);
+  CHECK(options.struct_size == sizeof options && options.call_timeout_ms == 30000 &&
+        options.daemon_uid == -1 && options.socket_dir == NULL);
+  options.socket_dir = "/nonexistent/memd-c-api-test";
+  EXPECT_CODE(MEMD_UNAVAILABLE, "/nonexistent/memd-c-api-test",
+              memd_connect(&options, &client, &error));
+  CHECK(client == NULL);
+  /* Without an error object the code still comes back. */
+  CHECK(memd_connect(&options, &client, NULL) == MEMD_UNAVAILABLE);
+
+  memd_connect_options_init(&options);
+  options.call_timeout_ms = -5;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "call_timeout_ms is -5", memd_connect(&options, &client, &error));
+  options.call_timeout_ms = 1000;
+  options.daemon_uid = -7;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "daemon_uid is -7", memd_connect(&options, &client, &error));
+  memd_connect_options_init(&options);
+  options.struct_size = sizeof options + 8; /* A newer memd.h than this library. */
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "struct_size", memd_connect(&options, &client, &error));
+  options.struct_size = 2;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "struct_size is 2", memd_connect(&options, &client, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_connect(NULL, NULL, &error));
+  CHECK(client == NULL);
+  memd_client_close(NULL);
+  pass();
+}
+
+static void fill(unsigned char* data, size_t n) {
+  size_t i;
+  for (i = 0; i < n; ++i) data[i] = (unsigned char)(i * 7 + 3);
+}
+
+static int filled(const unsigned char* data, size_t n) {
+  size_t i;
+  for (i = 0; i < n; ++i) {
+    if (data[i] != (unsigned char)(i * 7 + 3)) return 0;
+  }
+  return 1;
+}
+
+static void create_write_seal_open(memd_client* client) {
+  memd_attr attrs[2];
+  memd_create_options create;
+  memd_open_options open;
+  memd_buffer* writer = NULL;
+  memd_buffer* reader = NULL;
+  const memd_buffer_info* info;
+  char name[128];
+  keep(name, "frame");
+
+  begin("create with attributes, write, seal, open read-only");
+  attrs[0].key = "shape";
+  attrs[0].value = "64,64";
+  attrs[1].key = "dtype";
+  attrs[1].value = "uint8";
+  memd_create_options_init(&create);
+  CHECK(create.mode == 0600 && create.existing_owner == -1 && create.location == NULL);
+  create.attrs = attrs;
+  create.attr_count = 2;
+  create.mode = 0640;
+  OK(memd_create(client, name, 4096, &create, &writer, &error));
+  CHECK(memd_buffer_writable(writer));
+  CHECK(memd_buffer_size(writer) == 4096);
+  CHECK(memd_buffer_device(writer) == -1 && memd_buffer_device_pointer(writer) == 0);
+  CHECK(memd_buffer_mutable_data(writer) != NULL);
+  CHECK(memd_buffer_data(writer) == memd_buffer_mutable_data(writer));
+  fill(memd_buffer_mutable_data(writer), 4096);
+
+  info = memd_buffer_get_info(writer);
+  CHECK(info->struct_size == sizeof(memd_buffer_info));
+  CHECK(strcmp(info->name, name) == 0 && strcmp(info->location, "host") == 0);
+  CHECK(info->size == 4096 && info->mode == 0640 && !info->sealed && !info->ephemeral);
+  CHECK(info->owner_uid == (uint32_t)geteuid() && info->creator_pid == (int32_t)getpid());
+  CHECK(info->created_unix_ns > 0 && info->sealed_unix_ns == 0 && info->id != 0);
+  CHECK(info->attr_count == 2); /* Sorted by key. */
+  CHECK(strcmp(info->attrs[0].key, "dtype") == 0 && strcmp(info->attrs[0].value, "uint8") == 0);
+  CHECK(strcmp(info->attrs[1].key, "shape") == 0 && strcmp(info->attrs[1].value, "64,64") == 0);
+  CHECK(strcmp(memd_buffer_attr(writer, "shape"), "64,64") == 0);
+  CHECK(memd_buffer_attr(writer, "layout") == NULL && memd_buffer_attr(writer, NULL) == NULL);
+
+  OK(memd_buffer_seal(writer, &error));
+  info = memd_buffer_get_info(writer); /* Rebuilt by the seal. */
+  CHECK(info->sealed && info->sealed_unix_ns >= info->created_unix_ns);
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "sealed", memd_buffer_seal(writer, &error));
+
+  memd_open_options_init(&open);
+  CHECK(open.owner == -1 && open.wait_ms == 0 && !open.writable);
+  open.owner = geteuid();
+  OK(memd_open(client, name, &open, &reader, &error));
+  CHECK(!memd_buffer_writable(reader) && memd_buffer_mutable_data(reader) == NULL);
+  CHECK(memd_buffer_data(reader) != NULL && filled(memd_buffer_data(reader), 4096));
+  CHECK(strcmp(memd_buffer_attr(reader, "dtype"), "uint8") == 0);
+  CHECK(memd_buffer_get_info(reader)->lease_count == 2);
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "", memd_buffer_seal(reader, &error));
+  OK(memd_buffer_release(reader, &error));
+  OK(memd_buffer_release(writer, &error));
+  OK(memd_buffer_release(NULL, &error));
+  pass();
+}
+
+static void open_and_create_errors(memd_client* client) {
+  memd_create_options create;
+  memd_open_options open;
+  memd_attr attrs[17];
+  memd_buffer* buffer = NULL;
+  char name[128];
+  keep(name, "errors");
+  int i;
+
+  begin("create and open errors carry the code and the numbers");
+  OK(memd_create(client, name, 100, NULL, &buffer, &error));
+  EXPECT_CODE(MEMD_ALREADY_EXISTS, name, memd_create(client, name, 100, NULL, &buffer, &error));
+  EXPECT_CODE(MEMD_NOT_FOUND, named("missing"), memd_open(client, named("missing"), NULL, &buffer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "", memd_create(client, "", 100, NULL, &buffer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "name is NULL", memd_create(client, NULL, 100, NULL, &buffer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_open(NULL, name, NULL, &buffer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "buffer is NULL", memd_open(client, name, NULL, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "size", memd_create(client, named("zero"), 0, NULL, &buffer, &error));
+
+  memd_create_options_init(&create);
+  create.location = "device:7";
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "device:7", memd_create(client, named("gpu"), 100, &create, &buffer, &error));
+  memd_create_options_init(&create);
+  create.mode = 01777;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "mode", memd_create(client, named("mode"), 100, &create, &buffer, &error));
+
+  for (i = 0; i < 17; ++i) {
+    attrs[i].key = "k";
+    attrs[i].value = "v";
+  }
+  memd_create_options_init(&create);
+  create.attrs = attrs;
+  create.attr_count = 17;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "attr_count is 17; a buffer carries at most 16",
+              memd_create(client, named("attrs"), 100, &create, &buffer, &error));
+  create.attr_count = 2; /* "k" twice */
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "given twice", memd_create(client, named("attrs"), 100, &create, &buffer, &error));
+  attrs[0].key = "bad key";
+  create.attr_count = 1;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "bad key", memd_create(client, named("attrs"), 100, &create, &buffer, &error));
+  attrs[0].key = NULL;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "attrs[0] has a NULL key", memd_create(client, named("attrs"), 100, &create, &buffer, &error));
+  create.attrs = NULL;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "attrs is NULL", memd_create(client, named("attrs"), 100, &create, &buffer, &error));
+
+  memd_open_options_init(&open);
+  open.wait_ms = 50; /* Nobody seals it. */
+  EXPECT_CODE(MEMD_DEADLINE_EXCEEDED, "", memd_open(client, name, &open, &buffer, &error));
+  open.wait_ms = -1;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "wait_ms is -1", memd_open(client, name, &open, &buffer, &error));
+  memd_open_options_init(&open);
+  open.owner = (int64_t)geteuid() + 1;
+  EXPECT_CODE(MEMD_PERMISSION_DENIED, "", memd_open(client, name, &open, &buffer, &error));
+  EXPECT_CODE(MEMD_NOT_FOUND, "", memd_unlink(client, named("missing"), &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "name is NULL", memd_unlink(client, NULL, &error));
+  OK(memd_unlink(client, name, &error));
+  pass();
+}
+
+static void older_and_newer_option_structs(memd_client* client) {
+  memd_open_options open;
+  memd_buffer* writer = NULL;
+  memd_buffer* joined = NULL;
+  char name[128];
+  keep(name, "sizes");
+
+  begin("an older, shorter options struct takes defaults for the rest");
+  OK(memd_create(client, name, 64, NULL, &writer, &error));
+  /* A caller that knows only `writable`: wait_ms, populate and owner are
+   * garbage past its struct_size and must not be read. */
+  memset(&open, 0x7f, sizeof open);
+  open.struct_size = offsetof(memd_open_options, writable) + sizeof open.writable;
+  open.writable = 1;
+  OK(memd_open(client, name, &open, &joined, &error));
+  CHECK(memd_buffer_writable(joined));
+  OK(memd_buffer_release(joined, &error));
+  memd_open_options_init(&open);
+  open.struct_size = sizeof open + 1;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "newer memd.h", memd_open(client, name, &open, &joined, &error));
+  /* Released before anyone sealed it: the daemon removes it. */
+  OK(memd_buffer_release(writer, &error));
+  EXPECT_CODE(MEMD_NOT_FOUND, name, memd_unlink(client, name, &error));
+  pass();
+}
+
+static void open_or_create_stat_list(memd_client* client) {
+  memd_buffer* first = NULL;
+  memd_buffer* second = NULL;
+  memd_buffer* other = NULL;
+  memd_buffer_info* info = NULL;
+  memd_buffer_list* list = NULL;
+  memd_create_options create;
+  char name[128];
+  keep(name, "list/b");
+
+  begin("open_or_create, stat, list");
+  memd_create_options_init(&create);
+  create.ephemeral = 1;
+  OK(memd_open_or_create(client, name, 256, &create, 0, &first, &error));
+  CHECK(memd_buffer_created(first) && memd_buffer_writable(first));
+  OK(memd_buffer_seal(first, &error));
+  OK(memd_open_or_create(client, name, 256, &create, 1000, &second, &error));
+  CHECK(!memd_buffer_created(second) && !memd_buffer_writable(second));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "wait_ms is -3",
+              memd_open_or_create(client, name, 256, &create, -3, &second, &error));
+  OK(memd_create(client, named("list/a"), 128, NULL, &other, &error));
+
+  OK(memd_stat(client, name, &info, &error));
+  CHECK(strcmp(info->name, name) == 0 && info->size == 256 && info->sealed && info->ephemeral);
+  CHECK(info->lease_count == 2 && info->attr_count == 0);
+  memd_buffer_info_free(info);
+  EXPECT_CODE(MEMD_NOT_FOUND, "", memd_stat(client, named("list/none"), &info, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "info is NULL", memd_stat(client, name, NULL, &error));
+
+  OK(memd_list(client, named("list/"), &list, &error));
+  CHECK(list->count == 2);
+  CHECK(strcmp(list->items[0].name, named("list/a")) == 0 && list->items[0].size == 128);
+  CHECK(strcmp(list->items[1].name, name) == 0 && list->items[1].sealed);
+  memd_buffer_list_free(list);
+  OK(memd_list(client, NULL, &list, &error));
+  CHECK(list->count >= 2);
+  memd_buffer_list_free(list);
+  OK(memd_list(client, named("nothing-here/"), &list, &error));
+  CHECK(list->count == 0);
+  memd_buffer_list_free(list);
+  memd_buffer_list_free(NULL);
+  memd_buffer_info_free(NULL);
+
+  OK(memd_buffer_release(second, &error));
+  OK(memd_buffer_release(first, &error)); /* Ephemeral: gone with its last lease. */
+  EXPECT_CODE(MEMD_NOT_FOUND, "", memd_stat(client, name, &info, &error));
+  OK(memd_buffer_release(other, &error)); /* Never sealed: removed. */
+  EXPECT_CODE(MEMD_NOT_FOUND, "", memd_stat(client, named("list/a"), &info, &error));
+  pass();
+}
+
+static void dlpack_host(memd_client* client) {
+  memd_buffer* writer = NULL;
+  memd_buffer* reader = NULL;
+  memd_buffer_info* info = NULL;
+  memd_dlpack_options options;
+  DLManagedTensor* tensor = NULL;
+  DLManagedTensor* kept = NULL;
+  int64_t shape[2] = {16, 4};
+  char name[128];
+  keep(name, "dlpack");
+
+  begin("DLPack export of host memory, and the tensor holds the lease");
+  OK(memd_create(client, name, 256, NULL, &writer, &error));
+  fill(memd_buffer_mutable_data(writer), 256);
+  OK(memd_buffer_to_dlpack(writer, NULL, &tensor, &error));
+  CHECK(tensor->dl_tensor.device.device_type == kDLCPU && tensor->dl_tensor.device.device_id == 0);
+  CHECK(tensor->dl_tensor.data == memd_buffer_mutable_data(writer));
+  CHECK(tensor->dl_tensor.ndim == 1 && tensor->dl_tensor.shape[0] == 256);
+  CHECK(tensor->dl_tensor.dtype.code == kDLUInt && tensor->dl_tensor.dtype.bits == 8);
+  CHECK(tensor->dl_tensor.strides == NULL && tensor->dl_tensor.byte_offset == 0);
+  tensor->deleter(tensor);
+
+  memd_dlpack_options_init(&options);
+  options.dtype.code = kDLFloat;
+  options.dtype.bits = 32;
+  options.ndim = 2;
+  options.shape = shape;
+  OK(memd_buffer_to_dlpack(writer, &options, &kept, &error));
+  shape[0] = 99; /* Copied: the tensor keeps 16. */
+  CHECK(kept->dl_tensor.ndim == 2 && kept->dl_tensor.shape[0] == 16 && kept->dl_tensor.shape[1] == 4);
+  shape[0] = 17; /* 17 * 4 * 4 bytes > 256 */
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "more than 64 elements of 4 bytes",
+              memd_buffer_to_dlpack(writer, &options, &tensor, &error));
+  shape[0] = INT64_MAX; /* No overflow into a small product. */
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "the buffer has 256 bytes",
+              memd_buffer_to_dlpack(writer, &options, &tensor, &error));
+  shape[0] = -1;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "shape[0] is -1", memd_buffer_to_dlpack(writer, &options, &tensor, &error));
+  options.ndim = 33;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "ndim is 33", memd_buffer_to_dlpack(writer, &options, &tensor, &error));
+  options.ndim = 2;
+  options.shape = NULL;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "shape is NULL", memd_buffer_to_dlpack(writer, &options, &tensor, &error));
+  memd_dlpack_options_init(&options);
+  options.dtype.bits = 12;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "12 bits", memd_buffer_to_dlpack(writer, &options, &tensor, &error));
+
+  /* Released with a live tensor: the memory and the lease stay. */
+  OK(memd_buffer_seal(writer, &error));
+  OK(memd_buffer_release(writer, &error));
+  OK(memd_stat(client, name, &info, &error));
+  CHECK(info->lease_count == 1);
+  memd_buffer_info_free(info);
+  CHECK(filled(kept->dl_tensor.data, 256));
+  kept->deleter(kept);
+  OK(memd_stat(client, name, &info, &error));
+  CHECK(info->lease_count == 0);
+  memd_buffer_info_free(info);
+
+  begin("DLPack of a read-only lease only when the caller allows it");
+  OK(memd_open(client, name, NULL, &reader, &error));
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "allow_read_only", memd_buffer_to_dlpack(reader, NULL, &tensor, &error));
+  memd_dlpack_options_init(&options);
+  options.allow_read_only = 1;
+  OK(memd_buffer_to_dlpack(reader, &options, &tensor, &error));
+  CHECK(tensor->dl_tensor.data == memd_buffer_data(reader));
+  tensor->deleter(tensor);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "tensor is NULL", memd_buffer_to_dlpack(reader, &options, NULL, &error));
+  OK(memd_buffer_release(reader, &error));
+  OK(memd_unlink(client, name, &error));
+  pass();
+}
+
+static void buffer_outlives_client(void) {
+  memd_client* client = connect_default();
+  memd_buffer* buffer = NULL;
+  char name[128];
+  keep(name, "outlives");
+
+  begin("a buffer outlives its client");
+  OK(memd_create(client, name, 64, NULL, &buffer, &error));
+  fill(memd_buffer_mutable_data(buffer), 64);
+  memd_client_close(client);
+  CHECK(filled(memd_buffer_data(buffer), 64));
+  OK(memd_buffer_seal(buffer, &error));
+  OK(memd_buffer_release(buffer, &error));
+  client = connect_default();
+  OK(memd_unlink(client, name, &error));
+  memd_client_close(client);
+  pass();
+}
+
+/* As a CUDA program would have before it opens device buffers: a current
+ * context on device 0, from the driver in $MEMD_CUDA_DRIVER (the fake). */
+static void make_cuda_context_current(void) {
+  typedef CUresult (*init_fn)(unsigned);
+  typedef CUresult (*device_get_fn)(CUdevice*, int);
+  typedef CUresult (*retain_fn)(CUcontext*, CUdevice);
+  typedef CUresult (*set_current_fn)(CUcontext);
+  const char* path = getenv("MEMD_CUDA_DRIVER");
+  void* driver;
+  init_fn init;
+  device_get_fn device_get;
+  retain_fn retain;
+  set_current_fn set_current;
+  CUdevice device;
+  CUcontext context;
+
+  CHECK(path != NULL && (driver = dlopen(path, RTLD_NOW)) != NULL);
+  /* POSIX lets a data pointer become a function pointer through memcpy. */
+  {
+    void* symbol;
+    symbol = dlsym(driver, "cuInit");
+    CHECK(symbol != NULL);
+    memcpy(&init, &symbol, sizeof symbol);
+    symbol = dlsym(driver, "cuDeviceGet");
+    CHECK(symbol != NULL);
+    memcpy(&device_get, &symbol, sizeof symbol);
+    symbol = dlsym(driver, "cuDevicePrimaryCtxRetain");
+    CHECK(symbol != NULL);
+    memcpy(&retain, &symbol, sizeof symbol);
+    symbol = dlsym(driver, "cuCtxSetCurrent");
+    CHECK(symbol != NULL);
+    memcpy(&set_current, &symbol, sizeof symbol);
+  }
+  CHECK(init(0) == CUDA_SUCCESS);
+  CHECK(device_get(&device, 0) == CUDA_SUCCESS);
+  CHECK(retain(&context, device) == CUDA_SUCCESS);
+  CHECK(set_current(context) == CUDA_SUCCESS);
+}
+
+static void device_buffer(memd_client* client) {
+  memd_create_options create;
+  memd_buffer* buffer = NULL;
+  DLManagedTensor* tensor = NULL;
+
+  begin("device buffers: a device pointer and a kDLCUDA tensor");
+  memd_create_options_init(&create);
+  create.location = "device:0";
+  OK(memd_create(client, named("gpu"), 1 << 20, &create, &buffer, &error));
+  CHECK(memd_buffer_data(buffer) == NULL && memd_buffer_mutable_data(buffer) == NULL);
+  CHECK(memd_buffer_device(buffer) == 0 && memd_buffer_device_pointer(buffer) != 0);
+  CHECK(strcmp(memd_buffer_get_info(buffer)->location, "device:0") == 0);
+  OK(memd_buffer_to_dlpack(buffer, NULL, &tensor, &error));
+  CHECK(tensor->dl_tensor.device.device_type == kDLCUDA && tensor->dl_tensor.device.device_id == 0);
+  CHECK((uint64_t)(uintptr_t)tensor->dl_tensor.data == memd_buffer_device_pointer(buffer));
+  CHECK(tensor->dl_tensor.shape[0] == (1 << 20));
+  tensor->deleter(tensor);
+  OK(memd_buffer_seal(buffer, &error));
+  OK(memd_buffer_release(buffer, &error));
+  OK(memd_unlink(client, named("gpu"), &error));
+  pass();
+}
+
+int main(int argc, char** argv) {
+  memd_client* client;
+  if (argc != 2 || (strcmp(argv[1], "host") != 0 && strcmp(argv[1], "device") != 0)) {
+    fprintf(stderr, "usage: %s host|device  (daemon on $MEMD_SOCKET_DIR)\n", argv[0]);
+    return 2;
+  }
+  snprintf(g_prefix, sizeof g_prefix, "c-api-test-%ld", (long)getpid());
+  client = connect_default();
+  if (strcmp(argv[1], "device") == 0) {
+    make_cuda_context_current();
+    device_buffer(client);
+  } else {
+    versions_and_errors();
+    connect_errors();
+    create_write_seal_open(client);
+    open_and_create_errors(client);
+    older_and_newer_option_structs(client);
+    open_or_create_stat_list(client);
+    dlpack_host(client);
+    buffer_outlives_client();
+  }
+  memd_client_close(client);
+  return 0;
+}
