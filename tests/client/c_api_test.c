@@ -196,13 +196,14 @@ static void open_and_create_errors(memd_client* client) {
   memd_create_options create;
   memd_open_options open;
   memd_attr attrs[17];
-  memd_buffer* buffer = NULL;
+  memd_buffer* held = NULL;
+  memd_buffer* buffer = NULL; /* Failed calls must leave it NULL. */
   char name[128];
   keep(name, "errors");
   int i;
 
   begin("create and open errors carry the code and the numbers");
-  OK(memd_create(client, name, 100, NULL, &buffer, &error));
+  OK(memd_create(client, name, 100, NULL, &held, &error));
   EXPECT_CODE(MEMD_ALREADY_EXISTS, name, memd_create(client, name, 100, NULL, &buffer, &error));
   EXPECT_CODE(MEMD_NOT_FOUND, named("missing"), memd_open(client, named("missing"), NULL, &buffer, &error));
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "", memd_create(client, "", 100, NULL, &buffer, &error));
@@ -248,6 +249,8 @@ static void open_and_create_errors(memd_client* client) {
   EXPECT_CODE(MEMD_NOT_FOUND, "", memd_unlink(client, named("missing"), &error));
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "name is NULL", memd_unlink(client, NULL, &error));
   OK(memd_unlink(client, name, &error));
+  CHECK(buffer == NULL);
+  OK(memd_buffer_release(held, &error));
   pass();
 }
 
