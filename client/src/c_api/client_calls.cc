@@ -47,6 +47,31 @@ absl::StatusOr<ConnectOptions> ToConnectOptions(const memd_connect_options* give
   return out;
 }
 
+// The daemon checks keys and values; this reads no more than the limit's
+// worth of the caller's array and keeps a repeated key from vanishing into
+// the map.
+absl::StatusOr<std::map<std::string, std::string>> ToAttrs(const memd_attr* attrs,
+                                                            size_t count) {
+  std::map<std::string, std::string> out;
+  if (count > kMaxAttrs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attr_count is ", count, "; a buffer carries at most ", kMaxAttrs,
+        " attributes"));
+  }
+  if (count > 0) MEMD_RETURN_IF_ERROR(Required(attrs, "attrs"));
+  for (size_t i = 0; i < count; ++i) {
+    const memd_attr& attr = attrs[i];
+    if (attr.key == nullptr || attr.value == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("attrs[", i, "] has a NULL key or value"));
+    }
+    if (!out.emplace(attr.key, attr.value).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attrs[", i, "]: key ", QuotedForMessage(attr.key), " given twice"));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<CreateOptions> ToCreateOptions(const memd_create_options* given) {
   MEMD_ASSIGN_OR_RETURN(memd_create_options options,
                         ReadOptions(given, memd_create_options_init, "memd_create_options"));
@@ -55,23 +80,7 @@ absl::StatusOr<CreateOptions> ToCreateOptions(const memd_create_options* given) 
   out.mode = options.mode;
   out.persistence = options.ephemeral != 0 ? Persistence::kEphemeral : Persistence::kPersistent;
   out.populate = options.populate != 0;
-  if (options.attr_count > kMaxAttrs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attr_count is ", options.attr_count, "; a buffer carries at most ", kMaxAttrs,
-        " attributes"));
-  }
-  if (options.attr_count > 0) MEMD_RETURN_IF_ERROR(Required(options.attrs, "attrs"));
-  for (size_t i = 0; i < options.attr_count; ++i) {
-    const memd_attr& attr = options.attrs[i];
-    if (attr.key == nullptr || attr.value == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("attrs[", i, "] has a NULL key or value"));
-    }
-    // A repeated key would silently vanish into the map.
-    if (!out.attrs.emplace(attr.key, attr.value).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("attrs[", i, "]: key ", QuotedForMessage(attr.key), " given twice"));
-    }
-  }
+  MEMD_ASSIGN_OR_RETURN(out.attrs, ToAttrs(options.attrs, options.attr_count));
   MEMD_ASSIGN_OR_RETURN(out.existing_owner, Uid(options.existing_owner, "existing_owner"));
   return out;
 }
