@@ -15,7 +15,10 @@
 // 1.25x the echo) is printed as BM_Open's label, not asserted: this is a
 // benchmark, not a test. Open maps the buffer but touches no page.
 // BM_CreateQuota compares Create against a daemon with byte quotas and one
-// without, in alternating blocks (quota_over_none_p50).
+// without, in alternating blocks (quota_over_none_p50). BM_OpenReleaseC
+// compares an Open and Release through the C API (memd/memd.h) with the
+// same cycle through the C++ classes, in alternating blocks
+// (c_over_cxx_p50).
 
 #include <dirent.h>
 #include <sched.h>
@@ -30,6 +33,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,6 +45,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "memd/client.h"
+#include "memd/memd.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/run_program.h"
 
@@ -128,6 +133,8 @@ struct Setup {
   // bench uses, so every create is admitted), and a client of it.
   std::unique_ptr<memd::test::DaemonProcess> quota_daemon;
   std::unique_ptr<memd::Client> quota_client;
+  // The C API's client of the first daemon, default options.
+  std::unique_ptr<memd_client, void (*)(memd_client*)> c_client{nullptr, memd_client_close};
 };
 
 std::unique_ptr<Setup> g_setup;
@@ -139,6 +146,7 @@ void EndSetup() {
   g_setup->client.reset();
   g_setup->cold_client.reset();
   g_setup->quota_client.reset();
+  g_setup->c_client.reset();
   if (g_setup->quota_daemon != nullptr) g_setup->quota_daemon->Stop(SIGTERM);
   g_setup->daemon->Stop(SIGTERM);
   g_setup.reset();
@@ -201,6 +209,17 @@ Setup* Prepare(bool pinned, std::string* error) {
     return nullptr;
   }
   setup->quota_client = std::move(*quota_client);
+  memd_connect_options c_options;
+  memd_connect_options_init(&c_options);
+  c_options.socket_dir = setup->daemon->socket_dir().c_str();
+  memd_client* c_client = nullptr;
+  memd_error* c_error = nullptr;
+  if (memd_connect(&c_options, &c_client, &c_error) != MEMD_OK) {
+    *error = absl::StrCat("memd_connect: ", memd_error_message(c_error));
+    memd_error_free(c_error);
+    return nullptr;
+  }
+  setup->c_client.reset(c_client);
   // Once, untimed: the buffer is the producer's, sealed, and holds its bytes.
   auto buffer = setup->client->Open(kBufferName);
   if (!buffer.ok()) {
@@ -374,6 +393,38 @@ void BM_OpenRelease(benchmark::State& state, bool pinned) {
   Report(state, "", cycle);
 }
 
+// Two ways of one call, timed in alternating blocks of g_echo_block so that
+// both see the same machine: `cycle(which, record)` runs way `which` (0 or
+// 1) once and, when `record`, appends its time to samples[which]. Warms
+// both up first. False (the state skipped with the error) when a cycle
+// failed or either way has no sample.
+bool RunAlternating(benchmark::State& state,
+                    const std::function<absl::Status(int, bool)>& cycle,
+                    std::vector<double> (&samples)[2]) {
+  for (int i = 0; i < kWarmupCalls; ++i) {
+    for (int which : {0, 1}) {
+      if (absl::Status status = cycle(which, false); !status.ok()) {
+        state.SkipWithError(status.ToString().c_str());
+        return false;
+      }
+    }
+  }
+  int until_switch = 0;
+  int which = 1;
+  for (auto _ : state) {
+    if (until_switch-- == 0) {
+      until_switch = g_echo_block - 1;
+      which = 1 - which;
+    }
+    if (absl::Status status = cycle(which, true); !status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      return false;
+    }
+    state.SetIterationTime(samples[which].back() / 1e6);
+  }
+  return !samples[0].empty() && !samples[1].empty();
+}
+
 // What the byte quotas cost a create: Create of a 4 KiB ephemeral buffer
 // and its Release (which frees it), against a daemon without quotas and one
 // with them, in alternating blocks of g_echo_block so that both see the
@@ -396,32 +447,49 @@ void BM_CreateQuota(benchmark::State& state, bool pinned) {
     if (record) create[which].push_back(MicrosSince(start, end));
     return buffer->Release();
   };
-  for (int i = 0; i < kWarmupCalls; ++i) {
-    for (int which : {0, 1}) {
-      if (absl::Status status = cycle(which, false); !status.ok()) {
-        state.SkipWithError(status.ToString().c_str());
-        return;
-      }
-    }
-  }
-  int until_switch = 0;
-  int which = 1;
-  for (auto _ : state) {
-    if (until_switch-- == 0) {
-      until_switch = g_echo_block - 1;
-      which = 1 - which;
-    }
-    if (absl::Status status = cycle(which, true); !status.ok()) {
-      state.SkipWithError(status.ToString().c_str());
-      break;
-    }
-    state.SetIterationTime(create[which].back() / 1e6);
-  }
-  if (create[0].empty() || create[1].empty()) return;
+  if (!RunAlternating(state, cycle, create)) return;
   Report(state, "none_", create[0]);
   Report(state, "quota_", create[1]);
   state.counters["quota_over_none_p50"] = Percentile(create[1], 50) / Percentile(create[0], 50);
   state.counters["quota_over_none_p99"] = Percentile(create[1], 99) / Percentile(create[0], 99);
+}
+
+// What the C API adds to a consumer's cycle (Open, then Release of the
+// sealed 1 MiB buffer): the same cycle through memd.h and through the C++
+// classes, in alternating blocks of g_echo_block on one daemon.
+void BM_OpenReleaseC(benchmark::State& state, bool pinned) {
+  std::string error;
+  Setup* setup = Prepare(pinned, &error);
+  if (setup == nullptr || !Warm(*setup->client, &error)) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  std::vector<double> cycles[2];  // [0]: C++, [1]: C.
+  auto cycle = [&](int which, bool record) -> absl::Status {
+    Clock::time_point start = Clock::now();
+    absl::Status status;
+    if (which == 0) {
+      auto buffer = setup->client->Open(kBufferName);
+      status = buffer.ok() ? buffer->Release() : buffer.status();
+    } else {
+      memd_buffer* buffer = nullptr;
+      memd_error* failed = nullptr;
+      if (memd_open(setup->c_client.get(), kBufferName, nullptr, &buffer, &failed) == MEMD_OK) {
+        benchmark::DoNotOptimize(memd_buffer_data(buffer));
+        memd_buffer_release(buffer, &failed);
+      }
+      if (failed != nullptr) status = absl::UnknownError(memd_error_message(failed));
+      memd_error_free(failed);
+    }
+    Clock::time_point end = Clock::now();
+    if (record) cycles[which].push_back(MicrosSince(start, end));
+    return status;
+  };
+  if (!RunAlternating(state, cycle, cycles)) return;
+  Report(state, "cxx_", cycles[0]);
+  Report(state, "c_", cycles[1]);
+  state.counters["c_over_cxx_p50"] = Percentile(cycles[1], 50) / Percentile(cycles[0], 50);
+  state.counters["c_over_cxx_p99"] = Percentile(cycles[1], 99) / Percentile(cycles[0], 99);
 }
 
 // Parses "--name=N" with N > 0 into `value`.
@@ -455,6 +523,8 @@ void Register() {
         [pinned](benchmark::State& state) { BM_OpenRelease(state, pinned); });
     add("BM_CreateQuota",
         [pinned](benchmark::State& state) { BM_CreateQuota(state, pinned); });
+    add("BM_OpenReleaseC",
+        [pinned](benchmark::State& state) { BM_OpenReleaseC(state, pinned); });
   }
 }
 
