@@ -1,0 +1,147 @@
+"""What memd reports, as frozen dataclasses (libmemd's structs, field by field).
+
+Times are float seconds since the Unix epoch (as time.time()), durations float
+seconds. The binding builds these with keyword arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+__all__ = [
+    "BufferInfo", "SizeClassStats", "PoolStats", "DeviceInfo", "TransferStats",
+    "DaemonStats", "SessionInfo", "UidUsage", "TrimmedPool", "TransferProgress",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BufferInfo:
+    """What the daemon says about a buffer (Client.stat, Buffer.info)."""
+    name: str
+    id: int                 # Unique for the daemon's lifetime.
+    size: int
+    location: str           # "host", "pinned", "device:N".
+    owner_uid: int
+    owner_gid: int
+    mode: int
+    state: str              # "creating" or "sealed".
+    persistent: bool        # False: ephemeral (gone with its last lease).
+    lease_count: int
+    unlinked: bool
+    created: float
+    sealed: Optional[float]
+    creator_pid: int
+    attrs: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeClassStats:
+    bytes: int
+    allocations: int
+    cached: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolStats:
+    location: str
+    reserved_bytes: int
+    used_bytes: int
+    free_bytes: int
+    peak_reserved_bytes: int
+    peak_used_bytes: int
+    hit_count: int
+    miss_count: int
+    largest_free_block_bytes: int
+    fragmentation: float
+    segments: int
+    scrubbed_bytes: int
+    trimmed_bytes: int
+    limit_bytes: int
+    size_classes: Tuple[SizeClassStats, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceInfo:
+    ordinal: int
+    uuid: str
+    name: str
+    total_bytes: int
+    free_bytes: int
+    vmm: bool
+    posix_fd: bool
+    handle_type: str        # "vmm_fd" or "ipc".
+    healthy: bool
+    health_error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransferStats:
+    active: int
+    active_bytes: int
+    completed: int
+    bytes: int
+    failed: int
+    retries: int
+    rejected: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonStats:
+    version: str
+    backend: str
+    pools: Tuple[PoolStats, ...]
+    buffers: int
+    sessions: int
+    leases: int
+    metrics_address: str
+    started: float
+    devices: Tuple[DeviceInfo, ...]
+    waits: int
+    transfers: TransferStats
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionInfo:
+    id: int
+    pid: int
+    uid: int
+    gid: int
+    command: str
+    lease_count: int
+    started: float
+    created_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class UidUsage:
+    uid: int
+    location: str
+    bytes: int
+    buffers: int
+    quota_bytes: int        # 0: no quota.
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrimmedPool:
+    location: str
+    released_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransferProgress:
+    """Where a copy stands (Transfer.progress())."""
+    id: int
+    state: str              # "queued", "running", "done", "failed", "cancelled".
+    bytes_done: int
+    bytes_total: int
+    direction: str          # "h2h", "h2d", "d2h", "d2d".
+    path: str               # "cpu", "staged", "direct", "device", "peer_staged", "".
+    device: int             # memd's ordinal of the GPU moving it; -1 host to host.
+    retries: int
+    error: Optional[Exception]  # What ended a failed or cancelled copy (a memd.Error).
+    elapsed: float
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "cancelled")
