@@ -1,0 +1,161 @@
+"""Fixtures for the memd Python package's tests: a real memd on a private
+socket directory, started the way tests/support/daemon_process.h starts one
+(the fixture plays systemd and returns on READY=1 instead of sleeping), and
+clients of it.
+
+ctest sets MEMD_BIN (build/bin/memd), MEMD_FAKE_CUDA (the fake CUDA driver)
+and PYTHONPATH (build/python); by hand, from the repository root:
+    PYTHONPATH=build/python /usr/bin/python3 -m pytest tests/python
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+MEMD_BIN = os.environ.get("MEMD_BIN") or os.path.join(REPO, "build", "bin", "memd")
+FAKE_CUDA = os.environ.get("MEMD_FAKE_CUDA") or os.path.join(
+    REPO, "build", "lib", "libmemd_fake_cuda.so")
+EXAMPLES = os.path.join(REPO, "client", "python", "examples")
+
+try:
+    import memd  # noqa: F401
+except ImportError:  # By hand without PYTHONPATH: the build tree's package.
+    sys.path.insert(0, os.path.join(REPO, "build", "python"))
+    import memd  # noqa: F401
+
+
+class Daemon:
+    """build/bin/memd as a child process on a private socket directory,
+    without metrics. stop() ends it (SIGTERM) and removes its files."""
+
+    def __init__(self, *args: str, env: dict | None = None, timeout: float = 20.0):
+        self.dir = tempfile.mkdtemp(prefix="memd-py-")
+        self.socket_dir = os.path.join(self.dir, "run")
+        self.log_path = os.path.join(self.dir, "memd.log")
+        notify_path = os.path.join(self.dir, "notify")
+        self._notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._notify.bind(notify_path)
+        child_env = dict(os.environ)
+        child_env.update(env or {})
+        child_env["NOTIFY_SOCKET"] = notify_path
+        # Metrics off: nothing here reads them, and the metrics server alone
+        # makes memd's stop take 2 s (per daemon, per test file).
+        command = [MEMD_BIN, "--socket-dir", self.socket_dir, "--metrics-address", "", *args]
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=log,
+                                            env=child_env)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.stop()
+                raise RuntimeError(f"memd did not report READY=1 in time:\n{self.log()}")
+            self._notify.settimeout(min(remaining, 0.05))
+            try:
+                note = self._notify.recv(4096)
+            except socket.timeout:
+                note = b""
+            if b"READY=1" in note:
+                return
+            if self.process.poll() is not None:
+                log = self.log()
+                self.stop()
+                raise RuntimeError(f"memd exited during start-up:\n{log}")
+
+    def log(self) -> str:
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self) -> int | None:
+        code = self.process.poll()
+        if code is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                code = self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                code = self.process.wait()
+        self._notify.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return code
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    """A host-backend memd for the whole pytest run. MEMD_SOCKET_DIR points
+    at it, so default clients (memd.connect(), unpickling) and child
+    processes find it."""
+    d = Daemon("--backend", "host")
+    previous = os.environ.get("MEMD_SOCKET_DIR")
+    os.environ["MEMD_SOCKET_DIR"] = d.socket_dir
+    yield d
+    if previous is None:
+        os.environ.pop("MEMD_SOCKET_DIR", None)
+    else:
+        os.environ["MEMD_SOCKET_DIR"] = previous
+    d.stop()
+
+
+@pytest.fixture
+def client(daemon):
+    """A client that unmaps read-only mappings at their last release
+    (mapping_cache_bytes=0), so that tests can watch mappings go."""
+    c = memd.connect(daemon.socket_dir, mapping_cache_bytes=0)
+    yield c
+    c.close()
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def name(request, daemon):
+    """A buffer name no other test uses. Whatever is left under it (sealed
+    buffers: unsealed ones go with their last lease) is unlinked after the
+    test."""
+    test = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:120]
+    prefix = f"pytest/{os.getpid()}/{test}-{next(_names)}"
+    yield prefix
+    with memd.connect(daemon.socket_dir) as c:
+        for info in c.list(prefix=prefix):
+            try:
+                c.unlink(info.name)
+            except memd.NotFoundError:
+                pass
+
+
+def memd_mappings() -> list[tuple[int, int]]:
+    """(start, end) of this process's mappings of memd host memory (the
+    daemon's memfds are named memd:host and memd:pinned)."""
+    ranges = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "memfd:memd:" in line:
+                start, end = line.split()[0].split("-")
+                ranges.append((int(start, 16), int(end, 16)))
+    return ranges
+
+
+def is_mapped(address: int) -> bool:
+    """Whether `address` lies in a memd mapping of this process."""
+    return any(start <= address < end for start, end in memd_mappings())
+
+
+def address_of(view) -> int:
+    """Where a buffer-protocol object's bytes start."""
+    import numpy as np
+    return np.asarray(memoryview(view)).__array_interface__["data"][0]

@@ -1,0 +1,218 @@
+"""Buffers: the client calls, attributes, the buffer protocol and numpy views,
+and the read-only rules of read leases and sealed buffers."""
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+import memd
+from conftest import address_of
+
+PyBUF_WRITABLE = 0x0001
+
+
+def _get_writable_buffer(exporter):
+    """PyObject_GetBuffer(exporter, PyBUF_WRITABLE), as C consumers call it
+    (Python-level callers turn the exporter's error into a TypeError)."""
+    import ctypes
+    view = (ctypes.c_char * 256)()  # Room for a Py_buffer.
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int]
+    if get(exporter, ctypes.addressof(view), PyBUF_WRITABLE) == 0:
+        ctypes.pythonapi.PyBuffer_Release(ctypes.addressof(view))
+        return True
+    return False
+
+
+def test_create_write_seal_open_read(client, name):
+    before = time.time()
+    with client.create(name, 4096, attrs={"purpose": "test"}) as buf:
+        assert (buf.name, buf.size, buf.location) == (name, 4096, "host")
+        assert buf.writable and not buf.readonly and not buf.sealed
+        assert buf.device == -1 and buf.device_pointer == 0
+        assert buf.attrs == {"purpose": "test"}
+        view = memoryview(buf)
+        assert not view.readonly and view.nbytes == 4096 and view.format == "B"
+        view[:5] = b"hello"
+        view.release()
+        buf.seal()
+        assert buf.sealed and buf.readonly and buf.writable
+        assert buf.info.state == "sealed" and buf.info.sealed >= before - 1
+    with client.open(name) as reader:
+        assert not reader.writable and reader.readonly
+        assert bytes(memoryview(reader)[:5]) == b"hello"
+        info = reader.info
+        assert info.name == name and info.size == 4096 and info.owner_uid == os.getuid()
+        assert info.mode == 0o600 and info.persistent and info.attrs == {"purpose": "test"}
+        assert info.creator_pid == os.getpid()
+
+
+def test_stat_list_stats_sessions_usage_ping(client, name):
+    client.ping()
+    with client.create(name, 8192, mode=0o640, persistent=False) as buf:
+        info = client.stat(name)
+        assert info.lease_count == 1 and info.state == "creating" and not info.persistent
+        assert info.mode == 0o640 and info.sealed is None
+        assert info.created <= time.time() + 1
+        names = [i.name for i in client.list(prefix=name)]
+        assert names == [name]
+        stats = client.stats()
+        assert stats.backend == "host" and stats.buffers >= 1 and stats.leases >= 1
+        assert any(p.location == "host" and p.used_bytes >= 8192 for p in stats.pools)
+        assert stats.transfers.active >= 0
+        assert any(s.pid == os.getpid() for s in client.sessions())
+        assert any(u.uid == os.getuid() and u.location == "host" and u.bytes >= 8192
+                   for u in client.usage())
+        assert client.session_id > 0
+        buf.release()
+    # Ephemeral: gone with its last lease.
+    with pytest.raises(memd.NotFoundError):
+        client.stat(name)
+
+
+def test_open_or_create_creates_then_opens(client, name):
+    with client.open_or_create(name, 4096) as first:
+        assert first.created and first.writable
+        first.seal()
+    with client.open_or_create(name, 4096, timeout=1.0) as second:
+        assert not second.created and not second.writable
+
+
+def test_writable_open_joins_a_buffer_being_written(client, name):
+    with client.create(name, 4096) as producer:
+        with client.open(name, writable=True) as helper:
+            memoryview(helper)[:3] = b"abc"
+        assert bytes(memoryview(producer)[:3]) == b"abc"
+
+
+def test_read_lease_views_are_read_only(client, name):
+    with client.create(name, 64) as buf:
+        buf.seal()
+    with client.open(name) as reader:
+        view = memoryview(reader)
+        assert view.readonly
+        with pytest.raises(TypeError):
+            view[0] = 1
+        array = np.asarray(reader)
+        assert not array.flags.writeable
+        with pytest.raises(ValueError):
+            array[0] = 1
+        assert not reader.numpy().flags.writeable
+        with pytest.raises(BufferError, match="read lease"):
+            _get_writable_buffer(reader)
+        del view, array
+
+
+def test_seal_refused_while_a_writable_view_lives(client, name):
+    with client.create(name, 64) as buf:
+        view = memoryview(buf)
+        with pytest.raises(BufferError, match="writable view"):
+            buf.seal()
+        array = np.asarray(buf)
+        view.release()
+        with pytest.raises(BufferError, match="1 writable view"):
+            buf.seal()
+        del array
+        buf.seal()
+        # Sealed: the contents are final, new views are read-only.
+        assert memoryview(buf).readonly
+        assert not np.asarray(buf).flags.writeable
+
+
+def test_np_asarray_and_frombuffer_are_zero_copy(client, name):
+    with client.create(name, 256) as buf:
+        a = np.asarray(buf)
+        b = np.frombuffer(buf, dtype=np.uint8)
+        a[:4] = [1, 2, 3, 4]
+        assert list(b[:4]) == [1, 2, 3, 4]
+        assert np.shares_memory(a, b)
+        assert a.__array_interface__["data"][0] == address_of(buf)
+        del a, b
+
+
+def test_numpy_uses_the_attrs(client, name):
+    with client.create_array(name, (3, 4), "float32") as buf:
+        assert buf.attrs == {"dtype": "float32", "shape": "3,4"}
+        assert buf.size == 48
+        array = buf.numpy()
+        assert array.shape == (3, 4) and array.dtype == np.float32 and array.flags.writeable
+        array[...] = np.arange(12, dtype=np.float32).reshape(3, 4)
+        again = buf.numpy()
+        assert np.shares_memory(array, again) and again[2, 3] == 11
+        # Explicit dtype without shape: the whole buffer, one dimension.
+        words = buf.numpy(dtype="uint32")
+        assert words.shape == (12,)
+        assert buf.numpy(dtype=np.uint8, shape=(6, 8)).shape == (6, 8)
+        with pytest.raises(ValueError, match="needs 96 bytes.*has 48"):
+            buf.numpy(dtype="float64", shape=(3, 4))
+        del array, again, words
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"dtype": "float32", "shape": "4,x"}, "comma-separated"),
+    ({"dtype": "float32", "shape": "100,100"}, "needs 40000 bytes"),
+    ({"dtype": "not-a-dtype"}, "not"),
+    ({"dtype": ">f4"}, "big-endian"),
+    ({"layout": "column-major"}, "row-major"),
+])
+def test_numpy_refuses_bad_attrs(client, name, attrs, message):
+    with client.create(name, 64, attrs=attrs) as buf:
+        with pytest.raises(ValueError, match=message):
+            buf.numpy()
+
+
+def test_numpy_accepts_numpy_dtype_spellings(client, name):
+    with client.create(name, 64, attrs={"dtype": "<f2", "shape": "2, 16"}) as buf:
+        assert buf.numpy().dtype == np.float16 and buf.numpy().shape == (2, 16)
+        assert buf.numpy(dtype="half").dtype == np.float16
+        assert buf.numpy(dtype=np.dtype("i8")).shape == (8,)
+
+
+def test_released_buffer_raises_value_error_but_keeps_its_name(client, name):
+    buf = client.create(name, 64)
+    buf.release()
+    buf.release()  # Idempotent.
+    assert buf.released and buf.name == name and buf.size == 64
+    with pytest.raises(ValueError, match="released"):
+        memoryview(buf)
+    with pytest.raises(ValueError, match="released"):
+        buf.seal()
+    with pytest.raises(ValueError, match="released"):
+        buf.__dlpack__()
+    assert "released" in repr(buf)
+
+
+def test_context_manager_releases(client, name):
+    with client.create(name, 64) as buf:
+        assert client.stat(name).lease_count == 1
+    assert buf.released
+    with pytest.raises(memd.NotFoundError):  # The lease ended: an unsealed buffer goes.
+        client.stat(name)
+
+
+def test_garbage_collected_buffer_ends_its_lease(client, name):
+    buf = client.create(name, 64)
+    assert client.stat(name).lease_count == 1
+    del buf
+    with pytest.raises(memd.NotFoundError):  # The lease ended: an unsealed buffer goes.
+        client.stat(name)
+
+
+def test_buffer_outlives_its_client(daemon, name):
+    c = memd.connect(daemon.socket_dir)
+    buf = c.create(name, 64)
+    c.close()
+    memoryview(buf)[:2] = b"ok"
+    buf.seal()
+    buf.release()
+    with memd.connect(daemon.socket_dir) as other:
+        with other.open(name) as reader:
+            assert bytes(memoryview(reader)[:2]) == b"ok"
+        other.unlink(name)
+
+
+def test_buffers_cannot_be_constructed_directly():
+    with pytest.raises(TypeError):
+        memd.Buffer()

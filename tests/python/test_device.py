@@ -1,0 +1,138 @@
+"""Device buffers on the fake CUDA driver (tests/fake_cuda): the daemon runs
+the cuda backend on it and this process imports the memory through it
+(MEMD_CUDA_DRIVER), as on a GPU node. As there, a CUDA context must be
+current on the thread that creates or opens device buffers."""
+
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+import memd
+from conftest import FAKE_CUDA, Daemon
+
+pytestmark = pytest.mark.skipif(not os.path.exists(FAKE_CUDA),
+                                reason=f"no fake CUDA driver at {FAKE_CUDA}")
+
+
+def make_context_current(driver_path: str, ordinal: int) -> None:
+    """What a CUDA program has done before it opens device memory
+    (cudaSetDevice, torch.cuda.set_device): device `ordinal`'s primary
+    context current on this thread. libmemd loads the same library (dlopen
+    of one path gives one instance), so it sees this context."""
+    cuda = ctypes.CDLL(driver_path)
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(device), ordinal)),
+                       ("cuDevicePrimaryCtxRetain", (ctypes.byref(context), device)),
+                       ("cuCtxSetCurrent", (context,))):
+        result = getattr(cuda, call)(*args)
+        assert result == 0, f"{call}: CUresult {result}"
+
+
+@pytest.fixture(scope="module")
+def cuda_client():
+    daemon = Daemon("--backend", "cuda", "--cuda-driver", FAKE_CUDA)
+    # Read by libmemd when it first imports device memory.
+    previous = os.environ.get("MEMD_CUDA_DRIVER")
+    os.environ["MEMD_CUDA_DRIVER"] = FAKE_CUDA
+    make_context_current(FAKE_CUDA, 0)
+    client = memd.connect(daemon.socket_dir)
+    yield client
+    client.close()
+    if previous is None:
+        os.environ.pop("MEMD_CUDA_DRIVER")
+    else:
+        os.environ["MEMD_CUDA_DRIVER"] = previous
+    daemon.stop()
+
+
+def test_device_buffer_protocols(cuda_client, name):
+    with cuda_client.create_array(name, (256, 256), "float16", location="device:0") as buf:
+        assert buf.location == "device:0" and buf.device == 0
+        assert buf.device_pointer != 0
+        assert buf.__dlpack_device__() == (2, 0)
+        cai = buf.__cuda_array_interface__
+        assert cai == {
+            "shape": (256, 256),
+            "typestr": "<f2",
+            "data": (buf.device_pointer, False),
+            "version": 3,
+            "strides": None,
+            "stream": None,
+        }
+        with pytest.raises(BufferError, match="GPU memory"):
+            memoryview(buf)
+        with pytest.raises(BufferError, match="GPU memory"):
+            buf.numpy()
+        buf.seal()
+        assert buf.__cuda_array_interface__["data"] == (buf.device_pointer, True)
+
+
+def test_device_read_lease_dlpack(cuda_client, name):
+    from dlpack_ctypes import versioned
+
+    with cuda_client.create(name, 1 << 20, location="device:0") as buf:
+        buf.seal()
+    with cuda_client.open(name) as reader:
+        assert reader.__cuda_array_interface__["data"] == (reader.device_pointer, True)
+        with pytest.raises(BufferError, match="read-only"):
+            reader.__dlpack__()
+        capsule = reader.__dlpack__(max_version=(1, 0), stream=None)
+        managed = versioned(capsule)
+        assert managed.flags & 1
+        tensor = managed.dl_tensor
+        assert (tensor.device.device_type, tensor.device.device_id) == (2, 0)
+        assert tensor.data == reader.device_pointer
+        assert tensor.shape[0] == 1 << 20
+        # A CUDA consumer's stream is accepted (no synchronisation needed).
+        assert reader.__dlpack__(max_version=(1, 0), stream=7) is not None
+        with pytest.raises(BufferError, match="would need a copy"):
+            reader.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
+        # numpy takes host memory only.
+        with pytest.raises((BufferError, RuntimeError, TypeError)):
+            np.from_dlpack(reader)
+        del capsule, managed, tensor
+
+
+def test_no_context_on_another_thread_is_failed_precondition(cuda_client, name):
+    import threading
+    caught = []
+
+    def create():
+        try:
+            cuda_client.create(name, 4096, location="device:0")
+        except Exception as e:  # noqa: BLE001 - reported below.
+            caught.append(e)
+
+    thread = threading.Thread(target=create)
+    thread.start()
+    thread.join()
+    assert len(caught) == 1 and isinstance(caught[0], memd.FailedPreconditionError)
+    assert "no CUDA context is current" in str(caught[0])
+
+
+def test_device_writable_lease_legacy_capsule(cuda_client, name):
+    from dlpack_ctypes import legacy
+
+    with cuda_client.create(name, 4096, location="device:0") as buf:
+        capsule = buf.__dlpack__()
+        tensor = legacy(capsule).dl_tensor
+        assert tensor.data == buf.device_pointer and tensor.device.device_type == 2
+        del tensor, capsule
+
+
+def test_copy_host_to_device_and_back(cuda_client, name):
+    size = 1 << 20
+    with cuda_client.create(f"{name}/src", size) as src, \
+            cuda_client.create(f"{name}/gpu", size, location="device:0") as gpu, \
+            cuda_client.create(f"{name}/dst", size) as dst:
+        pattern = (np.arange(size) % 251).astype(np.uint8)
+        np.asarray(src)[:] = pattern
+        up = cuda_client.copy(src, gpu)
+        up.wait(timeout=30)
+        assert up.progress().direction == "h2d"
+        down = cuda_client.copy(gpu, dst, priority="critical")
+        down.wait(timeout=30)
+        assert down.progress().direction == "d2h"
+        assert np.array_equal(np.asarray(dst), pattern)
