@@ -1,14 +1,18 @@
-"""The package itself: stubs that match the module, documentation and the
-layout rules."""
+"""The package itself: stubs that match the module, documentation, the
+layout rules, the install-free pieces, and the README's quickstart, run
+verbatim against the test daemon."""
 
 import ast
 import os
 import pydoc
+import subprocess
+import sys
 
 import pytest
 
 import memd
 from memd import _layout
+from conftest import EXAMPLES
 
 STUB = os.path.join(os.path.dirname(memd.__file__), "__init__.pyi")
 
@@ -94,3 +98,10 @@ def test_resolve_rules():
     with pytest.raises(ValueError, match="row-major"):
         _layout.resolve({"layout": "col-major"}, 10)
 
+
+def test_quickstart_example_runs(daemon):
+    env = dict(os.environ, MEMD_SOCKET_DIR=daemon.socket_dir)
+    result = subprocess.run([sys.executable, os.path.join(EXAMPLES, "quickstart.py")],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "consumer read 307200 floats, sum 307200.0, zero-copy: True" in result.stdout
