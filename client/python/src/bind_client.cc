@@ -157,13 +157,14 @@ memd.Error. Calls that wait (open with a timeout) release the GIL.)doc")
             return Wrap(Unlocked(self, [&](Client& c) { return c.Create(name, size, options); }));
           },
           py::arg("name"), py::arg("nbytes"), py::kw_only(), py::arg("location") = "host",
-          py::arg("mode") = 0600, py::arg("persistent") = true,
+          py::arg_v("mode", 0600, "0o600"), py::arg("persistent") = true,
           py::arg("attrs") = py::none(), py::arg("populate") = false,
           R"doc(Creates a buffer and returns a writable lease on it (not sealed yet).
 
 location: "host", "pinned" or "device:N". mode: permission bits like a
 file's (0o600 owner only, 0o640 group may read, 0o666 everyone).
-persistent=False: the buffer goes with its last lease. attrs: up to 16
+persistent=False: the buffer goes with its last lease even once sealed (a
+buffer never sealed goes with its last lease either way). attrs: up to 16
 str -> str attributes for readers ("dtype", "shape", "layout" are read by
 Buffer.numpy/torch/__dlpack__). populate: map every page now.
 Raises AlreadyExistsError, InvalidArgumentError (name, size, mode, location,
@@ -219,7 +220,7 @@ wait ran out), PermissionDeniedError, FailedPreconditionError.)doc")
                 self, [&](Client& c) { return c.OpenOrCreate(name, size, options, wait); }));
           },
           py::arg("name"), py::arg("nbytes"), py::kw_only(), py::arg("timeout") = py::none(),
-          py::arg("owner") = py::none(), py::arg("location") = "host", py::arg("mode") = 0600,
+          py::arg("owner") = py::none(), py::arg("location") = "host", py::arg_v("mode", 0600, "0o600"),
           py::arg("persistent") = true, py::arg("attrs") = py::none(),
           py::arg("populate") = false,
           R"doc(Creates the buffer if the name is free (writable lease, .created True),
@@ -333,8 +334,8 @@ only if `owner`, when given, owns it). Other arguments as create().)doc")
 in the daemon - host to device, device to host, device to device, host to
 host - and returns a Transfer at once.
 
-length: bytes (None: to the end of src from src_offset; both ranges must
-have the same length). priority: "critical", "normal" or "background".
+length: bytes of each range (None: each range runs from its offset to the
+end of its buffer, and the two must be as long). priority: "critical", "normal" or "background".
 deadline: an absolute time.time() value by which the copy must be done
 (DeadlineExceededError otherwise). chunk_bytes: 0 for the daemon's default.
 Raises InvalidArgumentError, FailedPreconditionError, NotFoundError,
