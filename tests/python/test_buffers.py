@@ -1,6 +1,7 @@
 """Buffers: the client calls, attributes, the buffer protocol and numpy views,
 and the read-only rules of read leases and sealed buffers."""
 
+import importlib.util
 import os
 import time
 
@@ -216,3 +217,13 @@ def test_buffer_outlives_its_client(daemon, name):
 def test_buffers_cannot_be_constructed_directly():
     with pytest.raises(TypeError):
         memd.Buffer()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
+def test_torch_without_torch_is_import_error(client, name):
+    with client.create_array(name, (4,), "bfloat16") as buf:
+        with pytest.raises(ImportError):
+            buf.torch()
+        with pytest.raises(ValueError, match="bfloat16 has no numpy dtype"):
+            buf.numpy()
+        assert buf.numpy(dtype="uint16").shape == (4,)
