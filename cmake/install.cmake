@@ -6,6 +6,7 @@
 #                     include/memd/memd.h           and its C API
 #   lib/cmake/memd/                                 find_package(memd) -> memd::client
 #   lib/pkgconfig/memd.pc                           pkg-config --cflags --libs memd
+#   lib/python3*/dist-packages/memd/                the Python package (client/python)
 #   lib/systemd/system/memd.service                 the unit, paths filled in
 #   lib/sysusers.d/memd.conf                        the memd user and group
 #   etc/memd/memd.toml                              the example configuration
@@ -114,5 +115,6 @@ if(TARGET install_test)
     MEMD_INSTALL_CONFIG_DIR="${memd_config_dir}"
     MEMD_INSTALL_DOCDIR="${CMAKE_INSTALL_DOCDIR}"
     MEMD_INSTALL_UNIT_DIR="${MEMD_SYSTEMD_UNIT_DIR}"
-    MEMD_INSTALL_SYSUSERS_DIR="${MEMD_SYSUSERS_DIR}")
+    MEMD_INSTALL_SYSUSERS_DIR="${MEMD_SYSUSERS_DIR}"
+    MEMD_INSTALL_PYTHON_PACKAGE_DIR="${MEMD_PYTHON_PACKAGE_DESTINATION}")
 endif()

@@ -1,6 +1,6 @@
 // The README's examples are programs the tests build and run: each code
 // block below must be the file it names, byte for byte, so that what a
-// reader copies is what tests/install compiles and runs.
+// reader copies is what the tests compile and run.
 
 #include <fstream>
 #include <sstream>
@@ -35,6 +35,12 @@ TEST(ReadmeExamplesTest, TheCExampleIsTheProgramTheInstallTestRuns) {
   const std::string readme = Read(MEMD_SOURCE_DIR "/README.md");
   const std::string file = "client/examples/quickstart.c";
   EXPECT_EQ(BlockAfter(readme, file, "c"), Read(MEMD_SOURCE_DIR "/" + file));
+}
+
+TEST(ReadmeExamplesTest, ThePythonExampleIsTheScriptThePythonTestsRun) {
+  const std::string readme = Read(MEMD_SOURCE_DIR "/README.md");
+  const std::string file = "client/python/examples/quickstart.py";
+  EXPECT_EQ(BlockAfter(readme, file, "python"), Read(MEMD_SOURCE_DIR "/" + file));
 }
 
 }  // namespace

@@ -45,6 +45,8 @@ constexpr char kConfigDir[] = MEMD_INSTALL_CONFIG_DIR;
 constexpr char kDocDir[] = MEMD_INSTALL_DOCDIR;
 constexpr char kUnitDir[] = MEMD_INSTALL_UNIT_DIR;
 constexpr char kSysusersDir[] = MEMD_INSTALL_SYSUSERS_DIR;
+// Empty when the build has no Python package (MEMD_BUILD_PYTHON=OFF).
+constexpr char kPythonPackageDir[] = MEMD_INSTALL_PYTHON_PACKAGE_DIR;
 
 // A program that uses only the installed package: connect, create, write,
 // seal, open read-only, print what the mapping holds.
@@ -311,6 +313,51 @@ TEST_F(InstallTest, CProgramBuildsWithPkgConfigAndTalksToTheDaemon) {
        {"LD_LIBRARY_PATH", absl::StrCat(prefix_, "/", kLibDir)}});
   EXPECT_EQ(run.exit_code, 0) << Describe(run);
   EXPECT_EQ(run.out, "examples/greeting holds \"hello from C\" (encoding utf-8)\n");
+}
+
+// Debian's python3 imports the installed package with the prefix's
+// dist-packages on its path, loads the prefix's libmemd through the
+// module's run path, and shares a buffer through a real daemon.
+constexpr char kPythonConsumer[] = R"(import sys
+import memd
+import numpy as np
+assert memd.__file__.startswith(sys.argv[1]), memd.__file__
+libraries = {line.split()[-1] for line in open("/proc/self/maps") if "libmemd.so" in line}
+assert libraries and all(path.startswith(sys.argv[1]) for path in libraries), libraries
+with memd.connect() as client:
+    with client.create_array("install/array", (4, 8), "float32") as buf:
+        buf.numpy()[:] = np.arange(32, dtype=np.float32).reshape(4, 8)
+        buf.seal()
+    with client.open("install/array", timeout=5.0) as buf:
+        print(buf.attrs["dtype"], buf.attrs["shape"], buf.numpy().sum())
+)";
+
+TEST_F(InstallTest, PythonFindsTheInstalledPackageAndItsLibrary) {
+  if (std::string(kPythonPackageDir).empty()) {
+    GTEST_SKIP() << "this build has no Python package (MEMD_BUILD_PYTHON=OFF)";
+  }
+  const std::string package = absl::StartsWith(kPythonPackageDir, "/")
+                                  ? kPythonPackageDir
+                                  : absl::StrCat(prefix_, "/", kPythonPackageDir);
+  for (const char* file : {"__init__.py", "__init__.pyi", "py.typed", "_version.py"}) {
+    EXPECT_TRUE(PathExists(absl::StrCat(package, "/", file))) << file;
+  }
+  auto daemon = DaemonProcess::Start();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  // Outside /usr and /usr/local the site directory must be on PYTHONPATH
+  // (README, "Python"); nothing else is needed, no LD_LIBRARY_PATH.
+  std::map<std::string, std::string> env{
+      {"PYTHONPATH", package.substr(0, package.rfind('/'))},
+      {"PYTHONDONTWRITEBYTECODE", "1"},
+      {"MEMD_SOCKET_DIR", (*daemon)->socket_dir()}};
+  if (std::string(MEMD_SANITIZER_PRELOAD).size() > 0) {
+    env["LD_PRELOAD"] = MEMD_SANITIZER_PRELOAD;
+    env["ASAN_OPTIONS"] = "detect_leaks=0";  // The interpreter's, not ours.
+  }
+  ProgramResult run =
+      RunProgram("/usr/bin/python3", {"-c", kPythonConsumer, prefix_}, "", env);
+  EXPECT_EQ(run.exit_code, 0) << Describe(run);
+  EXPECT_EQ(run.out, "float32 4,8 496.0\n") << Describe(run);
 }
 
 // A separate project that knows only the prefix: find_package(memd),
