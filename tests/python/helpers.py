@@ -1,6 +1,7 @@
-"""Code that runs in child processes (multiprocessing, spawn): importable
-without pytest. Each function reports through a queue and raises nothing
-(a failure is reported as a string)."""
+"""Code that runs in child processes (multiprocessing, spawn), which find
+this directory (conftest's helpers included) on the path they inherit. Each
+function reports through a queue and raises nothing (a failure is reported
+as a string)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,7 @@ import traceback
 import numpy as np
 
 import memd
-
-
-def _memd_address_ranges():
-    ranges = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            if "memfd:memd:" in line:
-                start, end = line.split()[0].split("-")
-                ranges.append((int(start, 16), int(end, 16)))
-    return ranges
+from conftest import memd_mappings
 
 
 def produce(name: str, shape, queue) -> None:
@@ -47,7 +39,7 @@ def consume(name: str, queue) -> None:
                     "dtype": str(array.dtype),
                     "writeable": bool(array.flags.writeable),
                     "shares_memory": bool(np.shares_memory(array, np.asarray(buf))),
-                    "in_memd_mapping": any(s <= address < e for s, e in _memd_address_ranges()),
+                    "in_memd_mapping": any(s <= address < e for s, e in memd_mappings()),
                     "equal": bool(np.array_equal(
                         array, np.arange(array.size, dtype=np.float32).reshape(array.shape))),
                 }
