@@ -69,6 +69,17 @@ TEST_F(RealGpuTest, DeviceBufferCrossesProcessesOnTheRealDriver) {
   EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
 }
 
+// The C API's device case (tests/client/c_api_test.c): a device:0 buffer
+// from C, its CUdeviceptr and its kDLCUDA DLPack tensor.
+TEST_F(RealGpuTest, CApiExportsDeviceBuffersOnTheRealDriver) {
+  auto daemon = DaemonProcess::Start({"--backend", "cuda", "--cuda-driver", "libcuda.so.1"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ProgramResult ran = RunProgram(BinDir() + "/memd-c-api-test", {"device"}, "",
+                                 ClientEnvironment(**daemon));
+  EXPECT_EQ(ran.exit_code, 0) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("ok - device buffers"), std::string::npos) << ran.out << ran.err;
+}
+
 TEST_F(RealGpuTest, LegacyIpcHandlesOnTheRealDriver) {
   auto daemon = DaemonProcess::Start(
       {"--backend", "cuda", "--cuda-driver", "libcuda.so.1", "--cuda-handles", "ipc"});

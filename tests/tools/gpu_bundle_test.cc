@@ -58,7 +58,7 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   // Every library a program or the fake driver loads resolves inside the
   // bundle, but for the C library's own.
   for (const char* object : {"bin/memd", "bin/memctl", "bin/memd-test-client",
-                             "bin/real_gpu_test", "bin/memd-transfer-bench",
+                             "bin/memd-c-api-test", "bin/real_gpu_test", "bin/memd-transfer-bench",
                              "lib-fake/libcuda.so.1"}) {
     ProgramResult ldd = RunProgram("/usr/bin/ldd", {bundle + "/" + object}, "",
                                    {{"LD_LIBRARY_PATH", bundle + "/lib"}});
