@@ -157,11 +157,19 @@ def test_numpy_uses_the_attrs(client, name):
     ({"dtype": "not-a-dtype"}, "not"),
     ({"dtype": ">f4"}, "big-endian"),
     ({"layout": "column-major"}, "row-major"),
+    # A producer's attributes are anyone's bytes: an object dtype over shared
+    # memory would make numpy follow pointers the producer wrote.
+    ({"dtype": "object"}, "not supported"),
+    ({"dtype": "O"}, "not supported"),
+    ({"dtype": "uint8", "shape": "0," + "9" * 30}, "dimension over"),
+    ({"dtype": "uint8", "shape": ",".join(["1"] * 33)}, "33 dimensions"),
 ])
 def test_numpy_refuses_bad_attrs(client, name, attrs, message):
     with client.create(name, 64, attrs=attrs) as buf:
         with pytest.raises(ValueError, match=message):
             buf.numpy()
+        with pytest.raises(ValueError, match=message):
+            buf.__dlpack__()
 
 
 def test_numpy_accepts_numpy_dtype_spellings(client, name):

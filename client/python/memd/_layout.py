@@ -20,6 +20,9 @@ from typing import Any, Mapping, Optional, Tuple
 # DLDataTypeCode (dlpack.h). kDLBool is DLPack 0.8+.
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_COMPLEX, _DL_BOOL = 0, 1, 2, 4, 5, 6
 
+_MAX_DIMENSION = 2**63 - 1
+_MAX_DIMENSIONS = 32  # numpy's own limit (NPY_MAXDIMS in numpy 1.24)
+
 if sys.byteorder != "little":  # pragma: no cover - memd runs on x86-64/aarch64 LE
     raise ImportError("memd's array helpers assume a little-endian machine")
 
@@ -131,6 +134,12 @@ def parse_shape(spec: Any) -> Tuple[int, ...]:
             raise ValueError(f"shape {spec!r} is not a sequence of integers") from None
     if any(d < 0 for d in dims):
         raise ValueError(f"shape {spec!r} has a negative dimension")
+    # DLPack and numpy hold dimensions as int64; a zero elsewhere would let a
+    # larger one pass the size check.
+    if any(d > _MAX_DIMENSION for d in dims):
+        raise ValueError(f"shape {spec!r} has a dimension over {_MAX_DIMENSION}")
+    if len(dims) > _MAX_DIMENSIONS:
+        raise ValueError(f"shape {spec!r} has {len(dims)} dimensions; at most {_MAX_DIMENSIONS}")
     return dims
 
 
