@@ -42,6 +42,9 @@ def test_read_only_memory_needs_copy(client, name):
 
 def test_bfloat16_copy(client, name):
     with client.create_array(name, (4,), "bfloat16") as buf:
-        np.asarray(buf)[:] = 0
+        # bfloat16 is the top half of a float32: 1.0, -2.0, 0.5, 0.
+        np.asarray(buf).view(np.uint16)[:] = [0x3F80, 0xC000, 0x3F00, 0x0000]
         buf.seal()
-        assert buf.torch(copy=True).dtype == torch.bfloat16
+        copy = buf.torch(copy=True)
+        assert copy.dtype == torch.bfloat16
+        assert copy.float().tolist() == [1.0, -2.0, 0.5, 0.0]

@@ -35,7 +35,9 @@ def torch(buf: Any, dtype: Any = None, shape: Any = None, copy: bool = False):
             raise BufferError(f"buffer {buf.name!r}: copy=True copies host buffers only")
         layout = _layout.resolve(buf.attrs, buf.size, dtype, shape)
         if layout.dtype.name == "bfloat16":
-            words = numpy(buf, "uint16", layout.shape).copy()
+            # numpy has no bfloat16 and torch 1.13 takes no uint16 array:
+            # the bits travel as int16, which torch then reads as bfloat16.
+            words = numpy(buf, "int16", layout.shape).copy()
             return _torch.from_numpy(words).view(_torch.bfloat16)
         return _torch.from_numpy(numpy(buf, layout.dtype, layout.shape).copy())
     # A legacy capsule: what every torch version takes.
