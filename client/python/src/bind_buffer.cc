@@ -55,33 +55,9 @@ std::string Repr(const PyBuffer& buffer) {
                       ">");
 }
 
-}  // namespace
-
-void BindBuffer(py::module_& module) {
-  py::class_<PyBuffer>(module, "Buffer", py::custom_type_setup(&InstallBufferProtocol),
-                       R"doc(A lease on a named memd buffer, mapped into this process.
-
-Made by Client.create / open / open_or_create (never directly). Use it as a
-context manager, or call release(); a Buffer that is garbage-collected
-releases its lease too.
-
-Host buffers ("host", "pinned") support the buffer protocol, zero-copy:
-memoryview(buf), np.asarray(buf), buf.numpy(). Views are read-only for a
-read lease and once the buffer is sealed (its contents are final). Every
-buffer supports DLPack (__dlpack__, __dlpack_device__); device buffers
-("device:N") also __cuda_array_interface__ (v3).
-
-release() with views alive (memoryviews, arrays made from the buffer,
-DLPack exports) marks the Buffer released at once but keeps the lease and
-the mapping until the last view dies: no view ever dangles. Beware
-np.frombuffer(buf): numpy lets go of the view at once and keeps only the
-Buffer object, so such an array is safe only while the Buffer is not
-released; np.asarray(buf) and buf.numpy() keep their view.
-
-Not for concurrent use from several threads without a lock, like
-libmemd's Buffer (calls are safe, but their interleaving is yours to order).
-Pickling a Buffer pickles its name: the unpickled object is a read-only
-lease opened by name (see memd.reopen).)doc")
+// What the lease says: name, size, location, state, attributes, device.
+void BindProperties(py::class_<PyBuffer>& buffer_class) {
+  buffer_class
       .def_property_readonly("name", &PyBuffer::name)
       .def_property_readonly("size", &PyBuffer::size, "Bytes, as created.")
       .def_property_readonly(
@@ -110,22 +86,12 @@ lease opened by name (see memd.reopen).)doc")
                              "host memory.")
       .def_property_readonly("device_pointer", &PyBuffer::device_pointer,
                              "A device buffer's CUdeviceptr in this process, 0 for host "
-                             "memory.")
-      .def("seal", &PyBuffer::Seal,
-           "Makes the contents final and wakes waiting readers. BufferError while writable "
-           "views (memoryviews, arrays, DLPack exports) are alive; FailedPreconditionError "
-           "for a read lease or a second seal.")
-      .def("release", &PyBuffer::Release,
-           "Ends the lease; idempotent. With views alive, the lease and mapping end "
-           "with the last view (the Buffer counts as released at once).")
-      .def("close", &PyBuffer::Release, "The same as release().")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__",
-           [](PyBuffer& b, py::object, py::object, py::object) {
-             b.Release();
-             return false;
-           })
-      .def("__repr__", &Repr)
+                             "memory.");
+}
+
+// The bytes as arrays: DLPack, __cuda_array_interface__, numpy(), torch().
+void BindExports(py::class_<PyBuffer>& buffer_class) {
+  buffer_class
       .def("__dlpack_device__", &DlpackDevice,
            "(kDLCPU=1, 0) for host memory, (kDLCUDA=2, device) for GPU memory.")
       .def(
@@ -189,12 +155,60 @@ read-only memory. The array keeps a view, so the mapping outlives release().)doc
 Writable memory: zero-copy through DLPack. Read-only memory (a read lease or
 a sealed buffer): BufferError, because torch has no read-only tensors and
 would let you write to memory other processes trust; copy=True returns a
-copy instead (host buffers only). dtype/shape as numpy().)doc")
+copy instead (host buffers only). dtype/shape as numpy().)doc");
+}
+
+}  // namespace
+
+void BindBuffer(py::module_& module) {
+  py::class_<PyBuffer> buffer_class(module, "Buffer",
+                                    py::custom_type_setup(&InstallBufferProtocol),
+                       R"doc(A lease on a named memd buffer, mapped into this process.
+
+Made by Client.create / open / open_or_create (never directly). Use it as a
+context manager, or call release(); a Buffer that is garbage-collected
+releases its lease too.
+
+Host buffers ("host", "pinned") support the buffer protocol, zero-copy:
+memoryview(buf), np.asarray(buf), buf.numpy(). Views are read-only for a
+read lease and once the buffer is sealed (its contents are final). Every
+buffer supports DLPack (__dlpack__, __dlpack_device__); device buffers
+("device:N") also __cuda_array_interface__ (v3).
+
+release() with views alive (memoryviews, arrays made from the buffer,
+DLPack exports) marks the Buffer released at once but keeps the lease and
+the mapping until the last view dies: no view ever dangles. Beware
+np.frombuffer(buf): numpy lets go of the view at once and keeps only the
+Buffer object, so such an array is safe only while the Buffer is not
+released; np.asarray(buf) and buf.numpy() keep their view.
+
+Not for concurrent use from several threads without a lock, like
+libmemd's Buffer (calls are safe, but their interleaving is yours to order).
+Pickling a Buffer pickles its name: the unpickled object is a read-only
+lease opened by name (see memd.reopen).)doc");
+  BindProperties(buffer_class);
+  BindExports(buffer_class);
+  buffer_class
+      .def("seal", &PyBuffer::Seal,
+           "Makes the contents final and wakes waiting readers. BufferError while writable "
+           "views (memoryviews, arrays, DLPack exports) are alive; FailedPreconditionError "
+           "for a read lease or a second seal.")
+      .def("release", &PyBuffer::Release,
+           "Ends the lease; idempotent. With views alive, the lease and mapping end "
+           "with the last view (the Buffer counts as released at once).")
+      .def("close", &PyBuffer::Release, "The same as release().")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](PyBuffer& b, py::object, py::object, py::object) {
+             b.Release();
+             return false;
+           })
+      .def("__repr__", &Repr)
       .def("__reduce__",
            [](const PyBuffer& b) {
              return py::make_tuple(Helper("memd._pickle", "reopen"),
                                    py::make_tuple(b.name(), b.info().owner_uid));
-           });
+           });;
 }
 
 }  // namespace memd::python

@@ -135,17 +135,11 @@ absl::Duration SecondsArgument(const py::object& seconds, const char* what) {
   return absl::Seconds(value);
 }
 
-void BindClient(py::module_& module) {
-  py::class_<PyClient>(module, "Client", R"doc(A connection to the local memd (memd.connect()).
+namespace {
 
-Thread-safe. A context manager: leaving it closes the client; Buffers and
-Transfers made through it stay valid. When the process exits the daemon
-releases every lease it held. Every call raises memd.Error subclasses: see
-memd.Error. Calls that wait (open with a timeout) release the GIL.)doc")
-      .def_static("connect", &Connect, py::arg("socket_dir") = py::none(), py::kw_only(),
-                  py::arg("call_timeout") = py::none(),
-                  py::arg("mapping_cache_bytes") = py::none(),
-                  py::arg("daemon_uid") = py::none(), kConnectDoc)
+// create, open, open_or_create, unlink: the calls that grant or end names.
+void BindLeaseCalls(py::class_<PyClient>& client_class) {
+  client_class
       .def(
           "create",
           [](const PyClient& self, const std::string& name, std::int64_t nbytes,
@@ -225,7 +219,12 @@ wait ran out), PermissionDeniedError, FailedPreconditionError.)doc")
           py::arg("populate") = false,
           R"doc(Creates the buffer if the name is free (writable lease, .created True),
 else opens it read-only, waiting up to `timeout` seconds for its seal (and
-only if `owner`, when given, owns it). Other arguments as create().)doc")
+only if `owner`, when given, owns it). Other arguments as create().)doc");
+}
+
+// stat, list, stats, sessions, usage, trim, ping and GPU numbering.
+void BindQueries(py::class_<PyClient>& client_class) {
+  client_class
       .def(
           "unlink",
           [](const PyClient& self, const std::string& name) {
@@ -290,7 +289,12 @@ only if `owner`, when given, owns it). Other arguments as create().)doc")
             return Take(
                 Unlocked(self, [&](Client& c) { return c.DeviceLocation(cuda_device); }));
           },
-          py::arg("cuda_device"), "memd's \"device:N\" for this process's CUDA device.")
+          py::arg("cuda_device"), "memd's \"device:N\" for this process's CUDA device.");
+}
+
+// copy: the daemon's transfers.
+void BindCopy(py::class_<PyClient>& client_class) {
+  client_class
       .def(
           "copy",
           [](const PyClient& self, PyBuffer& source, PyBuffer& destination,
@@ -339,7 +343,27 @@ end of its buffer, and the two must be as long). priority: "critical", "normal" 
 deadline: an absolute time.time() value by which the copy must be done
 (DeadlineExceededError otherwise). chunk_bytes: 0 for the daemon's default.
 Raises InvalidArgumentError, FailedPreconditionError, NotFoundError,
-ResourceExhaustedError before anything moves.)doc")
+ResourceExhaustedError before anything moves.)doc");
+}
+
+}  // namespace
+
+void BindClient(py::module_& module) {
+  py::class_<PyClient> client_class(module, "Client", R"doc(A connection to the local memd (memd.connect()).
+
+Thread-safe. A context manager: leaving it closes the client; Buffers and
+Transfers made through it stay valid. When the process exits the daemon
+releases every lease it held. Every call raises memd.Error subclasses: see
+memd.Error. Calls that wait (open with a timeout) release the GIL.)doc");
+  client_class
+      .def_static("connect", &Connect, py::arg("socket_dir") = py::none(), py::kw_only(),
+                  py::arg("call_timeout") = py::none(),
+                  py::arg("mapping_cache_bytes") = py::none(),
+                  py::arg("daemon_uid") = py::none(), kConnectDoc);
+  BindLeaseCalls(client_class);
+  BindQueries(client_class);
+  BindCopy(client_class);
+  client_class
       .def_property_readonly("socket_dir", &PyClient::socket_dir)
       .def_property_readonly("closed", &PyClient::closed)
       .def_property_readonly(
