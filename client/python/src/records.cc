@@ -59,6 +59,42 @@ py::object Device(const DeviceInfo& d) {
   return Type("DeviceInfo")(**kw);
 }
 
+// Every field of the public structs reaches Python. A structured binding
+// must name every field, so these stop compiling when a struct of
+// memd/client.h gains one: extend its conversion below and its dataclass
+// in memd/_types.py (whose fields but BufferInfo.attrs have no defaults,
+// so a conversion that misses one fails at run time).
+[[maybe_unused]] void EveryFieldIsConverted(
+    const BufferInfo& buffer,
+    const SizeClassStats& size_class,
+    const PoolStats& pool,
+    const DeviceInfo& device,
+    const TransferStats& transfers,
+    const DaemonStats& stats,
+    const SessionInfo& session,
+    const UidUsage& usage,
+    const TrimmedPool& trimmed,
+    const TransferProgress& progress) {
+  [[maybe_unused]] const auto& [buffer_0, buffer_1, buffer_2, buffer_3, buffer_4, buffer_5,
+                                buffer_6, buffer_7, buffer_8, buffer_9, buffer_10, buffer_11,
+                                buffer_12, buffer_13, buffer_14] = buffer;
+  [[maybe_unused]] const auto& [size_class_0, size_class_1, size_class_2] = size_class;
+  [[maybe_unused]] const auto& [pool_0, pool_1, pool_2, pool_3, pool_4, pool_5, pool_6, pool_7,
+                                pool_8, pool_9, pool_10, pool_11, pool_12, pool_13, pool_14] = pool;
+  [[maybe_unused]] const auto& [device_0, device_1, device_2, device_3, device_4, device_5,
+                                device_6, device_7, device_8, device_9] = device;
+  [[maybe_unused]] const auto& [transfers_0, transfers_1, transfers_2, transfers_3, transfers_4,
+                                transfers_5, transfers_6] = transfers;
+  [[maybe_unused]] const auto& [stats_0, stats_1, stats_2, stats_3, stats_4, stats_5, stats_6,
+                                stats_7, stats_8, stats_9, stats_10] = stats;
+  [[maybe_unused]] const auto& [session_0, session_1, session_2, session_3, session_4,
+                                session_5, session_6, session_7] = session;
+  [[maybe_unused]] const auto& [usage_0, usage_1, usage_2, usage_3, usage_4] = usage;
+  [[maybe_unused]] const auto& [trimmed_0, trimmed_1] = trimmed;
+  [[maybe_unused]] const auto& [progress_0, progress_1, progress_2, progress_3, progress_4,
+                                progress_5, progress_6, progress_7, progress_8, progress_9] = progress;
+}
+
 const char* TransferStateName(TransferState state) {
   switch (state) {
     case TransferState::kQueued: return "queued";
