@@ -18,8 +18,8 @@ extern "C" {
 memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error) {
   return Guarded(error, [&]() -> absl::Status {
     MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
-    MEMD_RETURN_IF_ERROR(buffer->lease->buffer.Seal());
-    buffer->info = memd::c_api::FlatInfo(buffer->lease->buffer.info());
+    MEMD_RETURN_IF_ERROR(buffer->lease->Seal());
+    buffer->info = memd::c_api::FlatInfo(buffer->lease->info());
     return absl::OkStatus();
   });
 }
@@ -30,40 +30,40 @@ memd_code memd_buffer_release(memd_buffer* buffer, memd_error** error) {
     if (owned == nullptr) return absl::OkStatus();
     // DLPack tensors hold the lease too: the last of them ends it.
     if (owned->lease.use_count() > 1) return absl::OkStatus();
-    return owned->lease->buffer.Release();
+    return owned->lease->Release();
   });
 }
 
 const void* memd_buffer_data(const memd_buffer* buffer) {
   if (buffer == nullptr) return nullptr;
-  const auto data = buffer->lease->buffer.data();
+  const auto data = buffer->lease->data();
   return data.empty() ? nullptr : data.data();
 }
 
 void* memd_buffer_mutable_data(memd_buffer* buffer) {
   if (buffer == nullptr) return nullptr;
-  const auto data = buffer->lease->buffer.mutable_data();
+  const auto data = buffer->lease->mutable_data();
   return data.empty() ? nullptr : data.data();
 }
 
 uint64_t memd_buffer_size(const memd_buffer* buffer) {
-  return buffer == nullptr ? 0 : buffer->lease->buffer.size();
+  return buffer == nullptr ? 0 : buffer->lease->size();
 }
 
 uint64_t memd_buffer_device_pointer(const memd_buffer* buffer) {
-  return buffer == nullptr ? 0 : buffer->lease->buffer.device_pointer();
+  return buffer == nullptr ? 0 : buffer->lease->device_pointer();
 }
 
 int memd_buffer_device(const memd_buffer* buffer) {
-  return buffer == nullptr ? -1 : buffer->lease->buffer.device();
+  return buffer == nullptr ? -1 : buffer->lease->device();
 }
 
 int memd_buffer_writable(const memd_buffer* buffer) {
-  return buffer != nullptr && buffer->lease->buffer.writable();
+  return buffer != nullptr && buffer->lease->writable();
 }
 
 int memd_buffer_created(const memd_buffer* buffer) {
-  return buffer != nullptr && buffer->lease->buffer.created();
+  return buffer != nullptr && buffer->lease->created();
 }
 
 const memd_buffer_info* memd_buffer_get_info(const memd_buffer* buffer) {

@@ -106,8 +106,8 @@ absl::Status ClientAndName(const memd_client* client, const char* name) {
 absl::Status Hand(absl::StatusOr<Buffer> granted, memd_buffer** out) {
   MEMD_RETURN_IF_ERROR(granted.status());
   auto buffer = std::make_unique<memd_buffer>();
-  buffer->lease = std::make_shared<SharedLease>(SharedLease{*std::move(granted)});
-  buffer->info = FlatInfo(buffer->lease->buffer.info());
+  buffer->lease = std::make_shared<Buffer>(*std::move(granted));
+  buffer->info = FlatInfo(buffer->lease->info());
   *out = buffer.release();
   return absl::OkStatus();
 }

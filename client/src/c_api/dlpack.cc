@@ -14,7 +14,7 @@ constexpr int32_t kMaxDimensions = 32;
 // The tensor and what keeps its memory valid, freed by its deleter.
 struct ExportedTensor {
   DLManagedTensor tensor = {};
-  std::shared_ptr<SharedLease> lease;
+  std::shared_ptr<Buffer> lease;
   std::vector<int64_t> shape;
 };
 
@@ -68,9 +68,9 @@ absl::StatusOr<std::vector<int64_t>> Shape(const memd_dlpack_options& options,
 
 }  // namespace
 
-absl::StatusOr<DLManagedTensor*> ExportDlpack(std::shared_ptr<SharedLease> lease,
+absl::StatusOr<DLManagedTensor*> ExportDlpack(std::shared_ptr<Buffer> lease,
                                               const memd_dlpack_options& options) {
-  const Buffer& buffer = lease->buffer;
+  const Buffer& buffer = *lease;
   if (!buffer) return absl::FailedPreconditionError("the buffer holds no lease");
   if (!buffer.writable() && options.allow_read_only == 0) {
     return absl::FailedPreconditionError(

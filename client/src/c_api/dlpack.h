@@ -16,7 +16,7 @@ namespace memd::c_api {
 // 0..32, a negative dimension, more bytes than the buffer has (the
 // numbers); FAILED_PRECONDITION for a read-only lease without
 // allow_read_only, a released buffer.
-absl::StatusOr<DLManagedTensor*> ExportDlpack(std::shared_ptr<SharedLease> lease,
+absl::StatusOr<DLManagedTensor*> ExportDlpack(std::shared_ptr<Buffer> lease,
                                               const memd_dlpack_options& options);
 
 }  // namespace memd::c_api
