@@ -249,9 +249,10 @@ TEST_F(Scenario, EventsOrderWork) {
 TEST_F(Scenario, ExitWithPendingWork) {
   Start();
   void* device = NewDeviceMemory(4096);
-  std::vector<unsigned char> source(4096, 1);
+  // Static: the copy may still read it while the process exits.
+  static unsigned char source[4096] = {1};
   ze_command_list_handle_t copying = NewImmediateList(ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS);
-  ASSERT_EQ(ze.zeCommandListAppendMemoryCopy(copying, device, source.data(), 4096, nullptr, 0,
+  ASSERT_EQ(ze.zeCommandListAppendMemoryCopy(copying, device, source, 4096, nullptr, 0,
                                              nullptr),
             ZE_RESULT_SUCCESS);
   ze_event_pool_handle_t pool = NewEventPool(1);
