@@ -55,6 +55,10 @@ const std::vector<Option>& Options() {
        "auto|vmm_fd|ipc: how device memory reaches clients (default auto: VMM "
        "fds where the device can export them, else legacy IPC handles)",
        &Config::cuda_handles},
+      {"level_zero_loader", Kind::kText,
+       "the Level Zero loader library to load (default: $MEMD_ZE_LOADER, else "
+       "libze_loader.so.1)",
+       &Config::level_zero_loader},
       {"log_level", Kind::kText,
        "trace|debug|info|warn|error|critical|off (default info)",
        &Config::log_level},
@@ -398,6 +402,7 @@ std::vector<std::string> SettingsNeedingRestart(const Config& running,
   compare("backend", &Config::backend);
   compare("cuda_driver", &Config::cuda_driver);
   compare("cuda_handles", &Config::cuda_handles);
+  compare("level_zero_loader", &Config::level_zero_loader);
   compare("host_pool_limit_bytes", &Config::host_pool_limit_bytes);
   compare("pinned_pool_limit_bytes", &Config::pinned_pool_limit_bytes);
   compare("device_pool_limit_bytes", &Config::device_pool_limit_bytes);

@@ -24,6 +24,8 @@ struct Config {
   // and how device memory is handed out: auto, vmm_fd, ipc.
   std::string cuda_driver;
   std::string cuda_handles = "auto";
+  // The Level Zero loader (default: $MEMD_ZE_LOADER, else libze_loader.so.1).
+  std::string level_zero_loader;
   std::string log_level = "info";
   // The largest single buffer.
   std::uint64_t max_buffer_bytes = std::uint64_t{64} << 30;

@@ -210,7 +210,8 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> StartBackend(const Config& con
   std::string fallback;
   MEMD_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> backend,
                         backend::CreateBackend(
-                            {config.backend, config.cuda_driver, config.cuda_handles},
+                            {config.backend, config.cuda_driver, config.cuda_handles,
+                             config.level_zero_loader},
                             &fallback));
   if (!fallback.empty()) spdlog::info("{}", fallback);
   return backend;

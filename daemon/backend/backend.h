@@ -21,6 +21,10 @@ enum class HandleType {
   kHostMemfd,  // A memfd: mmap it.
   kCudaVmmFd,  // A CUDA VMM allocation as a POSIX fd: cuMemImportFromShareableHandle.
   kCudaIpc,    // A legacy CUipcMemHandle (64 bytes, no fd): cuIpcOpenMemHandle.
+  // A ze_ipc_mem_handle_t (64 bytes) and the dma-buf fd it names in the
+  // daemon: the client writes its own number for the fd it received into
+  // the handle, then zeMemOpenIpcHandle.
+  kLevelZeroIpc,
 };
 
 // What a client receives to reach a segment.
@@ -29,7 +33,8 @@ struct ExportedHandle {
   // Owned by the segment, valid while it lives (sending it over SCM_RIGHTS
   // gives the client its own reference); -1 when the type carries none.
   int fd = -1;
-  // kCudaIpc: the CUipcMemHandle's bytes.
+  // kCudaIpc: the CUipcMemHandle's bytes; kLevelZeroIpc: the
+  // ze_ipc_mem_handle_t's.
   std::string opaque;
 
   // Whether a client that once received the handle can reach the memory
@@ -40,19 +45,34 @@ struct ExportedHandle {
   // descriptor, whatever memd does. Memory behind a replayable handle must
   // stay where it is, neither freed nor given to another domain, while a
   // client that received the handle may still use it.
-  bool replayable() const { return type == HandleType::kCudaIpc; }
+  //
+  // A Level Zero handle is treated the same way although it carries a
+  // descriptor: whether an importer's open keeps the memory alive after the
+  // exporter frees it is up to the driver (Intel's pools small allocations,
+  // and recycles freed ones), so the memory stays while a session that
+  // received the handle lives.
+  bool replayable() const {
+    return type == HandleType::kCudaIpc || type == HandleType::kLevelZeroIpc;
+  }
 };
 
 // A GPU the backend serves, as operators and clients see it.
 struct DeviceInfo {
-  int ordinal = 0;
-  std::string uuid;  // "GPU-xxxxxxxx-xxxx-...", as nvidia-smi prints it.
+  int ordinal = 0;  // memd's "device:N": CUDA GPUs first, then Level Zero.
+  // "GPU-xxxxxxxx-xxxx-...", as nvidia-smi prints it; "ZE-xxxxxxxx-..." for
+  // a Level Zero device.
+  std::string uuid;
   std::string name;
   std::uint64_t total_bytes = 0;
   std::uint64_t free_bytes = 0;
   bool vmm = false;       // Virtual memory management (cuMemCreate...).
   bool posix_fd = false;  // VMM allocations exportable as POSIX fds.
   HandleType handle_type = HandleType::kCudaVmmFd;  // What memd exports.
+  std::string api = "cuda";  // "cuda" or "level_zero".
+  std::string pci_address = {};  // "dddd:bb:dd.f" where the driver says.
+  // Level Zero: the driver passes memory between processes (without it
+  // memd does not serve the device).
+  bool ipc = false;
 };
 
 /// Memory reserved from a backend in one piece: the unit the backend exports

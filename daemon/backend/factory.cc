@@ -2,8 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/driver.h"
+#include "common/ze/driver.h"
+#include "daemon/backend/combined_backend.h"
 #include "daemon/backend/cuda/cuda_backend.h"
 #include "daemon/backend/host/host_backend.h"
+#include "daemon/backend/level_zero/ze_backend.h"
 
 namespace memd::backend {
 namespace {
@@ -26,6 +29,49 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCuda(const BackendOptions& option
   return std::unique_ptr<Backend>(std::move(*cuda));
 }
 
+absl::StatusOr<std::unique_ptr<ZeBackend>> CreateLevelZero(const BackendOptions& options,
+                                                          int first_ordinal) {
+  auto loader = ze::Loader::Load(options.level_zero_loader);
+  if (!loader.ok()) return loader.status();
+  if ((*loader)->gpus().empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the Level Zero loader ", (*loader)->path(), " finds no GPU"));
+  }
+  return ZeBackend::Create(*std::move(loader), first_ordinal);
+}
+
+// Whichever GPU backends this node has, or host memory; `why` says what is
+// missing.
+absl::StatusOr<std::unique_ptr<Backend>> CreateAuto(const BackendOptions& options,
+                                                    std::string* why) {
+  auto cuda = CreateCuda(options);
+  if (absl::IsInvalidArgument(cuda.status())) return cuda;
+  const int cuda_devices = cuda.ok() ? static_cast<int>((*cuda)->devices().size()) : 0;
+  auto level_zero = CreateLevelZero(options, cuda_devices);
+  std::string missing;
+  if (!cuda.ok()) absl::StrAppend(&missing, "no CUDA backend (", cuda.status().message(), ")");
+  if (!level_zero.ok()) {
+    absl::StrAppend(&missing, missing.empty() ? "" : "; ", "no Level Zero backend (",
+                    level_zero.status().message(), ")");
+  }
+  if (why != nullptr) *why = missing;
+  if (cuda.ok() && level_zero.ok()) {
+    return std::unique_ptr<Backend>(
+        std::make_unique<CombinedBackend>(*std::move(cuda), *std::move(level_zero)));
+  }
+  if (cuda.ok()) return cuda;
+  if (level_zero.ok()) return std::unique_ptr<Backend>(*std::move(level_zero));
+  if (why != nullptr) absl::StrAppend(why, "; serving host memory only");
+  return std::unique_ptr<Backend>(std::make_unique<HostBackend>());
+}
+
+// The asked-for backend's failure, as the factory reports it.
+absl::Status Refused(const std::string& kind, const absl::Status& status) {
+  return absl::Status(absl::IsInvalidArgument(status) ? absl::StatusCode::kInvalidArgument
+                                                      : absl::StatusCode::kFailedPrecondition,
+                      absl::StrCat("--backend ", kind, ": ", status.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
@@ -34,28 +80,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   if (kind == "host") return std::unique_ptr<Backend>(std::make_unique<HostBackend>());
   if (kind == "cuda") {
     auto cuda = CreateCuda(options);
-    if (!cuda.ok()) {
-      return absl::Status(absl::IsInvalidArgument(cuda.status())
-                              ? absl::StatusCode::kInvalidArgument
-                              : absl::StatusCode::kFailedPrecondition,
-                          absl::StrCat("--backend cuda: ", cuda.status().message()));
-    }
+    if (!cuda.ok()) return Refused(kind, cuda.status());
     return cuda;
   }
-  if (kind == "auto") {
-    auto cuda = CreateCuda(options);
-    if (cuda.ok() || absl::IsInvalidArgument(cuda.status())) return cuda;
-    if (why != nullptr) {
-      *why = absl::StrCat("no CUDA backend (", cuda.status().message(),
-                          "); serving host memory only");
-    }
-    return std::unique_ptr<Backend>(std::make_unique<HostBackend>());
-  }
   if (kind == "level_zero") {
-    return absl::FailedPreconditionError(
-        "backend 'level_zero' is not part of this version of memd; use --backend "
-        "host, cuda or auto");
+    auto level_zero = CreateLevelZero(options, /*first_ordinal=*/0);
+    if (!level_zero.ok()) return Refused(kind, level_zero.status());
+    return std::unique_ptr<Backend>(*std::move(level_zero));
   }
+  if (kind == "auto") return CreateAuto(options, why);
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown backend '", kind, "'; expected auto, host, cuda or level_zero"));
 }

@@ -239,7 +239,8 @@ std::string CarvingPool::LimitMessage(const absl::Status& refusal) const {
                    " in use; no idle segment was left to trim");
   if (const std::uint64_t held = HeldIdleBytes(arenas_.All()); held > 0) {
     absl::StrAppend(&message, " (", held, " bytes of idle segments are held ",
-                    "for sessions that received their legacy IPC handles, ",
+                    "for sessions that received their handles (legacy CUDA IPC, ",
+                   "Level Zero), ",
                     "until those sessions end)");
   }
   return message;

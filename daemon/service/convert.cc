@@ -91,6 +91,7 @@ v1::HandleType ToProto(backend::HandleType type) {
     case backend::HandleType::kHostMemfd: return v1::HOST_MEMFD;
     case backend::HandleType::kCudaVmmFd: return v1::CUDA_VMM_FD;
     case backend::HandleType::kCudaIpc: return v1::CUDA_IPC;
+    case backend::HandleType::kLevelZeroIpc: return v1::LEVEL_ZERO_IPC;
   }
   return v1::HANDLE_TYPE_UNSPECIFIED;
 }
@@ -104,6 +105,9 @@ void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out) {
   out->set_vmm(device.vmm);
   out->set_posix_fd(device.posix_fd);
   out->set_handle_type(ToProto(device.handle_type));
+  out->set_api(device.api);
+  out->set_pci_address(device.pci_address);
+  out->set_ipc(device.ipc);
 }
 
 void ToProto(const transfer::DeviceStats& device, v1::DeviceInfo* out) {

@@ -62,9 +62,10 @@ struct Fields<broker::UidUsage> {
 template <>
 struct Fields<backend::DeviceInfo> {
   static auto Of(auto& s) {
-    auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type] = s;
+    auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type, api,
+           pci_address, ipc] = s;
     return std::tie(ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
-                    handle_type);
+                    handle_type, api, pci_address, ipc);
   }
 };
 template <>

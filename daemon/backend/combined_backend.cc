@@ -1,0 +1,35 @@
+#include "daemon/backend/combined_backend.h"
+
+#include <algorithm>
+
+namespace memd::backend {
+
+std::vector<Location> CombinedBackend::locations() const {
+  std::vector<Location> locations = cuda_->locations();
+  for (const Location& location : level_zero_->locations()) {
+    if (std::find(locations.begin(), locations.end(), location) == locations.end()) {
+      locations.push_back(location);
+    }
+  }
+  return locations;
+}
+
+std::vector<DeviceInfo> CombinedBackend::devices() const {
+  std::vector<DeviceInfo> devices = cuda_->devices();
+  for (DeviceInfo& device : level_zero_->devices()) devices.push_back(std::move(device));
+  return devices;
+}
+
+Backend& CombinedBackend::Owner(const Location& location) const {
+  if (location.kind != Location::Kind::kDevice) return *cuda_;
+  for (const DeviceInfo& device : level_zero_->devices()) {
+    if (device.ordinal == location.device) return *level_zero_;
+  }
+  return *cuda_;  // Its own devices, and the error for any other.
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CombinedBackend::CopyDevices() {
+  return cuda_->CopyDevices();
+}
+
+}  // namespace memd::backend
