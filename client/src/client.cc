@@ -74,6 +74,10 @@ absl::Status Buffer::Release() {
 
 int Buffer::device_ordinal() const { return device_import_->device; }
 
+bool Buffer::level_zero() const {
+  return device_import_ != nullptr && device_import_->level_zero;
+}
+
 // ---- Client ----
 
 Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
@@ -89,7 +93,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ConnectOptions options) 
     trust.daemon_uid = *from_environment;
   }
   auto core = std::make_shared<ClientCore>(std::move(dir), options.call_timeout,
-                                           options.mapping_cache_bytes, trust);
+                                           options.mapping_cache_bytes, trust,
+                                           options.level_zero_context);
   auto connection = core->Current();
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<Client>(new Client(std::move(core)));
@@ -270,6 +275,10 @@ absl::StatusOr<std::string> Client::DeviceLocation(int cuda_device) {
   return absl::NotFoundError(absl::StrCat("memd does not serve GPU ", uuid,
                                           " (this process's CUDA device ", cuda_device,
                                           "); it serves ", stats.devices.size(), " GPUs"));
+}
+
+absl::StatusOr<void*> Client::LevelZeroContext(const std::string& device_uuid) {
+  return core_->ze_imports().Context(device_uuid);
 }
 
 absl::StatusOr<std::vector<UidUsage>> Client::Usage() {

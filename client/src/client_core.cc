@@ -78,6 +78,22 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
   buffer.lease_ = lease.lease_id();
   buffer.session_generation_ = connection.generation;
   buffer.created_ = lease.created();
+  if (handle.type() == v1::LEVEL_ZERO_IPC) {
+    ZeHandle device;
+    device.segment_id = handle.segment_id();
+    device.segment_bytes = handle.segment_bytes();
+    device.device = handle.device();
+    device.device_uuid = handle.device_uuid();
+    device.ipc_handle = handle.ipc_handle();
+    auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
+    if (!fd.ok()) return give_back(fd.status());
+    device.fd = std::move(*fd);
+    auto import = ze_imports_.Import(connection.generation, std::move(device));
+    if (!import.ok()) return give_back(import.status());
+    buffer.device_pointer_ = (*import)->base + handle.offset();
+    buffer.device_import_ = std::move(*import);
+    return buffer;
+  }
   if (handle.type() == v1::CUDA_VMM_FD || handle.type() == v1::CUDA_IPC) {
     DeviceHandle device;
     device.ipc = handle.type() == v1::CUDA_IPC;

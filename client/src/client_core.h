@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/src/daemon_trust.h"
 #include "client/src/device_imports.h"
+#include "client/src/ze_imports.h"
 #include "client/src/mapping_cache.h"
 #include "client/src/session_channel.h"
 #include "grpcpp/grpcpp.h"
@@ -31,11 +32,13 @@ struct Connection {
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   ClientCore(std::string socket_dir, absl::Duration call_timeout,
-             std::uint64_t mapping_cache_bytes, DaemonTrust trust)
+             std::uint64_t mapping_cache_bytes, DaemonTrust trust,
+             void* level_zero_context = nullptr)
       : socket_dir_(std::move(socket_dir)),
         call_timeout_(call_timeout),
         trust_(trust),
-        mappings_(mapping_cache_bytes) {}
+        mappings_(mapping_cache_bytes),
+        ze_imports_(level_zero_context) {}
 
   // The live connection, reconnecting first when the daemon hung up.
   // Errors: as SessionChannel::Connect.
@@ -55,6 +58,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   MappingCache& mappings() { return mappings_; }
   DeviceImports& device_imports() { return device_imports_; }
+  ZeImports& ze_imports() { return ze_imports_; }
 
   absl::Status Seal(std::uint64_t generation, std::uint64_t lease,
                     BufferInfo* info);
@@ -101,6 +105,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
   MappingCache mappings_;
   DeviceImports device_imports_;
+  ZeImports ze_imports_;
 };
 
 }  // namespace memd::internal

@@ -54,6 +54,18 @@ PoolStats FromProto(const v1::PoolStats& pool) {
   return out;
 }
 
+namespace {
+
+std::string HandleTypeName(v1::HandleType type) {
+  switch (type) {
+    case v1::CUDA_IPC: return "ipc";
+    case v1::LEVEL_ZERO_IPC: return "level_zero_ipc";
+    default: return "vmm_fd";
+  }
+}
+
+}  // namespace
+
 DeviceInfo FromProto(const v1::DeviceInfo& device) {
   return DeviceInfo{device.ordinal(),
                     device.uuid(),
@@ -62,10 +74,14 @@ DeviceInfo FromProto(const v1::DeviceInfo& device) {
                     device.free_bytes(),
                     device.vmm(),
                     device.posix_fd(),
-                    device.handle_type() == v1::CUDA_IPC ? "ipc" : "vmm_fd",
+                    HandleTypeName(device.handle_type()),
                     // The daemon names what broke it, and nothing while healthy.
                     device.health_error().empty(),
-                    device.health_error()};
+                    device.health_error(),
+                    // An older daemon serves CUDA only and does not say.
+                    device.api().empty() ? "cuda" : device.api(),
+                    device.pci_address(),
+                    device.ipc()};
 }
 
 TransferStats FromProto(const v1::TransferStats& stats) {

@@ -33,7 +33,7 @@ absl::StatusOr<CUcontext> CurrentContextOn(const cuda::Driver& driver, int devic
 }
 
 absl::Status MapVmm(const cuda::Driver& driver, DeviceHandle& handle,
-                    DeviceImport& import) {
+                    CudaImport& import) {
   const cuda::DriverApi& api = driver.api();
   const int device = handle.device;
   CUmemGenericAllocationHandle allocation = 0;
@@ -57,28 +57,29 @@ absl::Status MapVmm(const cuda::Driver& driver, DeviceHandle& handle,
       api.MemGetAllocationGranularity(&granularity, &prop,
                                       CU_MEM_ALLOC_GRANULARITY_MINIMUM),
       "cuMemGetAllocationGranularity", device));
+  CUdeviceptr base = 0;
   MEMD_RETURN_IF_ERROR(driver.Check(
-      api.MemAddressReserve(&import.base, handle.segment_bytes, granularity, 0, 0),
+      api.MemAddressReserve(&base, handle.segment_bytes, granularity, 0, 0),
       "cuMemAddressReserve", device));
-  import.bytes = handle.segment_bytes;
   absl::Status mapped = driver.Check(
-      api.MemMap(import.base, handle.segment_bytes, 0, allocation, 0), "cuMemMap", device);
+      api.MemMap(base, handle.segment_bytes, 0, allocation, 0), "cuMemMap", device);
   if (!mapped.ok()) {
-    api.MemAddressFree(import.base, import.bytes);
-    import.base = 0;
+    api.MemAddressFree(base, handle.segment_bytes);
     return mapped;
   }
+  import.base = base;
+  import.bytes = handle.segment_bytes;
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device;
   access.flags = handle.writable ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
                                  : CU_MEM_ACCESS_FLAGS_PROT_READ;
-  return driver.Check(api.MemSetAccess(import.base, handle.segment_bytes, &access, 1),
+  return driver.Check(api.MemSetAccess(base, handle.segment_bytes, &access, 1),
                       "cuMemSetAccess", device);
 }
 
 absl::Status OpenIpc(const cuda::Driver& driver, const DeviceHandle& handle,
-                     DeviceImport& import) {
+                     CudaImport& import) {
   CUipcMemHandle ipc{};
   if (handle.ipc_handle.size() != sizeof(ipc.reserved)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -86,17 +87,18 @@ absl::Status OpenIpc(const cuda::Driver& driver, const DeviceHandle& handle,
         " bytes; it should be ", sizeof(ipc.reserved)));
   }
   std::memcpy(ipc.reserved, handle.ipc_handle.data(), sizeof(ipc.reserved));
+  CUdeviceptr base = 0;
   MEMD_RETURN_IF_ERROR(driver.Check(
-      driver.api().IpcOpenMemHandle(&import.base, ipc,
-                                    CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+      driver.api().IpcOpenMemHandle(&base, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
       "cuIpcOpenMemHandle", handle.device));
+  import.base = base;
   import.bytes = handle.segment_bytes;
   return absl::OkStatus();
 }
 
 }  // namespace
 
-DeviceImport::~DeviceImport() {
+CudaImport::~CudaImport() {
   if (base == 0) return;
   const cuda::DriverApi& api = driver->api();
   if (ipc) {
@@ -179,7 +181,7 @@ absl::StatusOr<std::shared_ptr<DeviceImport>> DeviceImports::Import(
   MEMD_ASSIGN_OR_RETURN(CUcontext context, CurrentContextOn(*driver, handle.device));
   std::weak_ptr<DeviceImport>& slot = imports_[{generation, handle.segment_id}];
   if (std::shared_ptr<DeviceImport> shared = slot.lock()) return shared;
-  auto import = std::make_shared<DeviceImport>();
+  auto import = std::make_shared<CudaImport>();
   import->driver = driver;
   import->context = context;
   import->device = handle.device;

@@ -16,18 +16,27 @@
 
 namespace memd::internal {
 
-/// One exported device segment made usable in this process: a VMM
-/// allocation imported and mapped, or a legacy IPC handle opened. Unmapped
-/// (closed) when the last Buffer on it lets go. Owns the mapping; shares the
-/// driver. Immutable, so thread-safe.
+/// One exported device segment made usable in this process, by whichever
+/// GPU API serves it. Unmapped (closed) when the last Buffer on it lets go.
+/// Immutable, so thread-safe.
 struct DeviceImport {
-  ~DeviceImport();
+  virtual ~DeviceImport() = default;
+
+  std::uint64_t base = 0;  // Where the segment starts in this process.
+  std::uint64_t bytes = 0;
+  // This process's number for the GPU: its CUDA ordinal, or its index
+  // among the Level Zero GPUs (ze::Loader::gpus()).
+  int device = 0;
+  bool level_zero = false;
+};
+
+/// A CUDA segment: a VMM allocation imported and mapped, or a legacy IPC
+/// handle opened. Owns the mapping; shares the driver.
+struct CudaImport : DeviceImport {
+  ~CudaImport() override;
 
   std::shared_ptr<const cuda::Driver> driver;
   CUcontext context = nullptr;  // The one it was made in, for closing.
-  CUdeviceptr base = 0;
-  std::uint64_t bytes = 0;
-  int device = 0;
   bool ipc = false;  // Opened with cuIpcOpenMemHandle, else mapped VMM.
 };
 

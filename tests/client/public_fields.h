@@ -33,9 +33,9 @@ template <>
 struct Fields<DeviceInfo> {
   static auto Of(auto& s) {
     auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type,
-           healthy, health_error] = s;
+           healthy, health_error, api, pci_address, ipc] = s;
     return std::tie(ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
-                    handle_type, healthy, health_error);
+                    handle_type, healthy, health_error, api, pci_address, ipc);
   }
 };
 template <>

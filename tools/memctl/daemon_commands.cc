@@ -30,9 +30,9 @@ absl::Status RunStats(Client& client, const Output& output) {
   out << "buffers " << stats->buffers << ", sessions " << stats->sessions
       << ", leases " << stats->leases << ", waiting opens " << stats->waits << "\n";
   for (const DeviceInfo& device : stats->devices) {
-    out << "device:" << device.ordinal << "  " << device.name << ", "
-        << FormatBytes(device.free_bytes) << " free of " << FormatBytes(device.total_bytes)
-        << ", " << device.handle_type << " handles\n";
+    out << "device:" << device.ordinal << "  " << device.name << " (" << device.api << "), ";
+    if (device.api == "cuda") out << FormatBytes(device.free_bytes) << " free of ";
+    out << FormatBytes(device.total_bytes) << ", " << device.handle_type << " handles\n";
   }
   out << '\n';
 
@@ -82,13 +82,18 @@ absl::Status RunDevices(Client& client, const Output& output) {
     output.out << "no GPU: memd runs the " << stats->backend << " backend\n";
     return absl::OkStatus();
   }
-  Table table({{"DEVICE"}, {"NAME"}, {"UUID"}, {"TOTAL", true}, {"FREE", true},
-               {"VMM"}, {"FD EXPORT"}, {"HANDLES"}, {"HEALTH"}});
+  Table table({{"DEVICE"}, {"API"}, {"NAME"}, {"UUID"}, {"PCI"}, {"TOTAL", true},
+               {"FREE", true}, {"VMM"}, {"FD EXPORT"}, {"HANDLES"}, {"HEALTH"}});
   for (const DeviceInfo& device : stats->devices) {
-    table.AddRow({absl::StrCat("device:", device.ordinal), device.name, device.uuid,
-                  FormatBytes(device.total_bytes), FormatBytes(device.free_bytes),
-                  device.vmm ? "yes" : "no", device.posix_fd ? "yes" : "no",
-                  device.handle_type, device.healthy ? "ok" : "UNHEALTHY"});
+    const bool cuda = device.api == "cuda";
+    table.AddRow({absl::StrCat("device:", device.ordinal), device.api, device.name,
+                  device.uuid, device.pci_address.empty() ? "-" : device.pci_address,
+                  FormatBytes(device.total_bytes),
+                  // Level Zero 1.4 has no free-memory query outside Sysman.
+                  cuda ? FormatBytes(device.free_bytes) : "-",
+                  cuda ? (device.vmm ? "yes" : "no") : "-",
+                  cuda ? (device.posix_fd ? "yes" : "no") : "-", device.handle_type,
+                  device.healthy ? "ok" : "UNHEALTHY"});
   }
   table.Print(output.out);
   // The reason is long (a driver call and its CUresult): under the table.

@@ -23,6 +23,14 @@ absl::StatusOr<std::shared_ptr<const cuda::Driver>> LoadDriverOnce() {
 absl::Status UseDeviceOf(Client& client, std::string_view location) {
   absl::StatusOr<Location> parsed = Location::Parse(location);
   if (!parsed.ok() || parsed->kind != Location::Kind::kDevice) return absl::OkStatus();
+  // A Level Zero buffer needs nothing current: libmemd opens it in a
+  // context of its own.
+  MEMD_ASSIGN_OR_RETURN(const DaemonStats stats, client.Stats());
+  for (const DeviceInfo& device : stats.devices) {
+    if (device.ordinal == parsed->device && device.api == "level_zero") {
+      return absl::OkStatus();
+    }
+  }
   // memctl's CUDA may number the GPUs otherwise than memd's.
   MEMD_ASSIGN_OR_RETURN(const int ordinal, client.CudaDevice(location));
   auto loaded = LoadDriverOnce();

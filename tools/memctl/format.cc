@@ -188,6 +188,9 @@ Json DeviceJson(const DeviceInfo& device) {
   json["handle_type"] = device.handle_type;
   json["healthy"] = device.healthy;
   json["health_error"] = device.health_error;
+  json["api"] = device.api;
+  json["pci_address"] = device.pci_address;
+  json["ipc"] = device.ipc;
   return json;
 }
 

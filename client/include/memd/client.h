@@ -129,19 +129,25 @@ struct TrimmedPool {
 
 // A GPU the daemon serves.
 struct DeviceInfo {
-  int ordinal = 0;
-  std::string uuid;  // "GPU-xxxxxxxx-...", as nvidia-smi prints it.
+  int ordinal = 0;  // "device:N": CUDA GPUs first, then Level Zero ones.
+  // "GPU-xxxxxxxx-...", as nvidia-smi prints it; "ZE-xxxxxxxx-..." for a
+  // Level Zero device.
+  std::string uuid;
   std::string name;
   std::uint64_t total_bytes = 0;
   std::uint64_t free_bytes = 0;
   bool vmm = false;       // Supports virtual memory management.
   bool posix_fd = false;  // Can export VMM memory as POSIX fds.
-  // How memd hands out its memory: "vmm_fd" or "ipc".
+  // How memd hands out its memory: "vmm_fd" or "ipc" (CUDA),
+  // "level_zero_ipc".
   std::string handle_type;
   // False once a sticky driver error broke the GPU's context for memd (its
   // transfers fail until the daemon restarts); health_error says which.
   bool healthy = true;
   std::string health_error;
+  std::string api;          // "cuda" or "level_zero".
+  std::string pci_address;  // "dddd:bb:dd.f"; empty where the driver cannot say.
+  bool ipc = false;         // Level Zero: the driver shares memory across processes.
 };
 
 // What the transfer engine did since the daemon started, and holds now.
@@ -207,6 +213,15 @@ struct ConnectOptions {
   // root's and writable by root alone, as a systemd RuntimeDirectory in
   // /run), and this uid. Unset: $MEMD_DAEMON_UID when set.
   std::optional<uid_t> daemon_uid = std::nullopt;
+  // Level Zero buffers are opened in this ze_context_handle_t (passed as a
+  // void*, so that this header needs no Level Zero header): give the
+  // context your program uses them in, on the driver of the buffers' GPUs,
+  // since a device pointer is valid only in the context that opened it.
+  // Unset: libmemd loads the Level Zero loader on the first such buffer and
+  // opens it in a context of its own on the GPU's driver
+  // (Client::LevelZeroContext returns it). It must outlive the Client and
+  // its Buffers.
+  void* level_zero_context = nullptr;
 };
 
 namespace internal {
@@ -215,7 +230,8 @@ struct Mapping;
 struct DeviceImport;
 }  // namespace internal
 
-// A GPU virtual address (CUDA's CUdeviceptr) in this process.
+// A GPU virtual address in this process: CUDA's CUdeviceptr, or a Level
+// Zero device pointer (a void*) as an integer.
 using DevicePointer = std::uint64_t;
 
 class Buffer;
@@ -324,13 +340,20 @@ class Buffer {
   std::span<std::byte> mutable_data();
 
   // Device buffers (location "device:N"): where the buffer starts in this
-  // process's GPU address space (a CUdeviceptr valid in contexts on
-  // device()), else 0. Read-only leases map it read-only.
+  // process's GPU address space, else 0. CUDA: a CUdeviceptr valid in
+  // contexts on device(); read-only leases map it read-only. Level Zero: a
+  // device pointer (void*) valid in the Level Zero context the buffer was
+  // opened in (ConnectOptions::level_zero_context); Level Zero cannot open
+  // memory read-only, so a read lease is read-only by contract only.
   DevicePointer device_pointer() const { return device_pointer_; }
-  // This process's CUDA ordinal of the buffer's GPU, or -1 for host memory.
-  // It is N of "device:N" only where this process sees the GPUs memd sees,
-  // in the same order (see Client::CudaDevice).
+  // This process's number for the buffer's GPU, or -1 for host memory: its
+  // CUDA ordinal, or for a Level Zero buffer (level_zero()) its index among
+  // the Level Zero GPUs this process sees (drivers in zeDriverGet order,
+  // then their devices). It is N of "device:N" only where this process sees
+  // the GPUs memd sees, in the same order (see Client::CudaDevice).
   int device() const { return device_import_ != nullptr ? device_ordinal() : -1; }
+  // Whether the buffer lives on a Level Zero GPU (else CUDA or host).
+  bool level_zero() const;
 
   // As of the call that granted the lease (and Seal()); Stat() is fresh.
   const BufferInfo& info() const { return info_; }
@@ -443,6 +466,13 @@ class Client {
   // does not see it), UNAVAILABLE (no CUDA driver in this process).
   absl::StatusOr<int> CudaDevice(std::string_view location);
   absl::StatusOr<std::string> DeviceLocation(int cuda_device);
+
+  // The ze_context_handle_t (as a void*) that Level Zero buffers on GPU
+  // `device_uuid` ("ZE-...", DeviceInfo::uuid) are opened in: the one
+  // ConnectOptions gave, else libmemd's own on that GPU's driver, valid
+  // while the Client lives. Errors: UNAVAILABLE (no Level Zero here),
+  // FAILED_PRECONDITION (this process does not see that GPU).
+  absl::StatusOr<void*> LevelZeroContext(const std::string& device_uuid);
 
   std::uint64_t session_id() const;
   const std::string& socket_dir() const;

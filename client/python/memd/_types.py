@@ -70,9 +70,12 @@ class DeviceInfo:
     free_bytes: int
     vmm: bool
     posix_fd: bool
-    handle_type: str        # "vmm_fd" or "ipc".
+    handle_type: str        # "vmm_fd" or "ipc" (CUDA), "level_zero_ipc".
     healthy: bool
     health_error: str
+    api: str                # "cuda" or "level_zero".
+    pci_address: str        # "dddd:bb:dd.f"; "" where the driver cannot say.
+    ipc: bool               # Level Zero: memory passes between processes.
 
 
 @dataclass(frozen=True, kw_only=True)

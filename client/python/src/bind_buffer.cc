@@ -25,6 +25,11 @@ py::dict CudaArrayInterface(py::object self) {
         "buffer '", buffer.name(), "' is host memory: it has no __cuda_array_interface__ "
         "(use the buffer protocol or DLPack)"));
   }
+  if (buffer.is_level_zero()) {
+    throw py::attribute_error(absl::StrCat(
+        "buffer '", buffer.name(), "' is Level Zero GPU memory: it has no "
+        "__cuda_array_interface__ (use DLPack: kDLOneAPI)"));
+  }
   buffer.CheckUsable();
   py::object layout = Helper("memd._layout", "resolve")(AttrsDict(buffer.info().attrs),
                                                        buffer.size());

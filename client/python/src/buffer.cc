@@ -14,6 +14,7 @@ PyBuffer::PyBuffer(Buffer buffer)
       device_pointer_(buffer_->device_pointer()),
       device_(buffer_->device()),
       is_device_(absl::StartsWith(buffer_->info().location, "device:")),
+      is_level_zero_(buffer_->level_zero()),
       writable_(buffer_->writable()),
       created_(buffer_->created()),
       lease_id_(buffer_->lease_id()) {

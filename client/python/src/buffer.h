@@ -51,6 +51,8 @@ class PyBuffer {
   std::uint64_t lease_id() const { return lease_id_; }
   bool is_device() const { return is_device_; }
   int device() const { return device_; }
+  // On a Level Zero GPU (DLPack kDLOneAPI, no __cuda_array_interface__).
+  bool is_level_zero() const { return is_level_zero_; }
   DevicePointer device_pointer() const { return device_pointer_; }
   // Host bytes; null for device buffers.
   std::byte* host_data() const { return host_data_; }
@@ -109,6 +111,7 @@ class PyBuffer {
   DevicePointer device_pointer_ = 0;
   int device_ = -1;
   bool is_device_ = false;
+  bool is_level_zero_ = false;
   bool writable_ = false;
   bool created_ = false;
   std::uint64_t lease_id_ = 0;

@@ -81,6 +81,7 @@ void Fill(Managed* managed, ExportContext* context, void* data, DLDevice device,
 }  // namespace
 
 py::tuple DlpackDevice(const PyBuffer& buffer) {
+  if (buffer.is_level_zero()) return py::make_tuple(kDLOneAPIDevice, buffer.device());
   if (buffer.is_device()) return py::make_tuple(static_cast<int>(kDLCUDA), buffer.device());
   return py::make_tuple(static_cast<int>(kDLCPU), 0);
 }

@@ -24,6 +24,8 @@ inline constexpr char kVersionedCapsuleName[] = "dltensor_versioned";
 
 // DLPack 0.8 added kDLBool = 6 to DLDataTypeCode.
 inline constexpr std::uint8_t kDLBoolCode = 6;
+// kDLOneAPI (Level Zero / SYCL devices), from DLPack 0.7 on.
+inline constexpr int kDLOneAPIDevice = 14;
 
 }  // namespace memd::python
 

@@ -56,6 +56,9 @@ py::object Device(const DeviceInfo& d) {
   kw["handle_type"] = d.handle_type;
   kw["healthy"] = d.healthy;
   kw["health_error"] = d.health_error;
+  kw["api"] = d.api;
+  kw["pci_address"] = d.pci_address;
+  kw["ipc"] = d.ipc;
   return Type("DeviceInfo")(**kw);
 }
 
@@ -82,7 +85,8 @@ py::object Device(const DeviceInfo& d) {
   [[maybe_unused]] const auto& [pool_0, pool_1, pool_2, pool_3, pool_4, pool_5, pool_6, pool_7,
                                 pool_8, pool_9, pool_10, pool_11, pool_12, pool_13, pool_14] = pool;
   [[maybe_unused]] const auto& [device_0, device_1, device_2, device_3, device_4, device_5,
-                                device_6, device_7, device_8, device_9] = device;
+                                device_6, device_7, device_8, device_9, device_10, device_11,
+                                device_12] = device;
   [[maybe_unused]] const auto& [transfers_0, transfers_1, transfers_2, transfers_3, transfers_4,
                                 transfers_5, transfers_6] = transfers;
   [[maybe_unused]] const auto& [stats_0, stats_1, stats_2, stats_3, stats_4, stats_5, stats_6,

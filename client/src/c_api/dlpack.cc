@@ -87,7 +87,8 @@ absl::StatusOr<DLManagedTensor*> ExportDlpack(std::shared_ptr<Buffer> lease,
   DLTensor& tensor = exported->tensor.dl_tensor;
   if (buffer.device() >= 0) {
     tensor.data = reinterpret_cast<void*>(static_cast<uintptr_t>(buffer.device_pointer()));
-    tensor.device = {kDLCUDA, buffer.device()};
+    tensor.device = {buffer.level_zero() ? static_cast<DLDeviceType>(kDLOneAPIDevice) : kDLCUDA,
+                     buffer.device()};
   } else {
     tensor.data = const_cast<std::byte*>(buffer.data().data());
     tensor.device = {kDLCPU, 0};

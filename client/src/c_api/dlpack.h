@@ -10,8 +10,13 @@
 
 namespace memd::c_api {
 
+// DLPack's kDLOneAPI (Level Zero / SYCL devices), from DLPack 0.7 on;
+// Debian's 0.6 header lacks it.
+inline constexpr int kDLOneAPIDevice = 14;
+
 // A DLManagedTensor over `lease`'s memory (host: kDLCPU; device: kDLCUDA
-// and this process's ordinal) that holds the lease until its deleter runs.
+// and this process's ordinal, or kDLOneAPI and this process's Level Zero
+// device index) that holds the lease until its deleter runs.
 // INVALID_ARGUMENT for a dtype of partial bytes or no lanes, ndim out of
 // 0..32, a negative dimension, more bytes than the buffer has (the
 // numbers); FAILED_PRECONDITION for a read-only lease without
