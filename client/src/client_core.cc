@@ -78,41 +78,35 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
   buffer.lease_ = lease.lease_id();
   buffer.session_generation_ = connection.generation;
   buffer.created_ = lease.created();
-  if (handle.type() == v1::LEVEL_ZERO_IPC) {
-    ZeHandle device;
+  // Device memory: the segment is imported (or shared) and the buffer
+  // lies at its offset; the import's kind follows the handle's.
+  auto adopt_device = [&](auto device, auto& imports,
+                          bool with_fd) -> absl::StatusOr<Buffer> {
     device.segment_id = handle.segment_id();
     device.segment_bytes = handle.segment_bytes();
     device.device = handle.device();
     device.device_uuid = handle.device_uuid();
     device.ipc_handle = handle.ipc_handle();
-    auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
-    if (!fd.ok()) return give_back(fd.status());
-    device.fd = std::move(*fd);
-    auto import = ze_imports_.Import(connection.generation, std::move(device));
-    if (!import.ok()) return give_back(import.status());
-    buffer.device_pointer_ = (*import)->base + handle.offset();
-    buffer.device_import_ = std::move(*import);
-    return buffer;
-  }
-  if (handle.type() == v1::CUDA_VMM_FD || handle.type() == v1::CUDA_IPC) {
-    DeviceHandle device;
-    device.ipc = handle.type() == v1::CUDA_IPC;
-    device.segment_id = handle.segment_id();
-    device.segment_bytes = handle.segment_bytes();
-    device.device = handle.device();
-    device.device_uuid = handle.device_uuid();
-    device.ipc_handle = handle.ipc_handle();
-    device.writable = writable;
-    if (!device.ipc) {
+    if (with_fd) {
       auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
       if (!fd.ok()) return give_back(fd.status());
       device.fd = std::move(*fd);
     }
-    auto import = device_imports_.Import(connection.generation, std::move(device));
+    auto import = imports.Import(connection.generation, std::move(device));
     if (!import.ok()) return give_back(import.status());
     buffer.device_pointer_ = (*import)->base + handle.offset();
     buffer.device_import_ = std::move(*import);
-    return buffer;
+    return std::move(buffer);
+  };
+  if (handle.type() == v1::LEVEL_ZERO_IPC) {
+    return adopt_device(ZeHandle{}, ze_imports_, /*with_fd=*/true);
+  }
+  if (handle.type() == v1::CUDA_VMM_FD || handle.type() == v1::CUDA_IPC) {
+    const bool ipc = handle.type() == v1::CUDA_IPC;  // Bytes only, no descriptor.
+    DeviceHandle device;
+    device.ipc = ipc;
+    device.writable = writable;
+    return adopt_device(std::move(device), device_imports_, /*with_fd=*/!ipc);
   }
   if (handle.type() != v1::HOST_MEMFD) {
     return give_back(absl::UnimplementedError(absl::StrCat(
