@@ -18,13 +18,11 @@
 
 namespace memd::ze {
 
-// Every entry point memd calls: X(field, symbol, signature). Loader 1.8
-// (Debian 12) exports all of them.
+// Every entry point memd calls, and only those: X(field, symbol,
+// signature). Loader 1.8 (Debian 12) exports all of them.
 #define MEMD_ZE_ENTRY_POINTS(X)                                                      \
   X(Init, zeInit, ze_result_t(ze_init_flags_t))                                      \
   X(DriverGet, zeDriverGet, ze_result_t(uint32_t*, ze_driver_handle_t*))             \
-  X(DriverGetApiVersion, zeDriverGetApiVersion,                                      \
-    ze_result_t(ze_driver_handle_t, ze_api_version_t*))                               \
   X(DriverGetIpcProperties, zeDriverGetIpcProperties,                                \
     ze_result_t(ze_driver_handle_t, ze_driver_ipc_properties_t*))                     \
   X(DeviceGet, zeDeviceGet,                                                          \
@@ -43,13 +41,7 @@ namespace memd::ze {
   X(MemAllocDevice, zeMemAllocDevice,                                                \
     ze_result_t(ze_context_handle_t, const ze_device_mem_alloc_desc_t*, size_t,       \
                 size_t, ze_device_handle_t, void**))                                  \
-  X(MemAllocHost, zeMemAllocHost,                                                    \
-    ze_result_t(ze_context_handle_t, const ze_host_mem_alloc_desc_t*, size_t, size_t, \
-                void**))                                                              \
   X(MemFree, zeMemFree, ze_result_t(ze_context_handle_t, void*))                     \
-  X(MemGetAllocProperties, zeMemGetAllocProperties,                                  \
-    ze_result_t(ze_context_handle_t, const void*, ze_memory_allocation_properties_t*, \
-                ze_device_handle_t*))                                                 \
   X(MemGetIpcHandle, zeMemGetIpcHandle,                                              \
     ze_result_t(ze_context_handle_t, const void*, ze_ipc_mem_handle_t*))              \
   X(MemOpenIpcHandle, zeMemOpenIpcHandle,                                            \
@@ -74,7 +66,6 @@ namespace memd::ze {
     ze_result_t(ze_event_pool_handle_t, const ze_event_desc_t*, ze_event_handle_t*))  \
   X(EventDestroy, zeEventDestroy, ze_result_t(ze_event_handle_t))                    \
   X(EventHostSynchronize, zeEventHostSynchronize, ze_result_t(ze_event_handle_t, uint64_t)) \
-  X(EventQueryStatus, zeEventQueryStatus, ze_result_t(ze_event_handle_t))            \
   X(EventHostReset, zeEventHostReset, ze_result_t(ze_event_handle_t))
 
 // The resolved entry points: api.MemAllocDevice(...) calls zeMemAllocDevice.

@@ -21,11 +21,11 @@ std::vector<DeviceInfo> CombinedBackend::devices() const {
 }
 
 Backend& CombinedBackend::Owner(const Location& location) const {
-  if (location.kind != Location::Kind::kDevice) return *cuda_;
-  for (const DeviceInfo& device : level_zero_->devices()) {
-    if (device.ordinal == location.device) return *level_zero_;
+  if (location.kind == Location::Kind::kDevice &&
+      location.device >= level_zero_->first_ordinal()) {
+    return *level_zero_;  // Its devices, and the error for any past them.
   }
-  return *cuda_;  // Its own devices, and the error for any other.
+  return *cuda_;  // Host and pinned, its own devices.
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CombinedBackend::CopyDevices() {

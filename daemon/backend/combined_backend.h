@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "daemon/backend/backend.h"
+#include "daemon/backend/level_zero/ze_backend.h"
 
 namespace memd::backend {
 
@@ -15,7 +16,7 @@ namespace memd::backend {
 class CombinedBackend : public Backend {
  public:
   // `level_zero` numbers its GPUs from cuda's device count.
-  CombinedBackend(std::unique_ptr<Backend> cuda, std::unique_ptr<Backend> level_zero)
+  CombinedBackend(std::unique_ptr<Backend> cuda, std::unique_ptr<ZeBackend> level_zero)
       : cuda_(std::move(cuda)), level_zero_(std::move(level_zero)) {}
 
   std::string_view name() const override { return "cuda+level_zero"; }
@@ -35,7 +36,7 @@ class CombinedBackend : public Backend {
   Backend& Owner(const Location& location) const;
 
   const std::unique_ptr<Backend> cuda_;
-  const std::unique_ptr<Backend> level_zero_;
+  const std::unique_ptr<ZeBackend> level_zero_;
 };
 
 }  // namespace memd::backend

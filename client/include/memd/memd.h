@@ -298,7 +298,8 @@ typedef struct memd_dlpack_options {
 void memd_dlpack_options_init(memd_dlpack_options* options);
 
 /* Exports the buffer's memory as a DLPack tensor: kDLCPU for host memory,
- * kDLCUDA and this process's ordinal for device buffers. The tensor holds
+ * kDLCUDA and this process's ordinal for CUDA device buffers, kDLOneAPI (14)
+ * and this process's Level Zero device index for Level Zero ones. The tensor holds
  * the mapping (and the lease) until its deleter runs, even past
  * memd_buffer_release: the consumer calls `(*tensor)->deleter(*tensor)`
  * once. Errors: INVALID_ARGUMENT (dtype, ndim, a negative dimension, more

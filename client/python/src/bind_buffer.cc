@@ -98,7 +98,8 @@ void BindProperties(py::class_<PyBuffer>& buffer_class) {
 void BindExports(py::class_<PyBuffer>& buffer_class) {
   buffer_class
       .def("__dlpack_device__", &DlpackDevice,
-           "(kDLCPU=1, 0) for host memory, (kDLCUDA=2, device) for GPU memory.")
+           "(kDLCPU=1, 0) for host memory, (kDLCUDA=2, device) for CUDA GPU memory, "
+           "(kDLOneAPI=14, device) for Level Zero GPU memory.")
       .def(
           "__dlpack__",
           [](py::object self, py::object stream, py::object max_version,

@@ -35,22 +35,27 @@ absl::Status ZeSegment::GetHandles() {
       api.MemGetIpcHandle(device_.gpu.context, address_, &first), "zeMemGetIpcHandle",
       device_.ordinal));
   if (api.MemPutIpcHandle != nullptr) to_put_.push_back(first);
+  // Should this second call fail, whose the first descriptor is stays
+  // unknown: it is left open (one descriptor, on an error path) rather than
+  // closed under a driver that caches it.
   MEMD_RETURN_IF_ERROR(loader_->Check(
       api.MemGetIpcHandle(device_.gpu.context, address_, &second), "zeMemGetIpcHandle",
       device_.ordinal));
   if (api.MemPutIpcHandle != nullptr) to_put_.push_back(second);
   const int fd = IpcHandleFd(first), again = IpcHandleFd(second);
-  if (fd < 0 || ::fcntl(fd, F_GETFD) < 0 || again < 0 || ::fcntl(again, F_GETFD) < 0) {
+  const bool open = fd >= 0 && ::fcntl(fd, F_GETFD) >= 0 && again >= 0 &&
+                    ::fcntl(again, F_GETFD) >= 0;
+  if (open && api.MemPutIpcHandle == nullptr && again != fd) {
+    owned_fd_.reset(fd);  // A fresh descriptor per call: both are memd's.
+    ::close(again);
+  }
+  if (!open) {
     return absl::InternalError(absl::StrCat(
         "zeMemGetIpcHandle on device ", device_.ordinal,
         " gave a handle without an open descriptor in its first 8 bytes (Intel's layout); "
         "memd cannot pass this driver's handles between processes"));
   }
   exported_fd_ = fd;
-  if (api.MemPutIpcHandle == nullptr && again != fd) {
-    owned_fd_.reset(fd);  // A fresh descriptor per call: both are memd's.
-    ::close(again);
-  }
   handle_.assign(first.data, sizeof(first.data));
   return absl::OkStatus();
 }
