@@ -1,7 +1,6 @@
 #include "daemon/transfer/copy_threads.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace memd::transfer {
 namespace {
@@ -32,9 +31,10 @@ CopyThreads::~CopyThreads() {
   for (std::thread& helper : helpers_) helper.join();
 }
 
-void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes) {
+void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes,
+                       Stores stores) {
   if (helpers_.empty() || bytes < kSplitAbove) {
-    std::memcpy(destination, source, bytes);
+    CopyWith(stores, destination, source, bytes);
     return;
   }
   const std::uint64_t parts = helpers_.size() + 1;
@@ -45,7 +45,7 @@ void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uin
     std::uint64_t offset = 0;
     for (std::uint64_t i = 0; i < parts; ++i) {
       const std::uint64_t length = std::min(share, bytes - offset);
-      parts_[i] = Part{destination + offset, source + offset, length};
+      parts_[i] = Part{destination + offset, source + offset, length, stores};
       offset += length;
     }
     mine = parts_[0];
@@ -53,7 +53,7 @@ void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uin
     ++generation_;
     work_.SignalAll();
   }
-  std::memcpy(mine.destination, mine.source, mine.bytes);
+  CopyWith(stores, mine.destination, mine.source, mine.bytes);
   absl::MutexLock lock(&mu_);
   while (pending_ > 0) done_.Wait(&mu_);
 }
@@ -69,7 +69,7 @@ void CopyThreads::Help(int index) {
       seen = generation_;
       part = parts_[index + 1];
     }
-    if (part.bytes > 0) std::memcpy(part.destination, part.source, part.bytes);
+    if (part.bytes > 0) CopyWith(part.stores, part.destination, part.source, part.bytes);
     absl::MutexLock lock(&mu_);
     if (--pending_ == 0) done_.Signal();
   }

@@ -7,6 +7,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/transfer/streaming_copy.h"
 
 namespace memd::transfer {
 
@@ -23,8 +24,10 @@ class CopyThreads {
   CopyThreads(const CopyThreads&) = delete;
   CopyThreads& operator=(const CopyThreads&) = delete;
 
-  // memcpy(destination, source, bytes), split; returns when all is copied.
-  void Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes);
+  // memcpy(destination, source, bytes), split; returns when all is copied
+  // (with kStreaming, visible to every thread).
+  void Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes,
+            Stores stores = Stores::kCached);
 
   int threads() const { return static_cast<int>(helpers_.size()) + 1; }
 
@@ -33,6 +36,7 @@ class CopyThreads {
     std::byte* destination = nullptr;
     const std::byte* source = nullptr;
     std::uint64_t bytes = 0;
+    Stores stores = Stores::kCached;
   };
   void Help(int index);
 

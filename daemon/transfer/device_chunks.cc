@@ -81,7 +81,7 @@ absl::Status DeviceLane::Enqueue(const Chunk& chunk, int slot, Queue& queue) {
       if (slot < 0) {
         return queue.stream->HostToDevice(to.device_address + offset, from.host + offset, bytes);
       }
-      Stage(ring_.data(slot), from.host + offset, bytes, record);
+      Stage(ring_.data(slot), from.host + offset, bytes, record, Stores::kCached);
       return queue.stream->HostToDevice(to.device_address + offset, ring_.data(slot), bytes);
     case Direction::kDeviceToHost:
       return queue.stream->DeviceToHost(slot < 0 ? to.host + offset : ring_.data(slot),
@@ -133,7 +133,11 @@ void DeviceLane::Complete(InFlight& done) {
   }
   if (done.leg == Leg::kOut && done.slot >= 0) {
     // Only now are the bytes in the slot: a D2H read earlier sees garbage.
-    Stage(record.destination.memory.host + offset, ring_.data(done.slot), bytes, record);
+    // Streaming stores: the client's buffer is written, not read, here, and
+    // memcpy's read of each line before overwriting it made this copy the
+    // d2h limit on a real GPU (docs/benchmarks.md, "first real GPU").
+    Stage(record.destination.memory.host + offset, ring_.data(done.slot), bytes, record,
+          Stores::kStreaming);
   }
   Succeed(done);
 }
@@ -143,7 +147,7 @@ void DeviceLane::Complete(InFlight& done) {
 // fill would wait for all of it: while a critical chunk is on the device,
 // such a copy goes a piece at a time, taking in ended chunks between pieces.
 void DeviceLane::Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
-                       const TransferRecord& record) {
+                       const TransferRecord& record, Stores stores) {
   constexpr std::uint64_t kPiece = std::uint64_t{1} << 20;
   std::uint64_t done = 0;
   while (done < bytes) {
@@ -152,7 +156,7 @@ void DeviceLane::Stage(std::byte* to, const std::byte* from, std::uint64_t bytes
     const std::uint64_t piece = piecewise ? std::min(kPiece, bytes - done) : bytes - done;
     {
       StagingTimer timer(counters_.staging_ns);
-      copy_.Copy(to + done, from + done, piece);
+      copy_.Copy(to + done, from + done, piece, stores);
     }
     done += piece;
     if (piecewise) TakeInCriticalChunks();

@@ -84,7 +84,7 @@ class DeviceLane : public Lane {
   absl::Status Enqueue(const Chunk& chunk, int slot, Queue& queue);
   void Complete(InFlight& done);
   void Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
-             const TransferRecord& record);
+             const TransferRecord& record, Stores stores);
   void TakeInCriticalChunks();
   void Record(Queue& queue, InFlight entry);
   void Fail(InFlight& entry, absl::Status status, bool enqueued, Queue& queue);
