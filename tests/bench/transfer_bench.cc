@@ -18,6 +18,9 @@
 //     staging and DMA: the control).
 // BM_PlainCuMemcpy/<dir>/<host>     cuMemcpyHtoD/DtoH of the same 1 GiB from
 //     pinned (cuMemHostAlloc) or pageable memory: the driver's own figure.
+// BM_ChunkCalls/bytes:B            The CopyStream calls the lane makes per
+//     chunk (async copy of B bytes, Mark, WakeWhenDone, the wake, Reached),
+//     each timed: p50 and p99 in microseconds.
 // BM_Critical/load:L                Latency of a 64 KiB critical h2d copy,
 //     alone (L=0) and while background 1 GiB copies saturate the link (L=1).
 // BM_FileToDevice, BM_Cat           `memctl put --location device:0 FILE`
@@ -381,6 +384,74 @@ BENCHMARK(BM_PlainCuMemcpy)
     ->ArgNames({"d2h", "pinned"})
     ->Args({0, 1})->Args({0, 0})->Args({1, 1})->Args({1, 0})
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// --- 2b. What one chunk costs the lane in driver calls ------------------------
+
+// Per call of the CopyStream interface the lane makes for each chunk, on one
+// stream of device 0: the async d2h copy of range(0) bytes into staging, its
+// marker, arranging the wake, the wake's arrival after that, and the query
+// of the marker. Each iteration is one chunk's worth, waited for.
+void BM_ChunkCalls(benchmark::State& state) {
+  Gpu& gpu = TheGpu();
+  if (!gpu.error.empty()) {
+    state.SkipWithError(gpu.error.c_str());
+    return;
+  }
+  auto devices = gpu.backend->CopyDevices();
+  if (!devices.ok() || devices->empty()) {
+    state.SkipWithError("no copy device");
+    return;
+  }
+  memd::backend::CopyDevice& device = *devices->front();
+  const auto bytes = static_cast<std::uint64_t>(state.range(0));
+  auto staging = device.AllocateStaging(bytes);
+  auto stream = device.NewStream();
+  if (!staging.ok() || !stream.ok()) {
+    state.SkipWithError("no staging or stream");
+    return;
+  }
+  const memd::backend::DeviceAddress source = gpu.device->Memory()->device_address;
+  std::map<std::string, std::vector<double>> micros;
+  auto lap = [&micros](const char* what, Clock::time_point& since) {
+    const Clock::time_point now = Clock::now();
+    micros[what].push_back(std::chrono::duration<double, std::micro>(now - since).count());
+    since = now;
+  };
+  for (auto _ : state) {
+    const Clock::time_point start = Clock::now();
+    Clock::time_point at = start;
+    std::atomic<bool> woken{false};
+    absl::Status status = (*stream)->DeviceToHost(staging->data(), source, bytes);
+    lap("copy_us", at);
+    auto marker = (*stream)->Mark();
+    lap("mark_us", at);
+    if (status.ok()) status = marker.status();
+    if (status.ok()) status = (*stream)->WakeWhenDone([&woken] { woken.store(true); });
+    lap("arrange_wake_us", at);
+    if (!status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      return;
+    }
+    while (!woken.load()) {
+    }
+    lap("until_woken_us", at);
+    auto reached = (*stream)->Reached(*marker);
+    lap("reached_us", at);
+    (*stream)->Forget(*marker);
+    if (!reached.ok() || !*reached) {
+      state.SkipWithError("woken before the marker was reached");
+      return;
+    }
+    state.SetIterationTime(SecondsSince(start));
+  }
+  for (const auto& [what, samples] : micros) {
+    state.counters[what] = Percentile(samples, 50);
+    state.counters[absl::StrCat(what.substr(0, what.size() - 3), "_p99_us")] =
+        Percentile(samples, 99);
+  }
+}
+BENCHMARK(BM_ChunkCalls)->ArgName("bytes")->Arg(4 << 10)->Arg(4 << 20)->UseManualTime()
+    ->Iterations(500)->Unit(benchmark::kMicrosecond);
 
 // --- 3. Priority under load ---------------------------------------------------
 
