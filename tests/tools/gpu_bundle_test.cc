@@ -59,7 +59,9 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   // bundle, but for the C library's own.
   for (const char* object : {"bin/memd", "bin/memctl", "bin/memd-test-client",
                              "bin/memd-c-api-test", "bin/real_gpu_test", "bin/memd-transfer-bench",
-                             "lib-fake/libcuda.so.1"}) {
+                             "bin/memd-ze-test-client", "bin/real_ze_test",
+                             "lib-fake/libcuda.so.1", "lib-fake/libmemd_fake_ze.so",
+                             "lib-ze/libze_loader.so.1"}) {
     ProgramResult ldd = RunProgram("/usr/bin/ldd", {bundle + "/" + object}, "",
                                    {{"LD_LIBRARY_PATH", bundle + "/lib"}});
     ASSERT_EQ(ldd.exit_code, 0) << object << ": " << Describe(ldd);
@@ -91,6 +93,12 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   // Every test ran and passed on the fake: none skipped, however many there are.
   EXPECT_THAT(summary, ::testing::ContainsRegex("fake_driver: ok \\(PASSED [1-9][0-9]* tests\\)"));
   EXPECT_THAT(summary, HasSubstr("real_driver: ok"));
+  // Level Zero likewise: the fake under the bundle's loader passes every
+  // test; this machine's own loader finds no Level Zero GPU and skips.
+  EXPECT_THAT(summary,
+              ::testing::ContainsRegex("fake_level_zero: ok \\(PASSED [1-9][0-9]* tests\\)"))
+      << Read(report + "/fake_level_zero.log");
+  EXPECT_THAT(summary, HasSubstr("real_level_zero: ok"));
   // The bench needs a GPU that answers; here none does, and the report says so.
   EXPECT_THAT(summary, HasSubstr("transfer bench: not run (no GPU answers here)"));
   EXPECT_THAT(summary, HasSubstr("programs: " + bundle + "/bin"))
