@@ -115,7 +115,7 @@ void DeviceLane::Record(Queue& queue, InFlight entry) {
 
 // A leg's marker was reached: the next leg, the drain into the
 // destination, or the chunk is done.
-void DeviceLane::Complete(InFlight& done) {
+bool DeviceLane::Complete(InFlight& done) {
   const TransferRecord& record = *done.chunk.record;
   const std::uint64_t offset = done.chunk.offset;
   const std::uint64_t bytes = done.chunk.bytes;
@@ -125,11 +125,11 @@ void DeviceLane::Complete(InFlight& done) {
         record.destination.memory.device_address + offset, ring_.data(done.slot), bytes);
     if (!enqueued.ok()) {
       Fail(done, std::move(enqueued), /*enqueued=*/false, peer);
-      return;
+      return false;
     }
     done.leg = Leg::kPeerIn;
     Record(peer, std::move(done));
-    return;
+    return false;
   }
   if (done.leg == Leg::kOut && done.slot >= 0) {
     // Only now are the bytes in the slot: a D2H read earlier sees garbage.
@@ -138,8 +138,11 @@ void DeviceLane::Complete(InFlight& done) {
     // d2h limit on a real GPU (docs/benchmarks.md, "first real GPU").
     Stage(record.destination.memory.host + offset, ring_.data(done.slot), bytes, record,
           Stores::kStreaming);
+    Succeed(done);
+    return true;
   }
   Succeed(done);
+  return false;
 }
 
 // Fills or drains a slot. The lane notices a chunk's end only between its

@@ -67,7 +67,7 @@ class DeviceLane : public Lane {
 
   // The loop's steps (device_lane.cc).
   bool Step();
-  void PollQueue(Queue& queue);
+  bool PollQueue(Queue& queue);
   // Tells the engine of outcomes_ (hold a CoreLock; clear them after it).
   void ReportOutcomes(absl::Time now);
   void Drop(Queue& queue, const absl::Status& why);
@@ -82,7 +82,8 @@ class DeviceLane : public Lane {
   static bool IntoDevice(const TransferRecord& record);
   void Issue(Chunk chunk);
   absl::Status Enqueue(const Chunk& chunk, int slot, Queue& queue);
-  void Complete(InFlight& done);
+  // True when it drained a slot into host memory (CPU time spent).
+  bool Complete(InFlight& done);
   void Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
              const TransferRecord& record, Stores stores);
   void TakeInCriticalChunks();

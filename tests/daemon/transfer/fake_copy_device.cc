@@ -30,6 +30,10 @@ void FakeDeviceState::FailEnqueues(int count, absl::Status error) {
   enqueue_faults_ = count;
   enqueue_error_ = std::move(error);
 }
+void FakeDeviceState::OnEnqueue(EnqueueHook hook) {
+  std::lock_guard lock(mu_);
+  on_enqueue_ = std::move(hook);
+}
 void FakeDeviceState::FailCopies(int count, absl::Status error) {
   std::lock_guard lock(mu_);
   copy_faults_ = count;
@@ -212,6 +216,12 @@ class FakeCopyStream : public backend::CopyStream {
 
   absl::Status Copy(void* destination, const void* source, std::uint64_t bytes, int wire) {
     if (absl::Status fault = state_->TakeEnqueueFault(); !fault.ok()) return fault;
+    FakeDeviceState::EnqueueHook hook;
+    {
+      std::lock_guard state_lock(state_->mu_);
+      hook = state_->on_enqueue_;
+    }
+    if (hook) hook(destination, source, bytes);
     Op op;
     op.destination = static_cast<std::byte*>(destination);
     op.source = static_cast<const std::byte*>(source);

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,12 @@ class FakeDeviceState {
   void Hang();
   void Release();
   void SetLink(FakeLink link);
+  // Called at every enqueue that queues a copy, on the enqueuing thread
+  // (the engine's lane) before the copy is queued: what a test observes of
+  // the order of the lane's steps. Set before the engine starts.
+  using EnqueueHook =
+      std::function<void(const void* destination, const void* source, std::uint64_t bytes)>;
+  void OnEnqueue(EnqueueHook hook);
 
   // Copies whose source bytes changed between enqueue and the DMA (a
   // staging slot reused too early).
@@ -89,6 +96,7 @@ class FakeDeviceState {
   int max_queued_ = 0;
   std::map<std::uint64_t, int> queued_ahead_;  // By copy size.
   std::uint64_t copies_ = 0;
+  EnqueueHook on_enqueue_;
   // One copy at a time per direction on the modelled link, first come first
   // served (a std::mutex lets the stream that just let go take it again).
   std::condition_variable wire_turn_;
