@@ -2,6 +2,7 @@
 // c_api_test.c (compiled as C) and c_api_ctypes.py (Python's ctypes), both
 // loading the exported libmemd.so.
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +48,21 @@ TEST(CApiTest, DeviceBuffersExportCudaTensorsFromC) {
       {{"MEMD_SOCKET_DIR", daemon->socket_dir()}, {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
   EXPECT_EQ(result.exit_code, 0) << Describe(result);
   EXPECT_NE(result.out.find("ok - device buffers"), std::string::npos) << Describe(result);
+}
+
+// The fake Level Zero driver under the real loader, in the daemon and in
+// the C program (the loader reads ZE_ENABLE_ALT_DRIVERS in each process).
+TEST(CApiTest, LevelZeroBuffersExportOneApiTensorsFromC) {
+  ::setenv("ZE_ENABLE_ALT_DRIVERS", MEMD_FAKE_ZE_PATH, 1);
+  auto daemon = StartDaemon({"--backend", "level_zero"});
+  ::unsetenv("ZE_ENABLE_ALT_DRIVERS");
+  ASSERT_NE(daemon, nullptr);
+  ProgramResult result = RunProgram(
+      MEMD_C_API_TEST, {"level_zero"}, "",
+      {{"MEMD_SOCKET_DIR", daemon->socket_dir()}, {"ZE_ENABLE_ALT_DRIVERS", MEMD_FAKE_ZE_PATH}});
+  EXPECT_EQ(result.exit_code, 0) << Describe(result);
+  EXPECT_NE(result.out.find("ok - Level Zero device buffers"), std::string::npos)
+      << Describe(result);
 }
 
 TEST(CApiTest, PythonCtypesCallsTheLibrary) {

@@ -462,12 +462,17 @@ static void make_cuda_context_current(void) {
   CHECK(set_current(context) == CUDA_SUCCESS);
 }
 
-static void device_buffer(memd_client* client) {
+/* DLPack's kDLOneAPI, from DLPack 0.7 on (Level Zero devices). */
+#define K_DL_ONEAPI 14
+
+/* A device:0 buffer: its device pointer and a DLPack tensor of
+ * `device_type` (kDLCUDA on a CUDA daemon, kDLOneAPI on a Level Zero one). */
+static void device_buffer(memd_client* client, int device_type, const char* what) {
   memd_create_options create;
   memd_buffer* buffer = NULL;
   DLManagedTensor* tensor = NULL;
 
-  begin("device buffers: a device pointer and a kDLCUDA tensor");
+  begin(what);
   memd_create_options_init(&create);
   create.location = "device:0";
   OK(memd_create(client, named("gpu"), 1 << 20, &create, &buffer, &error));
@@ -475,7 +480,8 @@ static void device_buffer(memd_client* client) {
   CHECK(memd_buffer_device(buffer) == 0 && memd_buffer_device_pointer(buffer) != 0);
   CHECK(strcmp(memd_buffer_get_info(buffer)->location, "device:0") == 0);
   OK(memd_buffer_to_dlpack(buffer, NULL, &tensor, &error));
-  CHECK(tensor->dl_tensor.device.device_type == kDLCUDA && tensor->dl_tensor.device.device_id == 0);
+  CHECK((int)tensor->dl_tensor.device.device_type == device_type &&
+        tensor->dl_tensor.device.device_id == 0);
   CHECK((uint64_t)(uintptr_t)tensor->dl_tensor.data == memd_buffer_device_pointer(buffer));
   CHECK(tensor->dl_tensor.shape[0] == (1 << 20));
   tensor->deleter(tensor);
@@ -487,15 +493,21 @@ static void device_buffer(memd_client* client) {
 
 int main(int argc, char** argv) {
   memd_client* client;
-  if (argc != 2 || (strcmp(argv[1], "host") != 0 && strcmp(argv[1], "device") != 0)) {
-    fprintf(stderr, "usage: %s host|device  (daemon on $MEMD_SOCKET_DIR)\n", argv[0]);
+  if (argc != 2 || (strcmp(argv[1], "host") != 0 && strcmp(argv[1], "device") != 0 &&
+                    strcmp(argv[1], "level_zero") != 0)) {
+    fprintf(stderr, "usage: %s host|device|level_zero  (daemon on $MEMD_SOCKET_DIR)\n",
+            argv[0]);
     return 2;
   }
   snprintf(g_prefix, sizeof g_prefix, "c-api-test-%ld", (long)getpid());
   client = connect_default();
   if (strcmp(argv[1], "device") == 0) {
     make_cuda_context_current();
-    device_buffer(client);
+    device_buffer(client, kDLCUDA, "device buffers: a device pointer and a kDLCUDA tensor");
+  } else if (strcmp(argv[1], "level_zero") == 0) {
+    /* No context passed: libmemd opens the buffer in a context of its own. */
+    device_buffer(client, K_DL_ONEAPI,
+                  "Level Zero device buffers: a device pointer and a kDLOneAPI tensor");
   } else {
     versions_and_errors();
     connect_errors();

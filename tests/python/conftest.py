@@ -3,7 +3,8 @@ socket directory, started the way tests/support/daemon_process.h starts one
 (the fixture plays systemd and returns on READY=1 instead of sleeping), and
 clients of it.
 
-ctest sets MEMD_BIN (build/bin/memd), MEMD_FAKE_CUDA (the fake CUDA driver)
+ctest sets MEMD_BIN (build/bin/memd), MEMD_FAKE_CUDA and MEMD_FAKE_ZE (the fake
+CUDA and Level Zero drivers)
 and PYTHONPATH (build/python); by hand, from the repository root:
     PYTHONPATH=build/python /usr/bin/python3 -m pytest tests/python
 """
