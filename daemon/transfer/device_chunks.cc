@@ -192,9 +192,13 @@ void DeviceLane::Succeed(InFlight& entry) {
 }
 
 // `enqueued`: the leg's copy is queued and may still read or write the slot,
-// so the stream is drained before the slot is reused.
+// so the stream is drained before the slot is reused. Not a broken device's
+// (a sticky error between the copy and its marker): it may never finish the
+// copy, and a lane waiting for it would never end a transfer again nor
+// stop. Its slot is given up at once, as PollQueue and Drop give up those
+// of the chunks it holds: a broken context moves no more bytes.
 void DeviceLane::Fail(InFlight& entry, absl::Status status, bool enqueued, Queue& queue) {
-  if (enqueued) (void)queue.stream->Synchronize();
+  if (enqueued && core_.device(queue.device).health().ok()) (void)queue.stream->Synchronize();
   ReleaseSlot(entry);
   outcomes_.push_back(Outcome{std::move(entry.chunk), std::move(status)});
 }

@@ -17,11 +17,13 @@ absl::StatusOr<std::unique_ptr<DeviceLane>> DeviceLane::Create(EngineCore& core,
   lane->queues_ = {&lane->in_, &lane->out_, &lane->critical_in_, &lane->critical_out_};
   for (Queue* queue : lane->queues_) {
     MEMD_ASSIGN_OR_RETURN(queue->stream, device.NewStream());
+    queue->device = index;
   }
   lane->peers_.resize(core.device_count());
   for (int other = 0; other < core.device_count(); ++other) {
     if (other == index) continue;
     MEMD_ASSIGN_OR_RETURN(lane->peers_[other].stream, core.device(other).NewStream());
+    lane->peers_[other].device = other;
     lane->queues_.push_back(&lane->peers_[other]);
   }
   lane->counters_.slots.store(options.staging_slots);

@@ -57,6 +57,7 @@ class DeviceLane : public Lane {
   struct Queue {
     std::unique_ptr<backend::CopyStream> stream;
     ChunkFifo<InFlight> fifo;
+    int device = -1;  // The engine's index of the stream's device.
   };
   struct Outcome {
     Chunk chunk;

@@ -43,6 +43,15 @@ void FakeDeviceState::BreakSticky(absl::Status error) {
   std::lock_guard lock(mu_);
   sticky_ = std::move(error);
 }
+void FakeDeviceState::BreakStickyAfterEnqueues(int count, absl::Status error) {
+  std::lock_guard lock(mu_);
+  sticky_after_enqueues_ = count;
+  sticky_after_error_ = std::move(error);
+}
+void FakeDeviceState::NoteEnqueued() {
+  std::lock_guard lock(mu_);
+  if (sticky_after_enqueues_ > 0 && --sticky_after_enqueues_ == 0) sticky_ = sticky_after_error_;
+}
 void FakeDeviceState::Hang() {
   std::lock_guard lock(mu_);
   hung_ = true;
@@ -234,6 +243,7 @@ class FakeCopyStream : public backend::CopyStream {
     ++queued_copies_;
     state_->NoteQueued(bytes, queued_copies_);
     Push(std::move(op));
+    state_->NoteEnqueued();
     return absl::OkStatus();
   }
 

@@ -45,6 +45,11 @@ class FakeDeviceState {
   void FailCopies(int count, absl::Status error);
   // From now on every call fails with `error` and health() returns it.
   void BreakSticky(absl::Status error);
+  // BreakSticky(error) right after the `count`-th copy enqueued from now is
+  // queued: that copy stays on its stream and the marker recorded behind it
+  // fails, as when a GPU breaks between a cuMemcpyAsync and its
+  // cuEventRecord (a window a test otherwise hits only under load).
+  void BreakStickyAfterEnqueues(int count, absl::Status error);
   // Copies that start from now on never finish (until Release or the
   // stream's destruction).
   void Hang();
@@ -73,6 +78,8 @@ class FakeDeviceState {
 
   absl::Status TakeEnqueueFault();
   absl::Status TakeCopyFault();
+  // A copy was queued (BreakStickyAfterEnqueues counts it).
+  void NoteEnqueued();
   absl::Status sticky() const;
   void NoteQueued(std::uint64_t bytes, int queued);
   // Waits for the direction's turn on the link, in arrival order.
@@ -91,6 +98,8 @@ class FakeDeviceState {
   int copy_faults_ = 0;
   absl::Status copy_error_;
   absl::Status sticky_;
+  int sticky_after_enqueues_ = 0;  // 0: none armed.
+  absl::Status sticky_after_error_;
   bool hung_ = false;
   int reused_too_early_ = 0;
   int max_queued_ = 0;
