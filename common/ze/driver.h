@@ -41,6 +41,9 @@ namespace memd::ze {
   X(MemAllocDevice, zeMemAllocDevice,                                                \
     ze_result_t(ze_context_handle_t, const ze_device_mem_alloc_desc_t*, size_t,       \
                 size_t, ze_device_handle_t, void**))                                  \
+  X(MemAllocHost, zeMemAllocHost,                                                    \
+    ze_result_t(ze_context_handle_t, const ze_host_mem_alloc_desc_t*, size_t, size_t,  \
+                void**))                                                              \
   X(MemFree, zeMemFree, ze_result_t(ze_context_handle_t, void*))                     \
   X(MemGetIpcHandle, zeMemGetIpcHandle,                                              \
     ze_result_t(ze_context_handle_t, const void*, ze_ipc_mem_handle_t*))              \
@@ -52,6 +55,8 @@ namespace memd::ze {
     ze_result_t(ze_context_handle_t, ze_device_handle_t, const ze_command_queue_desc_t*, \
                 ze_command_list_handle_t*))                                           \
   X(CommandListDestroy, zeCommandListDestroy, ze_result_t(ze_command_list_handle_t)) \
+  X(CommandListAppendBarrier, zeCommandListAppendBarrier,                            \
+    ze_result_t(ze_command_list_handle_t, ze_event_handle_t, uint32_t, ze_event_handle_t*)) \
   X(CommandListAppendMemoryCopy, zeCommandListAppendMemoryCopy,                      \
     ze_result_t(ze_command_list_handle_t, void*, const void*, size_t,                 \
                 ze_event_handle_t, uint32_t, ze_event_handle_t*))                     \
@@ -65,7 +70,9 @@ namespace memd::ze {
   X(EventCreate, zeEventCreate,                                                      \
     ze_result_t(ze_event_pool_handle_t, const ze_event_desc_t*, ze_event_handle_t*))  \
   X(EventDestroy, zeEventDestroy, ze_result_t(ze_event_handle_t))                    \
+  X(EventHostSignal, zeEventHostSignal, ze_result_t(ze_event_handle_t))              \
   X(EventHostSynchronize, zeEventHostSynchronize, ze_result_t(ze_event_handle_t, uint64_t)) \
+  X(EventQueryStatus, zeEventQueryStatus, ze_result_t(ze_event_handle_t))            \
   X(EventHostReset, zeEventHostReset, ze_result_t(ze_event_handle_t))
 
 // The resolved entry points: api.MemAllocDevice(...) calls zeMemAllocDevice.

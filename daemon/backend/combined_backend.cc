@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/status_macros.h"
+
 namespace memd::backend {
 
 std::vector<Location> CombinedBackend::locations() const {
@@ -29,7 +31,11 @@ Backend& CombinedBackend::Owner(const Location& location) const {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CombinedBackend::CopyDevices() {
-  return cuda_->CopyDevices();
+  MEMD_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<CopyDevice>> devices, cuda_->CopyDevices());
+  MEMD_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<CopyDevice>> level_zero,
+                        level_zero_->CopyDevices());
+  for (std::unique_ptr<CopyDevice>& device : level_zero) devices.push_back(std::move(device));
+  return devices;
 }
 
 }  // namespace memd::backend

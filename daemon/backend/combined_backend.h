@@ -29,7 +29,8 @@ class CombinedBackend : public Backend {
                                                    std::uint64_t bytes) override {
     return Owner(location).Reserve(location, bytes);
   }
-  // CUDA's; Level Zero GPUs have no copy side yet.
+  // CUDA's, then Level Zero's: each says its own ordinal in the one
+  // numbering. Errors: either backend's.
   absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CopyDevices() override;
 
  private:

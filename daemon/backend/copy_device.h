@@ -3,7 +3,7 @@
 // What the transfer engine needs from a GPU backend: where a segment's bytes
 // are, pinned staging memory, and in-order queues of asynchronous copies.
 // Plain C++: no driver type crosses this header, so the engine (transfer/)
-// is tested against fakes and never includes cuda.h.
+// is tested against fakes and never includes cuda.h or ze_api.h.
 
 #include <cstddef>
 #include <cstdint>
@@ -45,22 +45,24 @@ struct SegmentMemory {
   }
 };
 
-// Names one recorded point in a CopyStream (a pooled CUDA event).
+// Names one recorded point in a CopyStream (a pooled CUDA or Level Zero
+// event).
 using Marker = std::uint32_t;
 
 /// One in-order queue of asynchronous copies on a GPU (a non-blocking CUDA
-/// stream), and markers that tell when the copies enqueued before them have
-/// finished. Owns the stream and its events; destroying it waits for what was
-/// enqueued and then frees them. Not thread-safe: the engine drives each
-/// stream from one thread (WakeWhenDone's callback runs on a driver thread).
+/// stream, an immediate Level Zero command list), and markers that tell when
+/// the copies enqueued before them have finished. Owns the queue and its
+/// events; destroying it waits for what was enqueued and then frees them.
+/// Not thread-safe: the engine drives each stream from one thread
+/// (WakeWhenDone's callback runs on a driver or backend thread).
 ///
-/// Errors name the driver call, the CUresult and the device. Their codes say
-/// what the caller may do: UNAVAILABLE for failures worth retrying (the
-/// driver out of memory or resources, a transient error surfaced by an
-/// event), INVALID_ARGUMENT for bad addresses or sizes (a bug: never
-/// retried), INTERNAL for the rest. After a sticky error (the context is
-/// broken until the process restarts) every call fails and the device's
-/// health() says so.
+/// Errors name the driver call, its result (CUresult, ze_result_t) and the
+/// device. Their codes say what the caller may do: UNAVAILABLE for failures
+/// worth retrying (the driver out of memory or resources, a transient error
+/// surfaced by an event), INVALID_ARGUMENT for bad addresses or sizes (a
+/// bug: never retried), INTERNAL for the rest. After a sticky error (the
+/// context or device is broken until the process restarts) every call fails
+/// and the device's health() says so.
 class CopyStream {
  public:
   virtual ~CopyStream() = default;
@@ -76,7 +78,8 @@ class CopyStream {
   virtual absl::Status DeviceToDevice(DeviceAddress destination, DeviceAddress source,
                                       std::uint64_t bytes) = 0;
 
-  // A marker behind everything enqueued so far (cuEventRecord).
+  // A marker behind everything enqueued so far (cuEventRecord; a barrier
+  // that signals an event).
   virtual absl::StatusOr<Marker> Mark() = 0;
   // True once the work before `marker` has finished, false while it runs;
   // an error the work ended with. Valid until Forget(marker).
@@ -84,8 +87,9 @@ class CopyStream {
   // Returns the marker's event to the stream's pool.
   virtual void Forget(Marker marker) = 0;
 
-  // Calls `wake` once the work enqueued so far has finished (cuLaunchHostFunc):
-  // from a driver thread, so it must neither block nor call the driver.
+  // Calls `wake` once the work enqueued so far has finished (cuLaunchHostFunc;
+  // a thread that waits for an event): from a driver or backend thread, so
+  // it must neither block nor call the driver.
   virtual absl::Status WakeWhenDone(std::function<void()> wake) = 0;
 
   // Blocks until everything enqueued has finished.
@@ -103,8 +107,9 @@ class CopyDevice {
   virtual int ordinal() const = 0;
 
   // `bytes` of page-locked host memory the device DMAs to and from directly
-  // (cuMemHostAlloc, portable), allocated once, every page touched. Valid as
-  // long as this object. Errors: RESOURCE_EXHAUSTED, the driver's.
+  // (cuMemHostAlloc, portable; zeMemAllocHost), allocated once, every page
+  // touched. Valid as long as this object. Errors: RESOURCE_EXHAUSTED, the
+  // driver's.
   virtual absl::StatusOr<std::span<std::byte>> AllocateStaging(std::uint64_t bytes) = 0;
 
   // A new non-blocking stream. Errors: the driver's.

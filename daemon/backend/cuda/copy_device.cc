@@ -28,21 +28,11 @@ CudaCopyDevice::~CudaCopyDevice() {
   }
 }
 
-absl::Status CudaCopyDevice::health() const {
-  if (!broken_.load(std::memory_order_acquire)) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  return health_;
-}
+absl::Status CudaCopyDevice::health() const { return health_.status(); }
 
 absl::Status CudaCopyDevice::Status(CUresult result, std::string_view call, CopyCall kind) {
   absl::Status status = CopyStatus(*driver_, result, call, ordinal_, kind);
-  if (!status.ok() && IsStickyCudaError(result)) {
-    absl::MutexLock lock(&mu_);
-    if (health_.ok()) {
-      health_ = status;
-      broken_.store(true, std::memory_order_release);
-    }
-  }
+  if (!status.ok() && IsStickyCudaError(result)) health_.Break(status);
   return status;
 }
 

@@ -24,6 +24,7 @@
 #include "common/numa.h"
 #include "daemon/backend/copy_device.h"
 #include "daemon/backend/cuda/copy_errors.h"
+#include "daemon/backend/sticky_health.h"
 
 namespace memd::backend {
 
@@ -81,9 +82,8 @@ class CudaCopyDevice : public CopyDevice {
   const int ordinal_;
   const CUcontext context_;
   const Options options_;
-  std::atomic<bool> broken_{false};  // health_ is not OK: skip the lock.
-  mutable absl::Mutex mu_;
-  absl::Status health_ ABSL_GUARDED_BY(mu_);
+  StickyHealth health_;
+  absl::Mutex mu_;
   std::vector<void*> staging_ ABSL_GUARDED_BY(mu_);  // cuMemHostAlloc's.
   std::vector<numa::NodeMemory> registered_ ABSL_GUARDED_BY(mu_);  // On a node.
 };

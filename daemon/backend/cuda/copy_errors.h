@@ -7,15 +7,9 @@
 
 #include "absl/status/status.h"
 #include "common/cuda/driver.h"
+#include "daemon/backend/copy_call.h"
 
 namespace memd::backend {
-
-// Where a CUresult came from: what the driver was asked to do.
-enum class CopyCall {
-  kEnqueue,  // A call that queues or creates (copies, records, streams).
-  kSurface,  // An event query or synchronize: the result of earlier work.
-  kStaging,  // Allocating pinned staging memory.
-};
 
 // Errors that break the context until the process restarts (CUDA's "sticky"
 // errors: illegal address, launch failure, ECC, ...).

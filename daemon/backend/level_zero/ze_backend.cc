@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "daemon/backend/level_zero/ze_copy_device.h"
 
 namespace memd::backend {
 namespace {
@@ -91,6 +92,16 @@ std::vector<DeviceInfo> ZeBackend::devices() const {
     infos.push_back(std::move(info));
   }
   return infos;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> ZeBackend::CopyDevices() {
+  std::vector<std::unique_ptr<CopyDevice>> copy_devices;
+  for (const ZeDevice& device : devices_) {
+    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<ZeCopyDevice> copy,
+                          ZeCopyDevice::Create(loader_, device.gpu, device.ordinal));
+    copy_devices.push_back(std::move(copy));
+  }
+  return copy_devices;
 }
 
 }  // namespace memd::backend

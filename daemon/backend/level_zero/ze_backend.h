@@ -16,7 +16,8 @@ namespace memd::backend {
 /// from zeMemAllocDevice, exported as IPC handles, and host and pinned
 /// memory as the host backend serves them. Numbers its GPUs from
 /// `first_ordinal` (the daemon puts CUDA GPUs first). Owns the loader
-/// reference, a queue per GPU and a host backend. Thread-safe.
+/// reference, a queue per GPU and a host backend; the copy devices it makes
+/// (ze_copy_device.h) are the caller's. Thread-safe.
 class ZeBackend : public Backend {
  public:
   // Serves every GPU of `loader` that can pass memory between processes.
@@ -33,6 +34,9 @@ class ZeBackend : public Backend {
   absl::StatusOr<std::unique_ptr<Segment>> Reserve(const Location& location,
                                                    std::uint64_t bytes) override;
   std::vector<DeviceInfo> devices() const override;
+  // A ZeCopyDevice per GPU, numbered as devices() numbers them. Errors:
+  // the driver's.
+  absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CopyDevices() override;
 
   int first_ordinal() const { return first_ordinal_; }
   int device_count() const { return static_cast<int>(devices_.size()); }

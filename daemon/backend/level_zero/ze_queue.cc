@@ -1,5 +1,6 @@
 #include "daemon/backend/level_zero/ze_queue.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -8,8 +9,8 @@
 
 namespace memd::backend {
 
-absl::StatusOr<std::uint32_t> CopyQueueGroup(const ze::Loader& loader, const ze::Gpu& gpu,
-                                             int ordinal) {
+absl::StatusOr<QueueGroup> CopyQueueGroup(const ze::Loader& loader, const ze::Gpu& gpu,
+                                          int ordinal) {
   const ze::LoaderApi& api = loader.api();
   uint32_t count = 0;
   MEMD_RETURN_IF_ERROR(loader.Check(
@@ -20,12 +21,13 @@ absl::StatusOr<std::uint32_t> CopyQueueGroup(const ze::Loader& loader, const ze:
   MEMD_RETURN_IF_ERROR(loader.Check(
       api.DeviceGetCommandQueueGroupProperties(gpu.device, &count, groups.data()),
       "zeDeviceGetCommandQueueGroupProperties", ordinal));
-  std::optional<std::uint32_t> copies;
+  std::optional<QueueGroup> copies;
   for (std::uint32_t i = 0; i < count && i < groups.size(); ++i) {
     const auto flags = groups[i].flags;
     if ((flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY) == 0) continue;
-    if ((flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE) == 0) return i;
-    if (!copies) copies = i;
+    const QueueGroup group{i, std::max<std::uint32_t>(groups[i].numQueues, 1)};
+    if ((flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE) == 0) return group;
+    if (!copies) copies = group;
   }
   if (copies) return *copies;
   return absl::NotFoundError(
@@ -35,12 +37,12 @@ absl::StatusOr<std::uint32_t> CopyQueueGroup(const ze::Loader& loader, const ze:
 absl::StatusOr<std::unique_ptr<ZeQueue>> ZeQueue::Create(
     std::shared_ptr<const ze::Loader> loader, const ze::Gpu& gpu, int ordinal) {
   const ze::LoaderApi& api = loader->api();
-  MEMD_ASSIGN_OR_RETURN(std::uint32_t group, CopyQueueGroup(*loader, gpu, ordinal));
+  MEMD_ASSIGN_OR_RETURN(const QueueGroup group, CopyQueueGroup(*loader, gpu, ordinal));
   std::unique_ptr<ZeQueue> queue(new ZeQueue(loader, ordinal));
   absl::MutexLock lock(&queue->mu_);
   ze_command_queue_desc_t desc{};
   desc.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC;
-  desc.ordinal = group;
+  desc.ordinal = group.ordinal;
   desc.mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS;
   desc.priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL;
   MEMD_RETURN_IF_ERROR(loader->Check(

@@ -43,10 +43,18 @@ class ZeQueue {
   ze_event_handle_t done_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
-// The ordinal of the device's queue group to copy on: the first copy-only
-// group, else the first one that copies. Errors: the driver's; NOT_FOUND
-// when no group copies.
-absl::StatusOr<std::uint32_t> CopyQueueGroup(const ze::Loader& loader, const ze::Gpu& gpu,
-                                             int ordinal);
+// A command queue group of a device: its ordinal and how many queues
+// (engines) it has.
+struct QueueGroup {
+  std::uint32_t ordinal = 0;
+  std::uint32_t queues = 1;
+};
+
+// The device's queue group to copy on: the first copy-only group (its copy
+// engines move bytes without taking compute engines from the
+// applications), else the first one that copies. Errors: the driver's;
+// NOT_FOUND when no group copies.
+absl::StatusOr<QueueGroup> CopyQueueGroup(const ze::Loader& loader, const ze::Gpu& gpu,
+                                          int ordinal);
 
 }  // namespace memd::backend

@@ -23,7 +23,7 @@
 #include "daemon/backend/host/memfd_segment.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/poll_until.h"
+#include "tests/daemon/backend/copy_checks.h"
 #include "tests/support/temp_dir.h"
 
 namespace memd::backend {
@@ -33,24 +33,9 @@ using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 
-std::vector<std::byte> Pattern(std::size_t size, unsigned seed) {
-  std::vector<std::byte> bytes(size);
-  for (std::size_t i = 0; i < size; ++i) bytes[i] = std::byte((i * 131 + seed) & 0xff);
-  return bytes;
-}
-
 const std::byte* Bytes(DeviceAddress address) {  // The fake's device memory is host memory.
   return reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(address));
 }
-
-// A StatusOr<bool> that is OK and holds `expected`.
-::testing::AssertionResult Is(const absl::StatusOr<bool>& reached, bool expected) {
-  if (!reached.ok()) return ::testing::AssertionFailure() << reached.status();
-  if (*reached != expected) return ::testing::AssertionFailure() << "got " << *reached;
-  return ::testing::AssertionSuccess();
-}
-
-bool Same(const void* a, const void* b, std::size_t size) { return std::memcmp(a, b, size) == 0; }
 
 // A fresh fake with `environment` (read at its cuInit), its backend, and the
 // copy devices. Destroyed streams first, then devices, segments, backend,
@@ -97,13 +82,7 @@ class CudaCopyDeviceTest : public ::testing::Test {
   }
 
   SegmentMemory Reserve(const Location& location, std::uint64_t bytes) {
-    auto segment = backend_->Reserve(location, bytes);
-    EXPECT_TRUE(segment.ok()) << segment.status();
-    if (!segment.ok()) return {};
-    auto memory = (*segment)->Memory();
-    EXPECT_TRUE(memory.ok()) << memory.status();
-    segments_.push_back(*std::move(segment));
-    return memory.ok() ? *memory : SegmentMemory{};
+    return ReserveInto(*backend_, location, bytes, segments_);
   }
 
   CopyStream& NewStream(int device = 0) {
@@ -117,16 +96,6 @@ class CudaCopyDeviceTest : public ::testing::Test {
     auto staging = devices_[device]->AllocateStaging(bytes);
     EXPECT_TRUE(staging.ok()) << staging.status();
     return staging.ok() ? *staging : std::span<std::byte>();
-  }
-
-  // Waits (bounded) for `marker` and returns what Reached last said.
-  absl::StatusOr<bool> Await(CopyStream& stream, Marker marker) {
-    absl::StatusOr<bool> reached = false;
-    test::PollUntil([&] {
-      reached = stream.Reached(marker);
-      return !reached.ok() || *reached;
-    });
-    return reached;
   }
 
   std::shared_ptr<const cuda::Driver> driver_;
