@@ -98,7 +98,11 @@ bool DeviceLane::Step() {
     CountDmaTime(absl::Now());
     return true;
   }
-  if (!broken_ && !abandon_ && !look_again) waker()->WaitUntil(wake);
+  // A broken lane sleeps once it has dropped all its device held: the core
+  // failed its transfers and refuses new ones, so only Stop (which wakes
+  // it) is left. It used to turn without pause, a core's worth of CPU.
+  const bool dropping = broken_ && Busy();
+  if (!abandon_ && !look_again && !dropping) waker()->WaitUntil(wake);
   return true;
 }
 

@@ -2,6 +2,8 @@
 // driver errors (retried or not), a sticky device, admission, the end of a
 // session and of the engine.
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -309,6 +311,39 @@ TEST_F(EngineFailureTest, StickyErrorMarksTheDeviceUnhealthyAndFailsItsTransfers
   ASSERT_TRUE(elsewhere.ok());
   EXPECT_EQ(WaitEnd(*engine, 1, *elsewhere).state, TransferState::kDone);
   devices.states[0]->Release();
+}
+
+// The CPU time this process has used, user and system.
+absl::Duration ProcessCpuTime() {
+  struct rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
+}
+
+// A broken device's lane has nothing left to do once it has dropped what the
+// device held: it sleeps until the engine stops instead of turning (and
+// taking the engine's lock) as fast as it can, which cost the daemon a whole
+// core for as long as it ran after a sticky GPU error.
+TEST_F(EngineFailureTest, ABrokenDevicesLaneSleeps) {
+  FakeDevices devices(1);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer& host = Buffer(kMiB);
+  TestBuffer& device = Buffer(kMiB);
+  devices.states[0]->BreakSticky(
+      absl::InternalError("cuEventQuery on device 0: CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
+  // A transfer for the lane to find the device broken with.
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  if (id.ok()) EXPECT_EQ(WaitEnd(*engine, 1, *id).state, TransferState::kFailed);
+  ASSERT_TRUE(PollUntil([&] { return !engine->Stats().devices[0].health.ok(); }));
+  absl::SleepFor(absl::Milliseconds(50));  // Its last turns, dropping.
+  const absl::Duration cpu_before = ProcessCpuTime();
+  const absl::Time wall_before = absl::Now();
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Duration cpu = ProcessCpuTime() - cpu_before;
+  const absl::Duration wall = absl::Now() - wall_before;
+  // Nothing else here runs: a turning lane would use most of the window
+  // even on a loaded machine, a sleeping one next to nothing.
+  EXPECT_LT(cpu, wall / 4) << "the process used " << cpu << " of CPU in " << wall;
 }
 
 // The race the test above loses now and then under load, made certain: the
