@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
+#include "tests/client/pattern.h"
+#include "tests/support/files.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/run_program.h"
 
@@ -105,6 +109,28 @@ TEST_F(RealZeTest, AnotherDomainGetsAScrubbedSegmentOnTheRealDriver) {
     if (pool.location == "device:0") scrubbed = pool.scrubbed_bytes;
   }
   EXPECT_GT(scrubbed, 0u) << "the segment was not reused across domains";
+}
+
+// The transfer engine on the real driver: a file onto the GPU through the
+// staging ring and an immediate command list, checked there by another
+// process's own IPC open, then back out to a file.
+TEST_F(RealZeTest, MemctlPutsAndGetsAFileThroughTheRealDriver) {
+  test::TempDir dir;
+  // Ten 4 MiB chunks and an odd tail: the ring of four slots wraps.
+  std::string bytes((std::size_t{40} << 20) + 4321, '\0');
+  test::FillPattern(std::as_writable_bytes(std::span<char>(bytes)), 21);
+  test::WriteWholeFile(dir.Join("weights.bin"), bytes);
+  const std::map<std::string, std::string> env{{"MEMD_SOCKET_DIR", daemon_->socket_dir()}};
+  ProgramResult put = RunProgram(
+      BinDir() + "/memctl", {"put", "--location", "device:0", "weights", dir.Join("weights.bin")},
+      "", env);
+  ASSERT_EQ(put.exit_code, 0) << put.out << put.err;
+  ProgramResult consumed = ZeClient({"consume", "weights", std::to_string(bytes.size()), "21"});
+  EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
+  ProgramResult get = RunProgram(BinDir() + "/memctl",
+                                 {"get", "weights", "-o", dir.Join("back.bin")}, "", env);
+  ASSERT_EQ(get.exit_code, 0) << get.out << get.err;
+  EXPECT_TRUE(test::ReadWholeFile(dir.Join("back.bin")) == bytes) << "the bytes differ";
 }
 
 TEST_F(RealZeTest, DevicesAreListedWithTheirApiAndPciAddress) {
