@@ -183,23 +183,9 @@ TEST_F(ZeCopyDeviceTest, APendingWakeNeverHoldsBackLaterCopies) {
   const std::vector<std::byte> data = Pattern(kMiB, 6);
   const SegmentMemory device = Reserve(Location::Device(0), 2 * kMiB);
   CopyStream& stream = NewStream();
-  // Shared with the wake, which may still be returning from its wait when
-  // the test ends.
-  struct Gates {
-    absl::Notification waking, release;
-  };
-  auto gates = std::make_shared<Gates>();
-  ASSERT_TRUE(stream.WakeWhenDone([gates] {
-    gates->waking.Notify();
-    gates->release.WaitForNotification();
-  }).ok());
-  ASSERT_TRUE(gates->waking.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  ASSERT_TRUE(stream.HostToDevice(device.device_address, data.data(), kMiB).ok());
-  auto marker = stream.Mark();
-  ASSERT_TRUE(marker.ok());
-  EXPECT_TRUE(Is(Await(stream, *marker), true));
-  EXPECT_TRUE(Same(ReadBack(stream, device.device_address, kMiB).data(), data.data(), kMiB));
-  gates->release.Notify();
+  ExpectAPendingWakeNeverHoldsBackLaterCopies(stream, device.device_address, data.data(), kMiB, [&] {
+    return Same(ReadBack(stream, device.device_address, kMiB).data(), data.data(), kMiB);
+  });
 }
 
 TEST_F(ZeCopyDeviceTest, ManyStreamsOnTwoGpusCopyAtOnce) {
