@@ -9,6 +9,9 @@
 
 #include <cstring>
 #include <string>
+#include <string_view>
+
+#include "common/unix_socket.h"
 
 #include "tests/fake_ze/fake_ze_scenario.h"
 
@@ -37,39 +40,6 @@ ze_ipc_mem_handle_t WithFd(ze_ipc_mem_handle_t handle, int fd) {
   return handle;
 }
 
-bool SendHandle(int socket, const ze_ipc_mem_handle_t& handle, int fd) {
-  iovec data{const_cast<char*>(handle.data), sizeof(handle.data)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
-  return sendmsg(socket, &message, 0) == static_cast<ssize_t>(sizeof(handle.data));
-}
-
-bool ReceiveHandle(int socket, ze_ipc_mem_handle_t* handle, int* fd) {
-  iovec data{handle->data, sizeof(handle->data)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  if (recvmsg(socket, &message, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof(handle->data))) {
-    return false;
-  }
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  if (header == nullptr || header->cmsg_type != SCM_RIGHTS) return false;
-  std::memcpy(fd, CMSG_DATA(header), sizeof(int));
-  return true;
-}
-
 // Exports to a fork+exec'ed importer, which checks the bytes
 // (MEMD_FAKE_ZE_POOL_OFFSET and _IPC_CACHE come from the environment).
 TEST_F(Scenario, IpcAcrossProcesses) {
@@ -83,8 +53,11 @@ TEST_F(Scenario, IpcAcrossProcesses) {
   EXPECT_EQ(fields.type, 0);
   for (size_t i = 17; i < sizeof(handle.data); ++i) ASSERT_EQ(handle.data[i], 0) << i;
   int sockets[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
-  ASSERT_TRUE(SendHandle(sockets[0], handle, static_cast<int>(fields.fd)));
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
+  // As memd sends a lease's handle: the 64 bytes and the fd in one packet.
+  ASSERT_TRUE(SendPacket(sockets[0], std::string_view(handle.data, sizeof(handle.data)),
+                         static_cast<int>(fields.fd))
+                  .ok());
   int status = RunChildScenario(
       "IpcImporter", {"FAKE_ZE_TEST_SOCKET=" + std::to_string(sockets[1])}, sockets[1]);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "importer status " << status;
@@ -102,9 +75,13 @@ TEST_F(Scenario, IpcImporter) {
   int socket = static_cast<int>(EnvNumber("FAKE_ZE_TEST_SOCKET", 0));
   ASSERT_GT(socket, 2) << "started by IpcAcrossProcesses";
   Start();
+  auto packet = ReceivePacket(socket, sizeof(ze_ipc_mem_handle_t));
+  ASSERT_TRUE(packet.ok() && packet->has_value()) << packet.status();
+  ASSERT_EQ((*packet)->bytes.size(), sizeof(ze_ipc_mem_handle_t));
+  ASSERT_TRUE((*packet)->fd.valid()) << "no descriptor came with the handle";
   ze_ipc_mem_handle_t handle{};
-  int fd = -1;
-  ASSERT_TRUE(ReceiveHandle(socket, &handle, &fd));
+  std::memcpy(handle.data, (*packet)->bytes.data(), sizeof(handle.data));
+  const int fd = (*packet)->fd.release();
   ASSERT_NE(static_cast<uint64_t>(fd), Fields(handle).fd) << "a new number in this process";
   void* opened = nullptr;
   ASSERT_EQ(ze.zeMemOpenIpcHandle(context, devices[0], WithFd(handle, fd), 0, &opened),
