@@ -53,10 +53,8 @@ class LevelZeroTest : public ::testing::Test {
   // every client program's.
   void StartDaemon(std::vector<std::string> args = {}, Env fake_env = {}) {
     fake_env_ = fake_env;
-    for (const auto& [name, value] : fake_env) ::setenv(name.c_str(), value.c_str(), 1);
     args.insert(args.begin(), {"--backend", "level_zero"});
-    auto daemon = DaemonProcess::Start(args);
-    for (const auto& [name, value] : fake_env) ::unsetenv(name.c_str());
+    auto daemon = DaemonProcess::StartWithEnvironment(args, {fake_env.begin(), fake_env.end()});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
     auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});

@@ -34,9 +34,14 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartAs(
   return Launch(identity, std::move(extra_args), timeout, -1);
 }
 
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::StartWithEnvironment(
+    std::vector<std::string> extra_args, std::map<std::string, std::string> environment) {
+  return Launch(Identity{}, std::move(extra_args), absl::Seconds(20), -1, environment);
+}
+
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
     const Identity& identity, std::vector<std::string> extra_args,
-    absl::Duration timeout, int cpu) {
+    absl::Duration timeout, int cpu, const std::map<std::string, std::string>& environment) {
   std::unique_ptr<DaemonProcess> daemon(new DaemonProcess);
   daemon->socket_dir_ = daemon->dir_.Join("run");
   daemon->log_path_ = daemon->dir_.Join("memd.log");
@@ -93,6 +98,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
     ::dup2(null, 0);
     ::dup2(null, 1);
     ::setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
+    for (const auto& [name, value] : environment) ::setenv(name.c_str(), value.c_str(), 1);
     if (identity.descriptor_limit != 0) {
       const rlimit limit{identity.descriptor_limit, identity.descriptor_limit};
       if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(126);

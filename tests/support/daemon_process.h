@@ -3,6 +3,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,12 @@ class DaemonProcess {
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       std::vector<std::string> extra_args = {},
       absl::Duration timeout = absl::Seconds(20), int cpu = -1);
+
+  // As Start, with `environment` added to the daemon's (a fake driver's
+  // MEMD_FAKE_* switches): set in the child only, so this process and the
+  // programs it starts later keep their own.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> StartWithEnvironment(
+      std::vector<std::string> extra_args, std::map<std::string, std::string> environment);
 
   // Who the daemon runs as, for tests of limits that bind only an
   // unprivileged daemon.
@@ -58,7 +66,8 @@ class DaemonProcess {
   DaemonProcess() = default;
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Launch(
       const Identity& identity, std::vector<std::string> extra_args,
-      absl::Duration timeout, int cpu);
+      absl::Duration timeout, int cpu,
+      const std::map<std::string, std::string>& environment = {});
 
   TempDir dir_;
   std::string socket_dir_;

@@ -52,10 +52,8 @@ class MemctlDeviceTest : public ::testing::Test {
   void StartDaemon(std::vector<std::pair<std::string, std::string>> fake_env = {},
                    std::vector<std::string> args = {}) {
     ::unsetenv("CUDA_VISIBLE_DEVICES");
-    for (const auto& [name, value] : fake_env) ::setenv(name.c_str(), value.c_str(), 1);
     args.insert(args.begin(), {"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
-    auto daemon = DaemonProcess::Start(args);
-    for (const auto& [name, value] : fake_env) ::unsetenv(name.c_str());
+    auto daemon = DaemonProcess::StartWithEnvironment(args, {fake_env.begin(), fake_env.end()});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
     auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
