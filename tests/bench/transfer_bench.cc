@@ -31,195 +31,20 @@
 // 11, docs/benchmarks.md). On the fake driver every device figure is
 // MODELLED: it checks the overlap logic, not PCIe.
 
-#include <fcntl.h>
-#include <sched.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "benchmark/benchmark.h"
-#include "common/cuda/driver.h"
-#include "common/location.h"
-#include "daemon/backend/cuda/cuda_backend.h"
 #include "daemon/transfer/copy_threads.h"
-#include "daemon/transfer/engine.h"
-#include "tests/support/run_program.h"
-#include "tests/support/daemon_process.h"
+#include "tests/bench/transfer_bench.h"
 
+namespace memd::transfer_bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using memd::Location;
-using memd::backend::Segment;
-using memd::backend::SegmentMemory;
-namespace transfer = memd::transfer;
-
-constexpr std::uint64_t kMiB = 1 << 20;
-constexpr std::uint64_t kCopyBytes = std::uint64_t{1} << 30;
-constexpr std::uint64_t kStagingBytes = 256 * kMiB;
-constexpr std::uint64_t kChunk = 4 * kMiB;
-constexpr std::uint64_t kCriticalBytes = 64 << 10;
-
-// What the flags set (main, ParseOwnFlags).
-std::string g_file = "/tmp/memd-transfer-bench.data";
-std::string g_put_flags;  // --put_flags: more flags for memctl put.
-// --copy_threads, --chunks_in_flight, --chunk_bytes; else the daemon's
-// defaults.
-transfer::EngineOptions g_options;
-std::uint64_t g_file_bytes = std::uint64_t{2} << 30;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Percentile(std::vector<double> samples, double p) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * samples.size()));
-  return samples[std::clamp<std::size_t>(rank, 1, samples.size()) - 1];
-}
-
-// Per benchmark name, the seconds of each iteration: the summary's input.
-std::map<std::string, std::vector<double>>& Samples() {
-  static auto* samples = new std::map<std::string, std::vector<double>>;
-  return *samples;
-}
-
-// `key` names the benchmark and its arguments in the summary.
-void Record(benchmark::State& state, const std::string& key, double seconds,
-            std::uint64_t bytes) {
-  state.SetIterationTime(seconds);
-  Samples()[key].push_back(seconds);
-  state.counters["GBps"] = benchmark::Counter(
-      static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate,
-      benchmark::Counter::kIs1000);
-}
-
-double P50(const std::string& name) { return Percentile(Samples()[name], 50); }
-
-// Host memory touched once, so that page faults are not timed.
-struct HostMemory {
-  explicit HostMemory(std::uint64_t bytes) : bytes(new std::byte[bytes]), size(bytes) {
-    for (std::uint64_t i = 0; i < size; i += 4096) this->bytes[i] = std::byte(i >> 12);
-  }
-  std::unique_ptr<std::byte[]> bytes;
-  std::uint64_t size;
-};
-
-// The GPU side: a CUDA backend over whatever driver MEMD_CUDA_DRIVER names
-// (the fake, or libcuda.so.1), with one device buffer and one pinned buffer
-// of kCopyBytes, made once.
-struct Gpu {
-  std::shared_ptr<memd::cuda::Driver> driver;
-  std::unique_ptr<memd::backend::CudaBackend> backend;
-  std::unique_ptr<Segment> device;
-  std::unique_ptr<Segment> pinned;
-  std::unique_ptr<HostMemory> pageable;
-  std::string error;
-};
-
-Gpu& TheGpu() {
-  static Gpu* gpu = [] {
-    auto* gpu = new Gpu;
-    auto driver = memd::cuda::Driver::Load();
-    if (!driver.ok()) {
-      gpu->error = driver.status().ToString();
-      return gpu;
-    }
-    gpu->driver = *driver;
-    auto backend =
-        memd::backend::CudaBackend::Create(gpu->driver, memd::backend::CudaHandles::kAuto);
-    if (!backend.ok()) {
-      gpu->error = backend.status().ToString();
-      return gpu;
-    }
-    gpu->backend = std::move(*backend);
-    auto device = gpu->backend->Reserve(Location::Device(0), kCopyBytes);
-    auto pinned = gpu->backend->Reserve(Location::Pinned(), kCopyBytes);
-    if (!device.ok() || !pinned.ok()) {
-      gpu->error = (device.ok() ? pinned.status() : device.status()).ToString();
-      return gpu;
-    }
-    gpu->device = std::move(*device);
-    gpu->pinned = std::move(*pinned);
-    gpu->pageable = std::make_unique<HostMemory>(kCopyBytes);
-    return gpu;
-  }();
-  return *gpu;
-}
-
-// An engine over the GPU's copy devices with the ring depth asked for.
-std::unique_ptr<transfer::Engine> StartEngine(int depth, std::string* error) {
-  Gpu& gpu = TheGpu();
-  if (!gpu.error.empty()) {
-    *error = gpu.error;
-    return nullptr;
-  }
-  auto devices = gpu.backend->CopyDevices();
-  if (!devices.ok()) {
-    *error = devices.status().ToString();
-    return nullptr;
-  }
-  transfer::EngineOptions options = g_options;
-  options.staging_slots = depth;
-  auto engine = transfer::Engine::Start(std::move(*devices), options);
-  if (!engine.ok()) {
-    *error = engine.status().ToString();
-    return nullptr;
-  }
-  return std::move(*engine);
-}
-
-transfer::Endpoint EndpointOf(SegmentMemory memory, std::uint64_t bytes, std::uint64_t id) {
-  transfer::Endpoint endpoint;
-  endpoint.memory = memory;
-  endpoint.length = bytes;
-  endpoint.buffer_id = id;
-  return endpoint;
-}
-
-// Submits and waits; the seconds from Submit to the end, or -1 on error.
-double CopyAndWait(transfer::Engine& engine, transfer::TransferSpec spec, std::string* error) {
-  const Clock::time_point start = Clock::now();
-  auto id = engine.Submit(spec);
-  if (!id.ok()) {
-    *error = id.status().ToString();
-    return -1;
-  }
-  absl::Notification done;
-  absl::Status outcome;
-  auto watch = engine.Watch(spec.session, *id, [&](const transfer::TransferProgress& progress) {
-    outcome = progress.status;
-    done.Notify();
-  });
-  if (!watch.ok()) {
-    *error = watch.status().ToString();
-    return -1;
-  }
-  done.WaitForNotification();
-  const double seconds = SecondsSince(start);
-  if (!outcome.ok()) {
-    *error = outcome.ToString();
-    return -1;
-  }
-  return seconds;
-}
 
 // --- 1. Staging alone against memcpy ---------------------------------------
 
@@ -453,168 +278,6 @@ void BM_ChunkCalls(benchmark::State& state) {
 BENCHMARK(BM_ChunkCalls)->ArgName("bytes")->Arg(4 << 10)->Arg(4 << 20)->UseManualTime()
     ->Iterations(500)->Unit(benchmark::kMicrosecond);
 
-// --- 3. Priority under load ---------------------------------------------------
-
-// Background 1 GiB copies, one after the other, until destroyed.
-class BackgroundLoad {
- public:
-  explicit BackgroundLoad(transfer::Engine& engine) : engine_(engine) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~BackgroundLoad() {
-    stop_ = true;
-    thread_.join();
-  }
-  std::string error() const { return error_; }
-  // Background copies finished so far.
-  int copies() const { return copies_.load(); }
-
- private:
-  void Run() {
-    Gpu& gpu = TheGpu();
-    transfer::TransferSpec spec;
-    spec.session = 2;
-    spec.priority = transfer::Priority::kBackground;
-    spec.source = EndpointOf({.host = gpu.pageable->bytes.get()}, kCopyBytes, 1);
-    spec.destination = EndpointOf(*gpu.device->Memory(), kCopyBytes, 2);
-    while (!stop_) {
-      if (CopyAndWait(engine_, spec, &error_) < 0) return;
-      ++copies_;
-    }
-  }
-
-  transfer::Engine& engine_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> copies_{0};
-  std::string error_;
-  std::thread thread_;
-};
-
-void BM_Critical(benchmark::State& state) {
-  std::string error;
-  std::unique_ptr<transfer::Engine> engine = StartEngine(4, &error);
-  if (engine == nullptr) {
-    state.SkipWithError(error.c_str());
-    return;
-  }
-  Gpu& gpu = TheGpu();
-  HostMemory source(kCriticalBytes);
-  transfer::TransferSpec spec;
-  spec.session = 1;
-  spec.priority = transfer::Priority::kCritical;
-  spec.source = EndpointOf({.host = source.bytes.get()}, kCriticalBytes, 3);
-  // Its own part of the device buffer: no range order with the background.
-  spec.destination = EndpointOf(gpu.device->Memory()->At(kCopyBytes - kCriticalBytes),
-                                kCriticalBytes, 4);
-  std::unique_ptr<BackgroundLoad> load;
-  if (state.range(0) == 1) {
-    load = std::make_unique<BackgroundLoad>(*engine);
-    // Probes start in the steady state: after one whole background copy,
-    // whose first pass may fault in the buffers' pages (run alone, with
-    // --benchmark_filter, nothing before it has touched them).
-    const auto give_up = Clock::now() + std::chrono::seconds(30);
-    while (load->copies() == 0 && Clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  std::vector<double> micros;
-  for (auto _ : state) {
-    const double seconds = CopyAndWait(*engine, spec, &error);
-    if (seconds < 0) {
-      state.SkipWithError(error.c_str());
-      return;
-    }
-    micros.push_back(seconds * 1e6);
-    Record(state, absl::StrCat("critical/", state.range(0)), seconds, kCriticalBytes);
-    // Spread the probes over the background copies' chunks.
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
-  state.counters["p50_us"] = Percentile(micros, 50);
-  state.counters["p99_us"] = Percentile(micros, 99);
-  if (load != nullptr && !load->error().empty()) state.SkipWithError(load->error().c_str());
-}
-BENCHMARK(BM_Critical)->ArgName("load")->Arg(0)->Arg(1)->UseManualTime()->Iterations(300)
-    ->Unit(benchmark::kMicrosecond);
-
-// --- 4. A file into a device buffer ------------------------------------------
-
-
-// The file, made once and read once, so that both sides find it cached.
-bool PrepareFile(std::string* error) {
-  static bool ready = false;
-  if (ready) return true;
-  struct stat status{};
-  if (::stat(g_file.c_str(), &status) != 0 ||
-      static_cast<std::uint64_t>(status.st_size) != g_file_bytes) {
-    const std::string command =
-        absl::StrCat("head -c ", g_file_bytes, " /dev/urandom > ", g_file);
-    if (std::system(command.c_str()) != 0) {
-      *error = absl::StrCat("cannot write ", g_file);
-      return false;
-    }
-  }
-  if (std::system(absl::StrCat("cat ", g_file, " > /dev/null").c_str()) != 0) {
-    *error = absl::StrCat("cannot read ", g_file);
-    return false;
-  }
-  ready = true;
-  return true;
-}
-
-// Runs `command` with sh; the seconds it took, or -1 when it failed.
-double TimeCommand(const std::string& command) {
-  const Clock::time_point start = Clock::now();
-  const int status = std::system(command.c_str());
-  const double seconds = SecondsSince(start);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
-}
-
-void BM_Cat(benchmark::State& state) {
-  std::string error;
-  if (!PrepareFile(&error)) {
-    state.SkipWithError(error.c_str());
-    return;
-  }
-  for (auto _ : state) {
-    const double seconds = TimeCommand(absl::StrCat("cat ", g_file, " > /dev/null"));
-    if (seconds < 0) {
-      state.SkipWithError("cat failed");
-      return;
-    }
-    Record(state, "cat", seconds, g_file_bytes);
-  }
-}
-BENCHMARK(BM_Cat)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-
-void BM_FileToDevice(benchmark::State& state) {
-  std::string error;
-  if (!PrepareFile(&error)) {
-    state.SkipWithError(error.c_str());
-    return;
-  }
-  auto daemon = memd::test::DaemonProcess::Start();
-  if (!daemon.ok()) {
-    state.SkipWithError(daemon.status().ToString().c_str());
-    return;
-  }
-  const std::string memctl = absl::StrCat(memd::test::BinDir(), "/memctl");
-  int round = 0;
-  for (auto _ : state) {
-    const std::string name = absl::StrCat("bench/file-", round++);
-    const double seconds = TimeCommand(absl::StrCat(
-        "MEMD_SOCKET_DIR=", (*daemon)->socket_dir(), " ", memctl,
-        " put --location device:0 --ephemeral ", g_put_flags, " ", name, " ", g_file,
-        " > /dev/null"));
-    if (seconds < 0) {
-      state.SkipWithError(absl::StrCat("memctl put failed; memd said: ", (*daemon)->Log())
-                              .c_str());
-      return;
-    }
-    Record(state, "file", seconds, g_file_bytes);
-  }
-}
-BENCHMARK(BM_FileToDevice)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-
 // --- The summary ----------------------------------------------------------------
 
 void Line(const char* what, double value, const char* target) {
@@ -632,7 +295,7 @@ void PrintSummary() {
   for (int threads : {1, 2}) {
     const double staging = P50(absl::StrCat("staging/", threads));
     const double memcpy = P50("memcpy");
-    if (staging > 0) {
+    if (staging > 0 && memcpy > 0) {
       Line(absl::StrCat("staging speed / memcpy speed, ", threads, " thread(s)").c_str(),
            memcpy / staging, "target >= 0.9");
     }
@@ -692,49 +355,11 @@ void PrintSummary() {
   }
 }
 
-// Takes --cpu, --file and --file_bytes out of argv.
-bool ParseOwnFlags(int& argc, char** argv) {
-  int kept = 1;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    int cpu = -1;
-    if (arg.starts_with("--cpu=") && absl::SimpleAtoi(absl::string_view(arg.substr(6).data(), arg.size() - 6), &cpu)) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpu, &set);
-      if (::sched_setaffinity(0, sizeof(set), &set) != 0) return false;
-    } else if (arg.starts_with("--copy_threads=")) {
-      if (!absl::SimpleAtoi(absl::string_view(arg.data() + 15, arg.size() - 15),
-                            &g_options.copy_threads)) {
-        return false;
-      }
-    } else if (arg.starts_with("--chunks_in_flight=")) {
-      if (!absl::SimpleAtoi(absl::string_view(arg.data() + 19, arg.size() - 19),
-                            &g_options.chunks_in_flight)) {
-        return false;
-      }
-    } else if (arg.starts_with("--chunk_bytes=")) {
-      if (!absl::SimpleAtoi(absl::string_view(arg.data() + 14, arg.size() - 14),
-                            &g_options.chunk_bytes)) {
-        return false;
-      }
-    } else if (arg.starts_with("--put_flags=")) {
-      g_put_flags = std::string(arg.substr(12));
-    } else if (arg.starts_with("--file=")) {
-      g_file = std::string(arg.substr(7));
-    } else if (arg.starts_with("--file_bytes=")) {
-      if (!absl::SimpleAtoi(absl::string_view(arg.substr(13).data(), arg.size() - 13), &g_file_bytes)) return false;
-    } else {
-      argv[kept++] = argv[i];
-    }
-  }
-  argc = kept;
-  return true;
-}
-
 }  // namespace
+}  // namespace memd::transfer_bench
 
 int main(int argc, char** argv) {
+  using namespace memd::transfer_bench;
   if (!ParseOwnFlags(argc, argv)) {
     std::fprintf(stderr, "bad --cpu, --file or --file_bytes\n");
     return 2;

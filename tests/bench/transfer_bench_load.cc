@@ -1,0 +1,185 @@
+// memd-transfer-bench, part two: a critical copy's latency under a
+// saturating background copy, and a file into a device buffer through a real
+// memd against `cat` (what each measures: transfer_bench.cc's header).
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/bench/transfer_bench.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/run_program.h"
+
+namespace memd::transfer_bench {
+namespace {
+
+// --- 3. Priority under load ---------------------------------------------------
+
+// Background 1 GiB copies, one after the other, until destroyed.
+class BackgroundLoad {
+ public:
+  explicit BackgroundLoad(transfer::Engine& engine) : engine_(engine) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~BackgroundLoad() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string error() const { return error_; }
+  // Background copies finished so far.
+  int copies() const { return copies_.load(); }
+
+ private:
+  void Run() {
+    Gpu& gpu = TheGpu();
+    transfer::TransferSpec spec;
+    spec.session = 2;
+    spec.priority = transfer::Priority::kBackground;
+    spec.source = EndpointOf({.host = gpu.pageable->bytes.get()}, kCopyBytes, 1);
+    spec.destination = EndpointOf(*gpu.device->Memory(), kCopyBytes, 2);
+    while (!stop_) {
+      if (CopyAndWait(engine_, spec, &error_) < 0) return;
+      ++copies_;
+    }
+  }
+
+  transfer::Engine& engine_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> copies_{0};
+  std::string error_;
+  std::thread thread_;
+};
+
+void BM_Critical(benchmark::State& state) {
+  std::string error;
+  std::unique_ptr<transfer::Engine> engine = StartEngine(4, &error);
+  if (engine == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  Gpu& gpu = TheGpu();
+  HostMemory source(kCriticalBytes);
+  transfer::TransferSpec spec;
+  spec.session = 1;
+  spec.priority = transfer::Priority::kCritical;
+  spec.source = EndpointOf({.host = source.bytes.get()}, kCriticalBytes, 3);
+  // Its own part of the device buffer: no range order with the background.
+  spec.destination = EndpointOf(gpu.device->Memory()->At(kCopyBytes - kCriticalBytes),
+                                kCriticalBytes, 4);
+  std::unique_ptr<BackgroundLoad> load;
+  if (state.range(0) == 1) {
+    load = std::make_unique<BackgroundLoad>(*engine);
+    // Probes start in the steady state: after one whole background copy,
+    // whose first pass may fault in the buffers' pages (run alone, with
+    // --benchmark_filter, nothing before it has touched them).
+    const auto give_up = Clock::now() + std::chrono::seconds(30);
+    while (load->copies() == 0 && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  std::vector<double> micros;
+  for (auto _ : state) {
+    const double seconds = CopyAndWait(*engine, spec, &error);
+    if (seconds < 0) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+    micros.push_back(seconds * 1e6);
+    Record(state, absl::StrCat("critical/", state.range(0)), seconds, kCriticalBytes);
+    // Spread the probes over the background copies' chunks.
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  state.counters["p50_us"] = Percentile(micros, 50);
+  state.counters["p99_us"] = Percentile(micros, 99);
+  if (load != nullptr && !load->error().empty()) state.SkipWithError(load->error().c_str());
+}
+BENCHMARK(BM_Critical)->ArgName("load")->Arg(0)->Arg(1)->UseManualTime()->Iterations(300)
+    ->Unit(benchmark::kMicrosecond);
+
+// --- 4. A file into a device buffer ------------------------------------------
+
+
+// The file, made once and read once, so that both sides find it cached.
+bool PrepareFile(std::string* error) {
+  static bool ready = false;
+  if (ready) return true;
+  struct stat status{};
+  if (::stat(g_file.c_str(), &status) != 0 ||
+      static_cast<std::uint64_t>(status.st_size) != g_file_bytes) {
+    const std::string command =
+        absl::StrCat("head -c ", g_file_bytes, " /dev/urandom > ", g_file);
+    if (std::system(command.c_str()) != 0) {
+      *error = absl::StrCat("cannot write ", g_file);
+      return false;
+    }
+  }
+  if (std::system(absl::StrCat("cat ", g_file, " > /dev/null").c_str()) != 0) {
+    *error = absl::StrCat("cannot read ", g_file);
+    return false;
+  }
+  ready = true;
+  return true;
+}
+
+// Runs `command` with sh; the seconds it took, or -1 when it failed.
+double TimeCommand(const std::string& command) {
+  const Clock::time_point start = Clock::now();
+  const int status = std::system(command.c_str());
+  const double seconds = SecondsSince(start);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+}
+
+void BM_Cat(benchmark::State& state) {
+  std::string error;
+  if (!PrepareFile(&error)) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  for (auto _ : state) {
+    const double seconds = TimeCommand(absl::StrCat("cat ", g_file, " > /dev/null"));
+    if (seconds < 0) {
+      state.SkipWithError("cat failed");
+      return;
+    }
+    Record(state, "cat", seconds, g_file_bytes);
+  }
+}
+BENCHMARK(BM_Cat)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_FileToDevice(benchmark::State& state) {
+  std::string error;
+  if (!PrepareFile(&error)) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  auto daemon = memd::test::DaemonProcess::Start();
+  if (!daemon.ok()) {
+    state.SkipWithError(daemon.status().ToString().c_str());
+    return;
+  }
+  const std::string memctl = absl::StrCat(memd::test::BinDir(), "/memctl");
+  int round = 0;
+  for (auto _ : state) {
+    const std::string name = absl::StrCat("bench/file-", round++);
+    const double seconds = TimeCommand(absl::StrCat(
+        "MEMD_SOCKET_DIR=", (*daemon)->socket_dir(), " ", memctl,
+        " put --location device:0 --ephemeral ", g_put_flags, " ", name, " ", g_file,
+        " > /dev/null"));
+    if (seconds < 0) {
+      state.SkipWithError(absl::StrCat("memctl put failed; memd said: ", (*daemon)->Log())
+                              .c_str());
+      return;
+    }
+    Record(state, "file", seconds, g_file_bytes);
+  }
+}
+BENCHMARK(BM_FileToDevice)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace memd::transfer_bench
