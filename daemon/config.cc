@@ -110,8 +110,8 @@ const std::vector<Option>& Options() {
        "most leases one session holds (default 65536)", nullptr,
        &Config::max_leases_per_session},
       {"max_waits_per_session", Kind::kCount,
-       "most opens one session may have waiting for a seal, and apart from them most "
-       "WaitTransfer calls waiting for copies (default 256)",
+       "most calls one session may have waiting: opens waiting for a seal and "
+       "WaitTransfer calls together (default 256)",
        nullptr, &Config::max_waits_per_session},
       // Per-uid limits (issue 9, finding 6); root is not exempt.
       {"max_sessions_per_uid", Kind::kCount,
@@ -125,11 +125,12 @@ const std::vector<Option>& Options() {
        "65536)",
        nullptr, &Config::max_leases_per_uid},
       {"max_waits_per_uid", Kind::kCount,
-       "most opens the sessions of one uid may have waiting, root included "
-       "(default 1024)",
+       "most calls the sessions of one uid may have waiting (opens waiting "
+       "for a seal, WaitTransfer), root included (default 1024)",
        nullptr, &Config::max_waits_per_uid},
       {"max_waits", Kind::kCount,
-       "most opens waiting for a seal in the whole daemon (default 16384)",
+       "most calls waiting in the whole daemon (opens waiting for a seal, "
+       "WaitTransfer) (default 16384)",
        nullptr, &Config::max_waits},
       {"max_fds_in_flight_per_session", Kind::kCount,
        "most descriptors one session may leave unread in its session socket "

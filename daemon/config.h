@@ -62,7 +62,8 @@ struct Config {
   std::uint64_t max_waits_per_session = 256;
   // Per uid (root included), so that one user cannot take what the global
   // limits leave for everybody: defaults a fraction of the global ones.
-  // max_waits bounds waiting opens daemon-wide (each holds a gRPC call).
+  // max_waits bounds waiting calls daemon-wide (opens waiting for a seal
+  // and WaitTransfer calls: each holds a gRPC call).
   std::uint64_t max_sessions_per_uid = 256;
   std::uint64_t max_buffers_per_uid = 16384;
   std::uint64_t max_leases_per_uid = 65536;

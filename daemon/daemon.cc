@@ -327,6 +327,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->descriptor_limit = RaiseDescriptorLimit();
   parts->broker = std::make_unique<broker::Broker>(
       parts->pools, LimitsOf(config, parts->descriptor_limit), parts->clock);
+  // Nobody can read a buffer freed while copies still write it: they stop.
+  parts->broker->SetFreedWhileWritten(
+      [engine = parts->engine.get()](broker::BufferId id) { engine->CancelWritesTo(id); });
   parts->ender = std::make_unique<session::SessionEnder>(
       [service = &parts->service](std::uint64_t id) {
         (*service)->EndSession(id, kSessionDrain);
@@ -380,6 +383,7 @@ void Daemon::Shutdown() {
   parts_->service.reset();
   parts_->sessions.reset();
   parts_->ender.reset();
+  parts_->broker->SetFreedWhileWritten(nullptr);  // It names the engine.
   parts_->engine.reset();  // Cancels what is left and waits for the GPUs.
   parts_->broker.reset();
   parts_->trimmer.reset();

@@ -18,12 +18,20 @@ namespace {
 
 std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
 
-absl::Status PermissionDenied(const PeerCredentials& peer,
-                              const BufferInfo& buffer, std::string_view what) {
-  return absl::PermissionDeniedError(absl::StrFormat(
-      "uid %d may not %s buffer %s (owner uid %d, gid %d, mode 0%o)", peer.uid,
-      std::string(what), Quoted(buffer.name), buffer.owner_uid, buffer.owner_gid,
-      buffer.mode));
+// The owner, group and mode are told only to a caller who may read the
+// buffer (Stat would tell it them anyway). Anyone else learns that the name
+// is taken, which a Create of it would tell them too, and nothing more
+// (docs/security.md, "What a client learns of others").
+absl::Status PermissionDenied(const PeerCredentials& peer, const BufferInfo& buffer,
+                              std::string_view what, std::string_view why = "") {
+  std::string message = absl::StrFormat("uid %d may not %s buffer %s", peer.uid,
+                                        std::string(what), Quoted(buffer.name));
+  if (MayAccess(peer, buffer, Access::kRead)) {
+    absl::StrAppendFormat(&message, " (owner uid %d, gid %d, mode 0%o)", buffer.owner_uid,
+                          buffer.owner_gid, buffer.mode);
+  }
+  if (!why.empty()) absl::StrAppend(&message, ": ", std::string(why));
+  return absl::PermissionDeniedError(message);
 }
 
 // A prefix is any start of a valid name, so only its length and bytes are
@@ -52,16 +60,14 @@ pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) 
 }  // namespace
 
 void Broker::AfterUnlock::Run() && {
-  for (auto& [pool, buffer] : freed) {
-    if (std::shared_ptr<CopyPin> pin = buffer->copies.lock()) {
-      pin->Park(*pool, std::move(buffer->allocation));  // Freed by the last copy.
-    } else {
-      pool->Free(std::move(buffer->allocation));
-    }
-  }
+  for (auto& [pool, buffer] : freed) pool->Free(std::move(buffer->allocation));
   freed.clear();
   for (auto& wake : wakes) wake();
   wakes.clear();
+  if (on_freed_while_written) {
+    for (BufferId id : freed_while_written) on_freed_while_written(id);
+  }
+  freed_while_written.clear();
   let_go.clear();
 }
 
@@ -80,12 +86,19 @@ auto Broker::WithLock(Body body) {
     {
       absl::MutexLock lock(&mu_);
       body(after);
+      if (!after.freed_while_written.empty()) {
+        after.on_freed_while_written = on_freed_while_written_;
+      }
     }
     std::move(after).Run();
   } else {
     auto result = [&] {
       absl::MutexLock lock(&mu_);
-      return body(after);
+      auto returned = body(after);
+      if (!after.freed_while_written.empty()) {
+        after.on_freed_while_written = on_freed_while_written_;
+      }
+      return returned;
     }();
     std::move(after).Run();
     return result;
@@ -96,15 +109,19 @@ Broker::Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock)
     : pools_(pools), limits_(limits), clock_(clock) {}
 
 Broker::~Broker() {
-  WithLock([&](AfterUnlock& after) {
-    for (auto& [id, buffer] : buffers_) {
-      after.freed.emplace_back(buffer->pool, std::move(buffer));
-    }
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, buffer] : buffers_) buffers.push_back(std::move(buffer));
     buffers_.clear();
     // Waiting opens are the service's to end before the broker goes; their
     // callbacks must not run into a broker being destroyed.
     waiters_.Clear();
-  });
+  }
+  // Copies that outlive the broker (the daemon ends its engine first; tests
+  // may not) free what they hold when they let go, without calling back.
+  // Outside mu_: a pin's let-go takes it.
+  for (auto& buffer : buffers) buffer->pin->Detach(*buffer->pool, std::move(buffer->allocation));
 }
 
 absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
@@ -122,7 +139,7 @@ absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
         "too many sessions: ", sessions_.size(), " are open; the limit is ",
         limits_.max_sessions, " (max_sessions)"));
   }
-  SessionId id = next_session_id_++;
+  SessionId id = session_ids_.Next();
   uid_counts_.Add(peer.uid, UidCounts::Kind::kSessions);
   sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, {}});
   return id;
@@ -294,7 +311,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   const PeerCredentials& peer = (*caller)->peer;
   BufferInfo& info = buffer->info;
   info.name = params.name;
-  info.id = next_buffer_id_++;
+  info.id = buffer_ids_.Next();
   info.size = params.size;
   info.location = params.location;
   info.owner_uid = peer.uid;
@@ -305,6 +322,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   info.created = clock_.Now();
   info.creator_pid = peer.pid;
   info.attrs = params.attrs;
+  buffer->pin = std::make_shared<CopyPin>([this, id = info.id] { CopiesLetGo(id); });
   Buffer& stored = *buffer;
   auto grant = GrantLocked(session, **caller, stored, Access::kReadWrite);
   if (!grant.ok()) return give_back(grant.status());
@@ -336,7 +354,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   }
   MEMD_ASSIGN_OR_RETURN(pool::ExportedHandle handle,
                    buffer.allocation.Export(access));
-  LeaseId id = next_lease_id_++;
+  LeaseId id = lease_ids_.Next();
   leases_.emplace(id, Lease{session, buffer.info.id, access, uid});
   uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
@@ -467,6 +485,14 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   return open_existing(*caller, *existing);
 }
 
+absl::Status Broker::AddTransferWait(SessionId session, WatchId watch) {
+  absl::MutexLock lock(&mu_);
+  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+  // No name: only the session's end or CancelWatch takes it. Its wake is
+  // nothing: the engine ends the call when the session's transfers end.
+  return waiters_.Add(watch, session, caller->peer.uid, "", [] {}, limits_);
+}
+
 WatchId Broker::NewWatchId() {
   absl::MutexLock lock(&mu_);
   return waiters_.NewId();
@@ -495,11 +521,25 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
       return absl::FailedPreconditionError(
           absl::StrCat("buffer ", Quoted(buffer.info.name), " is sealed already"));
     }
+    // A claim is taken under mu_ before its copy is queued, so none can
+    // start writing after this check.
+    if (const int writers = buffer.pin->writers(); writers > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "buffer ", Quoted(buffer.info.name), " cannot be sealed: ", writers,
+          writers == 1 ? " copy" : " copies",
+          " may still write it; wait for them to end (or cancel them), then seal"));
+    }
     buffer.info.state = BufferState::kSealed;
     buffer.info.sealed = clock_.Now();
     after.Wake(waiters_.TakeName(buffer.info.name));
     return buffer.info;
   });
+}
+
+absl::StatusOr<BufferId> Broker::LeaseBuffer(SessionId session, LeaseId lease_id) {
+  absl::MutexLock lock(&mu_);
+  MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
+  return lease->buffer;
 }
 
 absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
@@ -538,13 +578,27 @@ void Broker::UnlinkLocked(Buffer& buffer, AfterUnlock& after) {
 
 void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
   auto it = buffers_.find(id);
-  if (!it->second->info.unlinked || it->second->info.lease_count > 0) return;
+  if (it == buffers_.end()) return;
+  Buffer& buffer = *it->second;
+  if (!buffer.info.unlinked || buffer.info.lease_count > 0) return;
+  if (buffer.pin->claims() > 0) {
+    // Copies may still reach its bytes: it stays, charged to its owner,
+    // until the last lets go (CopiesLetGo). Nobody can read a parked
+    // buffer, so what copies would still write it is wasted: cancelled.
+    if (!buffer.parked && buffer.pin->writers() > 0) after.freed_while_written.push_back(id);
+    buffer.parked = true;
+    return;
+  }
   pool::Pool* pool = it->second->pool;
   usage_.Remove(it->second->charge);
   const uid_t owner = it->second->info.owner_uid;
   uid_counts_.Remove(owner, UidCounts::Kind::kBuffers);
   after.freed.emplace_back(pool, std::move(it->second));
   buffers_.erase(it);
+}
+
+void Broker::CopiesLetGo(BufferId id) {
+  WithLock([&](AfterUnlock& after) { FreeIfUnusedLocked(id, after); });
 }
 
 absl::Status Broker::Unlink(SessionId session, const std::string& name) {
@@ -557,7 +611,7 @@ absl::Status Broker::Unlink(SessionId session, const std::string& name) {
     }
     if (caller->peer.uid != 0 && caller->peer.uid != buffer->info.owner_uid) {
       return PermissionDenied(caller->peer, buffer->info,
-                              "unlink (only its owner and root may)");
+                              "unlink", "only its owner and root may");
     }
     UnlinkLocked(*buffer, after);
     return absl::OkStatus();
@@ -610,8 +664,10 @@ absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
                                    other.started, usage_.session_total(id)});
     }
   }
-  std::sort(listed.begin(), listed.end(),
-            [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
+  // Ids say nothing of order (OpaqueIds): oldest first.
+  std::sort(listed.begin(), listed.end(), [](const SessionInfo& a, const SessionInfo& b) {
+    return std::tie(a.started, a.id) < std::tie(b.started, b.id);
+  });
   return listed;
 }
 
@@ -680,6 +736,11 @@ BrokerCounts Broker::CountsLocked() const {
 void Broker::SetLimits(const BrokerLimits& limits) {
   absl::MutexLock lock(&mu_);
   limits_ = limits;
+}
+
+void Broker::SetFreedWhileWritten(std::function<void(BufferId)> hook) {
+  absl::MutexLock lock(&mu_);
+  on_freed_while_written_ = std::move(hook);
 }
 
 }  // namespace memd::broker

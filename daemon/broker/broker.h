@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/opaque_ids.h"
 #include "common/unix_socket.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
@@ -31,7 +32,12 @@ namespace memd::broker {
 /// Owns every buffer's memory (an allocation from the pools, which it
 /// borrows and which must outlive it). A buffer's memory goes back to its
 /// pool when it is unlinked (explicitly, or implicitly: ephemeral buffers and
-/// never-sealed buffers when their last lease ends) and no lease is left.
+/// never-sealed buffers when their last lease ends), no lease is left and
+/// no copy reaches it any more (CopyPin): until then the buffer stays,
+/// nameless and "parked", charged to its owner's quotas and buffer count
+/// like any other. A parked buffer that copies still write is reported to
+/// the freed-while-written hook, so that those copies can be cancelled:
+/// nobody can read what they would write.
 ///
 /// Keeps, for each session, the segment of every replayable handle (a legacy
 /// CUDA IPC handle: ExportedHandle::replayable) granted to it, once per
@@ -109,13 +115,28 @@ class Broker {
                                                     WatchId watch,
                                                     std::function<void()> wake);
 
+  // Counts a WaitTransfer call of the session among its waiting calls,
+  // with the waiting opens and under the same limits, until
+  // CancelWatch(watch) or the session's end. `watch` from NewWatchId().
+  // Errors: RESOURCE_EXHAUSTED (max_waits_per_session, max_waits_per_uid,
+  // max_waits, with the numbers), UNAUTHENTICATED.
+  absl::Status AddTransferWait(SessionId session, WatchId watch);
+
   WatchId NewWatchId();
   // Forgets a watch without running its callback. Returns false when the
   // callback has run or is about to (the wake won the race).
   bool CancelWatch(WatchId watch);
 
-  // Seals the buffer of a READ_WRITE lease of the session.
+  // Seals the buffer of a READ_WRITE lease of the session: from then on no
+  // byte of it changes through memd. FAILED_PRECONDITION, naming how many,
+  // while copies may still write it (their last chunk has not left the
+  // device): wait for them or cancel them, then seal. Errors: also as the
+  // class says (read-only lease, unlinked, sealed already).
   absl::StatusOr<BufferInfo> Seal(SessionId session, LeaseId lease);
+
+  // The buffer a lease of the session is on. Errors: UNAUTHENTICATED,
+  // NOT_FOUND.
+  absl::StatusOr<BufferId> LeaseBuffer(SessionId session, LeaseId lease);
 
   // Ends a lease of the session. Errors: NOT_FOUND (not held: released
   // already or never granted), UNAUTHENTICATED.
@@ -162,14 +183,21 @@ class Broker {
   // request; nothing granted already is taken back.
   void SetLimits(const BrokerLimits& limits);
 
+  // Called, outside the broker's mutex, with each buffer freed while copies
+  // may still write it (the daemon cancels them: transfer::Engine::
+  // CancelWritesTo). Empty: nothing is called. Must not call the broker.
+  void SetFreedWhileWritten(std::function<void(BufferId)> hook);
+
  private:
   struct Buffer {
     BufferInfo info;
     pool::Pool* pool = nullptr;
     pool::Allocation allocation;
     Charge charge;  // What the ledger holds for it.
-    // While copies hold it, a freed buffer's allocation waits in the pin.
-    std::weak_ptr<CopyPin> copies;
+    // What copies hold of it. A buffer freed while claims live stays here,
+    // allocated and charged, until the last lets go (CopiesLetGo).
+    std::shared_ptr<CopyPin> pin;
+    bool parked = false;  // Freed, kept for its copies.
   };
   struct Lease {
     SessionId session = 0;
@@ -192,12 +220,18 @@ class Broker {
   struct AfterUnlock {
     std::vector<std::pair<pool::Pool*, std::unique_ptr<Buffer>>> freed;
     std::vector<std::function<void()>> wakes;
+    // Buffers freed while copies still write them, for the hook
+    // (SetFreedWhileWritten), and the hook itself.
+    std::vector<BufferId> freed_while_written;
+    std::function<void(BufferId)> on_freed_while_written;
     // Segments an ended session held (Session::replayable); let go last.
     std::vector<pool::SegmentHold> let_go;
     void Wake(std::vector<std::function<void()>> more);
     // Gives the memory back, then wakes, then lets go, in that order.
     void Run() &&;
-    bool empty() const { return freed.empty() && wakes.empty() && let_go.empty(); }
+    bool empty() const {
+      return freed.empty() && wakes.empty() && let_go.empty() && freed_while_written.empty();
+    }
     // A filled AfterUnlock that was never run is a bug: asserted.
     ~AfterUnlock();
   };
@@ -243,6 +277,9 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeIfUnusedLocked(BufferId id, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The last copy claim on a buffer went (CopyPin's let_go): a parked buffer
+  // is freed now. Runs on the thread that dropped the claim, never under mu_.
+  void CopiesLetGo(BufferId id) ABSL_LOCKS_EXCLUDED(mu_);
   Buffer* FindNamedLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks the buffer counts (per uid, global) and the byte quotas for a
@@ -278,9 +315,11 @@ class Broker {
   Waiters waiters_ ABSL_GUARDED_BY(mu_);
   // Sessions, owned buffers and leases per uid.
   UidCounts uid_counts_ ABSL_GUARDED_BY(mu_);
-  BufferId next_buffer_id_ ABSL_GUARDED_BY(mu_) = 1;
-  LeaseId next_lease_id_ ABSL_GUARDED_BY(mu_) = 1;
-  SessionId next_session_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Ids that say nothing of how many others took (common/opaque_ids.h).
+  OpaqueIds buffer_ids_ ABSL_GUARDED_BY(mu_);
+  OpaqueIds lease_ids_ ABSL_GUARDED_BY(mu_);
+  OpaqueIds session_ids_ ABSL_GUARDED_BY(mu_);
+  std::function<void(BufferId)> on_freed_while_written_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace memd::broker

@@ -14,15 +14,19 @@ absl::StatusOr<CopyEnds> Broker::ResolveCopy(SessionId session,
                                               const CopyRegion& source,
                                               const CopyRegion& destination) {
   MEMD_RETURN_IF_ERROR(CheckCopyLengths(source, destination));
-  absl::MutexLock lock(&mu_);
+  // Declared before the lock: a refused copy's claims go after it, since
+  // letting go of the last claim of a freed buffer takes the lock.
   CopyEnds ends;
-  MEMD_ASSIGN_OR_RETURN(ends.source, CopyEndLocked(session, source, CopySide::kSource));
-  MEMD_ASSIGN_OR_RETURN(ends.destination,
-                        CopyEndLocked(session, destination, CopySide::kDestination));
-  MEMD_RETURN_IF_ERROR(
-      CheckDestination(destination, ends.destination.buffer, ends.destination.access));
-  MEMD_RETURN_IF_ERROR(CheckNoOverlap(source, ends.source.buffer, destination,
-                                      ends.destination.buffer));
+  absl::Status resolved = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    MEMD_ASSIGN_OR_RETURN(ends.source, CopyEndLocked(session, source, CopySide::kSource));
+    MEMD_ASSIGN_OR_RETURN(ends.destination,
+                          CopyEndLocked(session, destination, CopySide::kDestination));
+    MEMD_RETURN_IF_ERROR(
+        CheckDestination(destination, ends.destination.buffer, ends.destination.access));
+    return CheckNoOverlap(source, ends.source.buffer, destination, ends.destination.buffer);
+  }();
+  if (!resolved.ok()) return resolved;
   return ends;
 }
 
@@ -43,12 +47,9 @@ absl::StatusOr<CopyEnd> Broker::CopyEndLocked(SessionId session, const CopyRegio
   end.access = lease->access;
   end.memory = memory->At(region.offset);
   end.hold = buffer.allocation.Hold();
-  std::shared_ptr<CopyPin> pin = buffer.copies.lock();
-  if (pin == nullptr) {
-    pin = std::make_shared<CopyPin>();
-    buffer.copies = pin;
-  }
-  end.pin = std::move(pin);
+  // A destination that is not writable is refused after this (CheckDestination),
+  // and its claim let go unused.
+  end.pin = std::make_shared<CopyClaim>(buffer.pin, side == CopySide::kDestination);
   end.offset = region.offset;
   end.length = region.length;
   return end;

@@ -29,7 +29,9 @@ struct CopyEnd {
   Access access = Access::kRead;
   backend::SegmentMemory memory;  // Moved to `offset` already.
   pool::SegmentHold hold;
-  CopyPinRef pin;  // Keeps the allocation from reuse (CopyPin).
+  // Keeps the buffer, charged to its owner, from reuse while the copy may
+  // reach it; a destination's also keeps it from being sealed (CopyPin).
+  CopyClaimRef pin;
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
 };

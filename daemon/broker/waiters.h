@@ -15,11 +15,13 @@
 
 namespace memd::broker {
 
-/// The opens waiting for a name to be sealed (Broker::OpenOrWatch): one
-/// watch each, by id, on a name, for a session of a uid, with the callback
-/// that wakes it. Bounds them per session, per uid and in the whole daemon
-/// (max_waits_per_session, max_waits_per_uid, max_waits) and counts what it
-/// refuses.
+/// The calls waiting in the daemon: opens waiting for a name to be sealed
+/// (Broker::OpenOrWatch), one watch each, by id, on a name, for a session of
+/// a uid, with the callback that wakes it; and WaitTransfer calls, counted
+/// the same way on no name (Broker::AddTransferWait), since each holds a
+/// call and its buffers in the daemon just as long. Bounds them together
+/// per session, per uid and in the whole daemon (max_waits_per_session,
+/// max_waits_per_uid, max_waits) and counts what it refuses.
 ///
 /// Owns the watches and their callbacks but never runs a callback: every way
 /// a watch leaves (cancelled, woken by its name, woken by its session's end)
@@ -38,8 +40,8 @@ class Waiters {
   WatchId NewId() { return next_id_++; }
 
   // Registers `wake` under `id` (not registered already): it is handed back
-  // once by TakeName(name) or TakeSession(session), unless Cancel(id) comes
-  // first. Errors: RESOURCE_EXHAUSTED when the session, the uid or the
+  // once by TakeName(name) (never for an empty name) or
+  // TakeSession(session), unless Cancel(id) comes first. Errors: RESOURCE_EXHAUSTED when the session, the uid or the
   // daemon waits on as many as `limits` allows, checked in that order.
   absl::Status Add(WatchId id, SessionId session, uid_t uid,
                    const std::string& name, Wake wake, const BrokerLimits& limits);

@@ -74,7 +74,7 @@ void Paths(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
 void Failures(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   std::map<std::string, std::uint64_t> failures = snapshot.transfers.failures;
   for (const char* reason : {"cancelled", "deadline", "stall", "driver", "device_unhealthy",
-                             "session_ended"}) {
+                             "session_ended", "destination_freed"}) {
     failures.try_emplace(reason, 0);
   }
   for (const auto& [reason, count] : failures) {
@@ -100,7 +100,7 @@ std::vector<FamilySpec> TransferFamilies() {
        kCounter, Paths},
       {"memd_transfer_failures_total",
        "Transfers that ended without finishing, by reason (cancelled, deadline, stall, "
-       "driver, device_unhealthy, session_ended).",
+       "driver, device_unhealthy, session_ended, destination_freed).",
        kCounter, Failures},
       {"memd_transfer_retries_total", "Chunks tried again after a transient driver error.",
        kCounter, Single([](const EngineStats& s) { return Number(s.retries); })},

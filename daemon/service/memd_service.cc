@@ -285,9 +285,9 @@ grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context
                                             v1::SealReply* reply) {
   return Respond(context, "Seal", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    MEMD_ASSIGN_OR_RETURN(broker::BufferInfo info,
-                     broker_.Seal(session->id(), request->lease_id()));
-    ToProto(info, reply->mutable_buffer());
+    absl::StatusOr<broker::BufferInfo> info = broker_.Seal(session->id(), request->lease_id());
+    if (!info.ok()) return WithWritingTransfers(session->id(), request->lease_id(), info.status());
+    ToProto(*info, reply->mutable_buffer());
     return absl::OkStatus();
   });
 }

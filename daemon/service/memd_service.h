@@ -128,6 +128,11 @@ class MemdService final : public v1::Memd::CallbackService {
                                                   const v1::CopyRequest& request);
   // The engine, or UNAVAILABLE.
   absl::StatusOr<transfer::Engine*> TransferEngine() const;
+  // A Seal's refusal, with the ids of the session's transfers that may
+  // still write the lease's buffer when there are any (the broker counts
+  // writers but knows no transfer ids).
+  absl::Status WithWritingTransfers(broker::SessionId session, broker::LeaseId lease,
+                                    const absl::Status& refusal) const;
   // Fills the Stats reply's transfer figures and device health.
   void TransferStatsInto(v1::StatsReply* reply) const;
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "daemon/service/convert.h"
 #include "daemon/service/memd_service.h"
@@ -31,6 +32,8 @@ transfer::Endpoint EndpointOf(broker::CopyEnd end) {
   endpoint.memory = end.memory;
   endpoint.length = end.length;
   endpoint.hold = std::move(end.hold);
+  // A no-op for a source: its claim never counted among the writers.
+  if (end.pin != nullptr) endpoint.written = [claim = end.pin] { claim->Written(); };
   endpoint.pin = std::move(end.pin);
   endpoint.buffer_id = end.buffer.id;
   endpoint.offset = end.offset;
@@ -74,6 +77,21 @@ absl::StatusOr<transfer::TransferId> MemdService::SubmitCopy(
   spec.deadline = DeadlineOf(request.deadline_ms(), absl::Now());
   spec.chunk_bytes = request.chunk_bytes();
   return engine->Submit(std::move(spec));
+}
+
+absl::Status MemdService::WithWritingTransfers(broker::SessionId session,
+                                               broker::LeaseId lease,
+                                               const absl::Status& refusal) const {
+  if (!absl::IsFailedPrecondition(refusal) || engine_ == nullptr) return refusal;
+  absl::StatusOr<broker::BufferId> buffer = broker_.LeaseBuffer(session, lease);
+  if (!buffer.ok()) return refusal;
+  const std::vector<transfer::TransferId> writers = engine_->WritersOf(session, *buffer);
+  if (writers.empty()) return refusal;
+  // Only the caller's own: another session's transfer ids are its own
+  // business (the count in the refusal tells that they exist).
+  return absl::Status(refusal.code(), absl::StrCat(refusal.message(), " (this session's: transfer",
+                                                   writers.size() == 1 ? " " : "s ",
+                                                   absl::StrJoin(writers, ", "), ")"));
 }
 
 void MemdService::EndSession(broker::SessionId session, absl::Duration drain) {
@@ -125,11 +143,15 @@ grpc::ServerUnaryReactor* MemdService::CancelTransfer(
 
 // A WaitTransfer call in gRPC: the reactor that answers it and the alarm
 // that ends its wait. Deletes itself when gRPC is done with the call.
+// Counted among the session's waiting calls (`ticket`, Broker::
+// AddTransferWait) until gRPC is done with it: what the call holds in the
+// daemon is bounded per uid and in all, like a waiting open's.
 class MemdService::TransferWaitCall final : public grpc::ServerUnaryReactor,
                                             public TransferWait::Call {
  public:
-  TransferWaitCall(MemdService& service, v1::TransferProgress* reply)
-      : service_(service), start_(absl::Now()), reply_(reply) {}
+  TransferWaitCall(MemdService& service, v1::TransferProgress* reply, broker::WatchId ticket)
+      : service_(service), start_(absl::Now()), reply_(reply), ticket_(ticket) {}
+  ~TransferWaitCall() override { service_.broker_.CancelWatch(ticket_); }
 
   void Wait(std::unique_ptr<TransferWatcher> watcher, absl::Duration wait) {
     auto waiting = std::make_shared<TransferWait>(std::move(watcher), wait, *this);
@@ -161,6 +183,7 @@ class MemdService::TransferWaitCall final : public grpc::ServerUnaryReactor,
   MemdService& service_;
   const absl::Time start_;
   v1::TransferProgress* const reply_;
+  const broker::WatchId ticket_;
   std::weak_ptr<TransferWait> wait_;
   // Set and cancelled only under the wait's mutex (TransferWait::Call).
   bool alarm_set_ = false;
@@ -183,7 +206,11 @@ grpc::ServerUnaryReactor* MemdService::WaitTransfer(
       return absl::OkStatus();
     });
   }
-  auto* call = new TransferWaitCall(*this, reply);
+  const broker::WatchId ticket = broker_.NewWatchId();
+  if (absl::Status counted = broker_.AddTransferWait((*session)->id(), ticket); !counted.ok()) {
+    return Respond(context, "WaitTransfer", [&] { return counted; });
+  }
+  auto* call = new TransferWaitCall(*this, reply, ticket);
   call->Wait(std::make_unique<EngineWatcher>(*engine_, (*session)->id(),
                                              request->transfer_id()),
              absl::Milliseconds(static_cast<std::int64_t>(request->wait_ms())));

@@ -153,6 +153,12 @@ void Engine::EndSession(SessionId session, absl::Duration drain) {
   impl_->core().EndSession(session, drain);
 }
 
+void Engine::CancelWritesTo(std::uint64_t buffer_id) { impl_->core().CancelWritesTo(buffer_id); }
+
+std::vector<TransferId> Engine::WritersOf(SessionId session, std::uint64_t buffer_id) const {
+  return impl_->core().WritersOf(session, buffer_id);
+}
+
 EngineStats Engine::Stats() const { return impl_->core().Stats(); }
 
 absl::Status Engine::SetMaxSessionWatches(int most) {

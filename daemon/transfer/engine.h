@@ -79,7 +79,8 @@ struct EngineStats {
   std::vector<DeviceStats> devices;
   std::map<DataPath, std::uint64_t> paths;     // Transfers started, by path.
   std::map<std::string, std::uint64_t> failures;  // By reason: "deadline",
-      // "stall", "driver", "device_unhealthy", "cancelled", "session_ended".
+      // "stall", "driver", "device_unhealthy", "cancelled", "session_ended",
+      // "destination_freed".
   std::uint64_t retries = 0;
   std::uint64_t active_transfers = 0;   // Unfinished, now.
   std::uint64_t active_bytes = 0;       // Their bytes, now (admission).
@@ -131,6 +132,15 @@ class Engine {
   // A session ended: cancels its transfers, waits up to `drain` for their
   // chunks on the GPUs, and forgets them. Called before its leases go.
   void EndSession(SessionId session, absl::Duration drain);
+
+  // The buffer `buffer_id` (Endpoint::buffer_id) was freed: nobody can read
+  // it any more, so every unfinished transfer writing it is cancelled (as
+  // Cancel: chunks on a GPU finish first), whichever session started it.
+  void CancelWritesTo(std::uint64_t buffer_id);
+
+  // The session's transfers that may still write `buffer_id`: unfinished,
+  // or ended with chunks still on a device. By id.
+  std::vector<TransferId> WritersOf(SessionId session, std::uint64_t buffer_id) const;
 
   EngineStats Stats() const;
 

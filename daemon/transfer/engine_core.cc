@@ -15,6 +15,15 @@ namespace {
 constexpr absl::Duration kBusyNap = absl::Milliseconds(5);
 constexpr absl::Duration kIdleNap = absl::Milliseconds(100);
 
+// How a cancelled transfer's status says why, by RequestCancel's reason.
+const char* CancelledBecause(std::string_view reason) {
+  if (reason == "session_ended") return " ended with its session";
+  if (reason == "destination_freed") {
+    return " was cancelled: its destination buffer was freed, and nobody could read it";
+  }
+  return " was cancelled";
+}
+
 }  // namespace
 
 EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices)
@@ -76,7 +85,7 @@ absl::StatusOr<TransferId> EngineCore::Submit(RecordPtr record) {
     }
   }
   MEMD_RETURN_IF_ERROR(admission_.Admit(record->session, record->total()));
-  record->id = next_id_++;
+  record->id = ids_.Next();
   TransferProgress& progress = record->progress;
   progress.id = record->id;
   progress.bytes_total = record->total();
@@ -189,6 +198,31 @@ void EngineCore::CancelAll(std::string_view reason) {
   }
 }
 
+void EngineCore::CancelWritesTo(std::uint64_t buffer_id) {
+  if (buffer_id == 0) return;
+  CoreLock lock(*this);
+  for (Scheduler& scheduler : schedulers_) {
+    for (const RecordPtr& record : scheduler.records()) {
+      if (record->destination.buffer_id == buffer_id) {
+        RequestCancel(*record, "destination_freed");
+      }
+    }
+  }
+}
+
+std::vector<TransferId> EngineCore::WritersOf(SessionId session,
+                                              std::uint64_t buffer_id) const {
+  std::vector<TransferId> writers;
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end() || buffer_id == 0) return writers;
+  for (const auto& [id, record] : it->second.transfers) {
+    if (record->destination.buffer_id == buffer_id && !record->let_go) writers.push_back(id);
+  }
+  std::sort(writers.begin(), writers.end());
+  return writers;
+}
+
 std::optional<Chunk> EngineCore::TakeChunk(
     LaneIndex lane, absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
   std::optional<Chunk> chunk = schedulers_[lane].Next(now, fits);
@@ -290,11 +324,9 @@ void EngineCore::Sweep(LaneIndex lane, absl::Time now) {
                                            FormatBytes(record.total()), " moved");
     if (record.cancel_requested && record.in_flight == 0) {
       Finish(record, TransferState::kCancelled,
-             absl::CancelledError(absl::StrCat(
-                 Describe(record),
-                 record.cancel_reason == "session_ended" ? " ended with its session"
-                                                         : " was cancelled",
-                 " (", moved, ")")),
+             absl::CancelledError(
+                 absl::StrCat(Describe(record), CancelledBecause(record.cancel_reason), " (",
+                              moved, ")")),
              record.cancel_reason);
     } else if (now >= record.deadline) {
       Finish(record, TransferState::kFailed,
@@ -365,8 +397,10 @@ void EngineCore::LetGoOnceDrained(TransferRecord& record) {
   }
   // Nothing of it is left on a device: its memory need not stay, though the
   // record stays to be asked about (kept_finished_per_session).
+  if (record.destination.written) record.destination.written();
   for (Endpoint* end : {&record.source, &record.destination}) {
-    deferred_let_go_.push_back(LetGo{std::move(end->hold), std::move(end->pin)});
+    deferred_let_go_.push_back(
+        LetGo{std::move(end->hold), std::move(end->pin), std::move(end->written)});
   }
 }
 

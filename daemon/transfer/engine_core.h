@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/opaque_ids.h"
 #include "daemon/backend/copy_device.h"
 #include "daemon/transfer/admission.h"
 #include "daemon/transfer/engine.h"
@@ -63,6 +64,8 @@ class EngineCore {
   absl::StatusOr<TransferProgress> Cancel(SessionId session, TransferId id);
   void EndSession(SessionId session, absl::Duration drain);
   void CancelAll(std::string_view reason);
+  void CancelWritesTo(std::uint64_t buffer_id);
+  std::vector<TransferId> WritersOf(SessionId session, std::uint64_t buffer_id) const;
   EngineStats Stats() const;
   void SetMaxSessionWatches(int most);
   // OK, or why the device takes no copies (the sticky error it reported).
@@ -124,7 +127,8 @@ class EngineCore {
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // A chunk or a transfer ended, a watch ran.
-  TransferId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Ids that say nothing of other sessions' copies (common/opaque_ids.h).
+  OpaqueIds ids_ ABSL_GUARDED_BY(mu_);
   std::vector<Scheduler> schedulers_ ABSL_GUARDED_BY(mu_);  // By LaneIndex.
   absl::flat_hash_map<SessionId, SessionRecords> sessions_ ABSL_GUARDED_BY(mu_);
   Admission admission_ ABSL_GUARDED_BY(mu_);
@@ -140,6 +144,7 @@ class EngineCore {
   struct LetGo {
     pool::SegmentHold hold;
     std::shared_ptr<const void> pin;
+    std::function<void()> written;
   };
   std::vector<LetGo> deferred_let_go_ ABSL_GUARDED_BY(mu_);
   // Watches whose callbacks run now, and on which thread.

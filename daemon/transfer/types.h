@@ -3,6 +3,7 @@
 // The transfer engine's vocabulary: what a copy asks for and what it reports.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -53,6 +54,11 @@ struct Endpoint {
   // CopyPin: a buffer freed during the copy is given back to its pool only
   // when the transfer lets go). Empty: nothing to keep.
   std::shared_ptr<const void> pin;
+  // Called once, under the engine's mutex, when the transfer will write no
+  // more: its last chunk has left the device (the broker's
+  // CopyClaim::Written, so that the buffer may be sealed). Must not block
+  // or call the engine. Empty: nothing to tell.
+  std::function<void()> written;
   // Which buffer and where in it: transfers whose ranges overlap (one
   // writing what the other reads or writes) run in submission order.
   std::uint64_t buffer_id = 0;

@@ -231,15 +231,18 @@ TEST_F(CudaTransferTest, ACopysOwnDeadlineFailsIt) {
   EXPECT_GE(Stats().transfers.failed, 1u);
 }
 
-// A client that frees a buffer while a copy into it runs (releases its last
+// A client that frees a buffer while a copy reads it (releases its last
 // lease of a buffer nobody sealed) loses the name at once, but the bytes
-// stay allocated until the copy has let go: handed to the pool earlier, the
-// next device buffer of the same owner could get them and the copy's late
-// chunks would overwrite it.
+// stay allocated, and charged and counted as its buffer, until the copy has
+// let go: handed to the pool earlier, the next device buffer of the same
+// owner could get them while the copy still reads, and uncharged they
+// would be memory outside every quota. (A buffer a copy writes is freed
+// the same way, and that copy cancelled: ParkedMemoryTest in
+// tests/security.)
 TEST_F(CudaTransferTest, ABufferFreedMidCopyStaysAllocatedUntilTheCopyEnds) {
   StartDaemon(kSlowLink);
-  Buffer source = Make("src", 32 * kMiB, "host", 3);
   Buffer device = Make("weights", 32 * kMiB, "device:0");
+  Buffer back = Make("back", 32 * kMiB, "host");
   auto device_used = [&] {
     for (const PoolStats& pool : Stats().pools) {
       if (pool.location == "device:0") return pool.used_bytes;
@@ -248,14 +251,22 @@ TEST_F(CudaTransferTest, ABufferFreedMidCopyStaysAllocatedUntilTheCopyEnds) {
   };
   const std::uint64_t used = device_used();
   ASSERT_GE(used, 32 * kMiB);
-  auto transfer = client_->Copy({&source}, {&device});
+  auto transfer = client_->Copy({&device}, {&back});
   ASSERT_TRUE(transfer.ok()) << transfer.status();
   device = Buffer();  // The last lease: the unsealed buffer is freed.
-  EXPECT_EQ(Stats().buffers, 1u) << "only src is left by name";
-  EXPECT_EQ(device_used(), used) << "the bytes went back with the copy still writing them";
+  EXPECT_EQ(Stats().buffers, 2u) << "the freed buffer counts until its copy lets go";
+  EXPECT_EQ(device_used(), used) << "the bytes went back with the copy still reading them";
+  auto usage = client_->Usage();
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  std::uint64_t charged = 0;
+  for (const UidUsage& entry : *usage) {
+    if (entry.location == "device:0") charged = entry.bytes;
+  }
+  EXPECT_EQ(charged, used) << "and its owner is charged for them";
   ASSERT_TRUE(transfer->Cancel().ok());
   EXPECT_TRUE(absl::IsCancelled(transfer->Wait()));
   EXPECT_TRUE(PollUntil([&] { return device_used() == 0; })) << device_used();
+  EXPECT_EQ(Stats().buffers, 1u);
 }
 
 // A WaitTransfer call that waits holds memory in the daemon until its copy

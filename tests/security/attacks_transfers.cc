@@ -11,16 +11,17 @@
 namespace memd::hostile {
 
 MEMD_ATTACK(probe_transfers,
-            "FIRST LAST: in a session of its own, asks for the progress of (at once "
-            "and waiting 100 ms), and cancels, every transfer id FIRST..LAST; "
+            "ID...: in a session of its own, asks for the progress of (at once "
+            "and waiting 100 ms), and cancels, every transfer id given; "
             "prints 'ID CODE CODE CODE' per id (gRPC status code numbers)") {
-  if (args.size() != 2) return 2;
+  if (args.empty()) return 2;
   auto session = test::RawSession::Connect(SocketDir());
   if (!session.ok()) {
     std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
     return 1;
   }
-  for (std::uint64_t id = std::stoull(args[0]); id <= std::stoull(args[1]); ++id) {
+  for (const std::string& given : args) {
+    const std::uint64_t id = std::stoull(given);
     v1::WaitTransferRequest wait;
     wait.set_transfer_id(id);
     v1::TransferProgress progress;
@@ -38,16 +39,16 @@ MEMD_ATTACK(probe_transfers,
 }
 
 MEMD_ATTACK(copy_leases,
-            "FIRST LAST SIZE: creates a buffer of SIZE bytes of its own and copies "
-            "from, then into, every lease id FIRST..LAST with it; prints 'ID CODE "
+            "SIZE ID...: creates a buffer of SIZE bytes of its own and copies "
+            "from, then into, every lease id given with it; prints 'ID CODE "
             "CODE' per id (gRPC status code numbers)") {
-  if (args.size() != 3) return 2;
+  if (args.size() < 2) return 2;
   auto session = test::RawSession::Connect(SocketDir());
   if (!session.ok()) {
     std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
     return 1;
   }
-  const std::uint64_t size = std::stoull(args[2]);
+  const std::uint64_t size = std::stoull(args[0]);
   v1::CreateRequest create;
   create.set_name("mallory/bait");
   create.set_size_bytes(size);
@@ -56,8 +57,8 @@ MEMD_ATTACK(copy_leases,
     std::fprintf(stderr, "create: %s\n", made.error_message().c_str());
     return 1;
   }
-  for (std::uint64_t id = std::stoull(args[0]); id <= std::stoull(args[1]); ++id) {
-    if (id == mine.lease_id()) continue;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::uint64_t id = std::stoull(args[i]);
     v1::CopyRequest out;
     out.mutable_source()->set_lease_id(id);
     out.mutable_source()->set_length(size);

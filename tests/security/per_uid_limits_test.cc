@@ -87,7 +87,7 @@ TEST_F(PerUidLimitsTest, OneUidCannotKeepUnboundedOpensWaiting) {
                     Gate("gate"));
   const std::string report = attack.Report();
   EXPECT_THAT(report, StartsWith("waiting 20\nrefused 12\n"));
-  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 20 opens waiting; "
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 20 calls waiting (Open, WaitTransfer); "
                                 "the limit is 20 (max_waits_per_uid)"));
 
   // Alice's open may still wait: it runs out of time instead of being
@@ -110,7 +110,7 @@ TEST_F(PerUidLimitsTest, WaitingOpensAreBoundedDaemonWide) {
   HeldAttack bob(kBob, config_.socket_dir, {"fill_waits", "2", "8", "8"}, Gate("bob"));
   const std::string report = bob.Report();
   EXPECT_THAT(report, StartsWith("waiting 8\nrefused 8\n"));
-  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: 24 opens are waiting; the limit "
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: 24 calls are waiting (Open, WaitTransfer); the limit "
                                 "is 24 (max_waits)"));
   // The daemon-wide bound is what keeps the daemon's memory bounded
   // whatever the number of uids: once reached it refuses everyone.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/broker/broker.h"
@@ -147,13 +148,117 @@ TEST_F(CopyTest, ABufferFreedUnderTwoCopiesWaitsForTheLast) {
   auto second = broker_->ResolveCopy(alice_, {source.lease, 0, kSize / 2},
                                      {destination.lease, kSize / 2, kSize / 2});
   ASSERT_TRUE(first.ok() && second.ok());
-  EXPECT_EQ(first->destination.pin, second->destination.pin);
+  EXPECT_EQ(&first->destination.pin->pin(), &second->destination.pin->pin());
   const std::uint64_t used = pool.Stats().used_bytes;
   ASSERT_TRUE(broker_->Release(alice_, destination.lease).ok());
   first->destination.pin.reset();
   EXPECT_EQ(pool.Stats().used_bytes, used);
   second->destination.pin.reset();
   EXPECT_EQ(pool.Stats().used_bytes, used - pool.AllocationBytes(kSize));
+}
+
+// Issue 22, finding 1: a 1-byte copy kept a freed buffer's whole allocation
+// out of its pool while its quota and buffer count came back at once, so a
+// uid could park memory of any size outside every quota. The buffer now
+// stays charged to its owner, and counted, until its copies let go.
+TEST_F(CopyTest, AFreedBufferStaysChargedToItsOwnerUntilItsCopiesLetGo) {
+  constexpr std::uint64_t kSize = 256 << 10;
+  pool::Pool& pool = *pools_.Find(Location::Host());
+  const std::uint64_t taken = pool.AllocationBytes(kSize);
+  BrokerLimits limits;
+  limits.max_uid_bytes = *Quota::Parse(absl::StrCat(3 * taken));
+  broker_->SetLimits(limits);
+  Grant parked = Create(alice_, "parked", kSize);
+  Grant destination = Create(alice_, "dst", kSize);
+  auto ends = broker_->ResolveCopy(alice_, {parked.lease, 0, 1}, {destination.lease, 0, 1});
+  ASSERT_TRUE(ends.ok()) << ends.status();
+  ASSERT_TRUE(broker_->Release(alice_, parked.lease).ok());  // Never sealed: it goes.
+
+  auto usage = broker_->Usage(alice_);
+  ASSERT_TRUE(usage.ok() && usage->size() == 1) << usage.status();
+  EXPECT_EQ((*usage)[0].bytes, 2 * taken) << "the parked buffer is still its owner's";
+  EXPECT_EQ((*usage)[0].buffers, 2u);
+  EXPECT_EQ(broker_->Counts().buffers, 2u);
+  EXPECT_EQ(broker_->Counts().unlinked, 1u);
+  EXPECT_TRUE(broker_->Create(alice_, CreateParams{"third", kSize, Location::Host()}).ok());
+  auto fourth = broker_->Create(alice_, CreateParams{"fourth", kSize, Location::Host()});
+  EXPECT_TRUE(absl::IsResourceExhausted(fourth.status())) << fourth.status();
+  EXPECT_THAT(Message(fourth.status()), HasSubstr("max_uid_bytes"));
+
+  ends->source.pin.reset();  // The copy lets go of the parked buffer.
+  usage = broker_->Usage(alice_);
+  ASSERT_TRUE(usage.ok() && usage->size() == 1) << usage.status();
+  EXPECT_EQ((*usage)[0].bytes, 2 * taken);
+  EXPECT_EQ(broker_->Counts().unlinked, 0u);
+  EXPECT_TRUE(broker_->Create(alice_, CreateParams{"fourth", kSize, Location::Host()}).ok());
+}
+
+// Nobody can read a buffer freed while a copy writes it, so the daemon
+// cancels such copies: the broker names each such buffer once. A buffer
+// that copies only read is kept, not reported.
+TEST_F(CopyTest, ABufferFreedWhileACopyWritesItIsReportedOnce) {
+  std::vector<BufferId> reported;
+  broker_->SetFreedWhileWritten([&](BufferId id) { reported.push_back(id); });
+  Grant source = Create(alice_, "src", 4096);
+  Grant destination = Create(alice_, "dst", 4096);
+  auto ends = broker_->ResolveCopy(alice_, {source.lease, 0, 4096},
+                                   {destination.lease, 0, 4096});
+  ASSERT_TRUE(ends.ok()) << ends.status();
+  ASSERT_TRUE(broker_->Release(alice_, source.lease).ok());
+  EXPECT_TRUE(reported.empty()) << "a copy that reads a freed buffer goes on";
+  ASSERT_TRUE(broker_->Release(alice_, destination.lease).ok());
+  EXPECT_EQ(reported, std::vector<BufferId>{destination.buffer.id});
+  ends->destination.pin->Written();
+  ends->source.pin.reset();
+  ends->destination.pin.reset();
+  EXPECT_EQ(reported.size(), 1u);
+  EXPECT_EQ(broker_->Counts().buffers, 0u);
+}
+
+// Issue 22, finding 2: Seal neither waited for nor refused copies still
+// writing the buffer, so a sealed buffer kept changing. A buffer a copy may
+// still write cannot be sealed; one copies only read can.
+TEST_F(CopyTest, ABufferACopyMayStillWriteCannotBeSealed) {
+  Grant source = Create(alice_, "src", 4096);
+  Grant destination = Create(alice_, "dst", 4096);
+  auto ends = broker_->ResolveCopy(alice_, {source.lease, 0, 4096},
+                                   {destination.lease, 0, 4096});
+  ASSERT_TRUE(ends.ok()) << ends.status();
+  auto refused = broker_->Seal(alice_, destination.lease);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_EQ(Message(refused.status()),
+            "buffer 'dst' cannot be sealed: 1 copy may still write it; wait for them to "
+            "end (or cancel them), then seal");
+  EXPECT_TRUE(broker_->Seal(alice_, source.lease).ok()) << "reading changes nothing";
+  ends->destination.pin->Written();  // Its last chunk left the device.
+  EXPECT_TRUE(broker_->Seal(alice_, destination.lease).ok());
+}
+
+TEST_F(CopyTest, ARefusedCopyLeavesNoWriterBehind) {
+  Grant buffer = Create(alice_, "one", 8192);
+  auto overlap = broker_->ResolveCopy(alice_, {buffer.lease, 0, 4096},
+                                      {buffer.lease, 2048, 4096});
+  ASSERT_TRUE(absl::IsInvalidArgument(overlap.status())) << overlap.status();
+  EXPECT_TRUE(broker_->Seal(alice_, buffer.lease).ok());
+}
+
+// The daemon ends its copies before its broker; should claims outlive the
+// broker anyway, what they hold goes back to the pool with the last.
+TEST_F(CopyTest, ClaimsThatOutliveTheBrokerGiveTheMemoryBackWhenTheyGo) {
+  constexpr std::uint64_t kSize = 64 << 10;
+  pool::Pool& pool = *pools_.Find(Location::Host());
+  Grant source = Create(alice_, "src", kSize);
+  Grant destination = Create(alice_, "dst", kSize);
+  Create(alice_, "unclaimed", kSize);
+  auto ends = broker_->ResolveCopy(alice_, {source.lease, 0, kSize},
+                                   {destination.lease, 0, kSize});
+  ASSERT_TRUE(ends.ok()) << ends.status();
+  broker_.reset();
+  EXPECT_EQ(pool.Stats().used_bytes, 2 * pool.AllocationBytes(kSize));
+  ends->source.pin.reset();
+  EXPECT_EQ(pool.Stats().used_bytes, pool.AllocationBytes(kSize));
+  ends->destination.pin.reset();
+  EXPECT_EQ(pool.Stats().used_bytes, 0u);
 }
 
 TEST_F(CopyTest, ZeroOrDifferentLengthsAreRefusedWithTheNumbers) {

@@ -204,10 +204,11 @@ memd_transfer_paths_total{path="staged"} 0
 memd_transfer_paths_total{path="direct"} 0
 memd_transfer_paths_total{path="device"} 0
 memd_transfer_paths_total{path="peer_staged"} 0
-# HELP memd_transfer_failures_total Transfers that ended without finishing, by reason (cancelled, deadline, stall, driver, device_unhealthy, session_ended).
+# HELP memd_transfer_failures_total Transfers that ended without finishing, by reason (cancelled, deadline, stall, driver, device_unhealthy, session_ended, destination_freed).
 # TYPE memd_transfer_failures_total counter
 memd_transfer_failures_total{reason="cancelled"} 0
 memd_transfer_failures_total{reason="deadline"} 0
+memd_transfer_failures_total{reason="destination_freed"} 0
 memd_transfer_failures_total{reason="device_unhealthy"} 0
 memd_transfer_failures_total{reason="driver"} 0
 memd_transfer_failures_total{reason="session_ended"} 0

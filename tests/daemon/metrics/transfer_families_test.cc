@@ -80,7 +80,7 @@ TEST(TransferFamiliesTest, EveryPathAndFailureReasonHasASeriesBeforeItsFirstEven
                           Pair(LabelList{{"path", "device"}}, 0),
                           Pair(LabelList{{"path", "peer_staged"}}, 0)));
   auto failures = Read("memd_transfer_failures_total", DaemonSnapshot{});
-  EXPECT_EQ(failures.size(), 6u);
+  EXPECT_EQ(failures.size(), 7u);
   for (const auto& [labels, value] : failures) EXPECT_EQ(value, 0);
   EXPECT_THAT(Read("memd_transfer_paths_total", Busy())[1],
               Pair(LabelList{{"path", "staged"}}, 5));

@@ -1,0 +1,96 @@
+// Issue 22, finding 6: what another uid could learn. Stat, Open and Unlink
+// of someone's private name answered with its owner, group and mode; ids
+// were global counters, so a client's next lease, transfer or session id
+// told how many every other user had taken meanwhile.
+//
+// What a uid may learn of others (docs/security.md, "What a client learns
+// of others"): that a name is taken (Create would tell it anyway), and
+// node-wide capacity; nothing else of a buffer it may not read, and nothing
+// of others' activity through ids.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/security/slow_copies.h"
+#include "tests/support/hostile.h"
+
+namespace memd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using test::Describe;
+using test::kMallory;
+using test::kMiB;
+using test::ProgramResult;
+using test::RawSession;
+
+class WhatOthersLearnTest : public test::SlowCopyDaemonTest {
+ protected:
+  // Whether `later` could be `earlier` counted on by at most `most`: ids
+  // that tell how many came between.
+  static bool CountsOn(std::uint64_t earlier, std::uint64_t later, std::uint64_t most) {
+    return later > earlier && later - earlier <= most;
+  }
+};
+
+TEST_F(WhatOthersLearnTest, ARefusalTellsAnotherUidNothingOfTheBuffer) {
+  StartSlowDaemon();
+  RawSession owner = Session();
+  v1::Lease made = Create(owner, "owner/private", 12345, "host", 0600);
+  ASSERT_TRUE(Seal(owner, made.lease_id()).ok());
+
+  ProgramResult probe = Hostile(kMallory, {"probe_private", "owner/private"});
+  ASSERT_EQ(probe.exit_code, 0) << Describe(probe);
+  const std::vector<std::string> lines = absl::StrSplit(probe.out, '\n', absl::SkipEmpty());
+  EXPECT_THAT(
+      lines,
+      ElementsAre(
+          "Stat PERMISSION_DENIED: uid 61003 may not inspect buffer 'owner/private'",
+          "OpenRead PERMISSION_DENIED: uid 61003 may not read buffer 'owner/private'",
+          "OpenWrite PERMISSION_DENIED: uid 61003 may not write buffer 'owner/private'",
+          "Unlink PERMISSION_DENIED: uid 61003 may not unlink buffer 'owner/private': only "
+          "its owner and root may",
+          "OpenOrCreate PERMISSION_DENIED: uid 61003 may not read buffer 'owner/private'"));
+  for (const char* detail : {"uid 0", "gid", "0600", "12345", "host"}) {
+    EXPECT_THAT(probe.out, Not(HasSubstr(detail)));
+  }
+}
+
+TEST_F(WhatOthersLearnTest, IdsSayNothingOfHowManyOthersTookMeanwhile) {
+  StartSlowDaemon();
+  RawSession watcher = Session();
+  RawSession busy = Session();
+  v1::Lease first_lease = Create(watcher, "watcher/a", 4096);
+  v1::Lease spare = Create(watcher, "watcher/b", 4096);
+  const std::uint64_t first_transfer =
+      Copy(watcher, first_lease.lease_id(), spare.lease_id(), 4096);
+
+  // Another client's activity between the watcher's two looks.
+  v1::Lease source = Create(busy, "busy/src", 4096);
+  std::vector<RawSession> sessions;
+  for (int i = 0; i < 20; ++i) {
+    v1::Lease lease = Create(busy, "busy/" + std::to_string(i), 4096);
+    Copy(busy, source.lease_id(), lease.lease_id(), 4096);
+    sessions.push_back(Session());
+  }
+
+  v1::Lease second_lease = Create(watcher, "watcher/c", 4096);
+  const std::uint64_t second_transfer =
+      Copy(watcher, first_lease.lease_id(), second_lease.lease_id(), 4096);
+  RawSession late = Session();
+  EXPECT_FALSE(CountsOn(first_lease.lease_id(), second_lease.lease_id(), 1000))
+      << first_lease.lease_id() << " then " << second_lease.lease_id();
+  EXPECT_FALSE(CountsOn(first_transfer, second_transfer, 1000))
+      << first_transfer << " then " << second_transfer;
+  EXPECT_FALSE(CountsOn(busy.id, late.id, 1000)) << busy.id << " then " << late.id;
+  EXPECT_FALSE(CountsOn(first_lease.buffer().id(), second_lease.buffer().id(), 1000))
+      << first_lease.buffer().id() << " then " << second_lease.buffer().id();
+}
+
+}  // namespace
+}  // namespace memd
