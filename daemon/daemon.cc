@@ -109,26 +109,34 @@ std::uint64_t PoolLimit(const Config& config, const Location& location,
   return config.host_pool_limit_bytes ? config.host_pool_limit_bytes : memory / 2;
 }
 
-// `config` has passed ParseConfig, which checked the quotas parse.
-// max_sessions is lowered to what `descriptor_limit` can carry.
-broker::BrokerLimits LimitsOf(const Config& config, std::uint64_t descriptor_limit) {
+// The descriptor-consuming limits `config` asks for and what
+// `descriptor_limit` (RLIMIT_NOFILE) lets memd run with, each cap lowered
+// logged with the reason. Errors: FAILED_PRECONDITION (too small a limit).
+absl::StatusOr<DescriptorCaps> DescriptorCapsOf(const Config& config,
+                                                std::uint64_t descriptor_limit) {
+  MEMD_ASSIGN_OR_RETURN(
+      DescriptorBudget budget,
+      BudgetDescriptors({.max_sessions = config.max_sessions,
+                         .max_sessions_per_uid = config.max_sessions_per_uid,
+                         .max_connections = config.max_connections,
+                         .max_connections_per_uid = config.max_connections_per_uid,
+                         .max_fds_in_flight_per_session =
+                             config.max_fds_in_flight_per_session},
+                        descriptor_limit));
+  for (const std::string& line : budget.lowered) spdlog::warn("descriptor budget: {}", line);
+  return budget.caps;
+}
+
+// `config` has passed ParseConfig, which checked the quotas parse; `caps`
+// are its descriptor limits as the budget allows them.
+broker::BrokerLimits LimitsOf(const Config& config, const DescriptorCaps& caps) {
   broker::BrokerLimits limits;
   limits.max_buffer_bytes = config.max_buffer_bytes;
   limits.max_buffers = config.max_buffers;
-  const SessionBudget sessions =
-      BudgetSessions(config.max_sessions, config.max_fds_in_flight_per_session,
-                     config.max_connections, descriptor_limit);
-  if (!sessions.note.empty()) spdlog::info("{}", sessions.note);
-  limits.max_sessions = sessions.max_sessions;
+  limits.max_sessions = caps.max_sessions;
   limits.max_leases_per_session = config.max_leases_per_session;
   limits.max_waits_per_session = config.max_waits_per_session;
-  // Where the budget lowered max_sessions, one uid may take at most half
-  // of what is left, so that room for other users stays.
-  limits.max_sessions_per_uid =
-      sessions.max_sessions == config.max_sessions
-          ? config.max_sessions_per_uid
-          : std::min(config.max_sessions_per_uid,
-                     std::max<std::uint64_t>(1, sessions.max_sessions / 2));
+  limits.max_sessions_per_uid = caps.max_sessions_per_uid;
   limits.max_buffers_per_uid = config.max_buffers_per_uid;
   limits.max_leases_per_uid = config.max_leases_per_uid;
   limits.max_waits_per_uid = config.max_waits_per_uid;
@@ -194,14 +202,13 @@ absl::StatusOr<std::unique_ptr<transfer::Engine>> StartEngine(const Config& conf
   return engine;
 }
 
-session::ConnectionLimits ConnectionLimitsOf(const Config& config) {
-  return session::ConnectionLimits{config.max_connections_per_uid,
-                                   config.max_connections};
+session::ConnectionLimits ConnectionLimitsOf(const DescriptorCaps& caps) {
+  return session::ConnectionLimits{caps.max_connections_per_uid, caps.max_connections};
 }
 
-std::uint32_t FdsInFlightOf(const Config& config) {
+std::uint32_t FdsInFlightOf(const DescriptorCaps& caps) {
   return static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(config.max_fds_in_flight_per_session, 1u << 20));
+      std::min<std::uint64_t>(caps.max_fds_in_flight_per_session, 1u << 20));
 }
 
 // The backend the configuration names (or finds, for auto), saying why it
@@ -249,8 +256,8 @@ pool::PoolSet MakePools(const Config& config, backend::Backend& backend,
 // control socket's connections itself, so that it knows the credentials of
 // each (gRPC's own listener would not tell), and hands them to `control`.
 absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
-    const Config& config, SocketDir& socket_dir, broker::Broker& broker,
-    session::SessionEnder& ender, ControlHandOff& control) {
+    const Config& config, const DescriptorCaps& caps, SocketDir& socket_dir,
+    broker::Broker& broker, session::SessionEnder& ender, ControlHandOff& control) {
   MEMD_ASSIGN_OR_RETURN(UniqueFd listener,
                         socket_dir.Listen(kSessionSocketName, SOCK_SEQPACKET,
                                           config.socket_mode));
@@ -265,7 +272,7 @@ absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
           },
           [&ender](std::uint64_t id) { ender.End(id); },
           [&control](UniqueFd connection) { control.Take(std::move(connection)); }},
-      session::SessionServerOptions{FdsInFlightOf(config), ConnectionLimitsOf(config)});
+      session::SessionServerOptions{FdsInFlightOf(caps), ConnectionLimitsOf(caps)});
 }
 
 // The /metrics endpoint: the daemon's state at each scrape, and `rpc`'s
@@ -287,10 +294,16 @@ Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 
 std::vector<std::string> Daemon::Reload(const Config& config) {
   if (parts_->stopped) return {};
-  parts_->broker->SetLimits(LimitsOf(config, parts_->descriptor_limit));
+  // Cannot fail: the limit passed the same check at start.
+  absl::StatusOr<DescriptorCaps> caps = DescriptorCapsOf(config, parts_->descriptor_limit);
+  if (!caps.ok()) {
+    spdlog::error("reload: {}", caps.status().ToString());
+    return {};
+  }
+  parts_->broker->SetLimits(LimitsOf(config, *caps));
   // Cannot fail: the config takes positive counts only.
   (void)parts_->engine->SetMaxSessionWatches(EngineOptionsOf(config).max_session_watches);
-  parts_->sessions->SetLimits(FdsInFlightOf(config), ConnectionLimitsOf(config));
+  parts_->sessions->SetLimits(FdsInFlightOf(*caps), ConnectionLimitsOf(*caps));
   // Compared with what runs, not with the file read at the last reload.
   return SettingsNeedingRestart(parts_->started_with, config);
 }
@@ -308,6 +321,11 @@ Daemon::~Daemon() { Shutdown(); }
 // before it.
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   auto parts = std::make_unique<Parts>();
+  // First, so that a limit too small to serve anyone stops memd before it
+  // claims the socket directory or any memory.
+  parts->descriptor_limit = RaiseDescriptorLimit();
+  MEMD_ASSIGN_OR_RETURN(const DescriptorCaps caps,
+                        DescriptorCapsOf(config, parts->descriptor_limit));
   parts->socket_dir_path =
       config.socket_dir.empty() ? DefaultSocketDir() : config.socket_dir;
   MEMD_ASSIGN_OR_RETURN(parts->socket_dir, SocketDir::Claim(parts->socket_dir_path));
@@ -324,9 +342,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
 
   MEMD_ASSIGN_OR_RETURN(parts->engine, StartEngine(config, *parts->backend));
 
-  parts->descriptor_limit = RaiseDescriptorLimit();
-  parts->broker = std::make_unique<broker::Broker>(
-      parts->pools, LimitsOf(config, parts->descriptor_limit), parts->clock);
+  parts->broker =
+      std::make_unique<broker::Broker>(parts->pools, LimitsOf(config, caps), parts->clock);
   // Nobody can read a buffer freed while copies still write it: they stop.
   parts->broker->SetFreedWhileWritten(
       [engine = parts->engine.get()](broker::BufferId id) { engine->CancelWritesTo(id); });
@@ -336,8 +353,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
       },
       kSessionEnders);
   MEMD_ASSIGN_OR_RETURN(parts->sessions,
-                        MakeSessionServer(config, *parts->socket_dir, *parts->broker,
-                                          *parts->ender, parts->control));
+                        MakeSessionServer(config, caps, *parts->socket_dir,
+                                          *parts->broker, *parts->ender, parts->control));
   if (!config.metrics_address.empty()) {
     parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
     MEMD_ASSIGN_OR_RETURN(parts->metrics,

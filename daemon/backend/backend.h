@@ -86,9 +86,11 @@ class Segment {
   virtual std::uint64_t size() const = 0;
 
   // What to send a client for `access`. Host kRead descriptors cannot be
-  // mapped writable; device memory has no such guarantee (the client's
-  // library maps it read-only, but a client could map it read-write).
-  // Errors: INTERNAL.
+  // mapped writable; device memory has no such guarantee: CUDA's descriptor
+  // can be mapped read-write by a client that imports it itself (libmemd
+  // maps kRead read-only), and Level Zero's is the same read-write
+  // descriptor for every access, which zeMemOpenIpcHandle (libmemd's too)
+  // opens read-write. Errors: INTERNAL.
   virtual absl::StatusOr<ExportedHandle> Export(Access access) const = 0;
 
   // Zeroes every byte, for memory that changes security domain. Errors:

@@ -3,16 +3,20 @@
 // with ZE_ENABLE_ALT_DRIVERS) and moves bytes in and out of device buffers
 // through an immediate command list of its own, as an application would.
 //
-//   memd-ze-test-client produce NAME SIZE SEED LOCATION [own-context]
+//   memd-ze-test-client produce NAME SIZE SEED LOCATION [own-context] [mode=OCTAL]
 //       create NAME at LOCATION ("device:N"), copy the pattern in, seal;
 //       own-context: open it in a context this program made, passed in
-//       ConnectOptions::level_zero_context, else in libmemd's
+//       ConnectOptions::level_zero_context, else in libmemd's; mode: the
+//       buffer's (default 0600)
 //   memd-ze-test-client consume NAME SIZE SEED
 //       open NAME, copy it out, check size and pattern (exit 4 if wrong)
 //   memd-ze-test-client create-hold NAME SIZE LOCATION
 //       create NAME unsealed, print "held", wait to be killed
 //   memd-ze-test-client join NAME SEED
 //       open NAME read-write, copy the pattern in, seal
+//   memd-ze-test-client overwrite NAME SEED
+//       open NAME read-only, as every reader does, and copy the pattern
+//       into its device pointer (Level Zero opens memory read-write only)
 //   memd-ze-test-client zeros NAME SIZE LOCATION
 //       create NAME with mode 0640 (another domain than produce's 0600)
 //       and check that it reads as zeros (exit 4 if not)
@@ -24,6 +28,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -83,7 +88,16 @@ absl::StatusOr<Gpu> UseGpu(memd::Client& client, const std::string& location) {
   return absl::NotFoundError(location + " is no Level Zero GPU this process sees");
 }
 
-int Run(const std::vector<std::string>& args) {
+// The buffer mode a trailing "mode=OCTAL" asks for, else 0600.
+std::uint32_t ModeOf(std::vector<std::string>& args) {
+  if (args.empty() || !args.back().starts_with("mode=")) return 0600;
+  const std::uint32_t mode = static_cast<std::uint32_t>(std::stoul(args.back().substr(5), nullptr, 8));
+  args.pop_back();
+  return mode;
+}
+
+int Run(std::vector<std::string> args) {
+  const std::uint32_t mode = ModeOf(args);
   const std::string& command = args[0];
   const std::string& name = args[1];
   const bool own_context = args.back() == "own-context";
@@ -110,7 +124,8 @@ int Run(const std::vector<std::string>& args) {
   int code = 0;
   if (command == "produce" || command == "join") {
     const bool create = command == "produce";
-    auto buffer = create ? (*client)->Create(name, std::stoull(args[2]), {.location = location})
+    auto buffer = create ? (*client)->Create(name, std::stoull(args[2]),
+                                             {.location = location, .mode = mode})
                          : (*client)->Open(name, {.access = memd::Access::kReadWrite});
     if (!buffer.ok()) return Fail(buffer.status());
     std::vector<std::byte> bytes(buffer->size());
@@ -137,6 +152,20 @@ int Run(const std::vector<std::string>& args) {
                   memd::test::MatchesPattern(bytes, std::stoul(args[3]))
             : std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
     if (!right) code = 4;
+  } else if (command == "overwrite") {
+    auto buffer = (*client)->Open(name);
+    if (!buffer.ok()) return Fail(buffer.status());
+    if (buffer->writable()) {
+      std::printf("the lease is writable: not what a reader gets\n");
+      return 1;
+    }
+    std::vector<std::byte> bytes(buffer->size());
+    memd::test::FillPattern(bytes, std::stoul(args[2]));
+    void* device = reinterpret_cast<void*>(buffer->device_pointer());
+    if (auto copied = queue.Copy(device, bytes.data(), bytes.size()); !copied.ok()) {
+      return Fail(copied);
+    }
+    std::printf("wrote %zu bytes through a read lease\n", bytes.size());
   } else if (command == "create-hold") {
     auto buffer = (*client)->Create(name, std::stoull(args[2]), {.location = location});
     if (!buffer.ok()) return Fail(buffer.status());

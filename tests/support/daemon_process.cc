@@ -121,8 +121,11 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
     int status;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       daemon->pid_ = -1;
+      const std::string how = WIFEXITED(status)
+                                  ? absl::StrCat("exit status ", WEXITSTATUS(status))
+                                  : absl::StrCat("signal ", WTERMSIG(status));
       return absl::InternalError(
-          absl::StrCat("memd exited during start-up:\n", daemon->Log()));
+          absl::StrCat("memd exited during start-up (", how, "):\n", daemon->Log()));
     }
   }
   return absl::InternalError(

@@ -26,7 +26,7 @@ class DaemonProcess {
   // default to a private directory and a free loopback port unless given;
   // `cpu` >= 0 pins the daemon (every thread it will have) to that CPU.
   // Errors: INTERNAL when it exits or stays silent for `timeout`; the
-  // message carries its stderr.
+  // message carries how it exited ("exit status N") and its stderr.
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       std::vector<std::string> extra_args = {},
       absl::Duration timeout = absl::Seconds(20), int cpu = -1);

@@ -232,6 +232,22 @@ TEST_F(MemctlDeviceTest, APutThatOutlastsItsTimeoutFailsAndLeavesNothing) {
   EXPECT_THAT(Names(), IsEmpty()) << "neither the buffer nor memctl's staging stays";
 }
 
+// Issue 22, finding 7: a get that fails before memctl has any of the
+// buffer's bytes (here the copy off the GPU outlasts its timeout) leaves an
+// existing file as it was: memctl empties it just before the first write,
+// no longer when it opens it.
+TEST_F(MemctlDeviceTest, AGetThatFailsBeforeItHasBytesLeavesTheFileAsItWas) {
+  StartDaemon(kSlowLink);
+  ProgramResult put = Run({"put", "--location", "device:0", "slow",
+                           WriteFile("in", RandomBytes(24 << 20, 4))});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  const std::string kept = WriteFile("kept", "yesterday's copy");
+  ProgramResult get = Run({"get", "--timeout", "0.2", "slow", "-o", kept});
+  EXPECT_EQ(get.exit_code, kExitFailed) << Describe(get);
+  EXPECT_THAT(get.err, StartsWith("memctl: get slow: DEADLINE_EXCEEDED: "));
+  EXPECT_EQ(ReadWholeFile(kept), "yesterday's copy");
+}
+
 TEST_F(MemctlDeviceTest, AMemctlKilledMidPutLeavesNoBufferStagingOrTransfer) {
   StartDaemon(kSlowLink);
   const std::string file = WriteFile("in", RandomBytes(24 << 20, 7));

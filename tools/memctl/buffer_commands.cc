@@ -107,6 +107,7 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   request.size = options.size;
   request.max_stream_bytes = options.max_stream_bytes;
   request.transfer = options.transfer;
+  request.files = options.files;
   absl::StatusOr<FileToBufferResult> result =
       CopyFileToBuffer(client, request, output.progress);
   if (!result.ok()) return result.status();
@@ -130,6 +131,7 @@ absl::Status RunGet(Client& client, const GetOptions& options, const Output& out
   request.open.wait = options.wait;
   request.open.owner = options.owner;
   request.transfer = options.transfer;
+  request.files = options.files;
   absl::StatusOr<BufferToFileResult> result =
       CopyBufferToFile(client, request, output.progress);
   if (!result.ok()) return result.status();

@@ -171,7 +171,26 @@ struct OptionTexts {
   bool no_direct_io = false;
   bool no_seal = false;
   std::vector<std::string> attrs;
+  std::string fifo_timeout = absl::StrCat(absl::ToInt64Seconds(kDefaultFifoTimeout));
+  bool follow_symlinks = false;
 };
+
+// What every command that opens files named on its command line takes:
+// `writes_files` for get and cp (a file as the output).
+void AddFileOptions(CLI::App* sub, OptionTexts& texts, bool writes_files) {
+  sub->add_option("--fifo-timeout", texts.fifo_timeout,
+                  "How long to wait for the other end of a FIFO named as a file (its "
+                  "writer, or its reader) before failing; memctl never blocks in open")
+      ->check(TimeoutValidator())
+      ->type_name("SECONDS")
+      ->capture_default_str();
+  if (writes_files) {
+    sub->add_flag("--follow-symlinks", texts.follow_symlinks,
+                  "Write through a symbolic link at the output path; without it a link "
+                  "there is refused, since whoever may write its directory could point "
+                  "it at a file of yours");
+  }
+}
 
 // What every command that has the daemon copy bytes takes.
 void AddTransferOptions(CLI::App* sub, OptionTexts& texts, bool reads_files) {
@@ -278,7 +297,8 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "buffer and the stream must hold exactly that many (a device such as\n"
       "/dev/zero gives its first BYTES); without, it is read to the end first,\n"
       "up to --max-stream. Empty files are refused: a buffer holds at least 1\n"
-      "byte. On failure no buffer is left.\n\n"
+      "byte. On failure no buffer is left. A FIFO is opened without blocking:\n"
+      "memctl waits up to --fifo-timeout for its writer, then reads as from a pipe.\n\n"
       "Device buffers (--location device:N) are filled by memd's transfer\n"
       "engine: memctl reads the file into slices of a staging buffer of its own\n"
       "(pinned memory where memd has it; 3 x 16 MiB at most), with O_DIRECT where\n"
@@ -326,6 +346,7 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                 "The buffer goes with its last lease: hand it to readers already "
                 "waiting for it (memctl's own lease ends when it exits)");
   AddTransferOptions(put, texts, /*reads_files=*/true);
+  AddFileOptions(put, texts, /*writes_files=*/false);
   return put;
 }
 
@@ -334,6 +355,10 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       app, "get",
       "Copy a sealed buffer's bytes to stdout or a file",
       "With --json, -o is required: the bytes cannot share stdout with the JSON.\n"
+      "-o FILE is never followed when it is a symbolic link (--follow-symlinks\n"
+      "does), a FIFO there waits up to --fifo-timeout for its reader, and an\n"
+      "existing file is emptied only once memctl has the first bytes for it: a\n"
+      "get that fails before then leaves the file as it was.\n"
       "Whoever may connect to memd can create a name first: to accept only the\n"
       "buffer your producer made, name it with --owner (a buffer of that name\n"
       "owned by anyone else is PERMISSION_DENIED, also one sealed while get\n"
@@ -360,6 +385,7 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       ->check(UserValidator())
       ->type_name("USER");
   AddTransferOptions(get, texts, /*reads_files=*/false);
+  AddFileOptions(get, texts, /*writes_files=*/true);
   return get;
 }
 
@@ -378,7 +404,8 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
       "--no-seal.\n"
       "file -> buffer: as put, but an existing DST being written is filled as\n"
       "above (a new one is at --location, default host).\n"
-      "buffer -> file: as get.\n"
+      "buffer -> file: as get (no symbolic link followed without\n"
+      "--follow-symlinks).\n"
       "\n"
       "On failure a buffer cp created is unlinked; an existing one is left as\n"
       "it is, possibly part-written. On a terminal a progress bar shows on\n"
@@ -426,6 +453,7 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
       ->type_name("BYTES")
       ->capture_default_str();
   AddTransferOptions(cp, texts, /*reads_files=*/true);
+  AddFileOptions(cp, texts, /*writes_files=*/true);
   return cp;
 }
 
@@ -574,6 +602,11 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given,
   }
   transfer.direct_io = !texts.no_direct_io;
   invocation.put.transfer = invocation.get.transfer = invocation.copy.transfer = transfer;
+  FileOptions files;
+  files.follow_symlinks = texts.follow_symlinks;
+  files.fifo_timeout = absl::Seconds(
+      ParseWait(texts.fifo_timeout).value_or(absl::ToDoubleSeconds(kDefaultFifoTimeout)));
+  invocation.put.files = invocation.get.files = invocation.copy.files = files;
   CopyCommandOptions& copy = invocation.copy;
   copy.mode = invocation.put.mode;
   copy.size = invocation.put.size;

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "memd/client.h"
+#include "tools/memctl/file_io.h"
 
 namespace memd::memctl {
 
@@ -56,6 +57,7 @@ struct PutOptions {
   bool ephemeral = false;  // --ephemeral: gone with its last lease.
   std::map<std::string, std::string> attrs = {};  // --attr KEY=VALUE.
   TransferFlags transfer;
+  FileOptions files;  // --fifo-timeout.
 };
 
 struct GetOptions {
@@ -65,6 +67,7 @@ struct GetOptions {
   // --owner: the uid that must own the buffer (OpenOptions::owner).
   std::optional<uid_t> owner;
   TransferFlags transfer;
+  FileOptions files;  // --follow-symlinks, --fifo-timeout.
 };
 
 // cp SRC DST: each operand a buffer name, a file (starts with "/", "./" or
@@ -85,6 +88,7 @@ struct CopyCommandOptions {
   std::optional<std::uint64_t> size;
   std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
   TransferFlags transfer;
+  FileOptions files;  // For a file operand: --follow-symlinks, --fifo-timeout.
 };
 
 // Daemon-wide views and actions (daemon_commands.cc).

@@ -115,6 +115,7 @@ absl::StatusOr<Copied> FileToBufferCopy(Client& client, const CopyCommandOptions
   request.size = options.size;
   request.max_stream_bytes = options.max_stream_bytes;
   request.transfer = options.transfer;
+  request.files = options.files;
   absl::StatusOr<FileToBufferResult> result = CopyFileToBuffer(client, request, progress);
   if (!result.ok()) return result.status();
   return Copied{result->report, result->info.state == BufferState::kSealed};
@@ -128,6 +129,7 @@ absl::StatusOr<Copied> BufferToFileCopy(Client& client, const CopyCommandOptions
   request.output = options.destination;
   request.open = {.access = Access::kRead, .wait = options.wait, .owner = options.owner};
   request.transfer = options.transfer;
+  request.files = options.files;
   absl::StatusOr<BufferToFileResult> result = CopyBufferToFile(client, request, progress);
   if (!result.ok()) return result.status();
   return Copied{result->report, false};

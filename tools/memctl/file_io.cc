@@ -23,7 +23,7 @@ std::string ReadStep(const std::string& label) { return absl::StrCat("read ", la
 
 }  // namespace
 
-absl::StatusOr<Input> OpenInput(const std::string& path) {
+absl::StatusOr<Input> OpenInput(const std::string& path, const FileOptions& options) {
   Input input;
   if (path == "-") {
     input.label = "stdin";
@@ -32,12 +32,25 @@ absl::StatusOr<Input> OpenInput(const std::string& path) {
     if (!input.fd) return Failed(ReadStep(input.label), ErrnoStatus("dup stdin", errno));
   } else {
     input.label = path;
-    input.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: open(2) of a FIFO would otherwise block until a writer
+    // comes, for ever if none does.
+    input.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!input.fd) return Failed(ReadStep(path), ErrnoStatus("open", errno));
   }
   struct stat st {};
   if (::fstat(input.fd.get(), &st) != 0) {
     return Failed(ReadStep(input.label), ErrnoStatus("fstat", errno));
+  }
+  if (path != "-") {
+    if (S_ISFIFO(st.st_mode)) {
+      absl::Status waited = WaitForFifoWriter(input.fd.get(), path, options.fifo_timeout);
+      if (!waited.ok()) return Failed(ReadStep(path), waited);
+    }
+    // Reads wait for their bytes from here on, as on stdin.
+    const int flags = ::fcntl(input.fd.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(input.fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      return Failed(ReadStep(path), ErrnoStatus("fcntl", errno));
+    }
   }
   if (S_ISDIR(st.st_mode)) {
     return Failed(ReadStep(input.label),
@@ -143,29 +156,6 @@ absl::Status WriteAll(int fd, std::span<const std::byte> bytes,
       return Failed(absl::StrCat("write ", label), ErrnoStatus("write", errno));
     }
     done += static_cast<std::size_t>(wrote);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status WriteFile(const std::string& path, std::span<const std::byte> bytes) {
-  absl::StatusOr<UniqueFd> fd = CreateOutputFile(path);
-  if (!fd.ok()) return fd.status();
-  if (absl::Status status = WriteAll(fd->get(), bytes, path); !status.ok()) {
-    return status;
-  }
-  return CloseOutputFile(*std::move(fd), path);
-}
-
-absl::StatusOr<UniqueFd> CreateOutputFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (!fd) return Failed(absl::StrCat("write ", path), ErrnoStatus("open", errno));
-  return fd;
-}
-
-absl::Status CloseOutputFile(UniqueFd fd, const std::string& path) {
-  // Delayed write errors (NFS, quotas) surface only at close.
-  if (::close(fd.release()) != 0) {
-    return Failed(absl::StrCat("write ", path), ErrnoStatus("close", errno));
   }
   return absl::OkStatus();
 }

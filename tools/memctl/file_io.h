@@ -12,9 +12,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "tools/memctl/fifo_wait.h"
 
 namespace memd::memctl {
+
+// How memctl opens the files named on its command line (put, get, cp).
+struct FileOptions {
+  // --follow-symlinks: write through a symbolic link at get's output path.
+  // Off, a link there is refused (OutputFile).
+  bool follow_symlinks = false;
+  // --fifo-timeout: how long opening a FIFO waits for its other end.
+  absl::Duration fifo_timeout = kDefaultFifoTimeout;
+};
 
 /// An open input for `put`. `size` is known up front for regular files;
 /// pipes, terminals and other streams (FILE "-", /dev/stdin) have none: they
@@ -32,9 +43,11 @@ struct Input {
   std::optional<std::uint64_t> size;  // Bytes left to read, when known.
 };
 
-// Opens `path` ("-" is stdin). Errors carry the step "read <path>":
-// NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (a directory), ...
-absl::StatusOr<Input> OpenInput(const std::string& path);
+// Opens `path` ("-" is stdin) without blocking in open(2): a FIFO waits for
+// its writer at most `options.fifo_timeout`. Errors carry the step "read
+// <path>": NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (a directory),
+// DEADLINE_EXCEEDED (a FIFO nobody opened for writing), ...
+absl::StatusOr<Input> OpenInput(const std::string& path, const FileOptions& options = {});
 
 // Fills `into` completely from `input`. Errors: FAILED_PRECONDITION when the
 // input ends early (a file that shrank since it was opened; a stream shorter
@@ -61,17 +74,8 @@ struct Collected {
 absl::StatusOr<Collected> ReadToEnd(Input& input, std::uint64_t max_bytes);
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR. `label`
-// names the destination in errors.
+// names the destination in errors. (get writes files through OutputFile.)
 absl::Status WriteAll(int fd, std::span<const std::byte> bytes,
                       const std::string& label);
-
-// Creates or truncates `path` (mode 0666 less the umask) and writes `bytes`.
-absl::Status WriteFile(const std::string& path, std::span<const std::byte> bytes);
-
-// The two ends of WriteFile, for output written piece by piece: creates or
-// truncates `path`, and closes it reporting delayed write errors (NFS,
-// quotas). Errors carry the step "write <path>".
-absl::StatusOr<UniqueFd> CreateOutputFile(const std::string& path);
-absl::Status CloseOutputFile(UniqueFd fd, const std::string& path);
 
 }  // namespace memd::memctl

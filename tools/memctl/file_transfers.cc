@@ -12,6 +12,7 @@
 #include "tools/memctl/failure.h"
 #include "tools/memctl/file_io.h"
 #include "tools/memctl/input_reader.h"
+#include "tools/memctl/output_file.h"
 #include "tools/memctl/progress.h"
 #include "tools/memctl/staged_copy.h"
 #include "tools/memctl/staging.h"
@@ -33,7 +34,7 @@ struct SizedInput {
 };
 
 absl::StatusOr<SizedInput> OpenSizedInput(const FileToBuffer& request) {
-  absl::StatusOr<Input> input = OpenInput(request.file);
+  absl::StatusOr<Input> input = OpenInput(request.file, request.files);
   if (!input.ok()) return input.status();
   SizedInput sized;
   sized.input = *std::move(input);
@@ -200,14 +201,9 @@ absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
                                     "run the command again"));
   }
   const bool to_stdout = request.output.empty() || request.output == "-";
-  const std::string label = to_stdout ? std::string("stdout") : request.output;
-  UniqueFd file;
-  if (!to_stdout) {
-    absl::StatusOr<UniqueFd> created = CreateOutputFile(request.output);
-    if (!created.ok()) return Failed(request.step, created.status());
-    file = *std::move(created);
-  }
-  const int fd = to_stdout ? STDOUT_FILENO : file.get();
+  absl::StatusOr<OutputFile> file =
+      to_stdout ? OutputFile::Stdout() : OutputFile::Open(request.output, request.files);
+  if (!file.ok()) return Failed(request.step, file.status());
 
   BufferToFileResult result;
   result.info = buffer->info();
@@ -220,7 +216,7 @@ absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
     ProgressBar bar(progress, request.step);
     for (std::span<const std::byte> rest = buffer->data(); !rest.empty() && status.ok();) {
       const std::span<const std::byte> piece = rest.first(std::min(rest.size(), kPieceBytes));
-      status = WriteAll(fd, piece, label);
+      status = file->Write(piece);
       rest = rest.subspan(piece.size());
       result.report.bytes += piece.size();
       bar.Update(result.report.bytes, buffer->size());
@@ -228,11 +224,11 @@ absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
   } else {
     absl::StatusOr<Staging> staging = Staging::Create(client, buffer->size());
     ProgressBar bar(progress, request.step);
-    status = staging.ok() ? StageOut(client, *staging, *buffer, fd, label,
+    status = staging.ok() ? StageOut(client, *staging, *buffer, *file,
                                      CopyOptionsFor(request.transfer), bar, result.report)
                           : staging.status();
   }
-  if (status.ok() && !to_stdout) status = CloseOutputFile(std::move(file), request.output);
+  if (status.ok()) status = file->Close();
   result.report.elapsed = absl::Now() - start;
   if (!status.ok()) return Failed(request.step, status);
   return result;

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "memd/client.h"
 #include "tools/memctl/commands.h"
+#include "tools/memctl/file_io.h"
 #include "tools/memctl/format.h"
 
 namespace memd::memctl {
@@ -29,6 +30,7 @@ struct FileToBuffer {
   std::optional<std::uint64_t> size;  // --size
   std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
   TransferFlags transfer;
+  FileOptions files;
 };
 
 struct FileToBufferResult {
@@ -50,6 +52,7 @@ struct BufferToFile {
   std::string output;  // Empty or "-": stdout.
   OpenOptions open;
   TransferFlags transfer;
+  FileOptions files;
 };
 
 struct BufferToFileResult {
@@ -57,7 +60,9 @@ struct BufferToFileResult {
   TransferReport report;
 };
 
-// Writes a sealed buffer's bytes to the output.
+// Writes a sealed buffer's bytes to the output (OutputFile: no link
+// followed unless asked, an existing file emptied only once there are bytes
+// to write).
 absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
                                                     const BufferToFile& request,
                                                     std::ostream* progress);

@@ -145,9 +145,9 @@ absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination
   return absl::OkStatus();
 }
 
-absl::Status StageOut(Client& client, Staging& staging, const Buffer& source, int fd,
-                      const std::string& label, const CopyOptions& options,
-                      ProgressBar& bar, TransferReport& report) {
+absl::Status StageOut(Client& client, Staging& staging, const Buffer& source,
+                      OutputFile& out, const CopyOptions& options, ProgressBar& bar,
+                      TransferReport& report) {
   const std::uint64_t size = source.size();
   const std::uint64_t slice_bytes = staging.slice_bytes();
   const std::uint64_t pieces = (size + slice_bytes - 1) / slice_bytes;
@@ -166,7 +166,7 @@ absl::Status StageOut(Client& client, Staging& staging, const Buffer& source, in
   for (std::uint64_t piece = 0; piece < pieces; ++piece) {
     absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
     if (!done.ok()) return done.status();
-    if (absl::Status status = WriteAll(fd, staging.Slice(done->slice, done->length), label);
+    if (absl::Status status = out.Write(staging.Slice(done->slice, done->length));
         !status.ok()) {
       return status;
     }

@@ -12,6 +12,7 @@
 #include "memd/client.h"
 #include "tools/memctl/format.h"
 #include "tools/memctl/input_reader.h"
+#include "tools/memctl/output_file.h"
 #include "tools/memctl/progress.h"
 #include "tools/memctl/staging.h"
 
@@ -31,10 +32,10 @@ absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination
                      std::uint64_t size, InputReader& reader, const CopyOptions& options,
                      ProgressBar& bar, TransferReport& report);
 
-// Writes the device buffer `source` to `fd` (`label` names it in errors),
-// slice by slice through `staging`.
-absl::Status StageOut(Client& client, Staging& staging, const Buffer& source, int fd,
-                      const std::string& label, const CopyOptions& options,
-                      ProgressBar& bar, TransferReport& report);
+// Writes the device buffer `source` to `out`, slice by slice through
+// `staging`.
+absl::Status StageOut(Client& client, Staging& staging, const Buffer& source,
+                      OutputFile& out, const CopyOptions& options, ProgressBar& bar,
+                      TransferReport& report);
 
 }  // namespace memd::memctl

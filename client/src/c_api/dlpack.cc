@@ -75,7 +75,8 @@ absl::StatusOr<DLManagedTensor*> ExportDlpack(std::shared_ptr<Buffer> lease,
   if (!buffer.writable() && options.allow_read_only == 0) {
     return absl::FailedPreconditionError(
         "a read-only lease exports to DLPack only with allow_read_only set: DLPack 0.6 cannot "
-        "mark a tensor read-only, and its memory is mapped read-only here");
+        "mark a tensor read-only, and a consumer may write through it (host and CUDA memory "
+        "is mapped read-only here; Level Zero memory cannot be)");
   }
   auto element_bytes = ElementBytes(options.dtype);
   if (!element_bytes.ok()) return element_bytes.status();
