@@ -28,11 +28,14 @@ struct EngineOptions {
   // Chunks queued on the GPU per stream at most: priorities are the
   // engine's, so little may wait where it cannot reorder.
   int chunks_in_flight = 2;
-  // Admission: bytes of unfinished transfers, per session and in all.
+  // Admission: bytes of unfinished transfers, per session, per uid (all
+  // its sessions together) and in all.
   std::uint64_t max_session_bytes = std::uint64_t{64} << 30;
+  std::uint64_t max_uid_bytes = std::uint64_t{64} << 30;
   std::uint64_t max_total_bytes = std::uint64_t{256} << 30;
-  // Unfinished transfers per session.
+  // Unfinished transfers per session and per uid.
   int max_session_transfers = 256;
+  int max_uid_transfers = 1024;
   // Watches (WaitTransfer calls) waiting at once per session: each holds
   // memory in the daemon until its transfer ends (the daemon sets it to
   // max_waits_per_session).
@@ -84,6 +87,9 @@ struct EngineStats {
   std::uint64_t active_transfers = 0;   // Unfinished, now.
   std::uint64_t active_bytes = 0;       // Their bytes, now (admission).
   std::uint64_t admission_rejections = 0;
+  // The same refusals by the config key of the limit that refused them
+  // ("transfer_max_uid_bytes", ...).
+  std::map<std::string, std::uint64_t> admission_rejections_by_limit;
 };
 
 /// Moves bytes between host and device memory the daemon reaches, in chunks
@@ -107,7 +113,8 @@ class Engine {
   // and never retried: INVALID_ARGUMENT (lengths differ or are 0, chunk size
   // out of range, memory the engine cannot reach), FAILED_PRECONDITION (the
   // device is unhealthy: the message says why), RESOURCE_EXHAUSTED (the
-  // session's or the daemon's bytes or transfers in flight, with the numbers).
+  // session's, the uid's or the daemon's bytes or transfers in flight, with
+  // the numbers and the limit's config key).
   absl::StatusOr<TransferId> Submit(TransferSpec spec);
 
   // NOT_FOUND when the session has no such transfer (never another's).
@@ -133,6 +140,9 @@ class Engine {
   void EndSession(SessionId session, absl::Duration drain);
 
   EngineStats Stats() const;
+  // What `uid` has unfinished now, all its sessions together (what
+  // admission counts against max_uid_*); cheap: one lookup.
+  TransferActivity UidActivity(uid_t uid) const;
 
   // A new max_session_watches (a reload): watches waiting beyond it stay;
   // new ones are refused until fewer wait. INVALID_ARGUMENT below 1.

@@ -64,6 +64,7 @@ class EngineCore {
   void EndSession(SessionId session, absl::Duration drain);
   void CancelAll(std::string_view reason);
   EngineStats Stats() const;
+  TransferActivity UidActivity(uid_t uid) const;
   void SetMaxSessionWatches(int most);
   // OK, or why the device takes no copies (the sticky error it reported).
   absl::Status DeviceHealth(int index) const;
