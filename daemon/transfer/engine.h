@@ -46,6 +46,9 @@ struct EngineOptions {
   absl::Duration stall_timeout = absl::Seconds(30);
   // A waiting transfer rises one priority class per this much waiting.
   absl::Duration ageing = absl::Milliseconds(200);
+  // Chunk turns in a row critical copies may take on a lane while a copy of
+  // lower priority could move there: 3 leaves it at least 1 of every 4.
+  int max_critical_run = 3;
   // Transient failures of one chunk are retried this many times, with
   // exponential backoff from retry_backoff and jitter, within the deadline.
   int max_retries = 5;

@@ -29,7 +29,7 @@ EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDe
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     counters_.push_back(std::make_unique<DeviceCounters>());
   }
-  schedulers_.assign(devices_.size() + 1, Scheduler(options.ageing));
+  schedulers_.assign(devices_.size() + 1, Scheduler(options.ageing, options.max_critical_run));
   max_session_watches_ = options.max_session_watches;
   unhealthy_.assign(devices_.size(), absl::OkStatus());
   for (int p = 0; p < kPriorities; ++p) priority_stats_[p].priority = static_cast<Priority>(p);

@@ -1,6 +1,7 @@
 // Attack steps on the transfer engine's shares (issue 22, finding 3): one
-// uid filling the copies in flight with many sessions; and the plain copies
-// of the user who must still be served.
+// uid filling the copies in flight with many sessions, or keeping a lane
+// busy with many runnable critical copies; and the plain copies of the user
+// who must still be served.
 //
 // The attacker speaks raw gRPC on raw sessions (tests/support/raw_session.h);
 // the victim is an ordinary libmemd client. Each prints (or reports at its
@@ -37,6 +38,13 @@ std::string Refusal(const absl::Status& status) {
   return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
 }
 
+std::optional<v1::TransferPriority> RawPriority(const std::string& name) {
+  if (name == "critical") return v1::PRIORITY_CRITICAL;
+  if (name == "normal") return v1::PRIORITY_NORMAL;
+  if (name == "background") return v1::PRIORITY_BACKGROUND;
+  return std::nullopt;
+}
+
 std::optional<Priority> ClientPriority(const std::string& name) {
   if (name == "critical") return Priority::kCritical;
   if (name == "normal") return Priority::kNormal;
@@ -71,6 +79,42 @@ grpc::Status Copy(const test::RawSession& raw, std::uint64_t source, std::uint64
   grpc::Status status = raw.Call(&v1::Memd::Stub::Copy, copy, &reply);
   *id = reply.transfer_id();
   return status;
+}
+
+// Whether the session's transfer `id` has finished: the daemon says DONE,
+// or has forgotten it (a session keeps only its last finished records, and
+// the attacker asks only about ids it was given).
+bool Finished(const test::RawSession& raw, std::uint64_t id) {
+  v1::WaitTransferRequest wait;
+  wait.set_transfer_id(id);
+  v1::TransferProgress progress;
+  grpc::Status status = raw.Call(&v1::Memd::Stub::WaitTransfer, wait, &progress);
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) return true;
+  return status.ok() && progress.state() == v1::TRANSFER_DONE;
+}
+
+// How many of `chain` (copies into one destination, which run in
+// submission order) have finished: a prefix, found by bisection so that the
+// count takes few calls while the rest keep running.
+std::size_t FinishedOf(const test::RawSession& raw, const std::vector<std::uint64_t>& chain) {
+  std::size_t low = 0;
+  std::size_t high = chain.size();
+  while (low < high) {
+    const std::size_t middle = low + (high - low) / 2;
+    if (Finished(raw, chain[middle])) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
+}
+
+std::size_t FinishedOf(const test::RawSession& raw,
+                       const std::vector<std::vector<std::uint64_t>>& chains) {
+  std::size_t finished = 0;
+  for (const auto& chain : chains) finished += FinishedOf(raw, chain);
+  return finished;
 }
 
 // What a plain client's copy of `size` bytes at `priority` came to: "done",
@@ -188,6 +232,53 @@ MEMD_ATTACK(fill_copies,
   return held_ok ? 0 : 3;
 }
 
+MEMD_ATTACK(flood_copies,
+            "CHAINS PER_CHAIN SIZE PRIORITY GATE: in one session, copies a source of "
+            "SIZE bytes PER_CHAIN times into each of CHAINS destinations (so CHAINS "
+            "copies are runnable at any time) at PRIORITY; reports 'copies N' and "
+            "'finished F' at GATE; when released prints 'finished F' again") {
+  if (args.size() != 5) return 2;
+  const int chains = std::stoi(args[0]);
+  const int per_chain = std::stoi(args[1]);
+  const std::uint64_t size = std::stoull(args[2]);
+  const std::optional<v1::TransferPriority> priority = RawPriority(args[3]);
+  if (!priority) return 2;
+  auto raw = test::RawSession::Connect(SocketDir());
+  if (!raw.ok()) {
+    std::printf("%s\n", Refusal(raw.status()).c_str());
+    return 1;
+  }
+  std::uint64_t source = 0;
+  grpc::Status made = CreateKept(*raw, "flood/source", size, &source);
+  std::vector<std::uint64_t> destinations(chains);
+  for (int c = 0; c < chains && made.ok(); ++c) {
+    made = CreateKept(*raw, absl::StrCat("flood/destination/", c), size, &destinations[c]);
+  }
+  if (!made.ok()) {
+    std::printf("%s\n", Refusal(made).c_str());
+    return 1;
+  }
+  std::vector<std::vector<std::uint64_t>> ids(chains);
+  for (int i = 0; i < per_chain; ++i) {
+    for (int c = 0; c < chains; ++c) {
+      std::uint64_t id = 0;
+      grpc::Status copied = Copy(*raw, source, destinations[c], size, *priority, &id);
+      if (!copied.ok()) {
+        std::printf("%s\n", Refusal(copied).c_str());
+        return 1;
+      }
+      ids[c].push_back(id);
+    }
+  }
+  const std::size_t before = FinishedOf(*raw, ids);
+  if (!test::HoldAtGate(args[4], absl::StrCat("copies ", chains * per_chain, "\nfinished ",
+                                              before, "\n"))) {
+    return 3;
+  }
+  std::printf("finished %zu\n", FinishedOf(*raw, ids));
+  return 0;
+}
+
 MEMD_ATTACK(copy_own,
             "SIZE PRIORITY...: through libmemd creates two buffers of SIZE bytes and "
             "copies one into the other at each PRIORITY in turn, waiting for each; "
@@ -207,6 +298,26 @@ MEMD_ATTACK(copy_own,
     std::printf("%s %s\n", args[i].c_str(), result.c_str());
   }
   return exit_code;
+}
+
+MEMD_ATTACK(copy_on_release,
+            "SIZE CHUNK PRIORITY GATE: through libmemd creates two buffers of SIZE "
+            "bytes and reports 'ready' at GATE; when released copies one into the "
+            "other in chunks of CHUNK bytes at PRIORITY and waits; prints "
+            "'PRIORITY done' or 'PRIORITY CODE: message'") {
+  if (args.size() != 4) return 2;
+  const std::optional<Priority> priority = ClientPriority(args[2]);
+  if (!priority) return 2;
+  auto own = MakeOwnBuffers(std::stoull(args[0]));
+  if (!own.ok()) {
+    std::printf("%s\n", Refusal(own.status()).c_str());
+    return 1;
+  }
+  if (!test::HoldAtGate(args[3], "ready\n")) return 3;
+  const std::string result = CopyOwn(*own->client, own->source, own->destination, *priority,
+                                     std::stoull(args[1]));
+  std::printf("%s %s\n", args[2].c_str(), result.c_str());
+  return result == "done" ? 0 : 1;
 }
 
 }  // namespace memd::hostile

@@ -172,6 +172,10 @@ TEST(EngineHostTest, StartRefusesOptionsOutOfRange) {
   options.max_uid_bytes = 0;
   engine = transfer::Engine::Start(devices.Make(), options);
   EXPECT_THAT(engine.status().message(), HasSubstr("max_uid_bytes 0"));
+  options = SmallOptions();
+  options.max_critical_run = 0;
+  engine = transfer::Engine::Start(devices.Make(), options);
+  EXPECT_THAT(engine.status().message(), HasSubstr("max_critical_run 0"));
 }
 
 TEST(EngineHostTest, FinishedRecordsBeyondTheKeptNumberAreForgotten) {
