@@ -168,12 +168,20 @@ const std::vector<Option>& Options() {
       {"transfer_max_session_bytes", Kind::kBytes,
        "most bytes of unfinished copies one session may have (default 64GiB)",
        nullptr, &Config::transfer_max_session_bytes},
+      {"transfer_max_uid_bytes", Kind::kBytes,
+       "most bytes of unfinished copies one uid may have, all its sessions "
+       "together (default 64GiB)",
+       nullptr, &Config::transfer_max_uid_bytes},
       {"transfer_max_total_bytes", Kind::kBytes,
        "most bytes of unfinished copies in the whole daemon (default 256GiB)",
        nullptr, &Config::transfer_max_total_bytes},
       {"transfer_max_session_transfers", Kind::kCount,
        "most unfinished copies one session may have (default 256)", nullptr,
        &Config::transfer_max_session_transfers},
+      {"transfer_max_uid_transfers", Kind::kCount,
+       "most unfinished copies one uid may have, all its sessions together "
+       "(default 1024)",
+       nullptr, &Config::transfer_max_uid_transfers},
       {"transfer_stall_timeout_seconds", Kind::kCount,
        "a running copy with no finished chunk for this long fails with "
        "DEADLINE_EXCEEDED (default 30)",
@@ -420,8 +428,10 @@ std::vector<std::string> SettingsNeedingRestart(const Config& running,
   compare("transfer_staging_slots", &Config::transfer_staging_slots);
   compare("transfer_copy_threads", &Config::transfer_copy_threads);
   compare("transfer_max_session_bytes", &Config::transfer_max_session_bytes);
+  compare("transfer_max_uid_bytes", &Config::transfer_max_uid_bytes);
   compare("transfer_max_total_bytes", &Config::transfer_max_total_bytes);
   compare("transfer_max_session_transfers", &Config::transfer_max_session_transfers);
+  compare("transfer_max_uid_transfers", &Config::transfer_max_uid_transfers);
   compare("transfer_stall_timeout_seconds", &Config::transfer_stall_timeout_seconds);
   return changed;
 }

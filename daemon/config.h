@@ -83,16 +83,18 @@ struct Config {
   // The transfer engine (transfer/engine.h, EngineOptions): the default
   // chunk and the staging slot size (the largest chunk a copy may ask
   // for), pinned staging slots per GPU (the ring depth) and the CPU threads
-  // that fill and drain them, the bytes and transfers in flight one session
-  // and the daemon may have, and how long a running copy may go without a
-  // finished chunk. Read at start.
+  // that fill and drain them, the bytes and transfers in flight one session,
+  // one uid (all its sessions) and the daemon may have, and how long a
+  // running copy may go without a finished chunk. Read at start.
   std::uint64_t transfer_chunk_bytes = std::uint64_t{4} << 20;
   std::uint64_t transfer_slot_bytes = std::uint64_t{16} << 20;
   std::uint64_t transfer_staging_slots = 4;
   std::uint64_t transfer_copy_threads = 2;
   std::uint64_t transfer_max_session_bytes = std::uint64_t{64} << 30;
+  std::uint64_t transfer_max_uid_bytes = std::uint64_t{64} << 30;
   std::uint64_t transfer_max_total_bytes = std::uint64_t{256} << 30;
   std::uint64_t transfer_max_session_transfers = 256;
+  std::uint64_t transfer_max_uid_transfers = 1024;
   std::uint64_t transfer_stall_timeout_seconds = 30;
 };
 

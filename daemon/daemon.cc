@@ -166,8 +166,10 @@ transfer::EngineOptions EngineOptionsOf(const Config& config) {
   options.staging_slots = Clamped(config.transfer_staging_slots, 1 << 20);
   options.copy_threads = Clamped(config.transfer_copy_threads, 1 << 10);
   options.max_session_bytes = config.transfer_max_session_bytes;
+  options.max_uid_bytes = config.transfer_max_uid_bytes;
   options.max_total_bytes = config.transfer_max_total_bytes;
   options.max_session_transfers = Clamped(config.transfer_max_session_transfers, 1 << 30);
+  options.max_uid_transfers = Clamped(config.transfer_max_uid_transfers, 1 << 30);
   // A WaitTransfer call is a wait like an open's: the same bound per session.
   options.max_session_watches = Clamped(config.max_waits_per_session, 1 << 30);
   options.stall_timeout =

@@ -105,8 +105,8 @@ std::vector<FamilySpec> TransferFamilies() {
       {"memd_transfer_retries_total", "Chunks tried again after a transient driver error.",
        kCounter, Single([](const EngineStats& s) { return Number(s.retries); })},
       {"memd_transfer_admission_rejections_total",
-       "Copies refused because a session's or the daemon's bytes or transfers in flight "
-       "were at their limit.",
+       "Copies refused because a session's, a uid's or the daemon's bytes or transfers in "
+       "flight were at their limit.",
        kCounter,
        Single([](const EngineStats& s) { return Number(s.admission_rejections); })},
       {"memd_transfers_active", "Transfers queued or running.", kGauge,

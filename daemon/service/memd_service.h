@@ -123,8 +123,9 @@ class MemdService final : public v1::Memd::CallbackService {
   class WaitingCall;
   class TransferWaitCall;
 
-  // Resolves the request's regions and submits the copy for `session`.
-  absl::StatusOr<transfer::TransferId> SubmitCopy(broker::SessionId session,
+  // Resolves the request's regions and submits the copy for `session`,
+  // charged to its `uid` (the session's peer credentials).
+  absl::StatusOr<transfer::TransferId> SubmitCopy(broker::SessionId session, uid_t uid,
                                                   const v1::CopyRequest& request);
   // The engine, or UNAVAILABLE.
   absl::StatusOr<transfer::Engine*> TransferEngine() const;

@@ -57,7 +57,7 @@ absl::StatusOr<transfer::Engine*> MemdService::TransferEngine() const {
 }
 
 absl::StatusOr<transfer::TransferId> MemdService::SubmitCopy(
-    broker::SessionId session, const v1::CopyRequest& request) {
+    broker::SessionId session, uid_t uid, const v1::CopyRequest& request) {
   MEMD_ASSIGN_OR_RETURN(transfer::Engine * engine, TransferEngine());
   MEMD_ASSIGN_OR_RETURN(transfer::Priority priority, FromProto(request.priority()));
   // Held to the Submit: EndSession cancels what was submitted before it
@@ -71,6 +71,7 @@ absl::StatusOr<transfer::TransferId> MemdService::SubmitCopy(
                                             FromProto(request.destination())));
   transfer::TransferSpec spec;
   spec.session = session;
+  spec.uid = uid;
   spec.source = EndpointOf(std::move(ends.source));
   spec.destination = EndpointOf(std::move(ends.destination));
   spec.priority = priority;
@@ -122,7 +123,8 @@ grpc::ServerUnaryReactor* MemdService::Copy(grpc::CallbackServerContext* context
                                             v1::CopyReply* reply) {
   return Respond(context, "Copy", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    MEMD_ASSIGN_OR_RETURN(transfer::TransferId id, SubmitCopy(session->id(), *request));
+    MEMD_ASSIGN_OR_RETURN(transfer::TransferId id,
+                          SubmitCopy(session->id(), session->peer().uid, *request));
     reply->set_transfer_id(id);
     return absl::OkStatus();
   });

@@ -1,51 +1,102 @@
 #include "daemon/transfer/admission.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/bytes.h"
 
 namespace memd::transfer {
+namespace {
 
-absl::Status Admission::Admit(SessionId session, std::uint64_t bytes) {
-  const auto it = sessions_.find(session);
-  const Charge charge = it == sessions_.end() ? Charge{} : it->second;
-  absl::Status refusal;
-  if (charge.transfers >= limits_.max_session_transfers) {
-    refusal = absl::ResourceExhaustedError(absl::StrCat(
-        "session ", session, " has ", charge.transfers,
-        " unfinished transfers, the limit (transfer_max_session_transfers); wait for one "
-        "to end"));
-  } else if (bytes > limits_.max_session_bytes - charge.bytes ||
-             charge.bytes > limits_.max_session_bytes) {
-    refusal = absl::ResourceExhaustedError(absl::StrCat(
-        "session ", session, " has ", FormatBytes(charge.bytes), " in flight; this copy of ",
-        FormatBytes(bytes), " would exceed the limit of ",
-        FormatBytes(limits_.max_session_bytes), " (transfer_max_session_bytes)"));
-  } else if (bytes > limits_.max_total_bytes - total_bytes_ ||
-             total_bytes_ > limits_.max_total_bytes) {
-    refusal = absl::ResourceExhaustedError(absl::StrCat(
-        "the daemon has ", FormatBytes(total_bytes_), " in flight; this copy of ",
-        FormatBytes(bytes), " would exceed the limit of ", FormatBytes(limits_.max_total_bytes),
-        " (transfer_max_total_bytes)"));
+bool CountFull(const TransferActivity& charge, int most) {
+  return charge.transfers >= static_cast<std::uint64_t>(std::max(most, 0));
+}
+
+// Whether `bytes` more would pass `most` (written so that nothing wraps).
+bool BytesOver(const TransferActivity& charge, std::uint64_t bytes, std::uint64_t most) {
+  return charge.bytes > most || bytes > most - charge.bytes;
+}
+
+TransferActivity Find(const auto& charges, const auto& key) {
+  const auto it = charges.find(key);
+  return it == charges.end() ? TransferActivity{} : it->second;
+}
+
+std::string CountMessage(const std::string& who, const TransferActivity& charge, int most,
+                         const char* key) {
+  return absl::StrCat(who, " has ", charge.transfers, " unfinished transfers; the limit is ",
+                      most, " (", key, "); wait for one to end");
+}
+
+std::string BytesMessage(const std::string& who, const TransferActivity& charge,
+                         std::uint64_t bytes, std::uint64_t most, const char* key) {
+  return absl::StrCat(who, " has ", FormatBytes(charge.bytes), " in flight; this copy of ",
+                      FormatBytes(bytes), " would exceed the limit of ", FormatBytes(most), " (",
+                      key, ")");
+}
+
+// Removes `bytes` and one transfer from `charges[key]`, forgetting it at none.
+void Uncharge(auto& charges, const auto& key, std::uint64_t bytes) {
+  auto it = charges.find(key);
+  if (it == charges.end()) return;
+  it->second.bytes -= bytes;
+  if (--it->second.transfers == 0) charges.erase(it);
+}
+
+}  // namespace
+
+absl::Status Admission::Refuse(const char* key, std::string message) {
+  ++rejections_;
+  ++rejections_by_limit_[key];
+  return absl::ResourceExhaustedError(std::move(message));
+}
+
+absl::Status Admission::Admit(SessionId session, uid_t uid, std::uint64_t bytes) {
+  const TransferActivity of_session = Find(sessions_, session);
+  const TransferActivity of_uid = Find(uids_, uid);
+  const std::string session_name = absl::StrCat("session ", session);
+  const std::string uid_name = absl::StrCat("uid ", uid);
+  if (CountFull(of_session, limits_.max_session_transfers)) {
+    return Refuse("transfer_max_session_transfers",
+                  CountMessage(session_name, of_session, limits_.max_session_transfers,
+                               "transfer_max_session_transfers"));
   }
-  if (!refusal.ok()) {
-    ++rejections_;
-    return refusal;
+  if (BytesOver(of_session, bytes, limits_.max_session_bytes)) {
+    return Refuse("transfer_max_session_bytes",
+                  BytesMessage(session_name, of_session, bytes, limits_.max_session_bytes,
+                               "transfer_max_session_bytes"));
   }
-  Charge& charged = sessions_[session];
-  charged.bytes += bytes;
-  ++charged.transfers;
-  total_bytes_ += bytes;
-  ++total_transfers_;
+  if (CountFull(of_uid, limits_.max_uid_transfers)) {
+    return Refuse("transfer_max_uid_transfers",
+                  CountMessage(uid_name, of_uid, limits_.max_uid_transfers,
+                               "transfer_max_uid_transfers"));
+  }
+  if (BytesOver(of_uid, bytes, limits_.max_uid_bytes)) {
+    return Refuse("transfer_max_uid_bytes",
+                  BytesMessage(uid_name, of_uid, bytes, limits_.max_uid_bytes,
+                               "transfer_max_uid_bytes"));
+  }
+  if (BytesOver(total_, bytes, limits_.max_total_bytes)) {
+    return Refuse("transfer_max_total_bytes",
+                  BytesMessage("the daemon", total_, bytes, limits_.max_total_bytes,
+                               "transfer_max_total_bytes"));
+  }
+  for (TransferActivity* charge : {&sessions_[session], &uids_[uid], &total_}) {
+    charge->bytes += bytes;
+    ++charge->transfers;
+  }
   return absl::OkStatus();
 }
 
-void Admission::Release(SessionId session, std::uint64_t bytes) {
-  auto it = sessions_.find(session);
-  if (it == sessions_.end()) return;
-  it->second.bytes -= bytes;
-  if (--it->second.transfers == 0) sessions_.erase(it);
-  total_bytes_ -= bytes;
-  --total_transfers_;
+void Admission::Release(SessionId session, uid_t uid, std::uint64_t bytes) {
+  if (!sessions_.contains(session)) return;  // Never admitted.
+  Uncharge(sessions_, session, bytes);
+  Uncharge(uids_, uid, bytes);
+  total_.bytes -= bytes;
+  --total_.transfers;
 }
+
+TransferActivity Admission::uid_activity(uid_t uid) const { return Find(uids_, uid); }
 
 }  // namespace memd::transfer

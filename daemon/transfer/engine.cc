@@ -39,12 +39,15 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.chunks_in_flight < 1 || o.chunks_in_flight > 64) {
     return OutOfRange("chunks_in_flight", absl::StrCat(o.chunks_in_flight), "1 .. 64");
   }
-  if (o.max_session_bytes == 0 || o.max_total_bytes == 0 || o.max_session_transfers < 1 ||
-      o.max_session_watches < 1) {
+  if (o.max_session_bytes == 0 || o.max_uid_bytes == 0 || o.max_total_bytes == 0 ||
+      o.max_session_transfers < 1 || o.max_uid_transfers < 1 || o.max_session_watches < 1 ||
+      o.max_critical_run < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transfer engine limits must be positive: max_session_bytes ", o.max_session_bytes,
-        ", max_total_bytes ", o.max_total_bytes, ", max_session_transfers ",
-        o.max_session_transfers, ", max_session_watches ", o.max_session_watches));
+        ", max_uid_bytes ", o.max_uid_bytes, ", max_total_bytes ", o.max_total_bytes,
+        ", max_session_transfers ", o.max_session_transfers, ", max_uid_transfers ",
+        o.max_uid_transfers, ", max_session_watches ", o.max_session_watches,
+        ", max_critical_run ", o.max_critical_run));
   }
   if (o.kept_finished_per_session < 0 || o.max_retries < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -160,6 +163,8 @@ std::vector<TransferId> Engine::WritersOf(SessionId session, std::uint64_t buffe
 }
 
 EngineStats Engine::Stats() const { return impl_->core().Stats(); }
+
+TransferActivity Engine::UidActivity(uid_t uid) const { return impl_->core().UidActivity(uid); }
 
 absl::Status Engine::SetMaxSessionWatches(int most) {
   if (most < 1) {

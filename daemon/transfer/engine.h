@@ -28,11 +28,14 @@ struct EngineOptions {
   // Chunks queued on the GPU per stream at most: priorities are the
   // engine's, so little may wait where it cannot reorder.
   int chunks_in_flight = 2;
-  // Admission: bytes of unfinished transfers, per session and in all.
+  // Admission: bytes of unfinished transfers, per session, per uid (all
+  // its sessions together) and in all.
   std::uint64_t max_session_bytes = std::uint64_t{64} << 30;
+  std::uint64_t max_uid_bytes = std::uint64_t{64} << 30;
   std::uint64_t max_total_bytes = std::uint64_t{256} << 30;
-  // Unfinished transfers per session.
+  // Unfinished transfers per session and per uid.
   int max_session_transfers = 256;
+  int max_uid_transfers = 1024;
   // Watches (WaitTransfer calls) waiting at once per session: each holds
   // memory in the daemon until its transfer ends (the daemon sets it to
   // max_waits_per_session).
@@ -43,6 +46,9 @@ struct EngineOptions {
   absl::Duration stall_timeout = absl::Seconds(30);
   // A waiting transfer rises one priority class per this much waiting.
   absl::Duration ageing = absl::Milliseconds(200);
+  // Chunk turns in a row critical copies may take on a lane while a copy of
+  // lower priority could move there: 3 leaves it at least 1 of every 4.
+  int max_critical_run = 3;
   // Transient failures of one chunk are retried this many times, with
   // exponential backoff from retry_backoff and jitter, within the deadline.
   int max_retries = 5;
@@ -85,6 +91,9 @@ struct EngineStats {
   std::uint64_t active_transfers = 0;   // Unfinished, now.
   std::uint64_t active_bytes = 0;       // Their bytes, now (admission).
   std::uint64_t admission_rejections = 0;
+  // The same refusals by the config key of the limit that refused them
+  // ("transfer_max_uid_bytes", ...).
+  std::map<std::string, std::uint64_t> admission_rejections_by_limit;
 };
 
 /// Moves bytes between host and device memory the daemon reaches, in chunks
@@ -108,7 +117,8 @@ class Engine {
   // and never retried: INVALID_ARGUMENT (lengths differ or are 0, chunk size
   // out of range, memory the engine cannot reach), FAILED_PRECONDITION (the
   // device is unhealthy: the message says why), RESOURCE_EXHAUSTED (the
-  // session's or the daemon's bytes or transfers in flight, with the numbers).
+  // session's, the uid's or the daemon's bytes or transfers in flight, with
+  // the numbers and the limit's config key).
   absl::StatusOr<TransferId> Submit(TransferSpec spec);
 
   // NOT_FOUND when the session has no such transfer (never another's).
@@ -143,6 +153,9 @@ class Engine {
   std::vector<TransferId> WritersOf(SessionId session, std::uint64_t buffer_id) const;
 
   EngineStats Stats() const;
+  // What `uid` has unfinished now, all its sessions together (what
+  // admission counts against max_uid_*); cheap: one lookup.
+  TransferActivity UidActivity(uid_t uid) const;
 
   // A new max_session_watches (a reload): watches waiting beyond it stay;
   // new ones are refused until fewer wait. INVALID_ARGUMENT below 1.

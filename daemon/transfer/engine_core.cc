@@ -29,13 +29,16 @@ const char* CancelledBecause(std::string_view reason) {
 EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices)
     : options_(options),
       devices_(std::move(devices)),
-      admission_(AdmissionLimits{options.max_session_bytes, options.max_total_bytes,
-                                 options.max_session_transfers}) {
+      admission_(AdmissionLimits{.max_session_bytes = options.max_session_bytes,
+                                 .max_uid_bytes = options.max_uid_bytes,
+                                 .max_total_bytes = options.max_total_bytes,
+                                 .max_session_transfers = options.max_session_transfers,
+                                 .max_uid_transfers = options.max_uid_transfers}) {
   absl::MutexLock lock(&mu_);
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     counters_.push_back(std::make_unique<DeviceCounters>());
   }
-  schedulers_.assign(devices_.size() + 1, Scheduler(options.ageing));
+  schedulers_.assign(devices_.size() + 1, Scheduler(options.ageing, options.max_critical_run));
   max_session_watches_ = options.max_session_watches;
   unhealthy_.assign(devices_.size(), absl::OkStatus());
   for (int p = 0; p < kPriorities; ++p) priority_stats_[p].priority = static_cast<Priority>(p);
@@ -84,7 +87,7 @@ absl::StatusOr<TransferId> EngineCore::Submit(RecordPtr record) {
                        unhealthy_[index].message()));
     }
   }
-  MEMD_RETURN_IF_ERROR(admission_.Admit(record->session, record->total()));
+  MEMD_RETURN_IF_ERROR(admission_.Admit(record->session, record->uid, record->total()));
   record->id = ids_.Next();
   TransferProgress& progress = record->progress;
   progress.id = record->id;
@@ -376,7 +379,7 @@ void EngineCore::Finish(TransferRecord& record, TransferState state, absl::Statu
   record.progress.status = std::move(status);
   record.progress.finished = absl::Now();
   if (state != TransferState::kDone) ++failures_[std::string(reason)];
-  admission_.Release(record.session, record.total());
+  admission_.Release(record.session, record.uid, record.total());
   LetGoOnceDrained(record);
   for (WatchList::Entry& entry : watches_.Take(record.id)) {
     firing_[entry.token] = std::this_thread::get_id();
@@ -440,6 +443,11 @@ void EngineCore::SetMaxSessionWatches(int most) {
   max_session_watches_ = most;
 }
 
+TransferActivity EngineCore::UidActivity(uid_t uid) const {
+  absl::MutexLock lock(&mu_);
+  return admission_.uid_activity(uid);
+}
+
 EngineStats EngineCore::Stats() const {
   EngineStats stats;
   {
@@ -459,6 +467,7 @@ EngineStats EngineCore::Stats() const {
     stats.active_transfers = admission_.total_transfers();
     stats.active_bytes = admission_.total_bytes();
     stats.admission_rejections = admission_.rejections();
+    stats.admission_rejections_by_limit = admission_.rejections_by_limit();
   }
   for (int i = 0; i < device_count(); ++i) {
     DeviceStats device;

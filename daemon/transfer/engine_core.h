@@ -67,6 +67,7 @@ class EngineCore {
   void CancelWritesTo(std::uint64_t buffer_id);
   std::vector<TransferId> WritersOf(SessionId session, std::uint64_t buffer_id) const;
   EngineStats Stats() const;
+  TransferActivity UidActivity(uid_t uid) const;
   void SetMaxSessionWatches(int most);
   // OK, or why the device takes no copies (the sticky error it reported).
   absl::Status DeviceHealth(int index) const;

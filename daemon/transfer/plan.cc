@@ -79,6 +79,7 @@ absl::StatusOr<RecordPtr> PlanTransfer(TransferSpec spec, const EngineOptions& o
 
   auto record = std::make_shared<TransferRecord>();
   record->session = spec.session;
+  record->uid = spec.uid;
   record->priority = spec.priority;
   record->deadline = spec.deadline;
   record->chunk_bytes = spec.chunk_bytes != 0 ? spec.chunk_bytes : options.chunk_bytes;

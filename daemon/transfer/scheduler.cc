@@ -5,8 +5,18 @@
 
 namespace memd::transfer {
 
+void Scheduler::Add(RecordPtr record) {
+  ++uids_[record->uid].records;
+  records_.push_back(std::move(record));
+}
+
 void Scheduler::DropTerminal() {
-  std::erase_if(records_, [](const RecordPtr& record) { return record->terminal(); });
+  std::erase_if(records_, [this](const RecordPtr& record) {
+    if (!record->terminal()) return false;
+    auto it = uids_.find(record->uid);
+    if (it != uids_.end() && --it->second.records == 0) uids_.erase(it);
+    return true;
+  });
 }
 
 int Scheduler::EffectiveClass(const TransferRecord& record, absl::Time now) const {
@@ -24,37 +34,58 @@ bool Scheduler::ChunkDue(const TransferRecord& record, absl::Time now) {
 
 std::optional<Chunk> Scheduler::Next(
     absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
-  const RecordPtr* chosen = nullptr;
-  std::tuple<int, absl::Time, TransferId> chosen_key;
+  // Effective class, the uid's last turn, waiting since, id: least first.
+  using Key = std::tuple<int, std::uint64_t, absl::Time, TransferId>;
+  const RecordPtr* best = nullptr;        // Of every base priority.
+  const RecordPtr* best_other = nullptr;  // Of a base priority below critical.
+  Key best_key;
+  Key other_key;
   for (const RecordPtr& record : records_) {
     if (record->terminal() || record->cancel_requested || record->blockers > 0) continue;
     if (!ChunkDue(*record, now) || !fits(*record)) continue;
-    std::tuple<int, absl::Time, TransferId> key(EffectiveClass(*record, now),
-                                                 record->waiting_since, record->id);
-    if (chosen == nullptr || key < chosen_key) {
-      chosen = &record;
-      chosen_key = key;
+    const auto uid = uids_.find(record->uid);
+    const Key key(EffectiveClass(*record, now), uid == uids_.end() ? 0 : uid->second.last_turn,
+                  record->waiting_since, record->id);
+    if (best == nullptr || key < best_key) {
+      best = &record;
+      best_key = key;
+    }
+    if (record->priority != Priority::kCritical && (best_other == nullptr || key < other_key)) {
+      best_other = &record;
+      other_key = key;
     }
   }
-  if (chosen == nullptr) return std::nullopt;
-  TransferRecord* best = chosen->get();
+  if (best == nullptr) return std::nullopt;
+  const auto critical = [](const RecordPtr* record) {
+    return (*record)->priority == Priority::kCritical;
+  };
+  if (critical(best) && best_other != nullptr && critical_run_ >= max_critical_run_) {
+    best = best_other;
+  }
+  critical_run_ = critical(best) && best_other != nullptr ? critical_run_ + 1 : 0;
+  uids_[(*best)->uid].last_turn = ++turns_;
+  return Cut(*best, now);
+}
+
+Chunk Scheduler::Cut(const RecordPtr& record, absl::Time now) {
+  TransferRecord& best = *record;
   Chunk chunk;
-  chunk.record = *chosen;
+  chunk.record = record;
   // Retries first: they are the oldest bytes of the transfer.
-  auto redo = std::find_if(best->redo.begin(), best->redo.end(),
+  auto redo = std::find_if(best.redo.begin(), best.redo.end(),
                            [now](const ChunkRedo& r) { return r.not_before <= now; });
-  if (redo != best->redo.end()) {
+  if (redo != best.redo.end()) {
     chunk.offset = redo->offset;
     chunk.bytes = redo->bytes;
     chunk.attempt = redo->attempt;
-    best->redo.erase(redo);
+    best.redo.erase(redo);
   } else {
-    chunk.offset = best->next_offset;
-    chunk.bytes = std::min(best->chunk_bytes, best->total() - best->next_offset);
-    best->next_offset += chunk.bytes;
+    chunk.offset = best.next_offset;
+    chunk.bytes = std::min(best.chunk_bytes, best.total() - best.next_offset);
+    best.next_offset += chunk.bytes;
   }
-  ++best->in_flight;
-  best->waiting_since = now;
+  ++best.in_flight;
+  best.waiting_since = now;
   return chunk;
 }
 

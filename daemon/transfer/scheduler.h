@@ -1,8 +1,12 @@
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "daemon/transfer/transfer_record.h"
@@ -11,17 +15,27 @@ namespace memd::transfer {
 
 /// One lane's unfinished transfers, and which of them moves the next chunk:
 /// the lowest effective class (critical 0 .. background 2, less one class
-/// per `ageing` waited since the transfer's last chunk), then the longest
-/// waiting. So at each chunk boundary critical goes before normal before
-/// background, equal classes take turns, and a starved transfer rises until
-/// it gets a chunk. Transfers still behind an earlier overlapping one
-/// (blockers), cancelled or without a chunk due are passed over.
+/// per `ageing` waited since the transfer's last chunk); within it the uid
+/// this lane served least recently (a uid new to the lane, or back after
+/// its transfers ended, first), then that uid's longest-waiting transfer,
+/// then the lowest id. So at each chunk boundary critical goes before
+/// normal before background, uids take turns within a class whatever
+/// number of transfers each keeps runnable, a uid's transfers take turns
+/// among themselves, and a starved transfer rises until it gets a chunk.
+/// While a transfer of lower base priority could move, base-critical
+/// transfers take at most `max_critical_run` turns in a row and the next
+/// goes to the best of the others (3: at most 3 of every 4), so that no
+/// flood of critical copies shuts the rest out. Transfers still behind an
+/// earlier overlapping one (blockers), cancelled or without a chunk due are
+/// passed over.
 /// Thread-compatible: the engine calls it under its mutex.
 class Scheduler {
  public:
-  explicit Scheduler(absl::Duration ageing) : ageing_(ageing) {}
+  // `max_critical_run` is EngineOptions::max_critical_run.
+  Scheduler(absl::Duration ageing, int max_critical_run)
+      : ageing_(ageing), max_critical_run_(max_critical_run) {}
 
-  void Add(RecordPtr record) { records_.push_back(std::move(record)); }
+  void Add(RecordPtr record);
   // Forgets the transfers that ended.
   void DropTerminal();
   const std::vector<RecordPtr>& records() const { return records_; }
@@ -38,10 +52,22 @@ class Scheduler {
   int EffectiveClass(const TransferRecord& record, absl::Time now) const;
 
  private:
+  // A uid's place in the turns: the last turn it got (0: none yet), and
+  // how many of its transfers the lane holds (forgotten at none).
+  struct UidTurns {
+    std::uint64_t last_turn = 0;
+    int records = 0;
+  };
+
   static bool ChunkDue(const TransferRecord& record, absl::Time now);
+  static Chunk Cut(const RecordPtr& record, absl::Time now);
 
   absl::Duration ageing_;
+  int max_critical_run_;
   std::vector<RecordPtr> records_;
+  absl::flat_hash_map<uid_t, UidTurns> uids_;
+  std::uint64_t turns_ = 0;     // Chunks served so far.
+  int critical_run_ = 0;        // Critical turns in a row while others could move.
 };
 
 }  // namespace memd::transfer

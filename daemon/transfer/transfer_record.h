@@ -30,6 +30,7 @@ struct TransferRecord {
   // Fixed at Submit; read without the lock.
   TransferId id = 0;
   SessionId session = 0;
+  uid_t uid = 0;
   Endpoint source;
   Endpoint destination;
   Priority priority = Priority::kNormal;

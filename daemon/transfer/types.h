@@ -2,6 +2,8 @@
 
 // The transfer engine's vocabulary: what a copy asks for and what it reports.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -67,6 +69,9 @@ struct Endpoint {
 
 struct TransferSpec {
   SessionId session = 0;
+  // The submitting session's uid, as the kernel reported it: admission
+  // bounds each uid's unfinished copies, and the lanes give uids turns.
+  uid_t uid = 0;
   Endpoint source;
   Endpoint destination;  // Same length as the source.
   Priority priority = Priority::kNormal;
@@ -74,6 +79,13 @@ struct TransferSpec {
   absl::Time deadline = absl::InfiniteFuture();
   // 0: the engine's default; else 1 MiB .. the staging slot size.
   std::uint64_t chunk_bytes = 0;
+};
+
+// Unfinished transfers and their bytes: what admission counts (of a
+// session, a uid, or the daemon).
+struct TransferActivity {
+  std::uint64_t transfers = 0;
+  std::uint64_t bytes = 0;
 };
 
 struct TransferProgress {

@@ -216,7 +216,7 @@ memd_transfer_failures_total{reason="stall"} 0
 # HELP memd_transfer_retries_total Chunks tried again after a transient driver error.
 # TYPE memd_transfer_retries_total counter
 memd_transfer_retries_total 0
-# HELP memd_transfer_admission_rejections_total Copies refused because a session's or the daemon's bytes or transfers in flight were at their limit.
+# HELP memd_transfer_admission_rejections_total Copies refused because a session's, a uid's or the daemon's bytes or transfers in flight were at their limit.
 # TYPE memd_transfer_admission_rejections_total counter
 memd_transfer_admission_rejections_total 0
 # HELP memd_transfers_active Transfers queued or running.

@@ -467,6 +467,51 @@ TEST_F(EngineFailureTest, AdmissionRefusesBeyondTheTotalAndTheTransferCount) {
   devices.states[0]->Release();
 }
 
+// Issue 22, finding 3: admission counted per session only, so one uid's
+// sessions together filled the daemon's budget.
+TEST_F(EngineFailureTest, AdmissionBoundsEachUidAcrossItsSessions) {
+  constexpr uid_t kAlice = 61001;
+  constexpr uid_t kMallory = 61003;
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.max_session_transfers = 2;
+  options.max_uid_transfers = 3;
+  auto engine = StartEngine(devices, options);
+  devices.states[0]->Hang();
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
+  const auto of = [](uid_t uid, transfer::TransferSpec spec) {
+    spec.uid = uid;
+    return spec;
+  };
+  TestBuffer& host = Buffer(kMiB);
+  TestBuffer& device = Buffer(kMiB);
+  std::vector<std::pair<transfer::SessionId, transfer::TransferId>> mallorys;
+  for (transfer::SessionId session : {1, 1, 2}) {
+    auto id = engine->Submit(of(kMallory, Spec(session, Host(host), Device(0, device))));
+    ASSERT_TRUE(id.ok()) << id.status();
+    mallorys.emplace_back(session, *id);
+  }
+  auto refused = engine->Submit(of(kMallory, Spec(3, Host(host), Device(0, device))));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().message(),
+            "uid 61003 has 3 unfinished transfers; the limit is 3 "
+            "(transfer_max_uid_transfers); wait for one to end");
+  EXPECT_EQ(engine->UidActivity(kMallory).transfers, 3u);
+  EXPECT_EQ(engine->UidActivity(kMallory).bytes, 3 * kMiB);
+  EXPECT_EQ(engine->Stats().admission_rejections_by_limit.at("transfer_max_uid_transfers"), 1u);
+  TestBuffer& other = Buffer(kMiB);
+  auto alice = engine->Submit(of(kAlice, Spec(4, Host(other), Host(Buffer(kMiB)))));
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_EQ(WaitEnd(*engine, 4, *alice).state, TransferState::kDone);
+  EXPECT_EQ(engine->UidActivity(kAlice).transfers, 0u);
+  devices.states[0]->Release();
+  for (const auto& [session, id] : mallorys) {
+    EXPECT_EQ(WaitEnd(*engine, session, id).state, TransferState::kDone);
+  }
+  EXPECT_EQ(engine->UidActivity(kMallory).transfers, 0u);
+  EXPECT_EQ(engine->UidActivity(kMallory).bytes, 0u);
+}
+
 TEST_F(EngineFailureTest, EndSessionCancelsDrainsAndForgetsItsTransfers) {
   FakeDevices devices(1, kSlowLink);
   auto engine = StartEngine(devices, SmallOptions());

@@ -163,6 +163,19 @@ TEST(EngineHostTest, StartRefusesOptionsOutOfRange) {
   options.copy_threads = 9;
   EXPECT_EQ(transfer::Engine::Start(devices.Make(), options).status().code(),
             absl::StatusCode::kInvalidArgument);
+  options = SmallOptions();
+  options.max_uid_transfers = 0;
+  engine = transfer::Engine::Start(devices.Make(), options);
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(engine.status().message(), HasSubstr("max_uid_transfers 0"));
+  options = SmallOptions();
+  options.max_uid_bytes = 0;
+  engine = transfer::Engine::Start(devices.Make(), options);
+  EXPECT_THAT(engine.status().message(), HasSubstr("max_uid_bytes 0"));
+  options = SmallOptions();
+  options.max_critical_run = 0;
+  engine = transfer::Engine::Start(devices.Make(), options);
+  EXPECT_THAT(engine.status().message(), HasSubstr("max_critical_run 0"));
 }
 
 TEST(EngineHostTest, FinishedRecordsBeyondTheKeptNumberAreForgotten) {
