@@ -172,6 +172,7 @@ DaemonStats FromProto(const v1::StatsReply& reply) {
   stats.started = absl::FromUnixNanos(reply.started_unix_ns());
   for (const auto& device : reply.devices()) stats.devices.push_back(FromProto(device));
   stats.transfers = FromProto(reply.transfers());
+  stats.daemon_wide = reply.daemon_wide();
   return stats;
 }
 

@@ -705,6 +705,16 @@ BrokerCounts Broker::Counts() const {
   return CountsLocked();
 }
 
+BrokerCounts Broker::CountsOf(uid_t uid) const {
+  absl::MutexLock lock(&mu_);
+  BrokerCounts counts;
+  counts.buffers = uid_counts_.Of(uid, UidCounts::Kind::kBuffers);
+  counts.sessions = uid_counts_.Of(uid, UidCounts::Kind::kSessions);
+  counts.leases = uid_counts_.Of(uid, UidCounts::Kind::kLeases);
+  counts.waits = waiters_.waits_of_uid(uid);
+  return counts;
+}
+
 BrokerSnapshot Broker::Snapshot() const {
   absl::MutexLock lock(&mu_);
   return BrokerSnapshot{CountsLocked(), UsageLocked(std::nullopt)};

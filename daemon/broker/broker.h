@@ -174,6 +174,10 @@ class Broker {
   absl::StatusOr<std::vector<UidUsage>> Usage(SessionId session) const;
 
   BrokerCounts Counts() const;
+  // What one uid holds now: the buffers it owns (parked ones included), its
+  // sessions, the leases they hold and their waiting calls. The rest of
+  // BrokerCounts is 0.
+  BrokerCounts CountsOf(uid_t uid) const;
 
   // Counts() and every uid's Usage(), read under one lock: what one metrics
   // scrape shows, all of one moment.

@@ -336,7 +336,12 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
                                              const v1::StatsRequest* request,
                                              v1::StatsReply* reply) {
   return Respond(context, "Stats", [&]() -> absl::Status {
-    MEMD_RETURN_IF_ERROR(Authenticate(context).status());
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    // Root sees the daemon; anyone else its own uid's activity, as Usage
+    // and ListSessions answer (docs/security.md).
+    const std::optional<uid_t> only =
+        session->peer().uid == 0 ? std::nullopt : std::optional<uid_t>(session->peer().uid);
+    reply->set_daemon_wide(!only.has_value());
     reply->set_version(info_.version);
     reply->set_backend(info_.backend);
     reply->set_metrics_address(info_.metrics_address);
@@ -345,12 +350,12 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     if (backend_ != nullptr) {
       for (const auto& device : backend_->devices()) ToProto(device, reply->add_devices());
     }
-    broker::BrokerCounts counts = broker_.Counts();
+    broker::BrokerCounts counts = only ? broker_.CountsOf(*only) : broker_.Counts();
     reply->set_buffers(counts.buffers);
     reply->set_sessions(counts.sessions);
     reply->set_leases(counts.leases);
     reply->set_waits(counts.waits);
-    TransferStatsInto(reply);
+    TransferStatsInto(only, reply);
     return absl::OkStatus();
   });
 }

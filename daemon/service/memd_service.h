@@ -134,8 +134,9 @@ class MemdService final : public v1::Memd::CallbackService {
   // writers but knows no transfer ids).
   absl::Status WithWritingTransfers(broker::SessionId session, broker::LeaseId lease,
                                     const absl::Status& refusal) const;
-  // Fills the Stats reply's transfer figures and device health.
-  void TransferStatsInto(v1::StatsReply* reply) const;
+  // Fills the Stats reply's transfer figures (only `only`'s unfinished
+  // ones when set) and device health.
+  void TransferStatsInto(std::optional<uid_t> only, v1::StatsReply* reply) const;
 
   // The session of the call's token, when the call comes on a connection
   // of the session's user.

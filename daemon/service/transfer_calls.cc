@@ -107,10 +107,16 @@ void MemdService::EndSession(broker::SessionId session, absl::Duration drain) {
   ending_.erase(session);
 }
 
-void MemdService::TransferStatsInto(v1::StatsReply* reply) const {
+void MemdService::TransferStatsInto(std::optional<uid_t> only, v1::StatsReply* reply) const {
   if (engine_ == nullptr) return;
   const transfer::EngineStats stats = engine_->Stats();
-  ToProto(stats, reply->mutable_transfers());
+  if (only.has_value()) {
+    const transfer::TransferActivity mine = engine_->UidActivity(*only);
+    reply->mutable_transfers()->set_active(mine.transfers);
+    reply->mutable_transfers()->set_active_bytes(mine.bytes);
+  } else {
+    ToProto(stats, reply->mutable_transfers());
+  }
   for (v1::DeviceInfo& device : *reply->mutable_devices()) {
     for (const transfer::DeviceStats& engine_device : stats.devices) {
       if (engine_device.device == device.ordinal()) ToProto(engine_device, &device);

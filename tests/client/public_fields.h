@@ -49,9 +49,9 @@ template <>
 struct Fields<DaemonStats> {
   static auto Of(auto& s) {
     auto& [version, backend, pools, buffers, sessions, leases, metrics_address, started,
-           devices, waits, transfers] = s;
+           devices, waits, transfers, daemon_wide] = s;
     return std::tie(version, backend, pools, buffers, sessions, leases, metrics_address,
-                    started, devices, waits, transfers);
+                    started, devices, waits, transfers, daemon_wide);
   }
 };
 template <>

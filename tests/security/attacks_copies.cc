@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "memd/client.h"
+#include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
 #define MEMD_HOSTILE_SIDE_ONLY
 #include "tests/security/held_attack.h"
@@ -27,16 +28,6 @@
 
 namespace memd::hostile {
 namespace {
-
-std::string Refusal(const grpc::Status& status) {
-  return absl::StrCat(absl::StatusCodeToString(
-                          static_cast<absl::StatusCode>(status.error_code())),
-                      ": ", status.error_message());
-}
-
-std::string Refusal(const absl::Status& status) {
-  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
-}
 
 std::optional<v1::TransferPriority> RawPriority(const std::string& name) {
   if (name == "critical") return v1::PRIORITY_CRITICAL;
@@ -56,29 +47,15 @@ std::optional<Priority> ClientPriority(const std::string& name) {
 // destination); its lease id, or the refusal.
 grpc::Status CreateKept(const test::RawSession& raw, const std::string& name,
                         std::uint64_t size, std::uint64_t* lease_id) {
-  v1::CreateRequest create;
-  create.set_name(name);
-  create.set_size_bytes(size);
-  create.set_mode(0600);
   v1::Lease lease;
-  grpc::Status status = raw.Call(&v1::Memd::Stub::Create, create, &lease);
-  raw.Drain();
+  grpc::Status status = RawCalls(raw).Create(name, size, "host", &lease);
   *lease_id = lease.lease_id();
   return status;
 }
 
 grpc::Status Copy(const test::RawSession& raw, std::uint64_t source, std::uint64_t destination,
                   std::uint64_t size, v1::TransferPriority priority, std::uint64_t* id) {
-  v1::CopyRequest copy;
-  copy.mutable_source()->set_lease_id(source);
-  copy.mutable_source()->set_length(size);
-  copy.mutable_destination()->set_lease_id(destination);
-  copy.mutable_destination()->set_length(size);
-  copy.set_priority(priority);
-  v1::CopyReply reply;
-  grpc::Status status = raw.Call(&v1::Memd::Stub::Copy, copy, &reply);
-  *id = reply.transfer_id();
-  return status;
+  return RawCalls(raw).Copy(source, destination, size, id, priority);
 }
 
 // Whether the session's transfer `id` has finished: the daemon says DONE,

@@ -11,16 +11,13 @@
 
 #include <unistd.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
 #define MEMD_HOSTILE_SIDE_ONLY
 #include "tests/security/held_attack.h"
@@ -29,67 +26,10 @@
 namespace memd::hostile {
 namespace {
 
-std::string Refusal(const grpc::Status& status) {
-  return absl::StrCat(
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())), ": ",
-      status.error_message());
-}
-
-// A raw session's calls, each returning the daemon's status and keeping no
-// descriptor it sends.
-class Calls {
- public:
-  explicit Calls(const test::RawSession& session) : session_(session) {}
-
-  grpc::Status Create(const std::string& name, std::uint64_t size, const std::string& location,
-                      v1::Lease* lease) const {
-    v1::CreateRequest create;
-    create.set_name(name);
-    create.set_size_bytes(size);
-    create.set_location(location);
-    grpc::Status status = session_.Call(&v1::Memd::Stub::Create, create, lease);
-    session_.Drain();
-    return status;
-  }
-
-  grpc::Status Open(const std::string& name, v1::Access access, v1::Lease* lease) const {
-    v1::OpenRequest open;
-    open.set_name(name);
-    open.set_access(access);
-    grpc::Status status = session_.Call(&v1::Memd::Stub::Open, open, lease);
-    session_.Drain();
-    return status;
-  }
-
-  // `length` bytes from `from` (offset 0) to `to` at `to_offset`.
-  grpc::Status Copy(std::uint64_t from, std::uint64_t to, std::uint64_t length,
-                    std::uint64_t* transfer) const {
-    v1::CopyRequest copy;
-    copy.mutable_source()->set_lease_id(from);
-    copy.mutable_source()->set_length(length);
-    copy.mutable_destination()->set_lease_id(to);
-    copy.mutable_destination()->set_length(length);
-    v1::CopyReply reply;
-    grpc::Status status = session_.Call(&v1::Memd::Stub::Copy, copy, &reply);
-    *transfer = reply.transfer_id();
-    return status;
-  }
-
-  grpc::Status Release(std::uint64_t lease) const {
-    v1::ReleaseRequest release;
-    release.set_lease_id(lease);
-    v1::ReleaseReply released;
-    return session_.Call(&v1::Memd::Stub::Release, release, &released);
-  }
-
- private:
-  const test::RawSession& session_;
-};
-
 // The chain: FEED (host) copied onto CHAIN (device:0), `bytes` over the
 // slow link. Copies that write CHAIN's first bytes, or read them, wait
 // behind it.
-grpc::Status StartChain(const Calls& calls, std::uint64_t bytes, v1::Lease* chain) {
+grpc::Status StartChain(const RawCalls& calls, std::uint64_t bytes, v1::Lease* chain) {
   v1::Lease feed;
   grpc::Status status = calls.Create("mallory/feed", bytes, "host", &feed);
   if (status.ok()) status = calls.Create("mallory/chain", bytes, "device:0", chain);
@@ -112,7 +52,7 @@ MEMD_ATTACK(park_behind_chain,
     std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
     return 1;
   }
-  const Calls calls(*session);
+  const RawCalls calls(*session);
   v1::Lease chain;
   if (grpc::Status started = StartChain(calls, std::stoull(args[0]), &chain); !started.ok()) {
     std::fprintf(stderr, "chain: %s\n", Refusal(started).c_str());
@@ -147,7 +87,7 @@ MEMD_ATTACK(write_behind_chain,
     std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
     return 1;
   }
-  const Calls calls(*session);
+  const RawCalls calls(*session);
   const std::uint64_t bytes = std::stoull(args[1]);
   const std::string& text = args[2];
   v1::Lease target;
@@ -193,20 +133,10 @@ MEMD_ATTACK(fill_transfer_waits,
   if (args.size() != 5) return 2;
   const int sessions = std::stoi(args[0]);
   const int per_session = std::stoi(args[1]);
-  const int expected = std::stoi(args[2]);
+  const std::size_t expected = std::stoul(args[2]);
   const std::uint64_t bytes = std::stoull(args[3]);
-  struct Call {
-    grpc::ClientContext context;
-    v1::WaitTransferRequest request;
-    v1::TransferProgress reply;
-  };
-  std::mutex mu;
-  std::condition_variable changed;
-  int done = 0;
-  int refused = 0;
-  std::string first_refusal;
   std::vector<test::RawSession> held;
-  std::vector<std::unique_ptr<Call>> calls;
+  WaitingCalls waiting;
   for (int s = 0; s < sessions; ++s) {
     auto raw = test::RawSession::Connect(SocketDir());
     if (!raw.ok()) {
@@ -214,7 +144,8 @@ MEMD_ATTACK(fill_transfer_waits,
       return 1;
     }
     held.push_back(std::move(*raw));
-    const Calls steps(held.back());
+    const test::RawSession& session = held.back();
+    const RawCalls steps(session);
     v1::Lease source;
     v1::Lease device;
     std::uint64_t transfer = 0;
@@ -228,35 +159,18 @@ MEMD_ATTACK(fill_transfer_waits,
       return 1;
     }
     for (int i = 0; i < per_session; ++i) {
-      auto call = std::make_unique<Call>();
-      call->context.AddMetadata("memd-session", held.back().token);
-      call->request.set_transfer_id(transfer);
-      call->request.set_wait_ms(60000);
-      held.back().stub->async()->WaitTransfer(
-          &call->context, &call->request, &call->reply, [&](grpc::Status status) {
-            std::lock_guard<std::mutex> lock(mu);
-            ++done;
-            if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-              ++refused;
-              if (first_refusal.empty()) first_refusal = Refusal(status);
-            }
-            changed.notify_all();
-          });
-      calls.push_back(std::move(call));
+      waiting.Start(session, [&](grpc::ClientContext* context, WaitingCalls::Done done) {
+        auto request = std::make_shared<v1::WaitTransferRequest>();
+        request->set_transfer_id(transfer);
+        request->set_wait_ms(60000);
+        auto reply = std::make_shared<v1::TransferProgress>();
+        session.stub->async()->WaitTransfer(
+            context, request.get(), reply.get(),
+            [request, reply, done](grpc::Status status) { done(status); });
+      });
     }
   }
-  std::string report;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    changed.wait_for(lock, std::chrono::seconds(30), [&] { return refused >= expected; });
-    report = absl::StrCat("waiting ", calls.size() - done, "\nrefused ", refused, "\n",
-                          first_refusal, "\n");
-  }
-  const bool held_ok = test::HoldAtGate(args[4], report);
-  for (auto& call : calls) call->context.TryCancel();
-  std::unique_lock<std::mutex> lock(mu);
-  changed.wait(lock, [&] { return done == static_cast<int>(calls.size()); });
-  return held_ok ? 0 : 3;
+  return test::HoldAtGate(args[4], waiting.Report(expected)) ? 0 : 3;
 }
 
 MEMD_ATTACK(probe_private,
@@ -269,7 +183,7 @@ MEMD_ATTACK(probe_private,
     std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
     return 1;
   }
-  const Calls calls(*session);
+  const RawCalls calls(*session);
   auto print = [](const char* call, const grpc::Status& status) {
     std::printf("%s %s\n", call, Refusal(status).c_str());
   };
@@ -289,6 +203,40 @@ MEMD_ATTACK(probe_private,
   either.mutable_create()->set_size_bytes(1);
   print("OpenOrCreate", session->Call(&v1::Memd::Stub::OpenOrCreate, either, &lease));
   session->Drain();
+  return 0;
+}
+
+MEMD_ATTACK(show_stats,
+            "PREFIX: creates PREFIX/own (4096 bytes) and keeps it, then prints what "
+            "Stats tells it: 'daemon_wide D buffers B sessions S leases L waits W "
+            "active A active_bytes N completed C'") {
+  if (args.size() != 1) return 2;
+  auto session = test::RawSession::Connect(SocketDir());
+  if (!session.ok()) {
+    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
+    return 1;
+  }
+  v1::Lease own;
+  if (grpc::Status made = RawCalls(*session).Create(args[0] + "/own", 4096, "host", &own);
+      !made.ok()) {
+    std::fprintf(stderr, "%s\n", Refusal(made).c_str());
+    return 1;
+  }
+  v1::StatsReply stats;
+  if (grpc::Status got = session->Call(&v1::Memd::Stub::Stats, v1::StatsRequest(), &stats);
+      !got.ok()) {
+    std::fprintf(stderr, "%s\n", Refusal(got).c_str());
+    return 1;
+  }
+  std::printf("daemon_wide %d buffers %llu sessions %llu leases %llu waits %llu active %llu "
+              "active_bytes %llu completed %llu\n",
+              stats.daemon_wide() ? 1 : 0, static_cast<unsigned long long>(stats.buffers()),
+              static_cast<unsigned long long>(stats.sessions()),
+              static_cast<unsigned long long>(stats.leases()),
+              static_cast<unsigned long long>(stats.waits()),
+              static_cast<unsigned long long>(stats.transfers().active()),
+              static_cast<unsigned long long>(stats.transfers().active_bytes()),
+              static_cast<unsigned long long>(stats.transfers().completed()));
   return 0;
 }
 

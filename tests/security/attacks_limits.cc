@@ -5,16 +5,14 @@
 // Each prints (or reports at its gate, tests/security/held_attack.h) how
 // much it got and the first refusal as "CODE: message".
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
 #define MEMD_HOSTILE_SIDE_ONLY
 #include "tests/security/held_attack.h"
@@ -22,16 +20,6 @@
 
 namespace memd::hostile {
 namespace {
-
-std::string Refusal(const grpc::Status& status) {
-  return absl::StrCat(absl::StatusCodeToString(
-                          static_cast<absl::StatusCode>(status.error_code())),
-                      ": ", status.error_message());
-}
-
-std::string Refusal(const absl::Status& status) {
-  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
-}
 
 // Creates NAME (SIZE bytes, MODE) and seals it, keeping no lease.
 grpc::Status CreateSealed(const test::RawSession& raw, const std::string& name,
@@ -154,57 +142,32 @@ MEMD_ATTACK(fill_waits,
   if (args.size() != 4) return 2;
   const int sessions = std::stoi(args[0]);
   const int per_session = std::stoi(args[1]);
-  const int expected = std::stoi(args[2]);
-  struct Call {
-    grpc::ClientContext context;
-    v1::OpenRequest request;
-    v1::Lease reply;
-  };
-  std::mutex mu;
-  std::condition_variable changed;
-  int done = 0;
-  int refused = 0;
-  std::string first_refusal;
+  const std::size_t expected = std::stoul(args[2]);
   std::vector<test::RawSession> held;
-  std::vector<std::unique_ptr<Call>> calls;
+  WaitingCalls waiting;
+  std::string no_session;
   for (int s = 0; s < sessions; ++s) {
     auto raw = test::RawSession::Connect(SocketDir());
     if (!raw.ok()) {
-      first_refusal = Refusal(raw.status());
+      no_session = Refusal(raw.status());
       break;
     }
     held.push_back(std::move(*raw));
+    const test::RawSession& session = held.back();
     for (int i = 0; i < per_session; ++i) {
-      auto call = std::make_unique<Call>();
-      call->context.AddMetadata("memd-session", held.back().token);
-      call->request.set_name(absl::StrCat("never/made/", s, "/", i));
-      call->request.set_wait_timeout_ms(600000);
-      held.back().stub->async()->Open(
-          &call->context, &call->request, &call->reply,
-          [&](grpc::Status status) {
-            std::lock_guard<std::mutex> lock(mu);
-            ++done;
-            if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-              ++refused;
-              if (first_refusal.empty()) first_refusal = Refusal(status);
-            }
-            changed.notify_all();
-          });
-      calls.push_back(std::move(call));
+      waiting.Start(session, [&](grpc::ClientContext* context, WaitingCalls::Done done) {
+        auto request = std::make_shared<v1::OpenRequest>();
+        request->set_name(absl::StrCat("never/made/", s, "/", i));
+        request->set_wait_timeout_ms(600000);
+        auto reply = std::make_shared<v1::Lease>();
+        session.stub->async()->Open(context, request.get(), reply.get(),
+                                    [request, reply, done](grpc::Status status) { done(status); });
+      });
     }
   }
-  std::string report;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    changed.wait_for(lock, std::chrono::seconds(30), [&] { return refused >= expected; });
-    report = absl::StrCat("waiting ", calls.size() - done, "\nrefused ", refused, "\n",
-                          first_refusal, "\n");
-  }
-  const bool held_ok = test::HoldAtGate(args[3], report);
-  for (auto& call : calls) call->context.TryCancel();
-  std::unique_lock<std::mutex> lock(mu);
-  changed.wait(lock, [&] { return done == static_cast<int>(calls.size()); });
-  return held_ok ? 0 : 3;
+  std::string report = waiting.Report(expected);
+  if (!no_session.empty()) absl::StrAppend(&report, no_session, "\n");
+  return test::HoldAtGate(args[3], report) ? 0 : 3;
 }
 
 }  // namespace memd::hostile

@@ -61,6 +61,31 @@ TEST_F(WhatOthersLearnTest, ARefusalTellsAnotherUidNothingOfTheBuffer) {
   }
 }
 
+TEST_F(WhatOthersLearnTest, StatsTellAUidItsOwnActivityAndRootTheDaemons) {
+  StartSlowDaemon();
+  // Another client's activity: buffers, sessions, leases, a copy running
+  // (seconds on the slow link) and one that finished.
+  RawSession busy = Session();
+  RawSession idle = Session();
+  v1::Lease source = Create(busy, "busy/src", 32 * kMiB);
+  v1::Lease device = Create(busy, "busy/device", 32 * kMiB, "device:0");
+  v1::Lease copy = Create(busy, "busy/copy", 32 * kMiB);
+  Copy(busy, source.lease_id(), copy.lease_id(), 32 * kMiB);
+  Copy(busy, source.lease_id(), device.lease_id(), 32 * kMiB);
+
+  ProgramResult mine = Hostile(kMallory, {"show_stats", "mallory"});
+  ASSERT_EQ(mine.exit_code, 0) << Describe(mine);
+  EXPECT_EQ(mine.out,
+            "daemon_wide 0 buffers 1 sessions 1 leases 1 waits 0 active 0 active_bytes 0 "
+            "completed 0\n");
+
+  const v1::StatsReply all = Stats(idle);
+  EXPECT_TRUE(all.daemon_wide());
+  EXPECT_GE(all.buffers(), 3u);
+  EXPECT_GE(all.sessions(), 2u);
+  EXPECT_GE(all.transfers().active(), 1u) << "the copy to device:0 still runs";
+}
+
 TEST_F(WhatOthersLearnTest, IdsSayNothingOfHowManyOthersTookMeanwhile) {
   StartSlowDaemon();
   RawSession watcher = Session();

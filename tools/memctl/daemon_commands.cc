@@ -27,8 +27,10 @@ absl::Status RunStats(Client& client, const Output& output) {
       << FormatAge(absl::Now() - stats->started) << ")\n";
   out << "metrics  "
       << (stats->metrics_address.empty() ? "off" : stats->metrics_address) << '\n';
+  // A user's own figures unless root asks: others' activity is theirs.
+  if (!stats->daemon_wide) out << "your uid's: ";
   out << "buffers " << stats->buffers << ", sessions " << stats->sessions
-      << ", leases " << stats->leases << ", waiting opens " << stats->waits << "\n";
+      << ", leases " << stats->leases << ", waiting calls " << stats->waits << "\n";
   for (const DeviceInfo& device : stats->devices) {
     out << "device:" << device.ordinal << "  " << device.name << " (" << device.api << "), ";
     if (device.api == "cuda") out << FormatBytes(device.free_bytes) << " free of ";

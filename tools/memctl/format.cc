@@ -142,6 +142,7 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   json["sessions"] = stats.sessions;
   json["leases"] = stats.leases;
   json["waits"] = stats.waits;
+  json["daemon_wide"] = stats.daemon_wide;
   Json pools = Json::array();
   for (const PoolStats& pool : stats.pools) {
     Json entry;

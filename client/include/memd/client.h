@@ -171,8 +171,12 @@ struct DaemonStats {
   std::string metrics_address;  // HOST:PORT, empty when off.
   absl::Time started;
   std::vector<DeviceInfo> devices;  // Empty without a GPU backend.
-  std::uint64_t waits = 0;  // Opens waiting for a buffer's seal, now.
+  std::uint64_t waits = 0;  // Calls waiting now: opens (for a seal), WaitTransfer.
   TransferStats transfers;
+  // True for root: buffers, sessions, leases, waits and transfers are the
+  // whole daemon's; else the caller's uid's (the transfer counters since
+  // start then 0). Pools and devices are the node's either way.
+  bool daemon_wide = false;
 };
 
 struct SessionInfo {

@@ -102,6 +102,9 @@ class DaemonStats:
     devices: Tuple[DeviceInfo, ...]
     waits: int
     transfers: TransferStats
+    # True for root; else buffers, sessions, leases, waits and transfers are
+    # the caller's uid's own.
+    daemon_wide: bool
 
 
 @dataclass(frozen=True, kw_only=True)

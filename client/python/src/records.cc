@@ -90,7 +90,7 @@ py::object Device(const DeviceInfo& d) {
   [[maybe_unused]] const auto& [transfers_0, transfers_1, transfers_2, transfers_3, transfers_4,
                                 transfers_5, transfers_6] = transfers;
   [[maybe_unused]] const auto& [stats_0, stats_1, stats_2, stats_3, stats_4, stats_5, stats_6,
-                                stats_7, stats_8, stats_9, stats_10] = stats;
+                                stats_7, stats_8, stats_9, stats_10, stats_11] = stats;
   [[maybe_unused]] const auto& [session_0, session_1, session_2, session_3, session_4,
                                 session_5, session_6, session_7] = session;
   [[maybe_unused]] const auto& [usage_0, usage_1, usage_2, usage_3, usage_4] = usage;
@@ -164,6 +164,7 @@ py::object ToPython(const DaemonStats& stats) {
   kw["devices"] = Tuple(stats.devices, &Device);
   kw["waits"] = stats.waits;
   kw["transfers"] = Type("TransferStats")(**transfers);
+  kw["daemon_wide"] = stats.daemon_wide;
   return Type("DaemonStats")(**kw);
 }
 
