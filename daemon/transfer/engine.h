@@ -140,7 +140,8 @@ class Engine {
   absl::StatusOr<TransferProgress> Cancel(SessionId session, TransferId id);
 
   // A session ended: cancels its transfers, waits up to `drain` for their
-  // chunks on the GPUs, and forgets them. Called before its leases go.
+  // chunks on the GPUs and for what they held (Endpoint::hold, pin) to be
+  // let go, and forgets them. Called before its leases go.
   void EndSession(SessionId session, absl::Duration drain);
 
   // The buffer `buffer_id` (Endpoint::buffer_id) was freed: nobody can read

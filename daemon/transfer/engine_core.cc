@@ -171,11 +171,13 @@ bool EngineCore::SessionDrained(SessionId session) const {
     if (!record->terminal() || record->in_flight > 0) return false;
   }
   // And the watches of what ended have run (any session's: they are short;
-  // never this thread's own, which would wait for itself).
+  // never this thread's own, which would wait for itself), and what drained
+  // transfers held is let go: a buffer freed under a copy goes back to its
+  // pool before the session's leases do, not some time after.
   for (const auto& [token, thread] : firing_) {
     if (thread != std::this_thread::get_id()) return false;
   }
-  return true;
+  return letting_go_ == 0;
 }
 
 void EngineCore::EndSession(SessionId session, absl::Duration drain) {
@@ -426,15 +428,18 @@ void EngineCore::UnlockAndRunDeferred() {
   wakes.swap(deferred_wakes_);
   std::vector<LetGo> let_go;
   let_go.swap(deferred_let_go_);
+  const bool letting_go = !let_go.empty();
+  if (letting_go) ++letting_go_;
   mu_.Unlock();
   let_go.clear();
   for (LaneIndex lane : wakes) {
     if (lane < static_cast<LaneIndex>(lanes_.size())) lanes_[lane]->Wake();
   }
-  if (firing.empty()) return;
+  if (firing.empty() && !letting_go) return;
   for (Firing& watch : firing) watch.done(watch.progress);
   absl::MutexLock lock(&mu_);
   for (const Firing& watch : firing) firing_.erase(watch.token);
+  if (letting_go) --letting_go_;
   changed_.SignalAll();
 }
 

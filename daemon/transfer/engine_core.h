@@ -148,6 +148,8 @@ class EngineCore {
     std::function<void()> written;
   };
   std::vector<LetGo> deferred_let_go_ ABSL_GUARDED_BY(mu_);
+  // Threads letting go of what they took from deferred_let_go_ now.
+  int letting_go_ ABSL_GUARDED_BY(mu_) = 0;
   // Watches whose callbacks run now, and on which thread.
   absl::flat_hash_map<std::uint64_t, std::thread::id> firing_ ABSL_GUARDED_BY(mu_);
   std::uint32_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b9u;

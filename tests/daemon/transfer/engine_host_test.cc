@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <memory>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -59,6 +60,41 @@ TEST(EngineHostTest, AFinishedCopyLetsGoOfItsMemoryThoughItsRecordStays) {
   auto progress = engine->Progress(7, *id);
   ASSERT_TRUE(progress.ok()) << progress.status();
   EXPECT_EQ(progress->state, TransferState::kDone);
+}
+
+// A session's end returns only once what its drained copies held has been
+// let go, not some time after on a lane's thread: the broker then frees a
+// buffer released under such a copy before the session's leases go, and a
+// caller that sees the session gone sees its memory back.
+TEST(EngineHostTest, EndSessionReturnsOnlyOnceItsCopiesLetGoOfWhatTheyHeld) {
+  FakeDevices devices(0);
+  auto engine = StartEngine(devices, SmallOptions());
+  TestBuffer source(2 * kMiB, 1, 1);
+  TestBuffer destination(2 * kMiB, 2, 2);
+  transfer::TransferSpec spec = Spec(7, Host(source), Host(destination));
+  // A pin whose letting go takes until the test says.
+  auto letting_go = std::make_shared<absl::Notification>();
+  auto let_go = std::make_shared<absl::Notification>();
+  spec.destination.pin = std::shared_ptr<const void>(
+      new int(0), [letting_go, let_go](const void* pin) {
+        letting_go->Notify();
+        let_go->WaitForNotification();
+        delete static_cast<const int*>(pin);
+      });
+  ASSERT_TRUE(engine->Submit(std::move(spec)).ok());
+  ASSERT_TRUE(letting_go->WaitForNotificationWithTimeout(kGuard)) << "the copy never ended";
+
+  absl::Notification ended;
+  std::thread ender([&] {
+    engine->EndSession(7, kGuard);
+    ended.Notify();
+  });
+  // A bound on a wait that must not end, not a duration measured.
+  EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Seconds(1)))
+      << "the session ended while its copy still held its memory";
+  let_go->Notify();
+  EXPECT_TRUE(ended.WaitForNotificationWithTimeout(kGuard));
+  ender.join();
 }
 
 TEST(EngineHostTest, CopyBetweenRangesOfTwoBuffers) {
