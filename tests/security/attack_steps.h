@@ -7,15 +7,19 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/unique_fd.h"
 #include "memd/v1/memd.grpc.pb.h"
+#include "tests/security/attacks.h"
 #include "tests/support/raw_session.h"
 
 namespace memd::hostile {
@@ -29,6 +33,46 @@ inline std::string Refusal(const grpc::Status& status) {
 
 inline std::string Refusal(const absl::Status& status) {
   return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+}
+
+// The session a step acts in; nullopt, with the daemon's refusal on
+// stderr, when there is none.
+inline std::optional<test::RawSession> StepSession() {
+  auto session = test::RawSession::Connect(SocketDir());
+  if (!session.ok()) {
+    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
+    return std::nullopt;
+  }
+  return std::move(*session);
+}
+
+// A lease and the descriptor the daemon sent with it.
+struct LeaseWithDescriptor {
+  v1::Lease lease;
+  UniqueFd fd;
+};
+
+// Opens NAME with `access` in `session` and takes its descriptor; nullopt,
+// with the reason on stderr, when either fails.
+inline std::optional<LeaseWithDescriptor> OpenWithDescriptor(const test::RawSession& session,
+                                                             const std::string& name,
+                                                             v1::Access access) {
+  v1::OpenRequest request;
+  request.set_name(name);
+  request.set_access(access);
+  LeaseWithDescriptor opened;
+  grpc::Status status = session.Call(&v1::Memd::Stub::Open, request, &opened.lease);
+  if (!status.ok()) {
+    std::fprintf(stderr, "Open: %s\n", status.error_message().c_str());
+    return std::nullopt;
+  }
+  auto fd = session.TakeFd(opened.lease.handle().fd_seq());
+  if (!fd.ok()) {
+    std::fprintf(stderr, "%s\n", fd.status().ToString().c_str());
+    return std::nullopt;
+  }
+  opened.fd = std::move(*fd);
+  return opened;
 }
 
 // A raw session's calls, each returning the daemon's status and keeping no

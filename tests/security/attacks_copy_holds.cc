@@ -47,11 +47,8 @@ MEMD_ATTACK(park_behind_chain,
             "only the copy keeps it); reports 'parked K' and the first refusal at "
             "GATE, then holds") {
   if (args.size() != 4) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
+  auto session = StepSession();
+  if (!session) return 1;
   const RawCalls calls(*session);
   v1::Lease chain;
   if (grpc::Status started = StartChain(calls, std::stoull(args[0]), &chain); !started.ok()) {
@@ -82,11 +79,8 @@ MEMD_ATTACK(write_behind_chain,
             "of TEXT onto its first bytes, releases NAME; reports 'queued' at GATE, "
             "then holds (its copies end with its session)") {
   if (args.size() != 4) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
+  auto session = StepSession();
+  if (!session) return 1;
   const RawCalls calls(*session);
   const std::uint64_t bytes = std::stoull(args[1]);
   const std::string& text = args[2];
@@ -138,11 +132,8 @@ MEMD_ATTACK(fill_transfer_waits,
   std::vector<test::RawSession> held;
   WaitingCalls waiting;
   for (int s = 0; s < sessions; ++s) {
-    auto raw = test::RawSession::Connect(SocketDir());
-    if (!raw.ok()) {
-      std::fprintf(stderr, "%s\n", raw.status().ToString().c_str());
-      return 1;
-    }
+    auto raw = StepSession();
+    if (!raw) return 1;
     held.push_back(std::move(*raw));
     const test::RawSession& session = held.back();
     const RawCalls steps(session);
@@ -178,11 +169,8 @@ MEMD_ATTACK(probe_private,
             "for writing, Unlink, OpenOrCreate of 1 byte); prints 'CALL CODE: "
             "message' per call") {
   if (args.size() != 1) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
+  auto session = StepSession();
+  if (!session) return 1;
   const RawCalls calls(*session);
   auto print = [](const char* call, const grpc::Status& status) {
     std::printf("%s %s\n", call, Refusal(status).c_str());
@@ -211,11 +199,8 @@ MEMD_ATTACK(show_stats,
             "Stats tells it: 'daemon_wide D buffers B sessions S leases L waits W "
             "active A active_bytes N completed C'") {
   if (args.size() != 1) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
+  auto session = StepSession();
+  if (!session) return 1;
   v1::Lease own;
   if (grpc::Status made = RawCalls(*session).Create(args[0] + "/own", 4096, "host", &own);
       !made.ok()) {

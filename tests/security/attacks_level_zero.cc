@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/client/pattern.h"
+#include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
 #include "tests/support/raw_session.h"
 
@@ -44,28 +45,15 @@ MEMD_ATTACK(write_through_ze_read_lease,
             "'descriptor ACCESS_MODE', 'mmap PROT_WRITE: mapped' (or 'refused: "
             "ERROR') and 'wrote N bytes'; exit 0 when it wrote, 4 when refused") {
   if (args.size() != 2) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
-  v1::OpenRequest request;
-  request.set_name(args[0]);
-  request.set_access(v1::READ);
-  v1::Lease lease;
-  grpc::Status opened = session->Call(&v1::Memd::Stub::Open, request, &lease);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "Open: %s\n", opened.error_message().c_str());
-    return 1;
-  }
+  auto session = StepSession();
+  if (!session) return 1;
+  std::optional<LeaseWithDescriptor> opened = OpenWithDescriptor(*session, args[0], v1::READ);
+  if (!opened) return 1;
+  const v1::Lease& lease = opened->lease;
   const v1::Handle& handle = lease.handle();
   std::printf("handle %s\n", v1::HandleType_Name(handle.type()).c_str());
-  auto fd = session->TakeFd(handle.fd_seq());
-  if (!fd.ok()) {
-    std::fprintf(stderr, "%s\n", fd.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("descriptor %s\n", AccessMode(fd->get()));
+  const UniqueFd& fd = opened->fd;
+  std::printf("descriptor %s\n", AccessMode(fd.get()));
   // Intel's layout of the handle (compute-runtime's IpcMemoryData): the
   // dma-buf descriptor, then where the allocation lies in the pooled block
   // that descriptor exposes.
@@ -78,7 +66,7 @@ MEMD_ATTACK(write_through_ze_read_lease,
               sizeof(pool_offset));
   const std::uint64_t start = pool_offset + handle.offset();
   const std::uint64_t size = lease.buffer().size_bytes();
-  void* map = ::mmap(nullptr, start + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
+  void* map = ::mmap(nullptr, start + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (map == MAP_FAILED) {
     std::printf("mmap PROT_WRITE: refused: %s\n", std::strerror(errno));
     return 4;

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "memd/client.h"
+#include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
 #include "tests/support/raw_session.h"
 
@@ -37,27 +38,12 @@ MEMD_ATTACK(write_through_read_lease,
             "write(2), fchmod. Prints '<path>: refused: ERRNO' or '<path>: WROTE' "
             "per path; exit 0 when all were refused, 4 when any wrote") {
   if (args.size() != 1) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
-  v1::OpenRequest request;
-  request.set_name(args[0]);
-  request.set_access(v1::READ);
-  v1::Lease lease;
-  grpc::Status opened = session->Call(&v1::Memd::Stub::Open, request, &lease);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "Open: %s\n", opened.error_message().c_str());
-    return 1;
-  }
-  auto fd = session->TakeFd(lease.handle().fd_seq());
-  if (!fd.ok()) {
-    std::fprintf(stderr, "%s\n", fd.status().ToString().c_str());
-    return 1;
-  }
-  const int memfd = fd->get();
-  const std::size_t segment = lease.handle().segment_bytes();
+  auto session = StepSession();
+  if (!session) return 1;
+  std::optional<LeaseWithDescriptor> opened = OpenWithDescriptor(*session, args[0], v1::READ);
+  if (!opened) return 1;
+  const int memfd = opened->fd.get();
+  const std::size_t segment = opened->lease.handle().segment_bytes();
 
   // Each attempt returns 0 when it changed (or could change) shared bytes,
   // else the errno that stopped it.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "memd/v1/memd.grpc.pb.h"
+#include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
 #include "tests/support/raw_session.h"
 
@@ -15,11 +16,8 @@ MEMD_ATTACK(probe_transfers,
             "and waiting 100 ms), and cancels, every transfer id given; "
             "prints 'ID CODE CODE CODE' per id (gRPC status code numbers)") {
   if (args.empty()) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
+  auto session = StepSession();
+  if (!session) return 1;
   for (const std::string& given : args) {
     const std::uint64_t id = std::stoull(given);
     v1::WaitTransferRequest wait;
@@ -43,11 +41,8 @@ MEMD_ATTACK(copy_leases,
             "from, then into, every lease id given with it; prints 'ID CODE "
             "CODE' per id (gRPC status code numbers)") {
   if (args.size() < 2) return 2;
-  auto session = test::RawSession::Connect(SocketDir());
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().ToString().c_str());
-    return 1;
-  }
+  auto session = StepSession();
+  if (!session) return 1;
   const std::uint64_t size = std::stoull(args[0]);
   v1::CreateRequest create;
   create.set_name("mallory/bait");
