@@ -126,10 +126,10 @@ struct LimitRejections {
 };
 
 struct BrokerCounts {
-  std::uint64_t buffers = 0;   // Named or still leased after unlink.
+  std::uint64_t buffers = 0;   // Named, or still leased or copied after unlink.
   std::uint64_t creating = 0;  // Of those: not sealed yet,
   std::uint64_t sealed = 0;    // sealed,
-  std::uint64_t unlinked = 0;  // unlinked but still leased.
+  std::uint64_t unlinked = 0;  // unlinked but still leased, or parked under copies.
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
   std::uint64_t waits = 0;     // Opens waiting for a buffer's seal.
