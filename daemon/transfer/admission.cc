@@ -23,19 +23,6 @@ TransferActivity Find(const auto& charges, const auto& key) {
   return it == charges.end() ? TransferActivity{} : it->second;
 }
 
-std::string CountMessage(const std::string& who, const TransferActivity& charge, int most,
-                         const char* key) {
-  return absl::StrCat(who, " has ", charge.transfers, " unfinished transfers; the limit is ",
-                      most, " (", key, "); wait for one to end");
-}
-
-std::string BytesMessage(const std::string& who, const TransferActivity& charge,
-                         std::uint64_t bytes, std::uint64_t most, const char* key) {
-  return absl::StrCat(who, " has ", FormatBytes(charge.bytes), " in flight; this copy of ",
-                      FormatBytes(bytes), " would exceed the limit of ", FormatBytes(most), " (",
-                      key, ")");
-}
-
 // Removes `bytes` and one transfer from `charges[key]`, forgetting it at none.
 void Uncharge(auto& charges, const auto& key, std::uint64_t bytes) {
   auto it = charges.find(key);
@@ -46,6 +33,21 @@ void Uncharge(auto& charges, const auto& key, std::uint64_t bytes) {
 
 }  // namespace
 
+absl::Status Admission::RefuseCount(const std::string& who, const TransferActivity& charge,
+                                    int most, const char* key) {
+  return Refuse(key, absl::StrCat(who, " has ", charge.transfers,
+                                  " unfinished transfers; the limit is ", most, " (", key,
+                                  "); wait for one to end"));
+}
+
+absl::Status Admission::RefuseBytes(const std::string& who, const TransferActivity& charge,
+                                    std::uint64_t bytes, std::uint64_t most, const char* key) {
+  return Refuse(key, absl::StrCat(who, " has ", FormatBytes(charge.bytes),
+                                  " in flight; this copy of ", FormatBytes(bytes),
+                                  " would exceed the limit of ", FormatBytes(most), " (", key,
+                                  ")"));
+}
+
 absl::Status Admission::Refuse(const char* key, std::string message) {
   ++rejections_;
   ++rejections_by_limit_[key];
@@ -55,32 +57,25 @@ absl::Status Admission::Refuse(const char* key, std::string message) {
 absl::Status Admission::Admit(SessionId session, uid_t uid, std::uint64_t bytes) {
   const TransferActivity of_session = Find(sessions_, session);
   const TransferActivity of_uid = Find(uids_, uid);
-  const std::string session_name = absl::StrCat("session ", session);
-  const std::string uid_name = absl::StrCat("uid ", uid);
   if (CountFull(of_session, limits_.max_session_transfers)) {
-    return Refuse("transfer_max_session_transfers",
-                  CountMessage(session_name, of_session, limits_.max_session_transfers,
-                               "transfer_max_session_transfers"));
+    return RefuseCount(absl::StrCat("session ", session), of_session,
+                       limits_.max_session_transfers, "transfer_max_session_transfers");
   }
   if (BytesOver(of_session, bytes, limits_.max_session_bytes)) {
-    return Refuse("transfer_max_session_bytes",
-                  BytesMessage(session_name, of_session, bytes, limits_.max_session_bytes,
-                               "transfer_max_session_bytes"));
+    return RefuseBytes(absl::StrCat("session ", session), of_session, bytes,
+                       limits_.max_session_bytes, "transfer_max_session_bytes");
   }
   if (CountFull(of_uid, limits_.max_uid_transfers)) {
-    return Refuse("transfer_max_uid_transfers",
-                  CountMessage(uid_name, of_uid, limits_.max_uid_transfers,
-                               "transfer_max_uid_transfers"));
+    return RefuseCount(absl::StrCat("uid ", uid), of_uid, limits_.max_uid_transfers,
+                       "transfer_max_uid_transfers");
   }
   if (BytesOver(of_uid, bytes, limits_.max_uid_bytes)) {
-    return Refuse("transfer_max_uid_bytes",
-                  BytesMessage(uid_name, of_uid, bytes, limits_.max_uid_bytes,
-                               "transfer_max_uid_bytes"));
+    return RefuseBytes(absl::StrCat("uid ", uid), of_uid, bytes, limits_.max_uid_bytes,
+                       "transfer_max_uid_bytes");
   }
   if (BytesOver(total_, bytes, limits_.max_total_bytes)) {
-    return Refuse("transfer_max_total_bytes",
-                  BytesMessage("the daemon", total_, bytes, limits_.max_total_bytes,
-                               "transfer_max_total_bytes"));
+    return RefuseBytes("the daemon", total_, bytes, limits_.max_total_bytes,
+                       "transfer_max_total_bytes");
   }
   for (TransferActivity* charge : {&sessions_[session], &uids_[uid], &total_}) {
     charge->bytes += bytes;

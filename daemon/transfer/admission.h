@@ -49,6 +49,12 @@ class Admission {
   }
 
  private:
+  // Each counts the refusal under `key` (the limit's config key) and says
+  // who holds what against which limit.
+  absl::Status RefuseCount(const std::string& who, const TransferActivity& charge, int most,
+                           const char* key);
+  absl::Status RefuseBytes(const std::string& who, const TransferActivity& charge,
+                           std::uint64_t bytes, std::uint64_t most, const char* key);
   absl::Status Refuse(const char* key, std::string message);
 
   AdmissionLimits limits_;
