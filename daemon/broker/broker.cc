@@ -1,11 +1,11 @@
 #include "daemon/broker/broker.h"
 
-#include <algorithm>
 #include <cassert>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/bytes.h"
@@ -17,6 +17,9 @@ namespace memd::broker {
 namespace {
 
 std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
+
+// The payload of a Seal refusal that copies still write the buffer: its id.
+constexpr char kCopiesStillWrite[] = "type.memd.dev/broker.CopiesStillWrite";
 
 // The owner, group and mode are told only to a caller who may read the
 // buffer (Stat would tell it them anyway). Anyone else learns that the name
@@ -34,23 +37,6 @@ absl::Status PermissionDenied(const PeerCredentials& peer, const BufferInfo& buf
   return absl::PermissionDeniedError(message);
 }
 
-// A prefix is any start of a valid name, so only its length and bytes are
-// checked.
-absl::Status ValidatePrefix(const std::string& prefix) {
-  if (prefix.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prefix is ", prefix.size(), " bytes long; the limit is ", kMaxNameBytes));
-  }
-  std::size_t bad = prefix.find_first_not_of(
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-");
-  if (bad != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "prefix has byte 0x%02x at position %d; names use only [A-Za-z0-9._/-]",
-        static_cast<unsigned char>(prefix[bad]), bad));
-  }
-  return absl::OkStatus();
-}
-
 // Buffers with the same owner, group and mode are open to the same clients,
 // so their memory may share a segment (whose handle exposes all of it).
 pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) {
@@ -58,6 +44,13 @@ pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) 
 }
 
 }  // namespace
+
+std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status) {
+  const absl::optional<absl::Cord> payload = status.GetPayload(kCopiesStillWrite);
+  BufferId id = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &id)) return std::nullopt;
+  return id;
+}
 
 void Broker::AfterUnlock::Run() && {
   for (auto& [pool, buffer] : freed) pool->Free(std::move(buffer->allocation));
@@ -86,19 +79,12 @@ auto Broker::WithLock(Body body) {
     {
       absl::MutexLock lock(&mu_);
       body(after);
-      if (!after.freed_while_written.empty()) {
-        after.on_freed_while_written = on_freed_while_written_;
-      }
     }
     std::move(after).Run();
   } else {
     auto result = [&] {
       absl::MutexLock lock(&mu_);
-      auto returned = body(after);
-      if (!after.freed_while_written.empty()) {
-        after.on_freed_while_written = on_freed_while_written_;
-      }
-      return returned;
+      return body(after);
     }();
     std::move(after).Run();
     return result;
@@ -524,22 +510,18 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
     // A claim is taken under mu_ before its copy is queued, so none can
     // start writing after this check.
     if (const int writers = buffer.pin->writers(); writers > 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      absl::Status refusal = absl::FailedPreconditionError(absl::StrCat(
           "buffer ", Quoted(buffer.info.name), " cannot be sealed: ", writers,
           writers == 1 ? " copy" : " copies",
           " may still write it; wait for them to end (or cancel them), then seal"));
+      refusal.SetPayload(kCopiesStillWrite, absl::Cord(absl::StrCat(buffer.info.id)));
+      return refusal;
     }
     buffer.info.state = BufferState::kSealed;
     buffer.info.sealed = clock_.Now();
     after.Wake(waiters_.TakeName(buffer.info.name));
     return buffer.info;
   });
-}
-
-absl::StatusOr<BufferId> Broker::LeaseBuffer(SessionId session, LeaseId lease_id) {
-  absl::MutexLock lock(&mu_);
-  MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
-  return lease->buffer;
 }
 
 absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
@@ -585,7 +567,10 @@ void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
     // Copies may still reach its bytes: it stays, charged to its owner,
     // until the last lets go (CopiesLetGo). Nobody can read a parked
     // buffer, so what copies would still write it is wasted: cancelled.
-    if (!buffer.parked && buffer.pin->writers() > 0) after.freed_while_written.push_back(id);
+    if (!buffer.parked && buffer.pin->writers() > 0) {
+      after.freed_while_written.push_back(id);
+      after.on_freed_while_written = on_freed_while_written_;
+    }
     buffer.parked = true;
     return;
   }
@@ -618,24 +603,6 @@ absl::Status Broker::Unlink(SessionId session, const std::string& name) {
   });
 }
 
-absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
-                                                     const std::string& prefix) {
-  MEMD_RETURN_IF_ERROR(ValidatePrefix(prefix));
-  std::vector<BufferInfo> listed;
-  {
-    absl::MutexLock lock(&mu_);
-    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-    for (const auto& [name, id] : names_) {
-      if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      const BufferInfo& info = buffers_.at(id)->info;
-      if (MayAccess(caller->peer, info, Access::kRead)) listed.push_back(info);
-    }
-  }
-  std::sort(listed.begin(), listed.end(),
-            [](const BufferInfo& a, const BufferInfo& b) { return a.name < b.name; });
-  return listed;
-}
-
 absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
                                         const std::string& name) {
   MEMD_RETURN_IF_ERROR(ValidateBufferName(name));
@@ -649,98 +616,6 @@ absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
     return PermissionDenied(caller->peer, buffer->info, "inspect");
   }
   return buffer->info;
-}
-
-absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
-  std::vector<SessionInfo> listed;
-  {
-    absl::MutexLock lock(&mu_);
-    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-    for (const auto& [id, other] : sessions_) {
-      if (caller->peer.uid != 0 && other.peer.uid != caller->peer.uid) continue;
-      listed.push_back(SessionInfo{id, other.peer.pid, other.peer.uid,
-                                   other.peer.gid, other.command,
-                                   static_cast<std::uint32_t>(other.leases.size()),
-                                   other.started, usage_.session_total(id)});
-    }
-  }
-  // Ids say nothing of order (OpaqueIds): oldest first.
-  std::sort(listed.begin(), listed.end(), [](const SessionInfo& a, const SessionInfo& b) {
-    return std::tie(a.started, a.id) < std::tie(b.started, b.id);
-  });
-  return listed;
-}
-
-absl::StatusOr<std::vector<UidUsage>> Broker::Usage(SessionId session) const {
-  absl::MutexLock lock(&mu_);
-  std::optional<uid_t> only;
-  if (session != 0) {
-    auto caller = sessions_.find(session);
-    if (caller == sessions_.end()) {
-      return absl::UnauthenticatedError(
-          absl::StrCat("session ", session, " has ended; reconnect"));
-    }
-    if (caller->second.peer.uid != 0) only = caller->second.peer.uid;
-  }
-  return UsageLocked(only);
-}
-
-std::vector<UidUsage> Broker::UsageLocked(std::optional<uid_t> only) const {
-  std::vector<UidUsage> usage;
-  for (const auto& [key, held] : usage_.by_uid()) {
-    const auto& [uid, location] = key;
-    if (only.has_value() && uid != *only) continue;
-    usage.push_back(UidUsage{uid, location, held.bytes, held.buffers,
-                             limits_.max_uid_bytes.For(location)});
-  }
-  std::sort(usage.begin(), usage.end(), [](const UidUsage& a, const UidUsage& b) {
-    return std::make_tuple(a.uid, a.location.kind, a.location.device) <
-           std::make_tuple(b.uid, b.location.kind, b.location.device);
-  });
-  return usage;
-}
-
-BrokerCounts Broker::Counts() const {
-  absl::MutexLock lock(&mu_);
-  return CountsLocked();
-}
-
-BrokerCounts Broker::CountsOf(uid_t uid) const {
-  absl::MutexLock lock(&mu_);
-  BrokerCounts counts;
-  counts.buffers = uid_counts_.Of(uid, UidCounts::Kind::kBuffers);
-  counts.sessions = uid_counts_.Of(uid, UidCounts::Kind::kSessions);
-  counts.leases = uid_counts_.Of(uid, UidCounts::Kind::kLeases);
-  counts.waits = waiters_.waits_of_uid(uid);
-  return counts;
-}
-
-BrokerSnapshot Broker::Snapshot() const {
-  absl::MutexLock lock(&mu_);
-  return BrokerSnapshot{CountsLocked(), UsageLocked(std::nullopt)};
-}
-
-BrokerCounts Broker::CountsLocked() const {
-  BrokerCounts counts;
-  counts.buffers = buffers_.size();
-  for (const auto& [id, buffer] : buffers_) {
-    if (buffer->info.unlinked) {
-      ++counts.unlinked;
-    } else if (buffer->info.state == BufferState::kSealed) {
-      ++counts.sealed;
-    } else {
-      ++counts.creating;
-    }
-  }
-  counts.sessions = sessions_.size();
-  counts.leases = leases_.size();
-  counts.waits = waiters_.size();
-  counts.rejections = rejections_;
-  counts.rejections.waits_per_session = waiters_.rejections().per_session;
-  counts.rejections.waits_per_uid = waiters_.rejections().per_uid;
-  counts.rejections.waits = waiters_.rejections().total;
-  counts.rejections.quotas = usage_.rejections();
-  return counts;
 }
 
 void Broker::SetLimits(const BrokerLimits& limits) {

@@ -130,13 +130,10 @@ class Broker {
   // Seals the buffer of a READ_WRITE lease of the session: from then on no
   // byte of it changes through memd. FAILED_PRECONDITION, naming how many,
   // while copies may still write it (their last chunk has not left the
-  // device): wait for them or cancel them, then seal. Errors: also as the
-  // class says (read-only lease, unlinked, sealed already).
+  // device): wait for them or cancel them, then seal; that refusal carries
+  // the buffer (BufferCopiesStillWrite). Errors: also as the class says
+  // (read-only lease, unlinked, sealed already).
   absl::StatusOr<BufferInfo> Seal(SessionId session, LeaseId lease);
-
-  // The buffer a lease of the session is on. Errors: UNAUTHENTICATED,
-  // NOT_FOUND.
-  absl::StatusOr<BufferId> LeaseBuffer(SessionId session, LeaseId lease);
 
   // Ends a lease of the session. Errors: NOT_FOUND (not held: released
   // already or never granted), UNAUTHENTICATED.
@@ -325,5 +322,9 @@ class Broker {
   OpaqueIds session_ids_ ABSL_GUARDED_BY(mu_);
   std::function<void(BufferId)> on_freed_while_written_ ABSL_GUARDED_BY(mu_);
 };
+
+// The buffer a Seal refusal is about when copies may still write it, so
+// that the caller can name its own copies; nullopt for any other status.
+std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status);
 
 }  // namespace memd::broker

@@ -132,7 +132,7 @@ struct BrokerCounts {
   std::uint64_t unlinked = 0;  // unlinked but still leased, or parked under copies.
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
-  std::uint64_t waits = 0;     // Opens waiting for a buffer's seal.
+  std::uint64_t waits = 0;     // Calls waiting: opens (for a seal), WaitTransfer.
   LimitRejections rejections;
 };
 

@@ -286,7 +286,7 @@ grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context
   return Respond(context, "Seal", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
     absl::StatusOr<broker::BufferInfo> info = broker_.Seal(session->id(), request->lease_id());
-    if (!info.ok()) return WithWritingTransfers(session->id(), request->lease_id(), info.status());
+    if (!info.ok()) return WithWritingTransfers(session->id(), info.status());
     ToProto(*info, reply->mutable_buffer());
     return absl::OkStatus();
   });

@@ -129,10 +129,10 @@ class MemdService final : public v1::Memd::CallbackService {
                                                   const v1::CopyRequest& request);
   // The engine, or UNAVAILABLE.
   absl::StatusOr<transfer::Engine*> TransferEngine() const;
-  // A Seal's refusal, with the ids of the session's transfers that may
-  // still write the lease's buffer when there are any (the broker counts
-  // writers but knows no transfer ids).
-  absl::Status WithWritingTransfers(broker::SessionId session, broker::LeaseId lease,
+  // A Seal's refusal; when it says copies still write the buffer, with the
+  // ids of the session's own (the broker counts writers but knows no
+  // transfer ids).
+  absl::Status WithWritingTransfers(broker::SessionId session,
                                     const absl::Status& refusal) const;
   // Fills the Stats reply's transfer figures (only `only`'s unfinished
   // ones when set) and device health.

@@ -81,11 +81,9 @@ absl::StatusOr<transfer::TransferId> MemdService::SubmitCopy(
 }
 
 absl::Status MemdService::WithWritingTransfers(broker::SessionId session,
-                                               broker::LeaseId lease,
                                                const absl::Status& refusal) const {
-  if (!absl::IsFailedPrecondition(refusal) || engine_ == nullptr) return refusal;
-  absl::StatusOr<broker::BufferId> buffer = broker_.LeaseBuffer(session, lease);
-  if (!buffer.ok()) return refusal;
+  const std::optional<broker::BufferId> buffer = broker::BufferCopiesStillWrite(refusal);
+  if (!buffer.has_value() || engine_ == nullptr) return refusal;
   const std::vector<transfer::TransferId> writers = engine_->WritersOf(session, *buffer);
   if (writers.empty()) return refusal;
   // Only the caller's own: another session's transfer ids are its own

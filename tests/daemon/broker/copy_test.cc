@@ -229,6 +229,9 @@ TEST_F(CopyTest, ABufferACopyMayStillWriteCannotBeSealed) {
   EXPECT_EQ(Message(refused.status()),
             "buffer 'dst' cannot be sealed: 1 copy may still write it; wait for them to "
             "end (or cancel them), then seal");
+  EXPECT_EQ(BufferCopiesStillWrite(refused.status()), destination.buffer.id)
+      << "the refusal names the buffer, for the service to name the caller's copies";
+  EXPECT_EQ(BufferCopiesStillWrite(broker_->Seal(alice_, 987654321).status()), std::nullopt);
   EXPECT_TRUE(broker_->Seal(alice_, source.lease).ok()) << "reading changes nothing";
   ends->destination.pin->Written();  // Its last chunk left the device.
   EXPECT_TRUE(broker_->Seal(alice_, destination.lease).ok());

@@ -1,0 +1,149 @@
+// Broker: what it shows of itself and its buffers, to whom: listings,
+// sessions, usage and counts (each the caller's own unless it is root).
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/names.h"
+#include "common/status_macros.h"
+#include "daemon/broker/broker.h"
+#include "daemon/broker/permissions.h"
+
+namespace memd::broker {
+namespace {
+
+// A prefix is any start of a valid name, so only its length and bytes are
+// checked.
+absl::Status ValidatePrefix(const std::string& prefix) {
+  if (prefix.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefix is ", prefix.size(), " bytes long; the limit is ", kMaxNameBytes));
+  }
+  std::size_t bad = prefix.find_first_not_of(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-");
+  if (bad != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "prefix has byte 0x%02x at position %d; names use only [A-Za-z0-9._/-]",
+        static_cast<unsigned char>(prefix[bad]), bad));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
+                                                     const std::string& prefix) {
+  MEMD_RETURN_IF_ERROR(ValidatePrefix(prefix));
+  std::vector<BufferInfo> listed;
+  {
+    absl::MutexLock lock(&mu_);
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    for (const auto& [name, id] : names_) {
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      const BufferInfo& info = buffers_.at(id)->info;
+      if (MayAccess(caller->peer, info, Access::kRead)) listed.push_back(info);
+    }
+  }
+  std::sort(listed.begin(), listed.end(),
+            [](const BufferInfo& a, const BufferInfo& b) { return a.name < b.name; });
+  return listed;
+}
+
+absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
+  std::vector<SessionInfo> listed;
+  {
+    absl::MutexLock lock(&mu_);
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    for (const auto& [id, other] : sessions_) {
+      if (caller->peer.uid != 0 && other.peer.uid != caller->peer.uid) continue;
+      listed.push_back(SessionInfo{id, other.peer.pid, other.peer.uid,
+                                   other.peer.gid, other.command,
+                                   static_cast<std::uint32_t>(other.leases.size()),
+                                   other.started, usage_.session_total(id)});
+    }
+  }
+  // Ids say nothing of order (OpaqueIds): oldest first.
+  std::sort(listed.begin(), listed.end(), [](const SessionInfo& a, const SessionInfo& b) {
+    return std::tie(a.started, a.id) < std::tie(b.started, b.id);
+  });
+  return listed;
+}
+
+absl::StatusOr<std::vector<UidUsage>> Broker::Usage(SessionId session) const {
+  absl::MutexLock lock(&mu_);
+  std::optional<uid_t> only;
+  if (session != 0) {
+    auto caller = sessions_.find(session);
+    if (caller == sessions_.end()) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("session ", session, " has ended; reconnect"));
+    }
+    if (caller->second.peer.uid != 0) only = caller->second.peer.uid;
+  }
+  return UsageLocked(only);
+}
+
+std::vector<UidUsage> Broker::UsageLocked(std::optional<uid_t> only) const {
+  std::vector<UidUsage> usage;
+  for (const auto& [key, held] : usage_.by_uid()) {
+    const auto& [uid, location] = key;
+    if (only.has_value() && uid != *only) continue;
+    usage.push_back(UidUsage{uid, location, held.bytes, held.buffers,
+                             limits_.max_uid_bytes.For(location)});
+  }
+  std::sort(usage.begin(), usage.end(), [](const UidUsage& a, const UidUsage& b) {
+    return std::make_tuple(a.uid, a.location.kind, a.location.device) <
+           std::make_tuple(b.uid, b.location.kind, b.location.device);
+  });
+  return usage;
+}
+
+BrokerCounts Broker::Counts() const {
+  absl::MutexLock lock(&mu_);
+  return CountsLocked();
+}
+
+BrokerCounts Broker::CountsOf(uid_t uid) const {
+  absl::MutexLock lock(&mu_);
+  BrokerCounts counts;
+  counts.buffers = uid_counts_.Of(uid, UidCounts::Kind::kBuffers);
+  counts.sessions = uid_counts_.Of(uid, UidCounts::Kind::kSessions);
+  counts.leases = uid_counts_.Of(uid, UidCounts::Kind::kLeases);
+  counts.waits = waiters_.waits_of_uid(uid);
+  return counts;
+}
+
+BrokerSnapshot Broker::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return BrokerSnapshot{CountsLocked(), UsageLocked(std::nullopt)};
+}
+
+BrokerCounts Broker::CountsLocked() const {
+  BrokerCounts counts;
+  counts.buffers = buffers_.size();
+  for (const auto& [id, buffer] : buffers_) {
+    if (buffer->info.unlinked) {
+      ++counts.unlinked;
+    } else if (buffer->info.state == BufferState::kSealed) {
+      ++counts.sealed;
+    } else {
+      ++counts.creating;
+    }
+  }
+  counts.sessions = sessions_.size();
+  counts.leases = leases_.size();
+  counts.waits = waiters_.size();
+  counts.rejections = rejections_;
+  counts.rejections.waits_per_session = waiters_.rejections().per_session;
+  counts.rejections.waits_per_uid = waiters_.rejections().per_uid;
+  counts.rejections.waits = waiters_.rejections().total;
+  counts.rejections.quotas = usage_.rejections();
+  return counts;
+}
+
+}  // namespace memd::broker
