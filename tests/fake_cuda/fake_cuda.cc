@@ -855,7 +855,10 @@ class FakeDriver {
     allocation.size = static_cast<size_t>(info.st_size);
     allocation.device = device;
     allocation.charged = false;  // The exporter's device holds the memory.
-    allocation.exportable = true;
+    // The real driver will not export an imported allocation again
+    // (CUDA_ERROR_INVALID_VALUE, seen on an H200 with driver 580): whoever
+    // must hand it on keeps the descriptor it imported.
+    allocation.exportable = false;
     *handle = next_handle_++;
     allocations_.emplace(*handle, allocation);
     return CUDA_SUCCESS;

@@ -5,8 +5,16 @@
 // standing in for libcuda.so.1 (real_gpu_test_on_the_fake_driver), so that
 // it keeps working between GPU runs.
 
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +25,7 @@
 #include "daemon/backend/cuda/cuda_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/unique_fd.h"
 #include "memd/client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/run_program.h"
@@ -185,6 +194,100 @@ TEST_F(RealGpuTest, CopyDeviceRoundTripsThroughStagingOnTheRealDriver) {
       EXPECT_EQ(std::memcmp(host->host, pageable.data(), kBytes), 0);
     }
     EXPECT_TRUE(copy_device->health().ok()) << copy_device->health();
+  }
+}
+
+// Runs memd-segment-probe with `args`, `fd` (if >= 0) as its fd 3 and the
+// driver the test uses; returns its exit status word (waitpid's) and stdout.
+std::pair<int, std::string> RunProbe(const std::vector<std::string>& args, int fd) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {-1, "pipe failed"};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  if (fd >= 0) posix_spawn_file_actions_adddup2(&actions, fd, 3);
+  const std::string program = BinDir() + "/memd-segment-probe";
+  std::vector<char*> argv{const_cast<char*>(program.c_str())};
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned =
+      ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  std::string text;
+  char chunk[256];
+  for (ssize_t n; spawned == 0 && (n = ::read(out[0], chunk, sizeof(chunk))) > 0;) {
+    text.append(chunk, n);
+  }
+  ::close(out[0]);
+  int status = -1;
+  if (spawned == 0) ::waitpid(pid, &status, 0);
+  return {status, text};
+}
+
+// What cuMemGetInfo says is free on device 0, seen from a fresh process.
+std::uint64_t FreeDeviceBytes() {
+  auto [status, out] = RunProbe({"free"}, -1);
+  unsigned long bytes = 0;
+  if (status == 0) std::sscanf(out.c_str(), "free %lu", &bytes);
+  return bytes;
+}
+
+// What memd's buffers surviving memd rests on (docs/design.md, "Durability"):
+// a process makes a VMM segment, writes it, hands its descriptor to another
+// (as memd hands it to systemd's descriptor store) and is killed. The holder
+// never touched the segment; its descriptor stays open and polls clean (the
+// store drops one that reports POLLHUP or POLLERR), a third process maps the
+// creator's bytes from it, and closing the last descriptor frees the memory.
+TEST_F(RealGpuTest, ASegmentOutlivesItsKilledCreatorWhileADescriptorHoldsIt) {
+  constexpr std::uint64_t kBytes = 64 << 20;
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd ours(pair[0]);
+  const std::uint64_t free_before = FreeDeviceBytes();
+  auto [created, created_out] = RunProbe({"create", std::to_string(kBytes), "11"}, pair[1]);
+  ::close(pair[1]);
+  ASSERT_TRUE(WIFSIGNALED(created) && WTERMSIG(created) == SIGKILL)
+      << "status " << created << ": " << created_out;
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  ASSERT_EQ(::recvmsg(ours.get(), &message, MSG_CMSG_CLOEXEC), 1);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  ASSERT_NE(header, nullptr);
+  int received = -1;
+  std::memcpy(&received, CMSG_DATA(header), sizeof(int));
+  UniqueFd segment(received);
+
+  pollfd polled{segment.get(), POLLIN | POLLOUT | POLLPRI, 0};
+  ASSERT_GE(::poll(&polled, 1, 0), 0);
+  char link[256] = {};
+  (void)::readlink(("/proc/self/fd/" + std::to_string(segment.get())).c_str(), link,
+                   sizeof(link) - 1);
+  std::cout << "segment descriptor: " << link << ", poll revents 0x" << std::hex
+            << polled.revents << std::dec << "\n";
+  EXPECT_EQ(polled.revents & (POLLHUP | POLLERR | POLLNVAL), 0)
+      << "systemd's descriptor store would drop this descriptor";
+
+  const std::uint64_t free_held = FreeDeviceBytes();
+  auto [read, read_out] = RunProbe({"read", std::to_string(kBytes), "11"}, segment.get());
+  std::cout << read_out;
+  EXPECT_TRUE(WIFEXITED(read) && WEXITSTATUS(read) == 0) << "status " << read << ": " << read_out;
+  EXPECT_THAT(read_out, ::testing::HasSubstr("pattern ok"));
+  segment.reset();
+  const std::uint64_t free_after = FreeDeviceBytes();
+  std::cout << "device free bytes: before " << free_before << ", held " << free_held
+            << ", after closing " << free_after << "\n";
+  // The fake driver counts memory per process; the real one per device.
+  if (std::getenv("MEMD_FAKE_CUDA_DEVICES") == nullptr) {
+    EXPECT_GE(free_before, free_held + kBytes) << "the segment was not kept";
+    EXPECT_GE(free_after, free_held + kBytes) << "closing the last descriptor did not free it";
   }
 }
 
