@@ -12,6 +12,7 @@
 #include "common/names.h"
 #include "common/status_macros.h"
 #include "daemon/broker/permissions.h"
+#include "daemon/broker/with_lock.h"
 
 namespace memd::broker {
 namespace {
@@ -70,25 +71,6 @@ void Broker::AfterUnlock::Wake(std::vector<std::function<void()>> more) {
 
 Broker::AfterUnlock::~AfterUnlock() {
   assert(empty() && "an AfterUnlock was filled but never run");
-}
-
-template <typename Body>
-auto Broker::WithLock(Body body) {
-  AfterUnlock after;
-  if constexpr (std::is_void_v<std::invoke_result_t<Body&, AfterUnlock&>>) {
-    {
-      absl::MutexLock lock(&mu_);
-      body(after);
-    }
-    std::move(after).Run();
-  } else {
-    auto result = [&] {
-      absl::MutexLock lock(&mu_);
-      return body(after);
-    }();
-    std::move(after).Run();
-    return result;
-  }
 }
 
 Broker::Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock)
@@ -297,7 +279,10 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   const PeerCredentials& peer = (*caller)->peer;
   BufferInfo& info = buffer->info;
   info.name = params.name;
-  info.id = buffer_ids_.Next();
+  // Ids adopted from a previous memd came from another sequence.
+  do {
+    info.id = buffer_ids_.Next();
+  } while (buffers_.contains(info.id));
   info.size = params.size;
   info.location = params.location;
   info.owner_uid = peer.uid;
@@ -317,6 +302,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   usage_.Add(stored.charge);
   uid_counts_.Add(peer.uid, UidCounts::Kind::kBuffers);
   names_.emplace(info.name, info.id);
+  JournalLocked(stored);
   buffers_.emplace(info.id, std::move(buffer));
   grant->created = true;
   return grant;
@@ -519,6 +505,7 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
     }
     buffer.info.state = BufferState::kSealed;
     buffer.info.sealed = clock_.Now();
+    JournalLocked(buffer);
     after.Wake(waiters_.TakeName(buffer.info.name));
     return buffer.info;
   });
@@ -541,8 +528,12 @@ void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after) {
   uid_counts_.Remove(released.uid, UidCounts::Kind::kLeases);
   Buffer& buffer = *buffers_.at(released.buffer);
   if (--buffer.info.lease_count > 0) return;
-  // The last lease: ephemeral buffers go, and so do buffers nobody sealed,
-  // since nobody is left who could finish writing them.
+  LastLeaseEndedLocked(buffer, after);
+}
+
+void Broker::LastLeaseEndedLocked(Buffer& buffer, AfterUnlock& after) {
+  // Ephemeral buffers go, and so do buffers nobody sealed, since nobody is
+  // left who could finish writing them.
   if (!buffer.info.unlinked &&
       (buffer.info.persistence == Persistence::kEphemeral ||
        buffer.info.state != BufferState::kSealed)) {
@@ -555,7 +546,12 @@ void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after) {
 void Broker::UnlinkLocked(Buffer& buffer, AfterUnlock& after) {
   names_.erase(buffer.info.name);
   buffer.info.unlinked = true;
+  JournalLocked(buffer);
   FreeIfUnusedLocked(buffer.info.id, after);
+}
+
+void Broker::JournalLocked(const Buffer& buffer) {
+  if (journal_ != nullptr) journal_->BufferChanged(buffer.info, buffer.allocation);
 }
 
 void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
@@ -574,6 +570,9 @@ void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
     buffer.parked = true;
     return;
   }
+  // Adopted buffers wait for their holders until the grace period ends.
+  if (buffer.awaiting_holders) return;
+  if (journal_ != nullptr) journal_->BufferFreed(id);
   pool::Pool* pool = it->second->pool;
   usage_.Remove(it->second->charge);
   const uid_t owner = it->second->info.owner_uid;
@@ -621,6 +620,11 @@ absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
 void Broker::SetLimits(const BrokerLimits& limits) {
   absl::MutexLock lock(&mu_);
   limits_ = limits;
+}
+
+void Broker::SetJournal(BufferJournal* journal) {
+  absl::MutexLock lock(&mu_);
+  journal_ = journal;
 }
 
 void Broker::SetFreedWhileWritten(std::function<void(BufferId)> hook) {

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/opaque_ids.h"
 #include "common/unix_socket.h"
+#include "daemon/broker/buffer_journal.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
 #include "daemon/broker/types.h"
@@ -184,6 +185,31 @@ class Broker {
   // request; nothing granted already is taken back.
   void SetLimits(const BrokerLimits& limits);
 
+  // Reports every buffer's changes to `journal` from now on (nullptr: to
+  // none). Borrowed: must outlive the broker or be replaced first. Set
+  // before the daemon serves, after Adopt.
+  void SetJournal(BufferJournal* journal);
+
+  // Takes back buffers a previous memd left (durable recovery): each owned
+  // by the uid it had, charged to it (with no session) and counted, under
+  // its id, name and state, with no lease. Buffers a holder may still come
+  // back for (unsealed, ephemeral or unlinked ones) wait until EndGrace.
+  // Before any session starts. On an error nothing is adopted and every
+  // allocation goes back to its pool. Errors: FAILED_PRECONDITION
+  // (sessions or buffers exist already), INVALID_ARGUMENT (an id or a
+  // linked name twice, id 0, a location no pool serves).
+  struct AdoptedBuffer {
+    BufferInfo info;
+    pool::Allocation allocation;
+  };
+  absl::Status Adopt(std::vector<AdoptedBuffer> buffers);
+
+  // Ends the grace period after a recovery: adopted buffers that wait for
+  // their holders and hold no lease now go, as if their last lease had
+  // ended (unsealed and ephemeral ones are unlinked, unlinked ones freed).
+  // Returns how many went. Later calls do nothing.
+  std::uint64_t EndGrace();
+
   // Called, outside the broker's mutex, with each buffer freed while copies
   // may still write it (the daemon cancels them: transfer::Engine::
   // CancelWritesTo). Empty: nothing is called. Must not call the broker.
@@ -199,6 +225,9 @@ class Broker {
     // allocated and charged, until the last lets go (CopiesLetGo).
     std::shared_ptr<CopyPin> pin;
     bool parked = false;  // Freed, kept for its copies.
+    // Adopted from a previous memd and not yet re-claimed: it waits for
+    // EndGrace before its lack of leases counts.
+    bool awaiting_holders = false;
   };
   struct Lease {
     SessionId session = 0;
@@ -278,6 +307,12 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeIfUnusedLocked(BufferId id, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a buffer with no lease left becomes: ephemeral and unsealed ones
+  // are unlinked, unlinked ones freed (unless copies still reach them).
+  void LastLeaseEndedLocked(Buffer& buffer, AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the journal, if any, what the buffer is now.
+  void JournalLocked(const Buffer& buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The last copy claim on a buffer went (CopyPin's let_go): a parked buffer
   // is freed now. Runs on the thread that dropped the claim, never under mu_.
   void CopiesLetGo(BufferId id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -321,6 +356,8 @@ class Broker {
   OpaqueIds lease_ids_ ABSL_GUARDED_BY(mu_);
   OpaqueIds session_ids_ ABSL_GUARDED_BY(mu_);
   std::function<void(BufferId)> on_freed_while_written_ ABSL_GUARDED_BY(mu_);
+  BufferJournal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool in_grace_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The buffer a Seal refusal is about when copies may still write it, so

@@ -1,0 +1,195 @@
+// The broker's side of durability: what it tells its journal, and buffers
+// taken back from a previous memd with the grace period in which their
+// holders may come back (daemon/broker/broker_adopt.cc).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/broker/broker.h"
+#include "daemon/pool/carving_pool.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/fake_backend.h"
+#include "tests/support/fake_clock.h"
+
+namespace memd::broker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+constexpr uid_t kAlice = 1000;
+constexpr uid_t kBob = 1001;
+
+PeerCredentials Peer(uid_t uid) {
+  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, 50, {}};
+}
+
+CreateParams Params(std::string name, Persistence persistence = Persistence::kPersistent) {
+  return CreateParams{std::move(name), kMiB, Location::Host(), kDefaultMode, persistence};
+}
+
+// Writes down what the broker reports, as "changed NAME state" lines.
+class RecordingJournal : public BufferJournal {
+ public:
+  void BufferChanged(const BufferInfo& info, const pool::Allocation& allocation) override {
+    events.push_back(std::string("changed ") + info.name +
+                     (info.state == BufferState::kSealed ? " sealed" : " creating") +
+                     (info.unlinked ? " unlinked" : "") +
+                     (allocation.bytes >= info.size ? "" : " SHORT"));
+  }
+  void BufferFreed(BufferId id) override { events.push_back("freed " + names[id]); }
+
+  std::map<BufferId, std::string> names;
+  std::vector<std::string> events;
+};
+
+class AdoptTest : public ::testing::Test {
+ protected:
+  AdoptTest() {
+    pool::CarvingPoolOptions options;
+    options.idle_budget = -1;
+    pools_.Add(std::make_unique<pool::CarvingPool>(backend_, Location::Host(), options, clock_));
+    broker_ = std::make_unique<Broker>(pools_, BrokerLimits{}, clock_);
+  }
+
+  pool::Pool& host() { return *pools_.Find(Location::Host()); }
+
+  // A buffer as a previous memd left it, in an allocation of this pool.
+  Broker::AdoptedBuffer Left(BufferId id, std::string name, BufferState state,
+                             Persistence persistence = Persistence::kPersistent,
+                             bool unlinked = false) {
+    Broker::AdoptedBuffer adopted;
+    auto allocation = host().Allocate(kMiB, pool::Domain{kAlice, 50, kDefaultMode});
+    EXPECT_TRUE(allocation.ok()) << allocation.status();
+    adopted.allocation = std::move(*allocation);
+    BufferInfo& info = adopted.info;
+    info.id = id;
+    info.name = std::move(name);
+    info.size = kMiB;
+    info.location = Location::Host();
+    info.owner_uid = kAlice;
+    info.owner_gid = 50;
+    info.state = state;
+    if (state == BufferState::kSealed) info.sealed = clock_.Now();
+    info.persistence = persistence;
+    info.unlinked = unlinked;
+    info.lease_count = 3;  // Leases of the dead memd: not this one's.
+    return adopted;
+  }
+
+  test::FakeClock clock_;
+  test::FakeBackend backend_;
+  pool::PoolSet pools_;
+  std::unique_ptr<Broker> broker_;
+};
+
+TEST_F(AdoptTest, TheJournalHearsOfEveryBufferFromCreateToFreeInOrder) {
+  RecordingJournal journal;
+  broker_->SetJournal(&journal);
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test");
+  auto kept = broker_->Create(alice, Params("kept"));
+  auto dropped = broker_->Create(alice, Params("dropped", Persistence::kEphemeral));
+  ASSERT_TRUE(kept.ok() && dropped.ok());
+  journal.names[kept->buffer.id] = "kept";
+  journal.names[dropped->buffer.id] = "dropped";
+  ASSERT_TRUE(broker_->Seal(alice, kept->lease).ok());
+  ASSERT_TRUE(broker_->Release(alice, dropped->lease).ok());
+  ASSERT_TRUE(broker_->Unlink(alice, "kept").ok());  // Still leased: kept.
+  ASSERT_TRUE(broker_->Release(alice, kept->lease).ok());
+  EXPECT_THAT(journal.events,
+              ElementsAre("changed kept creating", "changed dropped creating",
+                          "changed kept sealed", "changed dropped creating unlinked",
+                          "freed dropped", "changed kept sealed unlinked", "freed kept"));
+}
+
+TEST_F(AdoptTest, AdoptedBuffersKeepTheirIdsNamesOwnersAndCharges) {
+  std::vector<Broker::AdoptedBuffer> left;
+  left.push_back(Left(77, "weights", BufferState::kSealed));
+  const std::uint64_t bytes = left[0].allocation.bytes;
+  ASSERT_TRUE(broker_->Adopt(std::move(left)).ok());
+  SessionId bob = *broker_->StartSession(Peer(kBob), "test");
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test");
+  auto info = broker_->Stat(alice, "weights");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->id, 77u);
+  EXPECT_EQ(info->owner_uid, kAlice);
+  EXPECT_EQ(info->state, BufferState::kSealed);
+  EXPECT_EQ(info->lease_count, 0u);
+  // Mode 0600 still keeps Bob out; Alice opens it.
+  EXPECT_EQ(broker_->Open(bob, {"weights"}).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(broker_->Open(alice, {"weights"}).ok());
+  auto usage = broker_->Usage(0);
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 1u);
+  EXPECT_EQ((*usage)[0].uid, kAlice);
+  EXPECT_EQ((*usage)[0].bytes, bytes);
+  EXPECT_EQ(broker_->Counts().buffers, 1u);
+  EXPECT_EQ(broker_->CountsOf(kAlice).buffers, 1u);
+  // A new buffer never takes an adopted id.
+  auto created = broker_->Create(alice, Params("more"));
+  ASSERT_TRUE(created.ok());
+  EXPECT_NE(created->buffer.id, 77u);
+  EXPECT_EQ(broker_->EndGrace(), 0u);  // Nothing waited.
+}
+
+TEST_F(AdoptTest, BuffersThatWaitForHoldersGoWhenTheGraceEndsUnlessReclaimed) {
+  std::vector<Broker::AdoptedBuffer> left;
+  left.push_back(Left(1, "sealed", BufferState::kSealed));
+  left.push_back(Left(2, "half-written", BufferState::kCreating));
+  left.push_back(Left(3, "scratch", BufferState::kSealed, Persistence::kEphemeral));
+  left.push_back(Left(4, "gone", BufferState::kSealed, Persistence::kPersistent, true));
+  left.push_back(Left(5, "reclaimed", BufferState::kSealed, Persistence::kEphemeral));
+  ASSERT_TRUE(broker_->Adopt(std::move(left)).ok());
+  EXPECT_EQ(broker_->Counts().buffers, 5u);
+  EXPECT_EQ(host().Stats().used_bytes, 5 * kMiB);
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test");
+  auto reclaimed = broker_->Open(alice, {"reclaimed"});
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  // An ephemeral buffer's name goes with its last lease, as ever; its
+  // memory waits with the others for the grace period to end.
+  auto scratch = broker_->Open(alice, {"scratch"});
+  ASSERT_TRUE(scratch.ok());
+  ASSERT_TRUE(broker_->Release(alice, scratch->lease).ok());
+  EXPECT_EQ(broker_->Stat(alice, "scratch").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(host().Stats().used_bytes, 5 * kMiB);
+
+  EXPECT_EQ(broker_->EndGrace(), 3u);
+  EXPECT_EQ(broker_->EndGrace(), 0u);
+  auto listed = broker_->List(alice, "");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::string> names;
+  for (const BufferInfo& info : *listed) names.push_back(info.name);
+  EXPECT_THAT(names, ElementsAre("reclaimed", "sealed"));
+  EXPECT_EQ(broker_->Counts().buffers, 2u);
+  EXPECT_EQ(host().Stats().used_bytes, 2 * kMiB);
+  // The re-claimed one goes as an ephemeral buffer does: with its lease.
+  ASSERT_TRUE(broker_->Release(alice, reclaimed->lease).ok());
+  EXPECT_EQ(host().Stats().used_bytes, kMiB);
+}
+
+TEST_F(AdoptTest, AnAdoptionThatCannotBeWholeAdoptsNothingAndGivesTheMemoryBack) {
+  std::vector<Broker::AdoptedBuffer> twice;
+  twice.push_back(Left(1, "a", BufferState::kSealed));
+  twice.push_back(Left(2, "a", BufferState::kSealed));
+  absl::Status refused = broker_->Adopt(std::move(twice));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("'a'"));
+  std::vector<Broker::AdoptedBuffer> same_id;
+  same_id.push_back(Left(9, "b", BufferState::kSealed));
+  same_id.push_back(Left(9, "c", BufferState::kSealed));
+  EXPECT_EQ(broker_->Adopt(std::move(same_id)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker_->Counts().buffers, 0u);
+  EXPECT_EQ(host().Stats().used_bytes, 0u);
+
+  ASSERT_TRUE(broker_->StartSession(Peer(kAlice), "test").ok());
+  std::vector<Broker::AdoptedBuffer> late;
+  late.push_back(Left(3, "d", BufferState::kSealed));
+  EXPECT_EQ(broker_->Adopt(std::move(late)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(host().Stats().used_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace memd::broker
