@@ -4,7 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -309,7 +309,8 @@ absl::Status ServiceManager::Start(const std::string& program,
   seen_.main_pid = pid;
   seen_.ready = false;
   seen_.exit_status.reset();
-  pidfd_.reset(::pidfd_open(pid, 0));
+  // glibc 2.36's <sys/pidfd.h> declares pidfd_open without extern "C".
+  pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   last_ = Launch{program, args, env};
   changed_.SignalAll();
   Wake();
