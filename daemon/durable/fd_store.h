@@ -75,7 +75,11 @@ struct ListenedFd {
 };
 
 // Takes the descriptors this process was started with (LISTEN_FDS from
-// fd 3, for this pid: LISTEN_PID), in order, CLOEXEC set so that nothing
+// fd 3, for this pid: LISTEN_PID), in the order given. Match them by name:
+// systemd 252 does not hand them back in the order they were stored (seen
+// under a real systemd 252). They stay in the store meanwhile: storing one
+// again is suppressed by systemd as the same open file, but a new
+// descriptor under an old name adds to it. CLOEXEC is set so that nothing
 // this process starts inherits them, and unsets LISTEN_FDS, LISTEN_FDNAMES
 // and LISTEN_PID so that a second call (or a child) finds none. Empty when
 // there are none or they are meant for another pid. Call it once, early,
