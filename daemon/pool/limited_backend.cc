@@ -37,6 +37,7 @@ class LimitedBackend::CountedSegment : public backend::Segment {
   absl::StatusOr<backend::SegmentMemory> Memory() const override {
     return inner_->Memory();
   }
+  int DurableFd() const override { return inner_->DurableFd(); }
 
  private:
   std::unique_ptr<backend::Segment> inner_;
