@@ -36,7 +36,10 @@ std::shared_ptr<const cuda::Driver> LoadFakeWithOneDevice() {
     ::unsetenv(name);
   }
   ::setenv("MEMD_FAKE_CUDA_DEVICES", "1", 1);
-  auto driver = cuda::Driver::Load(MEMD_FAKE_CUDA_PATH);
+  // MEMD_ADOPT_TEST_DRIVER=libcuda.so.1 runs these tests on a real GPU (one
+  // test per process: the child must fork before the driver is loaded).
+  const char* real = std::getenv("MEMD_ADOPT_TEST_DRIVER");
+  auto driver = cuda::Driver::Load(real != nullptr ? real : MEMD_FAKE_CUDA_PATH);
   EXPECT_TRUE(driver.ok()) << driver.status();
   return driver.ok() ? *std::move(driver) : nullptr;
 }
