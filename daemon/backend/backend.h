@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/location.h"
 #include "common/unique_fd.h"
 #include "daemon/backend/copy_device.h"
@@ -117,6 +119,16 @@ class Segment {
   virtual absl::StatusOr<SegmentMemory> Memory() const {
     return absl::UnimplementedError("this backend's segments cannot be copied by memd");
   }
+
+  // The descriptor that keeps the segment's memory alive outside memd: what
+  // memd stores with the service manager so that the next memd can take
+  // the segment back (Backend::Adopt) after this one dies. Owned by the
+  // segment, valid while it lives; the same kind of descriptor Adopt takes.
+  // -1 where the memory cannot outlive memd: legacy CUDA IPC memory is
+  // freed with the process that cuMemAlloc'ed it (its handle is bytes, not
+  // a reference), and whether a Level Zero dma-buf keeps the memory after
+  // its exporter died is up to the driver (not checked yet).
+  virtual int DurableFd() const { return -1; }
 };
 
 /// Reserves segments at the locations a node offers. Thread-safe.
@@ -143,6 +155,26 @@ class Backend {
   // RESOURCE_EXHAUSTED (out of memory, locked-memory limit), INTERNAL.
   virtual absl::StatusOr<std::unique_ptr<Segment>> Reserve(
       const Location& location, std::uint64_t bytes) = 0;
+
+  // Takes back a segment a previous memd reserved at `location`, from the
+  // descriptor Segment::DurableFd gave (a dup of it: the service manager
+  // hands memd its own copies): the same memory, nothing copied. The
+  // segment behaves as a Reserve'd one (Export, Memory, Scrub, Discard);
+  // its Export hands out the adopted descriptor itself, since a driver may
+  // refuse to export imported memory again (CUDA does). Owns `fd` from
+  // here on, closed on error. Errors: INVALID_ARGUMENT with the numbers
+  // (location not served, size not a positive multiple of the alignment,
+  // a descriptor that is not one this backend hands out or not of
+  // `bytes`), UNIMPLEMENTED (a backend whose memory cannot outlive memd),
+  // the driver's (memory gone with a driver that was reloaded).
+  virtual absl::StatusOr<std::unique_ptr<Segment>> Adopt(const Location& location,
+                                                         std::uint64_t bytes,
+                                                         UniqueFd fd) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", absl::string_view(name().data(), name().size()),
+        " backend cannot adopt segments of an earlier memd (asked for ",
+        location.ToString(), ")"));
+  }
 
   // The copy side of every GPU it serves, for the transfer engine, by
   // ordinal (none for host). Called once; the backend outlives them.

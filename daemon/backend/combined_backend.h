@@ -29,6 +29,10 @@ class CombinedBackend : public Backend {
                                                    std::uint64_t bytes) override {
     return Owner(location).Reserve(location, bytes);
   }
+  absl::StatusOr<std::unique_ptr<Segment>> Adopt(const Location& location,
+                                                 std::uint64_t bytes, UniqueFd fd) override {
+    return Owner(location).Adopt(location, bytes, std::move(fd));
+  }
   // CUDA's, then Level Zero's: each says its own ordinal in the one
   // numbering. Errors: either backend's.
   absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CopyDevices() override;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -47,6 +48,18 @@ struct Arena {
     segment->arena = this;
     segment->idle_since_ns.reset();
     space(segment->small).Add(segment.get());
+    PoolSegment* raw = segment.get();
+    segments.emplace(raw, std::move(segment));
+  }
+
+  // Takes `segment` into the arena with blocks already in use (`used`:
+  // sorted (offset, bytes), as SegmentSpace::AddCarved takes them).
+  void AdoptCarvedLocked(std::unique_ptr<PoolSegment> segment,
+                         const std::vector<std::pair<std::uint64_t, std::uint64_t>>& used)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    segment->arena = this;
+    segment->idle_since_ns.reset();
+    space(segment->small).AddCarved(segment.get(), used);
     PoolSegment* raw = segment.get();
     segments.emplace(raw, std::move(segment));
   }

@@ -32,6 +32,14 @@ void RaisePeak(std::atomic<std::uint64_t>& peak, std::uint64_t value) {
   }
 }
 
+// Moves next_segment_seq past `id`, so that no segment reserved later takes
+// an adopted segment's number.
+void MoveSeqPast(std::uint64_t id) {
+  std::uint64_t next = next_segment_seq.load();
+  while (next <= id && !next_segment_seq.compare_exchange_weak(next, id + 1)) {
+  }
+}
+
 }  // namespace
 
 CarvingPool::CarvingPool(backend::Backend& backend, Location location,
@@ -197,9 +205,29 @@ absl::StatusOr<bool> CarvingPool::Grow(Arena& arena, bool small,
     segment = std::make_unique<PoolSegment>(
         std::move(backing), size, small, next_segment_seq.fetch_add(1));
   }
+  PoolSegment& joined = *segment;
   absl::MutexLock lock(&arena.mu);
   arena.AdoptLocked(std::move(segment));
+  // Under the arena's mutex: no allocation can take a block of it before
+  // the journal knows where it is.
+  if (options_.journal != nullptr) {
+    const SegmentRecord record = RecordOf(joined, arena.domain);
+    if (reserved) {
+      options_.journal->SegmentAdded(record, joined.backing->DurableFd());
+    } else {
+      options_.journal->SegmentChanged(record);
+    }
+  }
   return reserved;
+}
+
+SegmentRecord CarvingPool::RecordOf(const PoolSegment& segment,
+                                    const Domain& domain) const {
+  return SegmentRecord{.id = segment.seq,
+                       .location = location_,
+                       .bytes = segment.size,
+                       .small = segment.small,
+                       .domain = domain};
 }
 
 std::unique_ptr<PoolSegment> CarvingPool::TakeScrubbed(const Arena& thief, bool small,
@@ -256,7 +284,13 @@ void CarvingPool::Release(std::vector<std::unique_ptr<PoolSegment>> segments) {
   }
   trimmed_.fetch_add(bytes, std::memory_order_relaxed);
   // Destroying them here, outside every pool lock, gives the memory back
-  // (unless a grant still exports it) and takes it off backend_'s count.
+  // (unless a grant still exports it) and takes it off backend_'s count;
+  // then the journal hears of it.
+  for (std::unique_ptr<PoolSegment>& segment : segments) {
+    const std::uint64_t id = segment->seq;
+    segment.reset();
+    if (options_.journal != nullptr) options_.journal->SegmentRemoved(id);
+  }
 }
 
 void CarvingPool::KeepIdleWithinBudget(std::uint64_t bytes) {
@@ -285,6 +319,125 @@ std::uint64_t CarvingPool::Trim(absl::Duration min_idle) {
   for (const auto& segment : released) bytes += segment->size;
   Release(std::move(released));
   return bytes;
+}
+
+absl::Status CarvingPool::CheckLive(
+    std::uint64_t id, std::uint64_t size, bool small,
+    const std::vector<std::pair<std::uint64_t, std::uint64_t>>& live) const {
+  std::uint64_t free_from = 0;
+  for (const auto& [offset, bytes] : live) {
+    const std::string which = absl::StrCat("segment ", id, ": the allocation of ", bytes,
+                                           " bytes at offset ", offset);
+    if (bytes == 0 || offset % alignment_ != 0 || bytes % alignment_ != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, " is not a positive multiple of the alignment ", alignment_,
+                       " at a multiple of it"));
+    }
+    if (offset > size || bytes > size - offset) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, " ends past the segment's ", size, " bytes"));
+    }
+    if (offset < free_from) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, " overlaps the one ending at ", free_from));
+    }
+    // A small segment's freed blocks go to their class's cache, which
+    // hands them out as that class's size.
+    if (small && (bytes > classes_.max_bytes() ||
+                  classes_.bytes(classes_.ClassOf(bytes)) != bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which, " is in a small segment but is not a size class of this pool (the ",
+          "nearest is ",
+          bytes > classes_.max_bytes() ? classes_.max_bytes()
+                                       : classes_.bytes(classes_.ClassOf(bytes)),
+          ")"));
+    }
+    free_from = offset + bytes;
+  }
+  return absl::OkStatus();
+}
+
+bool CarvingPool::HasSegment(std::uint64_t id) const {
+  for (Arena* arena : arenas_.All()) {
+    absl::MutexLock lock(&arena->mu);
+    for (const auto& [raw, owned] : arena->segments) {
+      if (raw->seq == id) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<Allocation>> CarvingPool::Adopt(AdoptedSegment adopted) {
+  if (adopted.segment == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment ", adopted.id, " comes without its memory"));
+  }
+  if (adopted.id == 0) {
+    return absl::InvalidArgumentError("segment id 0 names no segment");
+  }
+  const std::uint64_t size = adopted.segment->size();
+  if (size == 0 || size % alignment_ != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment ", adopted.id, ": its size ", size,
+                     " is not a positive multiple of the alignment ", alignment_));
+  }
+  // By offset for the checks and the free space; `order` maps back to the
+  // caller's order.
+  std::vector<std::size_t> order(adopted.live.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return adopted.live[a].first < adopted.live[b].first;
+  });
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> sorted;
+  sorted.reserve(order.size());
+  std::uint64_t used = 0;
+  for (std::size_t i : order) {
+    sorted.push_back(adopted.live[i]);
+    used += adopted.live[i].second;
+  }
+  MEMD_RETURN_IF_ERROR(CheckLive(adopted.id, size, adopted.small, sorted));
+
+  absl::MutexLock adopt_lock(&adopt_mu_);
+  if (HasSegment(adopted.id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment ", adopted.id, " is in the ", location_.ToString(),
+                     " pool already"));
+  }
+  // Counted like a reservation, within the limit.
+  absl::StatusOr<std::shared_ptr<backend::Segment>> backing =
+      backend_.Count(location_, std::move(adopted.segment));
+  if (!backing.ok()) return backing.status();
+  MoveSeqPast(adopted.id);
+  auto segment = std::make_unique<PoolSegment>(*std::move(backing), size, adopted.small,
+                                               adopted.id);
+  segment->used.store(used, std::memory_order_relaxed);
+  segment->touched.store(true, std::memory_order_relaxed);
+  PoolSegment* raw = segment.get();
+  Arena& arena = arenas_.For(adopted.domain);
+  std::vector<Allocation> allocations(adopted.live.size());
+  {
+    absl::MutexLock lock(&arena.mu);
+    arena.AdoptCarvedLocked(std::move(segment), sorted);
+    for (std::size_t i = 0; i < adopted.live.size(); ++i) {
+      const auto [offset, bytes] = adopted.live[i];
+      if (adopted.small) {
+        ClassCache& cache = arena.caches[classes_.ClassOf(bytes)];
+        absl::MutexLock cache_lock(&cache.mu);
+        ++cache.allocations;
+      }
+      Allocation& allocation = allocations[i];
+      Attach(allocation, raw->backing, reinterpret_cast<std::uintptr_t>(raw));
+      allocation.segment_id = raw->seq;
+      allocation.offset = offset;
+      allocation.bytes = bytes;
+      allocation.domain = arena.domain;
+      allocation.id = (raw->seq << 40) | (offset / alignment_);
+    }
+  }
+  RaisePeak(peak_used_, used_.fetch_add(used, std::memory_order_relaxed) + used);
+  // An idle segment: the idle budget's next look must not skip it.
+  if (used == 0) idle_budget_.NoteIdle();
+  return allocations;
 }
 
 PoolStats CarvingPool::Stats() const {

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "daemon/backend/backend.h"
 #include "daemon/pool/arenas.h"
 #include "daemon/pool/idle_budget.h"
 #include "daemon/pool/limited_backend.h"
 #include "daemon/pool/pool.h"
+#include "daemon/pool/segment_journal.h"
 #include "daemon/pool/segment_space.h"
 #include "daemon/pool/size_classes.h"
 
@@ -44,6 +46,16 @@ struct CarvingPoolOptions {
   // scrubbed. Off by default: a client may keep a mapping of memory after
   // its lease ends (libmemd caches mappings), and no scrub can revoke it.
   bool scrub_between_domains = false;
+  // Told of every segment the pool reserves (SegmentAdded, under the arena
+  // mutex of the domain it joins, before any of it is handed out), moves to
+  // another domain (SegmentChanged, under the new arena's mutex, before any
+  // of it is handed out there) and gives back (SegmentRemoved, with no pool
+  // lock held, after the pool dropped it). Not told of adopted segments
+  // (Pool::Adopt: already recorded) nor of the segments a destroyed pool
+  // drops (memd stopping is not memd giving memory back; the journal's
+  // owner decides what a stop keeps). Borrowed: must outlive the pool; must
+  // be thread-safe. Null: nobody is told.
+  SegmentJournal* journal = nullptr;
 };
 
 /// The pool engine: reserves segments from a backend and carves them.
@@ -72,6 +84,19 @@ struct CarvingPoolOptions {
 ///   another domain; it stays reserved, and its own domain may use it,
 ///   until let go.
 ///
+/// - Adoption (Adopt): a segment an earlier memd reserved comes back with
+///   its live allocations. The pool then agrees exactly with the one before
+///   on reserved and used bytes, segment count, each segment's live blocks
+///   and free bytes, and for large segments the free blocks themselves
+///   (frees merge at once, so a large segment's free blocks are always the
+///   gaps between live ones). Freed small blocks that sat in size-class
+///   caches are not recorded: they come back merged into carvable free
+///   space, so largest_free_bytes (and fragmentation) may be larger than
+///   before, never smaller, and `cached` is 0. History is not recorded
+///   either: peaks start at what was adopted, hit, miss, scrub, trim and
+///   limit counters at 0, and a class's `allocations` at its adopted live
+///   allocations.
+///
 /// Owns its segments; borrows the backend and the clock, which must outlive
 /// it. Every allocation must be freed before the pool is destroyed.
 /// Thread-safe: counters are atomics; the hot path takes one size class's
@@ -90,6 +115,10 @@ class CarvingPool : public Pool {
   void Free(Allocation allocation) override;
   std::uint64_t Trim(absl::Duration min_idle) override;
   PoolStats Stats() const override;
+  // See the class comment ("Adoption") and Pool::Adopt. Meant for recovery,
+  // before the pool serves: it is thread-safe, but a segment the pool
+  // reserves while ids are being adopted may take an id not yet adopted.
+  absl::StatusOr<std::vector<Allocation>> Adopt(AdoptedSegment segment) override;
 
   const SizeClasses& size_classes() const { return classes_; }
 
@@ -116,6 +145,14 @@ class CarvingPool : public Pool {
   // Discards detached segments and gives them back (by dropping them).
   void Release(std::vector<std::unique_ptr<PoolSegment>> segments);
   std::string LimitMessage(const absl::Status& refusal) const;
+  // What the journal records of `segment`, serving `domain`.
+  SegmentRecord RecordOf(const PoolSegment& segment, const Domain& domain) const;
+  // INVALID_ARGUMENT unless `live` (sorted by offset) fits a segment of
+  // `size` (small: carved by size classes) as allocations of this pool.
+  absl::Status CheckLive(std::uint64_t id, std::uint64_t size, bool small,
+                         const std::vector<std::pair<std::uint64_t, std::uint64_t>>& live) const;
+  // Whether a segment numbered `id` is in any arena.
+  bool HasSegment(std::uint64_t id) const;
 
   LimitedBackend backend_;
   const Location location_;
@@ -138,6 +175,9 @@ class CarvingPool : public Pool {
   std::atomic<std::uint64_t> scrubbed_{0};
   std::atomic<std::uint64_t> trimmed_{0};
   std::atomic<std::uint64_t> limit_rejections_{0};
+
+  // One adoption at a time: the id check and the insertion are one step.
+  absl::Mutex adopt_mu_;
 };
 
 }  // namespace memd::pool

@@ -16,10 +16,11 @@ constexpr char kLimitRefusal[] = "type.memd.dev/pool.LimitRefusal";
 }  // namespace
 
 // A segment of the inner backend that gives its bytes back to the counts
-// when destroyed.
+// when destroyed. Shared, not owned, only for Count's segments, whose
+// caller is meant to pass its only reference.
 class LimitedBackend::CountedSegment : public backend::Segment {
  public:
-  CountedSegment(std::unique_ptr<backend::Segment> inner, std::uint64_t bytes,
+  CountedSegment(std::shared_ptr<backend::Segment> inner, std::uint64_t bytes,
                  std::shared_ptr<Counts> counts)
       : inner_(std::move(inner)), bytes_(bytes), counts_(std::move(counts)) {}
   ~CountedSegment() override {
@@ -37,9 +38,10 @@ class LimitedBackend::CountedSegment : public backend::Segment {
   absl::StatusOr<backend::SegmentMemory> Memory() const override {
     return inner_->Memory();
   }
+  int DurableFd() const override { return inner_->DurableFd(); }
 
  private:
-  std::unique_ptr<backend::Segment> inner_;
+  std::shared_ptr<backend::Segment> inner_;
   const std::uint64_t bytes_;  // As counted: what was asked for.
   const std::shared_ptr<Counts> counts_;
 };
@@ -64,14 +66,7 @@ bool LimitedBackend::TryCount(std::uint64_t bytes) {
 
 absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Reserve(
     const Location& location, std::uint64_t bytes) {
-  if (!TryCount(bytes)) {
-    absl::Status refusal = absl::ResourceExhaustedError(absl::StrCat(
-        location.ToString(), " pool: cannot reserve ", bytes, " bytes (",
-        FormatBytes(bytes), "): ", reserved_bytes(), " of the limit ",
-        limit_bytes_, " bytes (", FormatBytes(limit_bytes_), ") are reserved"));
-    refusal.SetPayload(kLimitRefusal, absl::Cord());
-    return refusal;
-  }
+  if (!TryCount(bytes)) return Refusal(location, bytes, "reserve");
   absl::StatusOr<std::unique_ptr<backend::Segment>> segment =
       inner_.Reserve(location, bytes);
   if (!segment.ok()) {
@@ -81,6 +76,40 @@ absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Reserve(
   counts_->segments.fetch_add(1, std::memory_order_relaxed);
   return std::unique_ptr<backend::Segment>(
       new CountedSegment(std::move(*segment), bytes, counts_));
+}
+
+absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Adopt(
+    const Location& location, std::uint64_t bytes, UniqueFd fd) {
+  if (!TryCount(bytes)) return Refusal(location, bytes, "adopt");
+  absl::StatusOr<std::unique_ptr<backend::Segment>> segment =
+      inner_.Adopt(location, bytes, std::move(fd));
+  if (!segment.ok()) {
+    counts_->reserved.fetch_sub(bytes, std::memory_order_relaxed);
+    return segment.status();
+  }
+  counts_->segments.fetch_add(1, std::memory_order_relaxed);
+  return std::unique_ptr<backend::Segment>(
+      new CountedSegment(std::move(*segment), bytes, counts_));
+}
+
+absl::StatusOr<std::shared_ptr<backend::Segment>> LimitedBackend::Count(
+    const Location& location, std::shared_ptr<backend::Segment> segment) {
+  const std::uint64_t bytes = segment->size();
+  if (!TryCount(bytes)) return Refusal(location, bytes, "adopt");
+  counts_->segments.fetch_add(1, std::memory_order_relaxed);
+  return std::shared_ptr<backend::Segment>(
+      new CountedSegment(std::move(segment), bytes, counts_));
+}
+
+absl::Status LimitedBackend::Refusal(const Location& location, std::uint64_t bytes,
+                                     std::string_view verb) const {
+  absl::Status refusal = absl::ResourceExhaustedError(absl::StrCat(
+      location.ToString(), " pool: cannot ", absl::string_view(verb.data(), verb.size()),
+      " ", bytes, " bytes (", FormatBytes(bytes), "): ", reserved_bytes(),
+      " of the limit ", limit_bytes_, " bytes (", FormatBytes(limit_bytes_),
+      ") are reserved"));
+  refusal.SetPayload(kLimitRefusal, absl::Cord());
+  return refusal;
 }
 
 bool LimitedBackend::IsLimitRefusal(const absl::Status& status) {

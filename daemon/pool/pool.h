@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/location.h"
 #include "daemon/backend/backend.h"
@@ -142,6 +143,19 @@ struct PoolStats {
   }
 };
 
+// A segment an earlier memd's pool reserved, to be taken back (Pool::Adopt)
+// with the allocations that were live in it.
+struct AdoptedSegment {
+  std::uint64_t id = 0;  // Its Allocation::segment_id then, and again now.
+  bool small = false;    // Carved by size classes.
+  Domain domain = {};
+  // The memory (backend::Backend::Adopt). The pool should be its only
+  // owner: a reference kept elsewhere keeps the memory past the pool.
+  std::shared_ptr<backend::Segment> segment = nullptr;
+  // (offset, bytes) of each live allocation, in any order.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> live = {};
+};
+
 /// Hands out memory of one location, reusing what was freed. Thread-safe.
 class Pool {
  public:
@@ -175,6 +189,21 @@ class Pool {
   virtual std::uint64_t Trim(absl::Duration min_idle) = 0;
 
   virtual PoolStats Stats() const = 0;
+
+  // Takes back a segment a previous memd's pool reserved, with its live
+  // allocations: returns them (with this segment id, offset, bytes and
+  // domain; Export, Memory and Hold work, Free gives them back) in `live`'s
+  // order. Recovery, before the pool serves: nothing is copied and nothing
+  // is reported to a journal (the segment is recorded already). Errors:
+  // INVALID_ARGUMENT with the numbers (no segment, a size that is not a
+  // multiple of the alignment, an allocation misaligned, out of bounds,
+  // overlapping another, or in a small segment not of a size class; an id
+  // already in the pool), RESOURCE_EXHAUSTED (over the pool's limit),
+  // UNIMPLEMENTED (a pool that cannot).
+  virtual absl::StatusOr<std::vector<Allocation>> Adopt(AdoptedSegment segment) {
+    return absl::UnimplementedError(absl::StrCat(
+        "this ", location().ToString(), " pool cannot adopt segment ", segment.id));
+  }
 
  protected:
   // What only pools see of an allocation: its segment and the making pool's

@@ -8,6 +8,19 @@ void SegmentSpace::Add(PoolSegment* segment) {
   InsertFree(segment, 0, segment->size);
 }
 
+void SegmentSpace::AddCarved(
+    PoolSegment* segment, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& used) {
+  by_seq_[segment->seq] = segment;
+  segment->blocks.clear();
+  std::uint64_t free_from = 0;
+  for (const auto& [offset, bytes] : used) {
+    if (offset > free_from) InsertFree(segment, free_from, offset - free_from);
+    segment->blocks[offset] = {bytes, false};
+    free_from = offset + bytes;
+  }
+  if (free_from < segment->size) InsertFree(segment, free_from, segment->size - free_from);
+}
+
 void SegmentSpace::Remove(PoolSegment* segment) {
   EraseFree(segment, 0, segment->size);
   segment->blocks.clear();

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
@@ -67,6 +69,12 @@ class SegmentSpace {
  public:
   // Adds a segment whose memory is all free.
   void Add(PoolSegment* segment);
+  // Adds a segment with blocks in use: `used` is (offset, bytes) of each,
+  // sorted by offset, inside the segment and not overlapping (the caller
+  // checked). The rest becomes free, each gap one block, as frees would
+  // have merged it.
+  void AddCarved(PoolSegment* segment,
+                 const std::vector<std::pair<std::uint64_t, std::uint64_t>>& used);
   // Removes a segment whose memory is all free (AllFree()).
   void Remove(PoolSegment* segment);
 

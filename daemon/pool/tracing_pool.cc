@@ -21,6 +21,21 @@ absl::StatusOr<Allocation> TracingPool::Allocate(std::uint64_t bytes, Domain dom
   return allocation;
 }
 
+absl::StatusOr<std::vector<Allocation>> TracingPool::Adopt(AdoptedSegment segment) {
+  absl::StatusOr<std::vector<Allocation>> allocations = inner_->Adopt(std::move(segment));
+  if (!allocations.ok()) return allocations;
+  for (Allocation& allocation : *allocations) {
+    const std::uint64_t trace_id = writer_->NextId();
+    {
+      absl::MutexLock lock(&mu_);
+      inner_ids_.emplace(trace_id, allocation.id);
+    }
+    allocation.id = trace_id;
+    writer_->Write(TraceEvent::Allocate(trace_id, allocation.bytes)).IgnoreError();
+  }
+  return allocations;
+}
+
 void TracingPool::Free(Allocation allocation) {
   const std::uint64_t trace_id = allocation.id;
   bool traced = false;

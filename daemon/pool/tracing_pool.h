@@ -41,6 +41,9 @@ class TracingPool : public Pool {
   void Free(Allocation allocation) override;
   std::uint64_t Trim(absl::Duration min_idle) override { return inner_->Trim(min_idle); }
   PoolStats Stats() const override { return inner_->Stats(); }
+  // The inner pool's, each given a trace id and recorded as allocated
+  // (with its bytes) at adoption, so that the trace's live set holds them.
+  absl::StatusOr<std::vector<Allocation>> Adopt(AdoptedSegment segment) override;
 
  private:
   const std::unique_ptr<Pool> inner_;

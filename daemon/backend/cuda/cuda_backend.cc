@@ -113,6 +113,20 @@ absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::Reserve(const Location& lo
                      PinnedSegment::Create(driver_, devices_.front().cuda, std::move(memory)));
     return std::unique_ptr<Segment>(std::move(pinned));
   }
+  MEMD_ASSIGN_OR_RETURN(const Device* found, DeviceFor(location, bytes));
+  const Device& device = *found;
+  if (device.info.handle_type == HandleType::kCudaVmmFd) {
+    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<VmmSegment> segment,
+                     VmmSegment::Create(driver_, device.cuda, bytes));
+    return std::unique_ptr<Segment>(std::move(segment));
+  }
+  MEMD_ASSIGN_OR_RETURN(std::unique_ptr<IpcSegment> segment,
+                   IpcSegment::Create(driver_, device.cuda, bytes));
+  return std::unique_ptr<Segment>(std::move(segment));
+}
+
+absl::StatusOr<const CudaBackend::Device*> CudaBackend::DeviceFor(
+    const Location& location, std::uint64_t bytes) const {
   if (location.device < 0 || location.device >= static_cast<int>(devices_.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no CUDA device ", location.device, " (this node has ", devices_.size(), ")"));
@@ -123,13 +137,39 @@ absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::Reserve(const Location& lo
         "segment size ", bytes, " is not a positive multiple of device ",
         location.device, "'s granularity ", device.cuda.granularity));
   }
-  if (device.info.handle_type == HandleType::kCudaVmmFd) {
-    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<VmmSegment> segment,
-                     VmmSegment::Create(driver_, device.cuda, bytes));
-    return std::unique_ptr<Segment>(std::move(segment));
+  return &device;
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::Adopt(const Location& location,
+                                                            std::uint64_t bytes,
+                                                            UniqueFd fd) {
+  if (location.kind == Location::Kind::kHost) {
+    return host_.Adopt(location, bytes, std::move(fd));
   }
-  MEMD_ASSIGN_OR_RETURN(std::unique_ptr<IpcSegment> segment,
-                   IpcSegment::Create(driver_, device.cuda, bytes));
+  if (location.kind == Location::Kind::kPinned) {
+    if (bytes == 0 || bytes % host_.alignment(location) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "segment size ", bytes, " is not a positive multiple of the page size ",
+          host_.alignment(location)));
+    }
+    // Unlocked, as Reserve makes it: the registration pins it.
+    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<MemfdSegment> memory,
+                          MemfdSegment::Adopt(std::move(fd), bytes, /*pin=*/false));
+    MEMD_ASSIGN_OR_RETURN(std::unique_ptr<PinnedSegment> pinned,
+                          PinnedSegment::Create(driver_, devices_.front().cuda,
+                                                std::move(memory)));
+    return std::unique_ptr<Segment>(std::move(pinned));
+  }
+  MEMD_ASSIGN_OR_RETURN(const Device* device, DeviceFor(location, bytes));
+  if (!device->info.vmm || !device->info.posix_fd) {
+    // Whatever the descriptor is, this device cannot import it; and legacy
+    // IPC segments never outlive memd (IpcSegment).
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", location.device, " (", device->info.name,
+        ") cannot import VMM memory from POSIX fds, so it cannot adopt a segment"));
+  }
+  MEMD_ASSIGN_OR_RETURN(std::unique_ptr<VmmSegment> segment,
+                        VmmSegment::Adopt(driver_, device->cuda, bytes, std::move(fd)));
   return std::unique_ptr<Segment>(std::move(segment));
 }
 

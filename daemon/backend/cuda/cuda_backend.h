@@ -41,6 +41,16 @@ class CudaBackend : public Backend {
   // (out of device memory, RLIMIT_MEMLOCK), the driver's errors.
   absl::StatusOr<std::unique_ptr<Segment>> Reserve(const Location& location,
                                                    std::uint64_t bytes) override;
+  // Host: as the host backend. Pinned: the memfd adopted as the host
+  // backend does, registered with the driver as Reserve registers it.
+  // Device: the VMM fd imported and mapped on that device (VmmSegment::Adopt).
+  // The caller checks that the device is the one the segment was reserved
+  // on (its UUID): ordinals can change between boots. Errors:
+  // INVALID_ARGUMENT (unknown device, bad size, a descriptor of the wrong
+  // kind), FAILED_PRECONDITION (a device that cannot import VMM fds),
+  // RESOURCE_EXHAUSTED, the driver's.
+  absl::StatusOr<std::unique_ptr<Segment>> Adopt(const Location& location,
+                                                 std::uint64_t bytes, UniqueFd fd) override;
   std::vector<DeviceInfo> devices() const override;
   // One CudaCopyDevice per device, by ordinal, in its primary context.
   absl::StatusOr<std::vector<std::unique_ptr<CopyDevice>>> CopyDevices() override;
@@ -51,6 +61,11 @@ class CudaBackend : public Backend {
     CUdevice handle = 0;
     DeviceInfo info;
   };
+
+  // The served device at `location` and a size that fits its granularity,
+  // or INVALID_ARGUMENT.
+  absl::StatusOr<const Device*> DeviceFor(const Location& location,
+                                          std::uint64_t bytes) const;
 
   explicit CudaBackend(std::shared_ptr<const cuda::Driver> driver)
       : driver_(std::move(driver)) {}

@@ -29,27 +29,56 @@ absl::StatusOr<std::unique_ptr<VmmSegment>> VmmSegment::Create(
                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
       "cuMemExportToShareableHandle", device.ordinal));
   segment->fd_.reset(fd);
-  MEMD_RETURN_IF_ERROR(driver->Check(
-      api.MemAddressReserve(&segment->address_, bytes, device.granularity, 0, 0),
-      "cuMemAddressReserve", device.ordinal));
-  MEMD_RETURN_IF_ERROR(driver->Check(
-      api.MemMap(segment->address_, bytes, 0, segment->handle_, 0), "cuMemMap",
-      device.ordinal));
-  segment->mapped_ = true;
+  MEMD_RETURN_IF_ERROR(segment->MapForDaemon());
+  return segment;
+}
+
+absl::StatusOr<std::unique_ptr<VmmSegment>> VmmSegment::Adopt(
+    std::shared_ptr<const cuda::Driver> driver, const CudaDevice& device,
+    std::uint64_t bytes, UniqueFd fd) {
+  const cuda::DriverApi& api = driver->api();
+  std::unique_ptr<VmmSegment> segment(new VmmSegment(driver, device, bytes));
+  absl::Status imported = driver->Check(
+      api.MemImportFromShareableHandle(
+          &segment->handle_,
+          reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd.get())),
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+      "cuMemImportFromShareableHandle", device.ordinal);
+  if (!imported.ok()) {
+    return absl::Status(
+        imported.code(),
+        absl::StrCat(imported.message(), " (descriptor ", fd.get(), ", ", bytes,
+                     " bytes): not a VMM allocation this driver knows; memory of a "
+                     "driver that was unloaded or reloaded since is gone"));
+  }
+  segment->created_ = true;  // Released in the destructor from here on.
+  segment->fd_ = std::move(fd);
+  MEMD_RETURN_IF_ERROR(segment->MapForDaemon());
+  return segment;
+}
+
+absl::Status VmmSegment::MapForDaemon() {
+  const cuda::DriverApi& api = driver_->api();
+  MEMD_RETURN_IF_ERROR(driver_->Check(
+      api.MemAddressReserve(&address_, size_, device_.granularity, 0, 0),
+      "cuMemAddressReserve", device_.ordinal));
+  MEMD_RETURN_IF_ERROR(driver_->Check(api.MemMap(address_, size_, 0, handle_, 0),
+                                      "cuMemMap", device_.ordinal));
+  mapped_ = true;
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device.ordinal;
+  access.location.id = device_.ordinal;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  MEMD_RETURN_IF_ERROR(driver->Check(api.MemSetAccess(segment->address_, bytes, &access, 1),
-                               "cuMemSetAccess", device.ordinal));
-  return segment;
+  return driver_->Check(api.MemSetAccess(address_, size_, &access, 1), "cuMemSetAccess",
+                        device_.ordinal);
 }
 
 VmmSegment::~VmmSegment() {
   const cuda::DriverApi& api = driver_->api();
   if (mapped_) api.MemUnmap(address_, size_);
   if (address_ != 0) api.MemAddressFree(address_, size_);
-  // Importers keep the memory alive until they unmap it.
+  // Importers keep the memory alive until they unmap it, and every open
+  // descriptor until it is closed (fd_ closes after this body).
   if (created_) api.MemRelease(handle_);
 }
 

@@ -23,9 +23,12 @@ struct CudaDevice {
   std::uint64_t granularity = 0;
 };
 
-/// Device memory from cuMemCreate, exported once as a POSIX fd. The daemon
-/// maps it too (reserve, map, set access), to scrub it. Owns the allocation,
-/// the fd and the mapping. Immutable after Create, so thread-safe.
+/// Device memory from cuMemCreate, exported once as a POSIX fd; or such
+/// memory an earlier memd made, imported from that fd (Adopt). The daemon
+/// maps it too (reserve, map, set access), to scrub it. Owns the allocation
+/// handle, the fd and the mapping: the memory goes back when the segment is
+/// destroyed and the last descriptor anywhere is closed. Immutable after
+/// Create/Adopt, so thread-safe.
 class VmmSegment : public Segment {
  public:
   // Errors: RESOURCE_EXHAUSTED (device out of memory), others from the
@@ -33,12 +36,25 @@ class VmmSegment : public Segment {
   static absl::StatusOr<std::unique_ptr<VmmSegment>> Create(
       std::shared_ptr<const cuda::Driver> driver, const CudaDevice& device,
       std::uint64_t bytes);
+  // Imports the allocation `fd` names (cuMemImportFromShareableHandle) and
+  // maps `bytes` of it on `device`, as Create does. Keeps `fd`: the driver
+  // refuses to export imported memory again, so Export hands out this one.
+  // The driver answers no question about an allocation's size: a `bytes`
+  // larger than the allocation fails at cuMemMap, a smaller one is not
+  // seen (the caller's durable record is the check). Errors: the driver's,
+  // with the call and device; an import failure says that memory of an
+  // unloaded or reloaded driver is gone.
+  static absl::StatusOr<std::unique_ptr<VmmSegment>> Adopt(
+      std::shared_ptr<const cuda::Driver> driver, const CudaDevice& device,
+      std::uint64_t bytes, UniqueFd fd);
   ~VmmSegment() override;
 
   std::uint64_t size() const override { return size_; }
   absl::StatusOr<ExportedHandle> Export(Access access) const override {
     return ExportedHandle{HandleType::kCudaVmmFd, fd_.get(), {}};
   }
+  // The exported (or adopted) fd: it keeps the allocation alive.
+  int DurableFd() const override { return fd_.get(); }
   absl::Status Scrub() override;
   // The daemon's own mapping of the allocation, on the segment's device.
   absl::StatusOr<SegmentMemory> Memory() const override {
@@ -54,10 +70,14 @@ class VmmSegment : public Segment {
   const CudaDevice device_;
   const std::uint64_t size_;
   CUmemGenericAllocationHandle handle_ = 0;
-  bool created_ = false;
+  bool created_ = false;  // handle_ is ours to release (created or imported).
   CUdeviceptr address_ = 0;  // Reserved range; mapped when mapped_.
   bool mapped_ = false;
   UniqueFd fd_;
+
+  // Reserves an address range, maps the allocation and grants the device
+  // read-write access: the daemon's own mapping.
+  absl::Status MapForDaemon();
 };
 
 /// Device memory from cuMemAlloc with its legacy IPC handle, for devices or
@@ -67,6 +87,10 @@ class VmmSegment : public Segment {
 /// them may open the allocation for as long as it lives, so it never
 /// changes domain (Scrub is UNIMPLEMENTED: the pool frees it instead, and
 /// cuIpcGetMemHandle gives new memory a new handle).
+///
+/// It cannot outlive memd (DurableFd is -1): cuMemAlloc memory is freed with
+/// the process that allocated it, and its handle is bytes, not a reference
+/// that would keep it.
 class IpcSegment : public Segment {
  public:
   static absl::StatusOr<std::unique_ptr<IpcSegment>> Create(
@@ -113,6 +137,9 @@ class PinnedSegment : public Segment {
   absl::StatusOr<ExportedHandle> Export(Access access) const override {
     return memory_->Export(access);
   }
+  // The memfd's: the registration is memd's own and is made again on
+  // adoption (CudaBackend::Adopt).
+  int DurableFd() const override { return memory_->DurableFd(); }
   absl::Status Scrub() override;
   // The pages go; the driver's registration of them ends with the segment.
   void Discard() override { memory_->Discard(); }

@@ -16,8 +16,8 @@ std::vector<Location> HostBackend::locations() const {
 
 std::uint64_t HostBackend::alignment(const Location&) const { return page_size_; }
 
-absl::StatusOr<std::unique_ptr<Segment>> HostBackend::Reserve(
-    const Location& location, std::uint64_t bytes) {
+absl::Status HostBackend::CheckRequest(const Location& location,
+                                       std::uint64_t bytes) const {
   if (location.kind == Location::Kind::kDevice) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the host backend has no device memory (asked for ",
@@ -28,6 +28,22 @@ absl::StatusOr<std::unique_ptr<Segment>> HostBackend::Reserve(
         "segment size ", bytes, " is not a positive multiple of the page size ",
         page_size_));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> HostBackend::Adopt(const Location& location,
+                                                            std::uint64_t bytes,
+                                                            UniqueFd fd) {
+  if (absl::Status request = CheckRequest(location, bytes); !request.ok()) return request;
+  auto segment = MemfdSegment::Adopt(std::move(fd), bytes,
+                                     location.kind == Location::Kind::kPinned);
+  if (!segment.ok()) return segment.status();
+  return std::unique_ptr<Segment>(std::move(*segment));
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> HostBackend::Reserve(
+    const Location& location, std::uint64_t bytes) {
+  if (absl::Status request = CheckRequest(location, bytes); !request.ok()) return request;
   auto segment =
       MemfdSegment::Create(bytes, location.kind == Location::Kind::kPinned);
   if (!segment.ok()) return segment.status();

@@ -28,8 +28,17 @@ class HostBackend : public Backend {
   // INTERNAL (unexpected system call failure).
   absl::StatusOr<std::unique_ptr<Segment>> Reserve(
       const Location& location, std::uint64_t bytes) override;
+  // Takes back a segment's memfd (MemfdSegment::Adopt checks it); pinned
+  // memory is locked again as Reserve locks it. Errors: INVALID_ARGUMENT
+  // (device location, size 0 or unaligned, not such a memfd),
+  // RESOURCE_EXHAUSTED (mlock limit), INTERNAL.
+  absl::StatusOr<std::unique_ptr<Segment>> Adopt(const Location& location,
+                                                 std::uint64_t bytes, UniqueFd fd) override;
 
  private:
+  // INVALID_ARGUMENT for a device location or a size Reserve refuses.
+  absl::Status CheckRequest(const Location& location, std::uint64_t bytes) const;
+
   std::uint64_t page_size_;
 };
 

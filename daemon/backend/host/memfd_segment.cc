@@ -9,11 +9,33 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/bytes.h"
 #include "common/errno_status.h"
 
 namespace memd::backend {
+
+namespace {
+
+// fallocate over the whole memfd: commits every page not committed yet.
+absl::Status Commit(int fd, std::uint64_t bytes) {
+  int rc;
+  do {
+    rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes));
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) return absl::OkStatus();
+  const int error = errno;
+  if (error == ENOSPC || error == ENOMEM) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "host memory: cannot commit ", bytes, " bytes (", FormatBytes(bytes),
+        "): fallocate: ", std::strerror(error)));
+  }
+  return ErrnoStatus("fallocate", error);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
     std::uint64_t bytes, bool pin) {
@@ -22,25 +44,64 @@ absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
   if (!fd) return ErrnoStatus("memfd_create", errno);
   // fallocate commits the pages now: out of memory is an error here, not a
   // SIGBUS in a client later.
-  int rc;
-  do {
-    rc = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(bytes));
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    int error = errno;
-    if (error == ENOSPC || error == ENOMEM) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "host memory: cannot commit ", bytes, " bytes (",
-          FormatBytes(bytes), "): fallocate: ", std::strerror(error)));
-    }
-    return ErrnoStatus("fallocate", error);
-  }
-  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  if (absl::Status committed = Commit(fd.get(), bytes); !committed.ok()) return committed;
+  if (::fcntl(fd.get(), F_ADD_SEALS, kSeals) != 0) {
     return ErrnoStatus("fcntl(F_ADD_SEALS)", errno);
   }
+  return Finish(std::move(fd), bytes, pin);
+}
+
+absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Adopt(UniqueFd fd,
+                                                                  std::uint64_t bytes,
+                                                                  bool pin) {
+  // Only memfds have seals: anything else is refused (EINVAL).
+  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  char target[64] = {};
+  const std::string link = absl::StrCat("/proc/self/fd/", fd.get());
+  const ssize_t length = ::readlink(link.c_str(), target, sizeof(target) - 1);
+  const absl::string_view name(target, length > 0 ? static_cast<std::size_t>(length) : 0);
+  if (seals < 0 || !absl::StartsWith(name, "/memfd:")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "descriptor ", fd.get(), " (", name, ") is not a memfd: a host segment's ",
+        "descriptor is one"));
+  }
+  if (seals != kSeals) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "memfd %d has seals 0x%x, not 0x%x (shrink, grow, seal) as memd seals "
+        "its segments",
+        fd.get(), seals, kSeals));
+  }
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0) return ErrnoStatus("fcntl(F_GETFL)", errno);
+  if ((flags & O_ACCMODE) != O_RDWR) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memfd ", fd.get(), " is not open read-write: a segment is adopted from ",
+        "its read-write descriptor (Segment::DurableFd)"));
+  }
+  struct stat info;
+  if (::fstat(fd.get(), &info) != 0) return ErrnoStatus("fstat", errno);
+  if (static_cast<std::uint64_t>(info.st_size) != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memfd ", fd.get(), " holds ", info.st_size, " bytes, not the segment's ",
+        bytes));
+  }
+  // Reserve's promise holds for adopted memory too: pages the earlier memd
+  // committed are still there (nothing punched them while the segment was
+  // in a pool), and any that are not are committed now, not faulted later.
+  if (absl::Status committed = Commit(fd.get(), bytes); !committed.ok()) return committed;
+  return Finish(std::move(fd), bytes, pin);
+}
+
+absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Finish(UniqueFd fd,
+                                                                   std::uint64_t bytes,
+                                                                   bool pin) {
   // A memfd has no path to reopen but its /proc/self/fd link; opening that
   // O_RDONLY makes a new open file description that mmap refuses to map
-  // writable, while sharing the same pages.
+  // writable, while sharing the same pages. An adopted memfd's inode is
+  // mode 0 already (below): owner-read for the moment of the reopen, which
+  // grants nobody more than reading. fchmod needs memd to own the inode: an
+  // adopting memd must run as the same user as the one that created it.
+  if (::fchmod(fd.get(), 0400) != 0) return ErrnoStatus("fchmod(memfd, 0400)", errno);
   std::string path = absl::StrCat("/proc/self/fd/", fd.get());
   UniqueFd read_only(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!read_only) return ErrnoStatus(absl::StrCat("open ", path), errno);

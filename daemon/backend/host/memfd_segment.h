@@ -1,5 +1,7 @@
 #pragma once
 
+#include <fcntl.h>
+
 #include <cstdint>
 #include <memory>
 
@@ -22,6 +24,17 @@ class MemfdSegment : public Segment {
   // RLIMIT_MEMLOCK), INTERNAL.
   static absl::StatusOr<std::unique_ptr<MemfdSegment>> Create(std::uint64_t bytes,
                                                               bool pin);
+  // Takes over a memfd an earlier memd Create'd (its read-write
+  // descriptor): checks that it is one, of exactly `bytes`, with Create's
+  // seals, commits its pages again (a no-op for those still there) and maps
+  // it as Create does. Errors: INVALID_ARGUMENT with the numbers (not a
+  // memfd, not read-write, other seals, other size), RESOURCE_EXHAUSTED,
+  // INTERNAL.
+  static absl::StatusOr<std::unique_ptr<MemfdSegment>> Adopt(UniqueFd fd,
+                                                             std::uint64_t bytes,
+                                                             bool pin);
+  // The seals every segment's memfd carries.
+  static constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
   ~MemfdSegment() override;
 
   std::uint64_t size() const override { return size_; }
@@ -32,6 +45,8 @@ class MemfdSegment : public Segment {
   }
   // The read-write descriptor, for the daemon's own use (CUDA registration).
   int fd() const { return fd_.get(); }
+  // The read-write descriptor too: whoever holds it keeps the pages.
+  int DurableFd() const override { return fd_.get(); }
 
   // The daemon's mapping: host memory, not registered with any driver (a
   // locked page is not one a GPU may DMA to without staging).
@@ -46,6 +61,11 @@ class MemfdSegment : public Segment {
   void Discard() override;
 
  private:
+  // Create's steps after sealing, shared with Adopt: the read-only reopen,
+  // the inode's mode, the mapping and the lock.
+  static absl::StatusOr<std::unique_ptr<MemfdSegment>> Finish(UniqueFd fd,
+                                                              std::uint64_t bytes,
+                                                              bool pin);
   MemfdSegment(UniqueFd fd, UniqueFd read_only, std::uint64_t size)
       : fd_(std::move(fd)), read_only_(std::move(read_only)), size_(size) {}
 

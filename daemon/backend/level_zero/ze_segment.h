@@ -34,6 +34,10 @@ struct ZeDevice {
 /// zeMemPutIpcHandle every handle is put before the free. Without (loader
 /// 1.8), Create asks twice and compares: the same descriptor twice is the
 /// driver's, two different ones are memd's (the second is closed at once).
+///
+/// It does not outlive memd (DurableFd is -1, ZeBackend adopts nothing):
+/// whether a dma-buf keeps the memory after the process that allocated it
+/// died is up to the driver, and not yet measured.
 class ZeSegment : public Segment {
  public:
   // Errors: RESOURCE_EXHAUSTED (device out of memory), INTERNAL (a handle

@@ -1,7 +1,10 @@
 #include "daemon/pool/limited_backend.h"
 
+#include <fcntl.h>
+
 #include <memory>
 
+#include "daemon/backend/host/host_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
@@ -89,6 +92,49 @@ TEST_F(LimitedBackendTest, ASegmentMayOutliveTheLimitedBackend) {
   }
   segment.reset();
   EXPECT_EQ(inner_.alive(), 0);
+}
+
+}  // namespace
+}  // namespace memd::pool
+
+namespace memd::pool {
+namespace {
+
+// Adoption is counted like a reservation: through the layer (Adopt) or for
+// a segment adopted elsewhere (Count).
+TEST(LimitedBackendAdoptTest, AdoptedSegmentsAreCountedWithinTheLimit) {
+  backend::HostBackend host;
+  LimitedBackend limited(host, 3 * kMiB);
+  auto original = host.Reserve(Location::Host(), 2 * kMiB);
+  ASSERT_TRUE(original.ok());
+  const int fd = (*original)->DurableFd();
+  auto adopted = limited.Adopt(Location::Host(), 2 * kMiB,
+                               UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)));
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(limited.reserved_bytes(), 2 * kMiB);
+  EXPECT_EQ(limited.segments(), 1u);
+  EXPECT_GE((*adopted)->DurableFd(), 0);  // Forwarded by the counting layer.
+
+  auto refused = limited.Adopt(Location::Host(), 2 * kMiB,
+                               UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)));
+  EXPECT_TRUE(LimitedBackend::IsLimitRefusal(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("cannot adopt"));
+  // The inner backend's refusal counts nothing.
+  auto wrong = limited.Adopt(Location::Host(), kMiB, UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(limited.reserved_bytes(), 2 * kMiB);
+
+  auto elsewhere = host.Reserve(Location::Host(), kMiB);
+  ASSERT_TRUE(elsewhere.ok());
+  auto counted = limited.Count(Location::Host(), std::move(*elsewhere));
+  ASSERT_TRUE(counted.ok()) << counted.status();
+  EXPECT_EQ(limited.reserved_bytes(), 3 * kMiB);
+  EXPECT_EQ(limited.segments(), 2u);
+  counted->reset();
+  adopted->reset();
+  EXPECT_EQ(limited.reserved_bytes(), 0u);
+  EXPECT_EQ(limited.segments(), 0u);
+  EXPECT_EQ(limited.peak_reserved_bytes(), 3 * kMiB);
 }
 
 }  // namespace
