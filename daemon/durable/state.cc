@@ -42,7 +42,7 @@ absl::Status ValidateSegment(std::uint64_t key, const SegmentEntry& segment) {
   }
   if (segment.bytes == 0) return SegmentLoss(segment, "has 0 bytes");
   if (absl::StatusOr<Location> location = Location::Parse(segment.location); !location.ok()) {
-    return SegmentLoss(segment, location.status().message());
+    return SegmentLoss(segment, absl::StrCat("has a bad location: ", location.status().message()));
   }
   if (segment.mode > kMaxMode) {
     return SegmentLoss(segment, absl::StrFormat("has mode 0%o, beyond 07777", segment.mode));
@@ -57,10 +57,10 @@ absl::Status ValidateBuffer(std::uint64_t key, const BufferEntry& buffer,
   if (buffer.id == 0) return BufferLoss(buffer, "has id 0");
   if (buffer.id != key) return BufferLoss(buffer, absl::StrCat("is stored under id ", key));
   if (absl::Status name = ValidateBufferName(buffer.name); !name.ok()) {
-    return BufferLoss(buffer, name.message());
+    return BufferLoss(buffer, absl::StrCat("has a bad name: ", name.message()));
   }
   if (absl::Status attrs = ValidateAttrs(buffer.attrs); !attrs.ok()) {
-    return BufferLoss(buffer, attrs.message());
+    return BufferLoss(buffer, absl::StrCat("has bad attributes: ", attrs.message()));
   }
   if (buffer.mode > kMaxMode) {
     return BufferLoss(buffer, absl::StrFormat("has mode 0%o, beyond 07777", buffer.mode));
@@ -71,7 +71,7 @@ absl::Status ValidateBuffer(std::uint64_t key, const BufferEntry& buffer,
                                            buffer.sealed_unix_ns));
   }
   absl::StatusOr<Location> location = Location::Parse(buffer.location);
-  if (!location.ok()) return BufferLoss(buffer, location.status().message());
+  if (!location.ok()) return BufferLoss(buffer, absl::StrCat("has a bad location: ", location.status().message()));
   if (buffer.size == 0) return BufferLoss(buffer, "has size 0");
   if (buffer.size > buffer.allocation_bytes) {
     return BufferLoss(buffer, absl::StrCat("has size ", buffer.size, " in an allocation of ",
