@@ -23,7 +23,11 @@ absl::StatusOr<std::unique_ptr<StateJournal>> StateJournal::Create(DurableState 
     // Never the file just made, whatever the caller passed.
     if (old != name) journal->to_remove_.push_back(old);
   }
-  MEMD_RETURN_IF_ERROR(journal->StoreCurrent());
+  MEMD_RETURN_IF_ERROR(journal->hooks_.store(name, journal->file_.fd()));
+  journal->stored_ = true;
+  // The journal exists now: a removal that fails is tried again, and
+  // reported, at the next Record.
+  journal->RemoveSuperseded(/*keep_failed=*/true).IgnoreError();
   return journal;
 }
 
@@ -83,16 +87,22 @@ absl::Status StateJournal::StoreCurrent() {
     MEMD_RETURN_IF_ERROR(hooks_.store(StateFdName(file_.epoch()), file_.fd()));
     stored_ = true;
   }
-  // Each removal is tried once: a superseded file left behind is harmless
-  // (LoadNewest skips older epochs unread), retrying on every Record is not.
+  return RemoveSuperseded(/*keep_failed=*/false);
+}
+
+absl::Status StateJournal::RemoveSuperseded(bool keep_failed) {
   absl::Status first_error;
-  for (const std::string& name : std::exchange(to_remove_, {})) {
+  std::vector<std::string> failed;
+  for (std::string& name : std::exchange(to_remove_, {})) {
     absl::Status status = hooks_.remove(name);
-    if (!status.ok() && first_error.ok()) {
+    if (status.ok()) continue;
+    if (first_error.ok()) {
       first_error = absl::Status(status.code(),
                                  absl::StrCat("removing superseded ", name, ": ", status.message()));
     }
+    if (keep_failed) failed.push_back(std::move(name));
   }
+  to_remove_ = std::move(failed);
   return first_error;
 }
 

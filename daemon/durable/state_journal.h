@@ -51,7 +51,8 @@ struct StateJournalOptions {
 class StateJournal {
  public:
   // Stores a first file of `epoch` holding `initial`, then removes
-  // options.superseded.
+  // options.superseded (one that fails is tried again, and reported, at the
+  // first Record). Fails only when the first file cannot be made or stored.
   static absl::StatusOr<std::unique_ptr<StateJournal>> Create(DurableState initial,
                                                               std::uint64_t epoch,
                                                               StateStoreHooks hooks,
@@ -76,6 +77,11 @@ class StateJournal {
   absl::Status Compact() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores file_ if it is not yet, then removes what it supersedes.
   absl::Status StoreCurrent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes to_remove_. A name whose removal fails is dropped, or kept for
+  // the next try with `keep_failed`: a superseded file left behind is
+  // harmless (LoadNewest skips older epochs unread), but retrying on every
+  // Record would put a hook call on the append path.
+  absl::Status RemoveSuperseded(bool keep_failed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const StateStoreHooks hooks_;
   const StateJournalOptions options_;

@@ -88,6 +88,24 @@ TEST(StateJournalTest, CreateStoresTheFirstFileThenRemovesWhatItSupersedes) {
   EXPECT_EQ(LoadStored(store), SampleState());
 }
 
+TEST(StateJournalTest, ARemovalFailingAtCreateIsRetriedAndReportedAtTheFirstRecord) {
+  FakeStore store;
+  store.fail_removes = 1;
+  StateJournalOptions options;
+  options.superseded = {"memd.state.1"};
+  auto journal = StateJournal::Create(SampleState(), 2, store.Hooks(), options);
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  store.fail_removes = 1;
+  absl::Status status = (*journal)->Record(MoveBuffer(0));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("removing superseded memd.state.1"));
+  EXPECT_THAT(store.log, ElementsAre("store memd.state.2", "remove memd.state.1",
+                                     "remove memd.state.1"));
+  // Tried once at Record: not again.
+  EXPECT_TRUE((*journal)->Record(MoveBuffer(1)).ok());
+  EXPECT_EQ(store.log.size(), 3u);
+}
+
 TEST(StateJournalTest, CreateFailsWhenTheFirstStoreFails) {
   FakeStore store;
   store.fail_stores = 1;
