@@ -1,0 +1,183 @@
+#include "daemon/durable/state_codec.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "memd/durable/v1/state.pb.h"
+
+namespace memd::durable {
+namespace {
+
+namespace pb = ::memd::durable::v1;
+
+// Every proto field has exactly its struct field's type (uint32 for uid_t,
+// int32 for a pid, ...), so no number is ever out of range on the way back;
+// what a value means is Validate's to check.
+
+void ToProto(const SegmentEntry& entry, pb::Segment& out) {
+  out.set_id(entry.id);
+  out.set_location(entry.location);
+  out.set_device_uuid(entry.device_uuid);
+  out.set_bytes(entry.bytes);
+  out.set_small(entry.small);
+  out.set_uid(entry.uid);
+  out.set_gid(entry.gid);
+  out.set_mode(entry.mode);
+}
+
+SegmentEntry FromProto(const pb::Segment& in) {
+  return SegmentEntry{in.id(),  in.location(), in.device_uuid(), in.bytes(),
+                      in.small(), in.uid(),    in.gid(),         in.mode()};
+}
+
+void ToProto(const BufferEntry& entry, pb::Buffer& out) {
+  out.set_id(entry.id);
+  out.set_name(entry.name);
+  out.set_size(entry.size);
+  out.set_location(entry.location);
+  out.set_owner_uid(entry.owner_uid);
+  out.set_owner_gid(entry.owner_gid);
+  out.set_mode(entry.mode);
+  out.set_sealed(entry.sealed);
+  out.set_ephemeral(entry.ephemeral);
+  out.set_unlinked(entry.unlinked);
+  out.set_created_unix_ns(entry.created_unix_ns);
+  out.set_sealed_unix_ns(entry.sealed_unix_ns);
+  out.set_creator_pid(entry.creator_pid);
+  for (const auto& [key, value] : entry.attrs) {
+    pb::Attr* attr = out.add_attrs();
+    attr->set_key(key);
+    attr->set_value(value);
+  }
+  out.set_segment_id(entry.segment_id);
+  out.set_offset(entry.offset);
+  out.set_allocation_bytes(entry.allocation_bytes);
+}
+
+absl::StatusOr<BufferEntry> FromProto(const pb::Buffer& in) {
+  BufferEntry entry;
+  entry.id = in.id();
+  entry.name = in.name();
+  entry.size = in.size();
+  entry.location = in.location();
+  entry.owner_uid = in.owner_uid();
+  entry.owner_gid = in.owner_gid();
+  entry.mode = in.mode();
+  entry.sealed = in.sealed();
+  entry.ephemeral = in.ephemeral();
+  entry.unlinked = in.unlinked();
+  entry.created_unix_ns = in.created_unix_ns();
+  entry.sealed_unix_ns = in.sealed_unix_ns();
+  entry.creator_pid = in.creator_pid();
+  for (const pb::Attr& attr : in.attrs()) {
+    if (!entry.attrs.emplace(attr.key(), attr.value()).second) {
+      return absl::DataLossError(
+          absl::StrCat("durable state: buffer ", in.id(), " has an attribute key twice"));
+    }
+  }
+  entry.segment_id = in.segment_id();
+  entry.offset = in.offset();
+  entry.allocation_bytes = in.allocation_bytes();
+  return entry;
+}
+
+struct ChangeToProto {
+  pb::Change& out;
+  void operator()(const SegmentEntry& entry) const { ToProto(entry, *out.mutable_put_segment()); }
+  void operator()(const DropSegment& drop) const { out.mutable_drop_segment()->set_id(drop.id); }
+  void operator()(const BufferEntry& entry) const { ToProto(entry, *out.mutable_put_buffer()); }
+  void operator()(const DropBuffer& drop) const { out.mutable_drop_buffer()->set_id(drop.id); }
+  void operator()(const SetGeneration& set) const {
+    out.mutable_set_generation()->set_generation(set.generation);
+  }
+};
+
+absl::StatusOr<Change> FromProto(const pb::Change& in) {
+  switch (in.kind_case()) {
+    case pb::Change::kPutSegment:
+      return FromProto(in.put_segment());
+    case pb::Change::kDropSegment:
+      return DropSegment{in.drop_segment().id()};
+    case pb::Change::kPutBuffer: {
+      absl::StatusOr<BufferEntry> entry = FromProto(in.put_buffer());
+      if (!entry.ok()) return entry.status();
+      return *std::move(entry);
+    }
+    case pb::Change::kDropBuffer:
+      return DropBuffer{in.drop_buffer().id()};
+    case pb::Change::kSetGeneration:
+      return SetGeneration{in.set_generation().generation()};
+    case pb::Change::KIND_NOT_SET:
+      break;
+  }
+  return absl::DataLossError(
+      "durable state: a change of no kind, or of one this build does not know");
+}
+
+template <typename Message>
+bool Parse(std::string_view bytes, Message& message) {
+  return bytes.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
+         message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+}  // namespace
+
+void EncodeBatch(std::span<const Change> batch, std::string& out) {
+  pb::Batch proto;
+  for (const Change& change : batch) std::visit(ChangeToProto{*proto.add_changes()}, change);
+  proto.SerializeToString(&out);
+}
+
+std::string EncodeBatch(std::span<const Change> batch) {
+  std::string out;
+  EncodeBatch(batch, out);
+  return out;
+}
+
+absl::StatusOr<std::vector<Change>> DecodeBatch(std::string_view bytes) {
+  pb::Batch proto;
+  if (!Parse(bytes, proto)) return absl::DataLossError("durable state: a frame is not a batch");
+  std::vector<Change> batch;
+  batch.reserve(proto.changes_size());
+  for (const pb::Change& change : proto.changes()) {
+    absl::StatusOr<Change> decoded = FromProto(change);
+    if (!decoded.ok()) return decoded.status();
+    batch.push_back(*std::move(decoded));
+  }
+  return batch;
+}
+
+std::string EncodeSnapshot(const DurableState& state) {
+  pb::Snapshot proto;
+  proto.set_generation(state.generation);
+  for (const auto& [id, segment] : state.segments) ToProto(segment, *proto.add_segments());
+  for (const auto& [id, buffer] : state.buffers) ToProto(buffer, *proto.add_buffers());
+  return proto.SerializeAsString();
+}
+
+absl::StatusOr<DurableState> DecodeSnapshot(std::string_view bytes) {
+  pb::Snapshot proto;
+  if (!Parse(bytes, proto)) {
+    return absl::DataLossError("durable state: the first frame is not a snapshot");
+  }
+  DurableState state;
+  state.generation = proto.generation();
+  for (const pb::Segment& segment : proto.segments()) {
+    if (!state.segments.emplace(segment.id(), FromProto(segment)).second) {
+      return absl::DataLossError(
+          absl::StrCat("durable state: the snapshot holds segment ", segment.id(), " twice"));
+    }
+  }
+  for (const pb::Buffer& buffer : proto.buffers()) {
+    absl::StatusOr<BufferEntry> entry = FromProto(buffer);
+    if (!entry.ok()) return entry.status();
+    if (!state.buffers.emplace(buffer.id(), *std::move(entry)).second) {
+      return absl::DataLossError(
+          absl::StrCat("durable state: the snapshot holds buffer ", buffer.id(), " twice"));
+    }
+  }
+  return state;
+}
+
+}  // namespace memd::durable

@@ -1,0 +1,130 @@
+#include "daemon/durable/state.h"
+
+#include <functional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/durable/sample_state.h"
+
+namespace memd::durable {
+namespace {
+
+using ::testing::HasSubstr;
+using test::SampleBuffer;
+using test::SampleSegment;
+using test::SampleState;
+
+TEST(StateTest, SampleStateIsValid) { EXPECT_TRUE(Validate(SampleState()).ok()); }
+
+TEST(StateTest, ApplyPutsReplacesAndDrops) {
+  DurableState state;
+  Apply(SampleSegment(1), state);
+  Apply(SampleBuffer(10, 1, 0), state);
+  BufferEntry renamed = SampleBuffer(10, 1, 0);
+  renamed.name = "renamed";
+  Apply(renamed, state);
+  Apply(SetGeneration{7}, state);
+  EXPECT_EQ(state.buffers.at(10).name, "renamed");
+  EXPECT_EQ(state.generation, 7u);
+  Apply(DropBuffer{10}, state);
+  Apply(DropBuffer{99}, state);  // Not there: a no-op.
+  Apply(DropSegment{1}, state);
+  EXPECT_TRUE(state.buffers.empty());
+  EXPECT_TRUE(state.segments.empty());
+}
+
+TEST(StateTest, FdNames) {
+  EXPECT_EQ(SegmentFdName(17), "memd.segment.17");
+  EXPECT_EQ(StateFdName(3), "memd.state.3");
+}
+
+struct BadCase {
+  std::string label;
+  std::function<void(DurableState&)> spoil;
+  std::string expected;  // In the message.
+};
+
+void PrintTo(const BadCase& bad, std::ostream* os) { *os << bad.label; }
+
+class ValidateRejects : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ValidateRejects, WithDataLossNamingTheEntry) {
+  DurableState state = SampleState();
+  GetParam().spoil(state);
+  absl::Status status = Validate(state);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(GetParam().expected));
+}
+
+BufferEntry& B(DurableState& state, std::uint64_t id) { return state.buffers.at(id); }
+
+INSTANTIATE_TEST_SUITE_P(
+    EachKind, ValidateRejects,
+    ::testing::Values(
+        BadCase{"UnknownSegment", [](auto& s) { B(s, 10).segment_id = 9; },
+                "buffer 10 ('models/w10') is in unknown segment 9"},
+        BadCase{"LocationMismatch", [](auto& s) { B(s, 10).location = "pinned"; },
+                "is at pinned but its segment 1 is at host"},
+        BadCase{"UidMismatch", [](auto& s) { B(s, 10).owner_uid = 1; },
+                "is uid 1 gid 100 mode 0640 but its segment 1 serves uid 1000"},
+        BadCase{"GidMismatch", [](auto& s) { B(s, 11).owner_gid = 5; }, "buffer 11"},
+        BadCase{"ModeMismatch", [](auto& s) { B(s, 11).mode = 0600; }, "mode 0600 but"},
+        BadCase{"OutsideSegment", [](auto& s) { B(s, 11).offset = (1 << 20) - 100; },
+                "spans [1048476, +4096) outside segment 1 of 1048576 bytes"},
+        BadCase{"OffsetPastSegment", [](auto& s) { B(s, 11).offset = 2 << 20; },
+                "outside segment 1"},
+        BadCase{"Overflowing",
+                [](auto& s) {
+                  B(s, 11).offset = 8;
+                  B(s, 11).allocation_bytes = ~std::uint64_t{0};
+                },
+                "outside segment 1"},
+        BadCase{"Overlap", [](auto& s) { B(s, 11).offset = 4000; },
+                "at [4000, +4096) overlaps buffer 10 at [0, +4096) in segment 1"},
+        BadCase{"SizeZero", [](auto& s) { B(s, 10).size = 0; }, "has size 0"},
+        BadCase{"SizeBeyondAllocation", [](auto& s) { B(s, 10).size = 4097; },
+                "has size 4097 in an allocation of 4096 bytes"},
+        BadCase{"BufferIdZero",
+                [](auto& s) {
+                  BufferEntry b = SampleBuffer(0, 1, 20000);
+                  s.buffers[0] = b;
+                },
+                "buffer 0 ('models/w0') has id 0"},
+        BadCase{"BufferKeyNotId", [](auto& s) { B(s, 10).id = 13; }, "is stored under id 10"},
+        BadCase{"SegmentIdZero", [](auto& s) { s.segments[0] = SampleSegment(0); },
+                "segment 0 has id 0"},
+        BadCase{"DuplicateLinkedName", [](auto& s) { B(s, 11).name = B(s, 10).name; },
+                "buffer 11 ('models/w10') has the name of another linked buffer"},
+        BadCase{"InvalidName", [](auto& s) { B(s, 10).name = "a/../b"; }, "has a bad name"},
+        BadCase{"EmptyName", [](auto& s) { B(s, 10).name = ""; }, "buffer 10"},
+        BadCase{"InvalidAttrKey", [](auto& s) { B(s, 10).attrs["bad key"] = "x"; },
+                "buffer 10 ('models/w10') has bad attributes"},
+        BadCase{"TooManyAttrs",
+                [](auto& s) {
+                  for (int i = 0; i < 20; ++i) B(s, 10).attrs[absl::StrCat("k", i)] = "v";
+                },
+                "buffer 10"},
+        BadCase{"BufferModeTooLarge",
+                [](auto& s) {
+                  s.segments.at(1).mode = 010000;
+                  B(s, 10).mode = 010000;
+                },
+                "segment 1 has mode 010000, beyond 07777"},
+        BadCase{"BufferModeAloneTooLarge", [](auto& s) { B(s, 10).mode = 017777; },
+                "buffer 10 ('models/w10') has mode 017777"},
+        BadCase{"SealedWithoutTime", [](auto& s) { B(s, 11).sealed_unix_ns = 0; },
+                "is sealed but its seal time is 0"},
+        BadCase{"SealTimeWhileUnsealed", [](auto& s) { B(s, 10).sealed_unix_ns = 5; },
+                "is not sealed but its seal time is 5"},
+        BadCase{"SegmentBytesZero", [](auto& s) { s.segments.at(1).bytes = 0; },
+                "segment 1 has 0 bytes"},
+        BadCase{"SegmentLocation", [](auto& s) { s.segments.at(2).location = "gpu0"; },
+                "segment 2 has a bad location: unknown location 'gpu0'"},
+        BadCase{"BufferLocation", [](auto& s) { B(s, 10).location = "device:x"; },
+                "buffer 10 ('models/w10') has a bad location"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) { return info.param.label; });
+
+}  // namespace
+}  // namespace memd::durable
