@@ -102,6 +102,14 @@ const std::vector<Option>& Options() {
       {"trace_file", Kind::kText,
        "record every pool allocation and free to this CSV file (default: off)",
        &Config::trace_file},
+      {"durability", Kind::kText,
+       "auto|off: keep buffers across restarts of memd where a descriptor "
+       "store keeps them (systemd's FileDescriptorStoreMax=) (default auto)",
+       &Config::durability},
+      {"recovery_grace_seconds", Kind::kCount,
+       "after a restart, how long holders of adopted unsealed, ephemeral or "
+       "unlinked buffers have to come back before those go (default 30)",
+       nullptr, &Config::recovery_grace_seconds},
       {"max_buffers", Kind::kCount, "most buffers at once (default 65536)",
        nullptr, &Config::max_buffers},
       {"max_sessions", Kind::kCount, "most client sessions (default 4096)",
@@ -341,6 +349,10 @@ absl::Status Validate(const Config& config) {
         "pool_domain_reuse '", config.pool_domain_reuse,
         "' is not one of never, scrub"));
   }
+  if (config.durability != "auto" && config.durability != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("durability '", config.durability, "' is not one of auto, off"));
+  }
   if (config.max_buffer_bytes == 0) {
     return absl::InvalidArgumentError("max_buffer_bytes must be positive");
   }
@@ -423,6 +435,8 @@ std::vector<std::string> SettingsNeedingRestart(const Config& running,
   compare("pool_trim_idle_seconds", &Config::pool_trim_idle_seconds);
   compare("pool_domain_reuse", &Config::pool_domain_reuse);
   compare("trace_file", &Config::trace_file);
+  compare("durability", &Config::durability);
+  compare("recovery_grace_seconds", &Config::recovery_grace_seconds);
   compare("transfer_chunk_bytes", &Config::transfer_chunk_bytes);
   compare("transfer_slot_bytes", &Config::transfer_slot_bytes);
   compare("transfer_staging_slots", &Config::transfer_staging_slots);

@@ -56,6 +56,13 @@ struct Config {
   std::string pool_domain_reuse = "never";
   // Records every pool allocation and free as CSV (memd-replay reads it).
   std::string trace_file;
+  // "auto": buffers outlive memd where a descriptor store is there to keep
+  // them (systemd's: $NOTIFY_SOCKET with FileDescriptorStoreMax=);
+  // "off": a restart frees every buffer (docs/design.md, "Durability").
+  std::string durability = "auto";
+  // After a recovery, how long the holders of adopted buffers that wait
+  // for them (unsealed, ephemeral, unlinked) have to come back.
+  std::uint64_t recovery_grace_seconds = 30;
   std::uint64_t max_buffers = 65536;
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;

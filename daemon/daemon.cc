@@ -15,6 +15,7 @@
 #include "common/version.h"
 #include "daemon/backend/factory.h"
 #include "daemon/descriptor_budget.h"
+#include "daemon/durability.h"
 #include "daemon/broker/broker.h"
 #include "daemon/memory_budget.h"
 #include "daemon/metrics/daemon_collectable.h"
@@ -66,6 +67,8 @@ struct Daemon::Parts {
   std::unique_ptr<backend::Backend> backend;
   std::string backend_name;
   std::shared_ptr<pool::TraceWriter> trace;  // When --trace-file is set.
+  // The pools report their segments to it: it goes after them.
+  std::unique_ptr<Durability> durability;
   pool::PoolSet pools;
   std::unique_ptr<pool::PeriodicTrimmer> trimmer;
   // Holds segments of the pools while copies run: goes before them.
@@ -230,7 +233,8 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> StartBackend(const Config& con
 // there is one.
 pool::PoolSet MakePools(const Config& config, backend::Backend& backend,
                         const Clock& clock,
-                        const std::shared_ptr<pool::TraceWriter>& trace) {
+                        const std::shared_ptr<pool::TraceWriter>& trace,
+                        pool::SegmentJournal* journal) {
   const MemoryBudget memory = AvailableMemory();
   if (config.host_pool_limit_bytes == 0 || config.pinned_pool_limit_bytes == 0) {
     spdlog::info("default host/pinned pool limits: half/a quarter of {} ({})",
@@ -246,6 +250,7 @@ pool::PoolSet MakePools(const Config& config, backend::Backend& backend,
     options.large_fit_slack = config.pool_large_fit_slack;
     options.idle_budget = config.pool_idle_budget;
     options.scrub_between_domains = config.pool_domain_reuse == "scrub";
+    options.journal = journal;
     std::unique_ptr<pool::Pool> pool =
         std::make_unique<pool::CarvingPool>(backend, location, options, clock);
     if (trace != nullptr) pool = std::make_unique<pool::TracingPool>(std::move(pool), trace);
@@ -337,7 +342,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     MEMD_ASSIGN_OR_RETURN(parts->trace, pool::TraceWriter::Create(config.trace_file));
     spdlog::info("recording pool allocations to {}", config.trace_file);
   }
-  parts->pools = MakePools(config, *parts->backend, parts->clock, parts->trace);
+  parts->durability = Durability::Prepare(config, *parts->backend);
+  parts->pools = MakePools(config, *parts->backend, parts->clock, parts->trace,
+                           parts->durability->segment_journal());
   const absl::Duration idle = absl::Seconds(config.pool_trim_idle_seconds);
   parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
       parts->pools, idle, std::min(idle / 4, absl::Seconds(1)));
@@ -349,6 +356,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   // Nobody can read a buffer freed while copies still write it: they stop.
   parts->broker->SetFreedWhileWritten(
       [engine = parts->engine.get()](broker::BufferId id) { engine->CancelWritesTo(id); });
+  // Before anyone is served: what the previous memd left comes back first.
+  parts->durability->Recover(*parts->backend, parts->pools, *parts->broker, parts->clock);
   parts->ender = std::make_unique<session::SessionEnder>(
       [service = &parts->service](std::uint64_t id) {
         (*service)->EndSession(id, kSessionDrain);
@@ -379,6 +388,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   }
   parts->control.Open(parts->server.get());
   MEMD_RETURN_IF_ERROR(parts->sessions->Start());
+  parts->durability->StartGrace(*parts->broker, absl::Seconds(config.recovery_grace_seconds));
   parts->started_with = config;
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
@@ -386,6 +396,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
 void Daemon::Shutdown() {
   if (parts_ == nullptr || parts_->stopped) return;
   parts_->stopped = true;
+  // What this shutdown gives back stays in the durable state: the next
+  // memd takes it back (or the service manager, stopping memd, drops it).
+  parts_->durability->Detach();
   // Calls first (waiting opens are cancelled), then sessions (their leases
   // go back), then memory; the socket directory is cleaned last.
   parts_->control.Close();
@@ -407,6 +420,7 @@ void Daemon::Shutdown() {
   parts_->broker.reset();
   parts_->trimmer.reset();
   parts_->pools = pool::PoolSet();
+  parts_->durability.reset();
   if (parts_->trace != nullptr) {
     if (absl::Status flushed = parts_->trace->Flush(); !flushed.ok()) {
       spdlog::error("allocation trace incomplete: {}", flushed.ToString());

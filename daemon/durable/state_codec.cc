@@ -150,6 +150,7 @@ absl::StatusOr<std::vector<Change>> DecodeBatch(std::string_view bytes) {
 
 std::string EncodeSnapshot(const DurableState& state) {
   pb::Snapshot proto;
+  proto.set_whole(true);
   proto.set_generation(state.generation);
   for (const auto& [id, segment] : state.segments) ToProto(segment, *proto.add_segments());
   for (const auto& [id, buffer] : state.buffers) ToProto(buffer, *proto.add_buffers());
@@ -158,7 +159,7 @@ std::string EncodeSnapshot(const DurableState& state) {
 
 absl::StatusOr<DurableState> DecodeSnapshot(std::string_view bytes) {
   pb::Snapshot proto;
-  if (!Parse(bytes, proto)) {
+  if (!Parse(bytes, proto) || !proto.whole()) {
     return absl::DataLossError("durable state: the first frame is not a snapshot");
   }
   DurableState state;

@@ -128,6 +128,11 @@ class FakeBackend : public backend::Backend {
       if (inner_ == nullptr) return absl::InternalError("a hollow segment has no memory");
       return inner_->Export(access);
     }
+    // The inner memfd's, as host memory's; none for a pretend IPC handle
+    // (legacy IPC memory cannot outlive memd) or a hollow segment.
+    int DurableFd() const override {
+      return ipc_handle_.empty() && inner_ != nullptr ? inner_->DurableFd() : -1;
+    }
     absl::Status Scrub() override {
       ++backend_.scrubs_;
       return inner_ == nullptr ? absl::OkStatus() : inner_->Scrub();

@@ -46,6 +46,21 @@ TEST(StateFileTest, SnapshotLoadsBack) {
   EXPECT_FALSE(loaded->torn_tail);
 }
 
+// What memd's first start stores: nothing yet, generation 0. Its snapshot
+// must still be a frame (one of length 0 marks the end of the frames).
+TEST(StateFileTest, AnEmptyStateLoadsBackAndTakesAppends) {
+  absl::StatusOr<StateFile> file = StateFile::Create(DurableState{}, 1);
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<LoadedState> loaded = StateFile::Load(file->fd());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state, DurableState{});
+  const std::vector<Change> batch = {SetGeneration{1}};
+  ASSERT_TRUE(file->Append(batch).ok());
+  loaded = StateFile::Load(file->fd());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state.generation, 1u);
+}
+
 TEST(StateFileTest, AppendedBatchesLoadBackInOrder) {
   DurableState expected = SampleState();
   absl::StatusOr<StateFile> file = StateFile::Create(expected, 1);

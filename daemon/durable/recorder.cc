@@ -1,0 +1,134 @@
+#include "daemon/durable/recorder.h"
+
+#include <utility>
+
+#include "absl/time/time.h"
+#include "spdlog/spdlog.h"
+
+namespace memd::durable {
+
+BufferEntry EntryOf(const broker::BufferInfo& info, const pool::Allocation& allocation) {
+  BufferEntry entry;
+  entry.id = info.id;
+  entry.name = info.name;
+  entry.size = info.size;
+  entry.location = info.location.ToString();
+  entry.owner_uid = info.owner_uid;
+  entry.owner_gid = info.owner_gid;
+  entry.mode = info.mode;
+  entry.sealed = info.state == broker::BufferState::kSealed;
+  entry.ephemeral = info.persistence == broker::Persistence::kEphemeral;
+  entry.unlinked = info.unlinked;
+  entry.created_unix_ns = absl::ToUnixNanos(info.created);
+  entry.sealed_unix_ns = info.sealed.has_value() ? absl::ToUnixNanos(*info.sealed) : 0;
+  entry.creator_pid = info.creator_pid;
+  entry.attrs = info.attrs;
+  entry.segment_id = allocation.segment_id;
+  entry.offset = allocation.offset;
+  entry.allocation_bytes = allocation.bytes;
+  return entry;
+}
+
+Recorder::Recorder(FdStore& store, std::function<std::string(const Location&)> device_uuid)
+    : store_(store), device_uuid_(std::move(device_uuid)) {}
+
+Recorder::~Recorder() = default;
+
+absl::Status Recorder::Begin(const DurableState& state, std::uint64_t epoch,
+                             std::vector<std::string> superseded) {
+  StateJournalOptions options;
+  options.superseded = std::move(superseded);
+  auto journal = StateJournal::Create(
+      state, epoch,
+      StateStoreHooks{
+          [this](const std::string& name, int fd) { return store_.Store(name, fd); },
+          [this](const std::string& name) { return store_.Remove(name); }},
+      std::move(options));
+  if (!journal.ok()) return journal.status();
+  absl::MutexLock lock(&mu_);
+  journal_ = std::move(*journal);
+  segments_.clear();
+  for (const auto& [id, segment] : state.segments) segments_.insert(id);
+  return absl::OkStatus();
+}
+
+void Recorder::Detach() {
+  absl::MutexLock lock(&mu_);
+  journal_.reset();
+}
+
+SegmentEntry Recorder::EntryOf(const pool::SegmentRecord& segment) const {
+  SegmentEntry entry;
+  entry.id = segment.id;
+  entry.location = segment.location.ToString();
+  entry.device_uuid = device_uuid_(segment.location);
+  entry.bytes = segment.bytes;
+  entry.small = segment.small;
+  entry.uid = segment.domain.uid;
+  entry.gid = segment.domain.gid;
+  entry.mode = segment.domain.mode;
+  return entry;
+}
+
+void Recorder::SegmentAdded(const pool::SegmentRecord& segment, int durable_fd) {
+  // Memory that cannot outlive memd (legacy IPC, Level Zero) stays out of
+  // the state, and so do the buffers in it.
+  if (durable_fd < 0 || !recording()) return;
+  if (absl::Status stored = store_.Store(SegmentFdName(segment.id), durable_fd); !stored.ok()) {
+    Failed(stored, "storing a segment's descriptor");
+    return;
+  }
+  Record(EntryOf(segment), [id = segment.id](auto& segments) {
+    segments.insert(id);
+    return true;
+  });
+}
+
+void Recorder::SegmentChanged(const pool::SegmentRecord& segment) {
+  Record(EntryOf(segment), [id = segment.id](auto& segments) { return segments.contains(id); });
+}
+
+void Recorder::SegmentRemoved(std::uint64_t id) {
+  bool was_recorded = false;
+  Record(DropSegment{id}, [id, &was_recorded](auto& segments) {
+    was_recorded = segments.erase(id) > 0;
+    return was_recorded;
+  });
+  if (!was_recorded) return;
+  if (absl::Status removed = store_.Remove(SegmentFdName(id)); !removed.ok()) {
+    Failed(removed, "dropping a segment's descriptor");
+  }
+}
+
+void Recorder::BufferChanged(const broker::BufferInfo& info,
+                             const pool::Allocation& allocation) {
+  Record(durable::EntryOf(info, allocation),
+         [id = allocation.segment_id](auto& segments) { return segments.contains(id); });
+}
+
+void Recorder::BufferFreed(broker::BufferId id) { Record(DropBuffer{id}); }
+
+bool Recorder::recording() {
+  absl::MutexLock lock(&mu_);
+  return journal_ != nullptr;
+}
+
+void Recorder::Record(
+    Change change, const std::function<bool(absl::flat_hash_set<std::uint64_t>&)>& keep) {
+  absl::Status recorded;
+  {
+    absl::MutexLock lock(&mu_);
+    if (journal_ == nullptr) return;
+    if (keep && !keep(segments_)) return;
+    recorded = journal_->Record({&change, 1});
+  }
+  if (!recorded.ok()) Failed(recorded, "journaling a change");
+}
+
+void Recorder::Failed(const absl::Status& status, const char* what) {
+  failures_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::error("durability: {} failed: {}; buffers changed since may not survive a restart",
+                what, status.ToString());
+}
+
+}  // namespace memd::durable

@@ -1,0 +1,92 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/broker/buffer_journal.h"
+#include "daemon/durable/fd_store.h"
+#include "daemon/durable/state.h"
+#include "daemon/durable/state_journal.h"
+#include "daemon/pool/segment_journal.h"
+
+namespace memd::durable {
+
+/// Keeps the durable state true to the daemon: hears every segment a pool
+/// reserves or gives back and every buffer change the broker makes, stores
+/// each segment's descriptor in the service manager's store, and journals
+/// the change in the state file (docs/design.md, "Durability").
+///
+/// Orders that make a crash at any point safe: a segment's descriptor is
+/// stored before the segment is journaled, and dropped from the store after
+/// its removal is journaled (a descriptor without a record is closed by the
+/// next recovery; a record without a descriptor never happens). The broker
+/// journals a buffer under its mutex, before its memory goes back.
+///
+/// Until Begin, and after Detach, it records nothing: pools reserve nothing
+/// before Begin (no client is served), and a daemon that shuts down
+/// detaches before its sessions end, so that the leases and memory a
+/// shutdown gives back stay in the state for the next memd.
+///
+/// Owns the state journal; borrows the store, which must outlive it.
+/// Thread-safe. A failing store or journal does not fail the call that
+/// changed the state (the buffer exists either way): it is counted and
+/// logged, and failures() says how many.
+class Recorder : public pool::SegmentJournal, public broker::BufferJournal {
+ public:
+  // `device_uuid(location)`: the GPU's UUID for a device location, empty
+  // for host memory; checked when a later memd adopts the segment.
+  Recorder(FdStore& store, std::function<std::string(const Location&)> device_uuid);
+  ~Recorder() override;
+
+  // Starts recording from `state` (what recovery adopted, or empty) in a
+  // new state file of `epoch`, stored under StateFdName(epoch); then the
+  // `superseded` names (the state files recovery read) are dropped from
+  // the store. Errors: the state journal's and the store's.
+  absl::Status Begin(const DurableState& state, std::uint64_t epoch,
+                     std::vector<std::string> superseded);
+
+  // Stops recording for good (shutdown): what happens afterwards stays out
+  // of the state.
+  void Detach();
+
+  void SegmentAdded(const pool::SegmentRecord& segment, int durable_fd) override;
+  void SegmentChanged(const pool::SegmentRecord& segment) override;
+  void SegmentRemoved(std::uint64_t id) override;
+  void BufferChanged(const broker::BufferInfo& info,
+                     const pool::Allocation& allocation) override;
+  void BufferFreed(broker::BufferId id) override;
+
+  std::uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+
+ private:
+  SegmentEntry EntryOf(const pool::SegmentRecord& segment) const;
+  bool recording();
+  // Journals `change` if recording; `keep(segments_)` says whether it
+  // belongs in the state, under the same lock.
+  void Record(Change change, const std::function<bool(
+                                 absl::flat_hash_set<std::uint64_t>&)>& keep = nullptr);
+  void Failed(const absl::Status& status, const char* what);
+
+  FdStore& store_;
+  const std::function<std::string(const Location&)> device_uuid_;
+  absl::Mutex mu_;
+  std::unique_ptr<StateJournal> journal_ ABSL_GUARDED_BY(mu_);
+  // Segments in the state: a buffer elsewhere (memory that cannot outlive
+  // memd) stays out of it, so that the state never names a segment it
+  // lacks.
+  absl::flat_hash_set<std::uint64_t> segments_ ABSL_GUARDED_BY(mu_);
+  std::atomic<std::uint64_t> failures_{0};
+};
+
+// The broker's view of a buffer as the state keeps it, and back.
+BufferEntry EntryOf(const broker::BufferInfo& info, const pool::Allocation& allocation);
+
+}  // namespace memd::durable

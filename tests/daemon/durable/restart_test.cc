@@ -1,0 +1,276 @@
+// Buffers outlive memd (issue 23): memd runs under a stand-in for systemd
+// (tests/support/service_manager.h: the notify socket and the descriptor
+// store, as systemd 252 keeps them), is killed with SIGKILL, restarted or
+// stopped, and what clients find afterwards is checked byte for byte.
+
+#include <signal.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/client.h"
+#include "tests/client/pattern.h"
+#include "tests/support/poll_until.h"
+#include "tests/support/run_program.h"
+#include "tests/support/service_manager.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr std::uint64_t kKiB = 1024;
+constexpr std::uint64_t kMiB = 1024 * kKiB;
+
+class RestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto manager = test::ServiceManager::Create({.fd_store_max = 4096});
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = std::move(*manager);
+  }
+
+  // Starts memd on the host backend under the manager, ready to serve.
+  void StartMemd(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--socket-dir", dir_.path(), "--backend", "host",
+                                     "--metrics-address", "", "--log-level", "debug"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(manager_->Start(test::BinDir() + "/memd", args).ok());
+    ASSERT_TRUE(manager_->WaitReady().ok()) << manager_->WaitReady();
+  }
+
+  std::unique_ptr<Client> Connect() {
+    auto client = Client::Connect({.socket_dir = dir_.path()});
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  void KillMemd() {
+    ASSERT_TRUE(manager_->Kill(SIGKILL).ok());
+    auto status = manager_->Wait();
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(*status, 128 + SIGKILL);
+  }
+
+  // Creates NAME of SIZE at LOCATION, fills it with Pattern(SEED), seals.
+  void Publish(Client& client, const std::string& name, std::uint64_t size, std::uint32_t seed,
+               CreateOptions options = {}) {
+    auto buffer = client.Create(name, size, options);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    test::FillPattern(buffer->mutable_data(), seed);
+    ASSERT_TRUE(buffer->Seal().ok());
+  }
+
+  static void ExpectPattern(Client& client, const std::string& name, std::uint32_t seed) {
+    auto buffer = client.Open(name);
+    ASSERT_TRUE(buffer.ok()) << name << ": " << buffer.status();
+    EXPECT_TRUE(test::MatchesPattern(buffer->data(), seed)) << name;
+  }
+
+  // What a listing says, less what changes with every daemon (lease counts).
+  static std::vector<std::string> Describe(const std::vector<BufferInfo>& buffers) {
+    std::vector<std::string> lines;
+    for (const BufferInfo& b : buffers) {
+      std::string attrs;
+      for (const auto& [key, value] : b.attrs) absl::StrAppend(&attrs, key, "=", value, ",");
+      lines.push_back(absl::StrCat(
+          b.name, " id ", b.id, " size ", b.size, " at ", b.location, " uid ", b.owner_uid,
+          " gid ", b.owner_gid, " mode ", b.mode, " state ", static_cast<int>(b.state),
+          " persistence ", static_cast<int>(b.persistence), " created ",
+          absl::FormatTime(b.created), " sealed ",
+          b.sealed ? absl::FormatTime(*b.sealed) : "no", " pid ", b.creator_pid, " ", attrs));
+    }
+    return lines;
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<test::ServiceManager> manager_;
+};
+
+TEST_F(RestartTest, SealedBuffersComeBackAfterAKillWithTheirBytesAndEverythingMemdKnew) {
+  StartMemd();
+  std::vector<std::string> before;
+  std::vector<PoolStats> pools_before;
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    Publish(*client, "small/a", 3000, 1);          // Size classes.
+    Publish(*client, "small/b", 70 * kKiB, 2, {.mode = 0640});
+    Publish(*client, "large/weights", 5 * kMiB + 17, 3,
+            {.mode = 0644, .attrs = {{"dtype", "float16"}, {"shape", "4096,640"}}});
+    Publish(*client, "pinned/x", 2 * kMiB, 4, {.location = "pinned"});
+    auto listed = client->List();
+    ASSERT_TRUE(listed.ok());
+    before = Describe(*listed);
+    auto stats = client->Stats();
+    ASSERT_TRUE(stats.ok());
+    pools_before = stats->pools;
+  }
+  KillMemd();
+  StartMemd();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  auto listed = client->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(Describe(*listed), before);
+  ExpectPattern(*client, "small/a", 1);
+  ExpectPattern(*client, "small/b", 2);
+  ExpectPattern(*client, "large/weights", 3);
+  ExpectPattern(*client, "pinned/x", 4);
+  // The pools hold what they held: the same segments, the same bytes.
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok());
+  ASSERT_EQ(stats->pools.size(), pools_before.size());
+  for (std::size_t i = 0; i < pools_before.size(); ++i) {
+    SCOPED_TRACE(pools_before[i].location);
+    EXPECT_EQ(stats->pools[i].reserved_bytes, pools_before[i].reserved_bytes);
+    EXPECT_EQ(stats->pools[i].used_bytes, pools_before[i].used_bytes);
+    EXPECT_EQ(stats->pools[i].segments, pools_before[i].segments);
+  }
+  // And new buffers never land on the old ones' bytes.
+  Publish(*client, "small/c", 3000, 5);
+  Publish(*client, "large/more", 5 * kMiB, 6);
+  ExpectPattern(*client, "small/a", 1);
+  ExpectPattern(*client, "large/weights", 3);
+}
+
+TEST_F(RestartTest, AdoptedBuffersSurviveMoreThanOneCrash) {
+  StartMemd();
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    Publish(*client, "kept", 100 * kKiB, 7);
+  }
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    KillMemd();
+    StartMemd();
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    ExpectPattern(*client, "kept", 7);
+    Publish(*client, absl::StrCat("round/", round), 10 * kKiB, 10 + round);
+  }
+  KillMemd();
+  StartMemd();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    ExpectPattern(*client, absl::StrCat("round/", round), 10 + round);
+  }
+}
+
+TEST_F(RestartTest, UnsealedAndEphemeralBuffersGoOnceTheGracePeriodEnds) {
+  StartMemd({"--recovery-grace-seconds", "1"});
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    Publish(*client, "persistent", 4096, 1);
+    // Held while memd dies: an ephemeral buffer lives on its leases.
+    auto ephemeral =
+        client->Create("ephemeral", 4096, {.persistence = Persistence::kEphemeral});
+    ASSERT_TRUE(ephemeral.ok());
+    ASSERT_TRUE(ephemeral->Seal().ok());
+    auto unsealed = client->Create("unsealed", 4096);
+    ASSERT_TRUE(unsealed.ok());
+    KillMemd();
+  }
+  // Within the grace period all three are there: their holders could come
+  // back for them.
+  StartMemd({"--recovery-grace-seconds", "3600"});
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    auto listed = client->List();
+    ASSERT_TRUE(listed.ok());
+    std::vector<std::string> names;
+    for (const BufferInfo& b : *listed) names.push_back(b.name);
+    EXPECT_THAT(names, ElementsAre("ephemeral", "persistent", "unsealed"));
+    KillMemd();
+  }
+  StartMemd({"--recovery-grace-seconds", "1"});
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::vector<std::string> names;
+  ASSERT_TRUE(test::PollUntil([&] {
+    auto listed = client->List();
+    names.clear();
+    for (const BufferInfo& b : *listed) names.push_back(b.name);
+    return names.size() == 1;
+  }));
+  EXPECT_THAT(names, ElementsAre("persistent"));
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->buffers, 1u);
+}
+
+TEST_F(RestartTest, ARestartKeepsBuffersAndAStopDropsThem) {
+  StartMemd();
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    Publish(*client, "weights", 64 * kKiB, 3);
+  }
+  ASSERT_TRUE(manager_->Restart().ok());  // SIGTERM: memd shuts down cleanly.
+  ASSERT_TRUE(manager_->WaitReady().ok());
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    ExpectPattern(*client, "weights", 3);
+  }
+  auto stopped = manager_->Stop();
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_THAT(manager_->Current().stored_names, IsEmpty());
+  StartMemd();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  auto listed = client->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_THAT(*listed, IsEmpty());
+}
+
+TEST_F(RestartTest, AStateThatCannotBeReadStartsMemdEmptyAndNothingOfItIsKept) {
+  StartMemd();
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    Publish(*client, "weights", 64 * kKiB, 3);
+  }
+  KillMemd();
+  // Scribble over the state file's first bytes, as a bug or a stray write
+  // would.
+  int scribbled = 0;
+  for (const std::string& name : manager_->Current().stored_names) {
+    if (name.rfind("memd.state.", 0) != 0) continue;
+    for (UniqueFd& fd : manager_->DupStored(name)) {
+      const char garbage[64] = "not a state file, not at all";
+      ASSERT_EQ(::pwrite(fd.get(), garbage, sizeof(garbage), 0), 64);
+      ++scribbled;
+    }
+  }
+  ASSERT_EQ(scribbled, 1);
+  StartMemd();
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  auto listed = client->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_THAT(*listed, IsEmpty());
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok());
+  for (const PoolStats& pool : stats->pools) EXPECT_EQ(pool.reserved_bytes, 0u) << pool.location;
+  // Only the new state file is kept: the segments were let go.
+  std::vector<std::string> stored = manager_->Current().stored_names;
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_THAT(stored[0], HasSubstr("memd.state."));
+}
+
+}  // namespace
+}  // namespace memd
