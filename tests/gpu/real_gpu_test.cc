@@ -29,6 +29,8 @@
 #include "memd/client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/run_program.h"
+#include "tests/support/service_manager.h"
+#include "tests/support/temp_dir.h"
 
 namespace memd {
 namespace {
@@ -289,6 +291,46 @@ TEST_F(RealGpuTest, ASegmentOutlivesItsKilledCreatorWhileADescriptorHoldsIt) {
     EXPECT_GE(free_before, free_held + kBytes) << "the segment was not kept";
     EXPECT_GE(free_after, free_held + kBytes) << "closing the last descriptor did not free it";
   }
+}
+
+// Issue 23 on the real driver: memd runs under a stand-in for systemd's
+// descriptor store (tests/support/service_manager.h), a client writes a
+// device buffer and seals it, memd is killed with SIGKILL and started again;
+// the new memd takes the VMM allocation back from the store, and a new
+// process opens the buffer by name and reads the first one's bytes.
+TEST_F(RealGpuTest, ADeviceBufferSurvivesAKillOfMemdAndARestart) {
+  auto manager = test::ServiceManager::Create({.fd_store_max = 64});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  test::TempDir dir;
+  const std::vector<std::string> args = {"--socket-dir",  dir.path(),     "--backend",
+                                         "cuda",          "--cuda-driver", "libcuda.so.1",
+                                         "--metrics-address", ""};
+  ASSERT_TRUE((*manager)->Start(BinDir() + "/memd", args).ok());
+  ASSERT_TRUE((*manager)->WaitReady().ok()) << (*manager)->WaitReady();
+  const std::map<std::string, std::string> env = {{"MEMD_SOCKET_DIR", dir.path()},
+                                                  {"MEMD_CUDA_DRIVER", "libcuda.so.1"}};
+  ProgramResult produced = RunProgram(BinDir() + "/memd-test-client",
+                                      {"device-produce", "gpu/durable", "9000000", "21", "0"},
+                                      "", env);
+  ASSERT_EQ(produced.exit_code, 0) << produced.out << produced.err;
+
+  ASSERT_TRUE((*manager)->Kill(SIGKILL).ok());
+  auto killed = (*manager)->Wait();
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_EQ(*killed, 128 + SIGKILL);
+  ASSERT_TRUE((*manager)->Start(BinDir() + "/memd", args).ok());
+  ASSERT_TRUE((*manager)->WaitReady().ok()) << (*manager)->WaitReady();
+
+  ProgramResult consumed = RunProgram(BinDir() + "/memd-test-client",
+                                      {"device-consume", "gpu/durable", "9000000", "21"}, "", env);
+  EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
+  // And the adopted memory is memd's again: a new buffer beside it works.
+  ProgramResult more = RunProgram(BinDir() + "/memd-test-client",
+                                  {"device-produce", "gpu/after", "3000000", "22", "0"}, "", env);
+  EXPECT_EQ(more.exit_code, 0) << more.out << more.err;
+  ProgramResult old = RunProgram(BinDir() + "/memd-test-client",
+                                 {"device-consume", "gpu/durable", "9000000", "21"}, "", env);
+  EXPECT_EQ(old.exit_code, 0) << old.out << old.err;
 }
 
 TEST_F(RealGpuTest, DevicesAreListed) {
