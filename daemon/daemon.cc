@@ -287,10 +287,10 @@ absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
 absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> StartMetrics(
     const std::string& address, pool::PoolSet& pools, broker::Broker& broker,
     const transfer::Engine& engine, const std::string& backend_name,
-    metrics::RpcMetrics& rpc) {
+    durable::DurabilityStatus durability, metrics::RpcMetrics& rpc) {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
       std::make_shared<metrics::DaemonCollectable>(pools, broker, &engine, kVersion,
-                                                   backend_name),
+                                                   backend_name, std::move(durability)),
       rpc.registry()};
   return metrics::MetricsServer::Start(address, std::move(collectables));
 }
@@ -371,14 +371,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     MEMD_ASSIGN_OR_RETURN(parts->metrics,
                           StartMetrics(config.metrics_address, parts->pools,
                                        *parts->broker, *parts->engine, parts->backend_name,
-                                       *parts->rpc_metrics));
+                                       parts->durability->status(), *parts->rpc_metrics));
     parts->metrics_address = parts->metrics->address();
   }
 
   parts->service = std::make_unique<service::MemdService>(
       *parts->broker, parts->pools, *parts->sessions,
       service::DaemonInfo{kVersion, parts->backend_name, parts->metrics_address,
-                          parts->clock.Now()},
+                          parts->clock.Now(), parts->durability->status()},
       parts->backend.get(), parts->rpc_metrics.get(), parts->engine.get());
   grpc::ServerBuilder builder;
   builder.RegisterService(parts->service.get());

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace memd {
@@ -42,12 +43,15 @@ std::unique_ptr<Durability> Durability::Prepare(const Config& config,
       if (durability->store_ != nullptr) (void)durability->store_->Remove(fd.name);
     }
     durability->listened_.clear();
+    durability->not_recording_ = "durability = \"off\" in the configuration";
     return durability;
   }
   if (durability->store_ == nullptr) {
     spdlog::warn(
         "durability: no descriptor store ($NOTIFY_SOCKET is unset: not started by systemd); "
         "buffers will not outlive this memd");
+    durability->not_recording_ =
+        "no descriptor store: not started by systemd ($NOTIFY_SOCKET is unset)";
     return durability;
   }
   durability->recorder_ =
@@ -74,10 +78,15 @@ void Durability::Recover(backend::Backend& backend, pool::PoolSet& pools,
       !begun.ok()) {
     spdlog::error("durability: cannot record the state ({}); buffers will not outlive this memd",
                   begun.ToString());
+    not_recording_ = absl::StrCat("the state cannot be recorded: ", begun.ToString());
   } else {
     broker.SetJournal(recorder_.get());
     recording_ = true;
   }
+}
+
+durable::DurabilityStatus Durability::status() const {
+  return {recording_, recording_ ? std::string() : not_recording_, report_};
 }
 
 void Durability::StartGrace(broker::Broker& broker, absl::Duration grace) {

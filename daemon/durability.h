@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -12,6 +13,7 @@
 #include "daemon/durable/fd_store.h"
 #include "daemon/durable/recorder.h"
 #include "daemon/durable/recovery.h"
+#include "daemon/durable/report.h"
 #include "daemon/pool/pool_set.h"
 
 namespace memd {
@@ -52,6 +54,8 @@ class Durability {
   const durable::RecoveryReport& report() const { return report_; }
   // Whether the state is being recorded (Recover began it).
   bool recording() const { return recording_; }
+  // What Stats and the metrics show: recording(), why not, and report().
+  durable::DurabilityStatus status() const;
 
   // Stops recording and the grace timer; before the broker goes.
   void Detach();
@@ -63,6 +67,7 @@ class Durability {
   std::vector<durable::ListenedFd> listened_;
   std::unique_ptr<durable::Recorder> recorder_;
   bool recording_ = false;
+  std::string not_recording_;  // Why, for status(); empty while recording.
   durable::RecoveryReport report_;
   absl::Notification stop_grace_;
   std::thread grace_;

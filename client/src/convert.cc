@@ -90,6 +90,21 @@ TransferStats FromProto(const v1::TransferStats& stats) {
                        stats.rejected()};
 }
 
+DurabilityStats FromProto(const v1::DurabilityStats& durability) {
+  DurabilityStats out;
+  out.recording = durability.recording();
+  out.not_recording = durability.not_recording();
+  out.generation = durability.generation();
+  out.recovered = durability.recovered();
+  out.recovered_at = absl::FromUnixNanos(durability.recovered_unix_ns());
+  out.recovery = absl::Nanoseconds(durability.recovery_ns());
+  out.adopted_segments = durability.adopted_segments();
+  out.adopted_buffers = durability.adopted_buffers();
+  out.adopted_bytes = durability.adopted_bytes();
+  out.lost_buffers = durability.lost_buffers();
+  return out;
+}
+
 namespace {
 
 TransferState FromProto(v1::TransferState state) {
@@ -173,6 +188,7 @@ DaemonStats FromProto(const v1::StatsReply& reply) {
   for (const auto& device : reply.devices()) stats.devices.push_back(FromProto(device));
   stats.transfers = FromProto(reply.transfers());
   stats.daemon_wide = reply.daemon_wide();
+  stats.durability = FromProto(reply.durability());
   return stats;
 }
 

@@ -19,6 +19,7 @@ DaemonStats FromProto(const v1::StatsReply& reply);
 SessionInfo FromProto(const v1::SessionInfo& session);
 UidUsage FromProto(const v1::UidUsage& usage);
 TransferStats FromProto(const v1::TransferStats& stats);
+DurabilityStats FromProto(const v1::DurabilityStats& durability);
 TransferProgress FromProto(const v1::TransferProgress& progress);
 
 v1::TransferPriority ToProto(Priority priority);

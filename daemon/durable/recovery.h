@@ -9,26 +9,11 @@
 #include "daemon/backend/backend.h"
 #include "daemon/broker/broker.h"
 #include "daemon/durable/fd_store.h"
+#include "daemon/durable/report.h"
 #include "daemon/durable/state.h"
 #include "daemon/pool/pool_set.h"
 
 namespace memd::durable {
-
-// What a start of memd found and took back, for logs, Stats and metrics.
-struct RecoveryReport {
-  std::uint64_t generation = 1;  // This memd's: 1 for a start from nothing.
-  bool recovered = false;        // A previous memd's state was read.
-  absl::Time when;               // When recovery ran (only if recovered).
-  absl::Duration took;
-  std::uint64_t segments = 0;  // Adopted.
-  std::uint64_t buffers = 0;
-  std::uint64_t bytes = 0;  // Of the adopted buffers' allocations.
-  // Buffers whose memory did not come back (a segment's descriptor missing,
-  // a GPU gone or renumbered, a driver that no longer knows the memory).
-  std::uint64_t lost_buffers = 0;
-  // One line for the log: what happened, and why when memd started empty.
-  std::string summary;
-};
 
 // What recovery hands on: the state to record from, the epoch of the state
 // file to begin, and the stored names that are stale once that file is

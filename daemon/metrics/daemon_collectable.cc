@@ -10,14 +10,16 @@ namespace memd::metrics {
 DaemonCollectable::DaemonCollectable(const pool::PoolSet& pools,
                                      const broker::Broker& broker,
                                      const transfer::Engine* engine,
-                                     std::string version, std::string backend)
+                                     std::string version, std::string backend,
+                                     durable::DurabilityStatus durability)
     : pools_(pools),
       broker_(broker),
       engine_(engine),
-      build_{std::move(version), std::move(backend)} {}
+      build_{std::move(version), std::move(backend)},
+      durability_(std::move(durability)) {}
 
 std::vector<prometheus::MetricFamily> DaemonCollectable::Collect() const {
-  const DaemonSnapshot snapshot = TakeSnapshot(pools_, broker_, engine_, build_);
+  const DaemonSnapshot snapshot = TakeSnapshot(pools_, broker_, engine_, build_, durability_);
   std::vector<prometheus::MetricFamily> families;
   std::vector<Sample> samples;
   for (const FamilySpec& spec : DaemonFamilies()) {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "daemon/broker/broker.h"
+#include "daemon/durable/report.h"
 #include "daemon/metrics/daemon_snapshot.h"
 #include "daemon/pool/pool_set.h"
 #include "prometheus/collectable.h"
@@ -17,10 +18,12 @@ namespace memd::metrics {
 /// thread-safe snapshots).
 class DaemonCollectable : public prometheus::Collectable {
  public:
-  // `version` and `backend` (host, cuda, ...) label memd_build_info.
+  // `version` and `backend` (host, cuda, ...) label memd_build_info;
+  // `durability` is what recovery found (the daemon starts the metrics
+  // after it ran).
   DaemonCollectable(const pool::PoolSet& pools, const broker::Broker& broker,
                     const transfer::Engine* engine, std::string version,
-                    std::string backend);
+                    std::string backend, durable::DurabilityStatus durability = {});
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -29,6 +32,7 @@ class DaemonCollectable : public prometheus::Collectable {
   const broker::Broker& broker_;
   const transfer::Engine* const engine_;
   const BuildInfo build_;
+  const durable::DurabilityStatus durability_;
 };
 
 }  // namespace memd::metrics

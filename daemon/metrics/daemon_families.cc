@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/metrics/durability_families.h"
 #include "daemon/metrics/transfer_families.h"
 
 namespace memd::metrics {
@@ -183,6 +184,7 @@ const std::vector<FamilySpec>& DaemonFamilies() {
   static const auto* const families = [] {
     auto* all = new std::vector<FamilySpec>(PoolAndBrokerFamilies());
     for (FamilySpec& spec : TransferFamilies()) all->push_back(std::move(spec));
+    for (FamilySpec& spec : DurabilityFamilies()) all->push_back(std::move(spec));
     return all;
   }();
   return *families;

@@ -5,7 +5,8 @@
 namespace memd::metrics {
 
 DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
-                            const transfer::Engine* engine, BuildInfo build) {
+                            const transfer::Engine* engine, BuildInfo build,
+                            durable::DurabilityStatus durability) {
   DaemonSnapshot snapshot;
   snapshot.pools = pools.Stats();
   broker::BrokerSnapshot state = broker.Snapshot();
@@ -13,6 +14,7 @@ DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& br
   snapshot.usage = std::move(state.usage);
   if (engine != nullptr) snapshot.transfers = engine->Stats();
   snapshot.build = std::move(build);
+  snapshot.durability = std::move(durability);
   return snapshot;
 }
 

@@ -5,6 +5,7 @@
 
 #include "daemon/broker/broker.h"
 #include "daemon/broker/types.h"
+#include "daemon/durable/report.h"
 #include "daemon/pool/pool.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/transfer/engine.h"
@@ -29,11 +30,13 @@ struct DaemonSnapshot {
   std::vector<broker::UidUsage> usage;  // Of the same moment as `counts`.
   transfer::EngineStats transfers;  // Empty without an engine.
   BuildInfo build;
+  durable::DurabilityStatus durability;  // Fixed since the daemon's start.
 };
 
 // Reads each pool's Stats() once, then the broker's Snapshot(), then the
 // engine's Stats() (`engine` may be null).
 DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
-                            const transfer::Engine* engine, BuildInfo build);
+                            const transfer::Engine* engine, BuildInfo build,
+                            durable::DurabilityStatus durability = {});
 
 }  // namespace memd::metrics

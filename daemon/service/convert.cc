@@ -189,6 +189,20 @@ void ToProto(const transfer::EngineStats& stats, v1::TransferStats* out) {
   out->set_rejected(stats.admission_rejections);
 }
 
+void ToProto(const durable::DurabilityStatus& status, v1::DurabilityStats* out) {
+  out->set_recording(status.recording);
+  out->set_not_recording(status.not_recording);
+  const durable::RecoveryReport& recovery = status.recovery;
+  out->set_generation(recovery.generation);
+  out->set_recovered(recovery.recovered);
+  out->set_recovered_unix_ns(absl::ToUnixNanos(recovery.when));
+  out->set_recovery_ns(absl::ToInt64Nanoseconds(recovery.took));
+  out->set_adopted_segments(recovery.segments);
+  out->set_adopted_buffers(recovery.buffers);
+  out->set_adopted_bytes(recovery.bytes);
+  out->set_lost_buffers(recovery.lost_buffers);
+}
+
 absl::StatusOr<transfer::Priority> FromProto(v1::TransferPriority priority) {
   switch (priority) {
     case v1::PRIORITY_CRITICAL: return transfer::Priority::kCritical;

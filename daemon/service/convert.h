@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/broker/copy_regions.h"
 #include "daemon/broker/types.h"
+#include "daemon/durable/report.h"
 #include "daemon/pool/pool.h"
 #include "daemon/transfer/engine.h"
 #include "daemon/transfer/types.h"
@@ -40,6 +41,11 @@ void ToProto(const transfer::TransferProgress& progress, absl::Time now,
              v1::TransferProgress* out);
 // The engine's counters, summed over directions, devices and reasons.
 void ToProto(const transfer::EngineStats& stats, v1::TransferStats* out);
+
+// The recovery's summary stays in the daemon's log: a state that did not
+// fit names the buffers it could not take back, which are not every
+// caller's to read (docs/security.md).
+void ToProto(const durable::DurabilityStatus& status, v1::DurabilityStats* out);
 
 // Errors: INVALID_ARGUMENT for a value outside the enum; UNSPECIFIED is
 // normal.

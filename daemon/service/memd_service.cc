@@ -346,6 +346,7 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     reply->set_backend(info_.backend);
     reply->set_metrics_address(info_.metrics_address);
     reply->set_started_unix_ns(absl::ToUnixNanos(info_.started));
+    ToProto(info_.durability, reply->mutable_durability());
     for (const auto& stats : pools_.Stats()) ToProto(stats, reply->add_pools());
     if (backend_ != nullptr) {
       for (const auto& device : backend_->devices()) ToProto(device, reply->add_devices());

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/broker/broker.h"
+#include "daemon/durable/report.h"
 #include "absl/functional/function_ref.h"
 #include "daemon/service/call_observer.h"
 #include "daemon/service/waiting_open.h"
@@ -26,6 +27,8 @@ struct DaemonInfo {
   std::string backend;
   std::string metrics_address;
   absl::Time started;
+  // Fixed before the service is made: recovery runs before anyone is served.
+  durable::DurabilityStatus durability;
 };
 
 inline constexpr char kSessionMetadataKey[] = "memd-session";

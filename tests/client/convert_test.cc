@@ -45,6 +45,9 @@ TEST(ConvertTest, EveryUsageFieldArrives) { ExpectEveryFieldArrives<v1::UidUsage
 TEST(ConvertTest, EveryTransferStatisticArrives) {
   ExpectEveryFieldArrives<v1::TransferStats>();
 }
+TEST(ConvertTest, EveryDurabilityFieldArrives) {
+  ExpectEveryFieldArrives<v1::DurabilityStats>();
+}
 TEST(ConvertTest, EveryTransferProgressFieldArrives) {
   ExpectEveryFieldArrives<v1::TransferProgress>();
 }

@@ -46,12 +46,21 @@ struct Fields<TransferStats> {
   }
 };
 template <>
+struct Fields<DurabilityStats> {
+  static auto Of(auto& s) {
+    auto& [recording, not_recording, generation, recovered, recovered_at, recovery,
+           adopted_segments, adopted_buffers, adopted_bytes, lost_buffers] = s;
+    return std::tie(recording, not_recording, generation, recovered, recovered_at, recovery,
+                    adopted_segments, adopted_buffers, adopted_bytes, lost_buffers);
+  }
+};
+template <>
 struct Fields<DaemonStats> {
   static auto Of(auto& s) {
     auto& [version, backend, pools, buffers, sessions, leases, metrics_address, started,
-           devices, waits, transfers, daemon_wide] = s;
+           devices, waits, transfers, daemon_wide, durability] = s;
     return std::tie(version, backend, pools, buffers, sessions, leases, metrics_address,
-                    started, devices, waits, transfers, daemon_wide);
+                    started, devices, waits, transfers, daemon_wide, durability);
   }
 };
 template <>

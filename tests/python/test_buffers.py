@@ -63,6 +63,7 @@ def test_stat_list_stats_sessions_usage_ping(client, name):
         assert stats.backend == "host" and stats.buffers >= 1 and stats.leases >= 1
         assert any(p.location == "host" and p.used_bytes >= 8192 for p in stats.pools)
         assert stats.transfers.active >= 0
+        assert stats.durability.generation >= 1 and stats.durability.lost_buffers == 0
         assert any(s.pid == os.getpid() for s in client.sessions())
         assert any(u.uid == os.getuid() and u.location == "host" and u.bytes >= 8192
                    for u in client.usage())

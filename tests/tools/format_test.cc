@@ -67,6 +67,48 @@ TEST(FormatTest, StatsJsonShowsEverySizeClassField) {
       *v1::SizeClassStats::descriptor());
 }
 
+TEST(FormatTest, StatsJsonShowsEveryDurabilityField) {
+  ExpectEveryFieldShows<DurabilityStats>(
+      [](const DurabilityStats& durability) {
+        DaemonStats stats;
+        stats.durability = durability;
+        return StatsJson(stats, "/run/memd")["durability"];
+      },
+      *v1::DurabilityStats::descriptor());
+}
+
+TEST(FormatTest, StatsTextSaysWhatTheDaemonTookBack) {
+  DurabilityStats durability;
+  durability.recording = true;
+  durability.generation = 3;
+  durability.recovered = true;
+  durability.recovered_at = absl::FromUnixSeconds(1700000000);
+  durability.recovery = absl::Microseconds(2400) + absl::Nanoseconds(17);
+  durability.adopted_segments = 4;
+  durability.adopted_buffers = 4;
+  durability.adopted_bytes = 7 << 20;
+  durability.lost_buffers = 1;
+  EXPECT_EQ(FormatDurability(durability),
+            "durability recording\n"
+            "generation 3, recovered " +
+                FormatLocalTime(absl::FromUnixSeconds(1700000000)) +
+                " in 2.4ms: 4 buffers (7 MiB) in 4 segments adopted, 1 lost\n");
+}
+
+TEST(FormatTest, StatsTextSaysWhyBuffersWillNotOutliveTheDaemon) {
+  DurabilityStats durability;
+  durability.generation = 1;
+  durability.not_recording = "durability = \"off\" in the configuration";
+  EXPECT_EQ(FormatDurability(durability),
+            "durability OFF (durability = \"off\" in the configuration): buffers will not "
+            "outlive this memd\n"
+            "generation 1, started from nothing\n");
+}
+
+TEST(FormatTest, StatsTextSaysNothingOfDurabilityForADaemonTooOldToKnowIt) {
+  EXPECT_EQ(FormatDurability(DurabilityStats{}), "");
+}
+
 TEST(FormatTest, DeviceJsonShowsEveryField) {
   ExpectEveryFieldShows<DeviceInfo>(DeviceJson, *v1::DeviceInfo::descriptor());
 }

@@ -341,6 +341,10 @@ TEST_F(MemctlTest, StatsJsonReportsPoolsAndCountsWhereverTheFlagGoes) {
   EXPECT_EQ(stats.at("buffers"), 2);
   EXPECT_GE(stats.at("sessions").get<int>(), 1);  // This memctl.
   EXPECT_EQ(stats.at("leases"), 0);
+  const Json& durability = stats.at("durability");
+  EXPECT_EQ(durability.at("generation"), 1);
+  EXPECT_EQ(durability.at("recovered"), false);
+  EXPECT_EQ(durability.at("adopted_buffers"), 0);
 
   Json host = HostPool(stats);
   for (const char* field :
@@ -378,6 +382,9 @@ TEST_F(MemctlTest, StatsShowsCountsAndAPoolTable) {
   EXPECT_THAT(stats.out, AllOf(HasSubstr("backend host"), HasSubstr("buffers 1"),
                                HasSubstr("LOCATION"), HasSubstr("RESERVED"),
                                HasSubstr("USED"), HasSubstr("\nhost ")));
+  // A daemon that found nothing to take back says so.
+  EXPECT_THAT(stats.out, AllOf(HasSubstr("\ndurability "),
+                               HasSubstr("\ngeneration 1, started from nothing\n")));
 }
 
 TEST_F(MemctlTest, StatsWatchShowsCountViewsAndExits) {

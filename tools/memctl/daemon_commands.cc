@@ -27,6 +27,7 @@ absl::Status RunStats(Client& client, const Output& output) {
       << FormatAge(absl::Now() - stats->started) << ")\n";
   out << "metrics  "
       << (stats->metrics_address.empty() ? "off" : stats->metrics_address) << '\n';
+  out << FormatDurability(stats->durability);
   // A user's own figures unless root asks: others' activity is theirs.
   if (!stats->daemon_wide) out << "your uid's: ";
   out << "buffers " << stats->buffers << ", sessions " << stats->sessions

@@ -174,6 +174,7 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   for (const DeviceInfo& device : stats.devices) devices.push_back(DeviceJson(device));
   json["devices"] = std::move(devices);
   json["transfers"] = TransferStatsJson(stats.transfers);
+  json["durability"] = DurabilityJson(stats.durability);
   return json;
 }
 
@@ -205,6 +206,43 @@ Json TransferStatsJson(const TransferStats& transfers) {
   json["retries"] = transfers.retries;
   json["rejected"] = transfers.rejected;
   return json;
+}
+
+Json DurabilityJson(const DurabilityStats& durability) {
+  Json json;
+  json["recording"] = durability.recording;
+  json["not_recording"] = durability.not_recording;
+  json["generation"] = durability.generation;
+  json["recovered"] = durability.recovered;
+  json["recovered_unix_ns"] = UnixNanos(durability.recovered_at);
+  json["recovery_ns"] = absl::ToInt64Nanoseconds(durability.recovery);
+  json["adopted_segments"] = durability.adopted_segments;
+  json["adopted_buffers"] = durability.adopted_buffers;
+  json["adopted_bytes"] = durability.adopted_bytes;
+  json["lost_buffers"] = durability.lost_buffers;
+  return json;
+}
+
+std::string FormatDurability(const DurabilityStats& durability) {
+  if (durability.generation == 0) return "";
+  std::string text =
+      durability.recording
+          ? "durability recording\n"
+          : absl::StrCat("durability OFF (",
+                         durability.not_recording.empty() ? "the daemon does not say why"
+                                                          : durability.not_recording,
+                         "): buffers will not outlive this memd\n");
+  absl::StrAppend(&text, "generation ", durability.generation);
+  if (!durability.recovered) return absl::StrCat(text, ", started from nothing\n");
+  // Microseconds: a recovery takes milliseconds, and nanoseconds are noise.
+  absl::StrAppend(&text, ", recovered ", FormatLocalTime(durability.recovered_at), " in ",
+                  absl::FormatDuration(absl::Trunc(durability.recovery, absl::Microseconds(1))),
+                  ": ", durability.adopted_buffers,
+                  durability.adopted_buffers == 1 ? " buffer (" : " buffers (",
+                  FormatBytes(durability.adopted_bytes), ") in ", durability.adopted_segments,
+                  durability.adopted_segments == 1 ? " segment" : " segments", " adopted, ",
+                  durability.lost_buffers, " lost\n");
+  return text;
 }
 
 Json TransferReportJson(const TransferReport& report) {

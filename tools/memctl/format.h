@@ -54,6 +54,17 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir);
 Json DeviceJson(const DeviceInfo& device);
 // Fields: active, active_bytes, completed, bytes, failed, retries, rejected.
 Json TransferStatsJson(const TransferStats& transfers);
+// Fields: recording, not_recording, generation, recovered,
+// recovered_unix_ns (0 unless recovered), recovery_ns, adopted_segments,
+// adopted_buffers, adopted_bytes, lost_buffers.
+Json DurabilityJson(const DurabilityStats& durability);
+// Two lines for `memctl stats`: whether buffers outlive the daemon (and why
+// not), then its generation and what its start took back, e.g.
+//   durability recording
+//   generation 3, recovered 2026-11-26 05:03:26 UTC in 2.4ms: 4 buffers
+//   (7.1 MiB) in 4 segments adopted, 0 lost
+// (one line). Empty from a daemon too old to say (generation 0).
+std::string FormatDurability(const DurabilityStats& durability);
 
 // What one copy did (cp; put and get of a buffer), as --json reports it.
 struct TransferReport {

@@ -161,6 +161,23 @@ struct TransferStats {
   std::uint64_t rejected = 0;      // Refused by admission (RESOURCE_EXHAUSTED).
 };
 
+// Whether buffers outlive the daemon, and what its start took back from the
+// daemon before it (after a crash, kill -9 or restart).
+struct DurabilityStats {
+  bool recording = false;     // Persistent buffers will outlive this daemon.
+  std::string not_recording;  // Why not, when not; empty while recording.
+  // 1 for a daemon that started from nothing, the previous one's plus one
+  // for one that took its buffers back; 0 from a daemon too old to say.
+  std::uint64_t generation = 0;
+  bool recovered = false;  // It took a previous daemon's state back:
+  absl::Time recovered_at;  // then (else the Unix epoch),
+  absl::Duration recovery;  // in this long,
+  std::uint64_t adopted_segments = 0;
+  std::uint64_t adopted_buffers = 0;
+  std::uint64_t adopted_bytes = 0;  // Of the adopted buffers' allocations.
+  std::uint64_t lost_buffers = 0;   // Recorded, but their memory was gone.
+};
+
 struct DaemonStats {
   std::string version;
   std::string backend;
@@ -177,6 +194,7 @@ struct DaemonStats {
   // whole daemon's; else the caller's uid's (the transfer counters since
   // start then 0). Pools and devices are the node's either way.
   bool daemon_wide = false;
+  DurabilityStats durability;  // The node's, for every caller.
 };
 
 struct SessionInfo {

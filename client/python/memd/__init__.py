@@ -25,8 +25,8 @@ from ._errors import (  # noqa: F401  (re-exported)
     UnknownError,
 )
 from ._types import (  # noqa: F401
-    BufferInfo, DaemonStats, DeviceInfo, PoolStats, SessionInfo, SizeClassStats,
-    TransferProgress, TransferStats, TrimmedPool, UidUsage,
+    BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, PoolStats, SessionInfo,
+    SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage,
 )
 from ._memd import Buffer, Client, Transfer, connect  # noqa: F401
 from ._pickle import default_client, reopen  # noqa: F401
@@ -34,8 +34,8 @@ from ._version import __version__  # noqa: F401
 
 __all__ = [
     "connect", "Client", "Buffer", "Transfer", "reopen", "default_client",
-    "BufferInfo", "DaemonStats", "DeviceInfo", "PoolStats", "SessionInfo",
-    "SizeClassStats", "TransferProgress", "TransferStats", "TrimmedPool", "UidUsage",
+    "BufferInfo", "DaemonStats", "DeviceInfo", "DurabilityStats", "PoolStats",
+    "SessionInfo", "SizeClassStats", "TransferProgress", "TransferStats", "TrimmedPool", "UidUsage",
     "Error", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError",
     "InvalidArgumentError", "NotFoundError", "OutOfRangeError", "PermissionDeniedError",

@@ -25,6 +25,7 @@ from ._types import (
     BufferInfo as BufferInfo,
     DaemonStats as DaemonStats,
     DeviceInfo as DeviceInfo,
+    DurabilityStats as DurabilityStats,
     PoolStats as PoolStats,
     SessionInfo as SessionInfo,
     SizeClassStats as SizeClassStats,

@@ -11,7 +11,7 @@ from typing import Dict, Optional, Tuple
 
 __all__ = [
     "BufferInfo", "SizeClassStats", "PoolStats", "DeviceInfo", "TransferStats",
-    "DaemonStats", "SessionInfo", "UidUsage", "TrimmedPool", "TransferProgress",
+    "DurabilityStats", "DaemonStats", "SessionInfo", "UidUsage", "TrimmedPool", "TransferProgress",
 ]
 
 
@@ -90,6 +90,21 @@ class TransferStats:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DurabilityStats:
+    """Whether buffers outlive the daemon, and what its start took back."""
+    recording: bool
+    not_recording: str      # Why not, when not; "" while recording.
+    generation: int         # 1 from nothing; 0 from a daemon too old to say.
+    recovered: bool
+    recovered_at: float     # 0.0 unless recovered.
+    recovery: float         # Seconds recovery took.
+    adopted_segments: int
+    adopted_buffers: int
+    adopted_bytes: int
+    lost_buffers: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class DaemonStats:
     version: str
     backend: str
@@ -105,6 +120,7 @@ class DaemonStats:
     # True for root; else buffers, sessions, leases, waits and transfers are
     # the caller's uid's own.
     daemon_wide: bool
+    durability: DurabilityStats
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -73,6 +73,7 @@ py::object Device(const DeviceInfo& d) {
     const PoolStats& pool,
     const DeviceInfo& device,
     const TransferStats& transfers,
+    const DurabilityStats& durability,
     const DaemonStats& stats,
     const SessionInfo& session,
     const UidUsage& usage,
@@ -89,8 +90,11 @@ py::object Device(const DeviceInfo& d) {
                                 device_12] = device;
   [[maybe_unused]] const auto& [transfers_0, transfers_1, transfers_2, transfers_3, transfers_4,
                                 transfers_5, transfers_6] = transfers;
+  [[maybe_unused]] const auto& [durability_0, durability_1, durability_2, durability_3,
+                                durability_4, durability_5, durability_6, durability_7,
+                                durability_8, durability_9] = durability;
   [[maybe_unused]] const auto& [stats_0, stats_1, stats_2, stats_3, stats_4, stats_5, stats_6,
-                                stats_7, stats_8, stats_9, stats_10, stats_11] = stats;
+                                stats_7, stats_8, stats_9, stats_10, stats_11, stats_12] = stats;
   [[maybe_unused]] const auto& [session_0, session_1, session_2, session_3, session_4,
                                 session_5, session_6, session_7] = session;
   [[maybe_unused]] const auto& [usage_0, usage_1, usage_2, usage_3, usage_4] = usage;
@@ -165,6 +169,19 @@ py::object ToPython(const DaemonStats& stats) {
   kw["waits"] = stats.waits;
   kw["transfers"] = Type("TransferStats")(**transfers);
   kw["daemon_wide"] = stats.daemon_wide;
+  const DurabilityStats& d = stats.durability;
+  py::dict durability;
+  durability["recording"] = d.recording;
+  durability["not_recording"] = d.not_recording;
+  durability["generation"] = d.generation;
+  durability["recovered"] = d.recovered;
+  durability["recovered_at"] = d.recovered ? EpochSeconds(d.recovered_at) : 0.0;
+  durability["recovery"] = absl::ToDoubleSeconds(d.recovery);
+  durability["adopted_segments"] = d.adopted_segments;
+  durability["adopted_buffers"] = d.adopted_buffers;
+  durability["adopted_bytes"] = d.adopted_bytes;
+  durability["lost_buffers"] = d.lost_buffers;
+  kw["durability"] = Type("DurabilityStats")(**durability);
   return Type("DaemonStats")(**kw);
 }
 

@@ -241,6 +241,30 @@ memd_transfer_active_bytes 0
 # TYPE memd_transfer_staging_slots_in_use gauge
 # HELP memd_device_healthy 1 while the GPU's context works for memd; 0 after a sticky driver error (its transfers fail until memd restarts).
 # TYPE memd_device_healthy gauge
+# HELP memd_generation This memd's generation: 1 when it started from nothing, one more than the memd whose buffers it took back otherwise.
+# TYPE memd_generation gauge
+memd_generation 1
+# HELP memd_recovery_timestamp_seconds When this memd took back the buffers of the memd before it (Unix time); 0 when it started from nothing.
+# TYPE memd_recovery_timestamp_seconds gauge
+memd_recovery_timestamp_seconds 0
+# HELP memd_recovery_duration_seconds How long taking back the previous memd's buffers took.
+# TYPE memd_recovery_duration_seconds gauge
+memd_recovery_duration_seconds 0
+# HELP memd_recovery_adopted_segments Pool segments this memd took back at its start.
+# TYPE memd_recovery_adopted_segments gauge
+memd_recovery_adopted_segments 0
+# HELP memd_recovery_adopted_buffers Buffers this memd took back at its start.
+# TYPE memd_recovery_adopted_buffers gauge
+memd_recovery_adopted_buffers 0
+# HELP memd_recovery_adopted_bytes Bytes of the buffers this memd took back at its start (as the pools count them).
+# TYPE memd_recovery_adopted_bytes gauge
+memd_recovery_adopted_bytes 0
+# HELP memd_recovery_lost_buffers Buffers the previous memd recorded whose memory did not come back (the log says why).
+# TYPE memd_recovery_lost_buffers gauge
+memd_recovery_lost_buffers 0
+# HELP memd_durability_recording 1 while memd records its state, so that its buffers outlive it; 0 when they will not (durability off, no descriptor store: the log says why).
+# TYPE memd_durability_recording gauge
+memd_durability_recording 0
 )";
 
 // Dashboards, alerts and the Prometheus end-to-end test read these names,
@@ -271,6 +295,30 @@ TEST_F(DaemonCollectableTest, FiguresOfOneScrapeComeFromOneRead) {
   EXPECT_THAT(scrape, HasSubstr("memd_pool_reserved_bytes{location=\"host\"} 10485760\n"));
   EXPECT_THAT(scrape, HasSubstr("memd_pool_used_bytes{location=\"host\"} 4194304\n"));
   EXPECT_THAT(scrape, HasSubstr("memd_pool_free_bytes{location=\"host\"} 6291456\n"));
+}
+
+// What recovery found is fixed at start and shows in every scrape.
+TEST_F(DaemonCollectableTest, ScrapeShowsWhatTheStartTookBack) {
+  durable::DurabilityStatus durability;
+  durability.recording = true;
+  durability.recovery.generation = 3;
+  durability.recovery.recovered = true;
+  durability.recovery.when = absl::FromUnixSeconds(1700000000);
+  durability.recovery.took = absl::Milliseconds(2500);
+  durability.recovery.segments = 2;
+  durability.recovery.buffers = 4;
+  durability.recovery.bytes = 7 * kMiB;
+  durability.recovery.lost_buffers = 1;
+  DaemonCollectable collectable(pools_, *broker_, nullptr, "1.2.3", "fake", durability);
+  const std::string scrape = Scrape(collectable);
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_generation 3\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_timestamp_seconds 1700000000\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_duration_seconds 2.5\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_adopted_segments 2\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_adopted_buffers 4\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_adopted_bytes 7340032\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_lost_buffers 1\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_durability_recording 1\n"));
 }
 
 // The engine's figures come from the engine the daemon runs: a host-to-host

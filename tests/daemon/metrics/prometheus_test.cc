@@ -39,7 +39,8 @@ const char* const kFamilies[] = {
     "memd_quota_rejections_total",      "memd_build_info",
     "memd_uid_bytes",                   "memd_transfer_paths_total",
     "memd_transfer_failures_total",     "memd_transfers_active",
-    "memd_transfer_admission_rejections_total"};
+    "memd_transfer_admission_rejections_total", "memd_generation",
+    "memd_recovery_adopted_buffers",    "memd_durability_recording"};
 
 class MetricsTest : public ::testing::Test {
  protected:

@@ -77,6 +77,22 @@ struct Fields<transfer::TransferProgress> {
                     retries, status, submitted, started, finished);
   }
 };
+template <>
+struct Fields<durable::RecoveryReport> {
+  static auto Of(auto& s) {
+    auto& [generation, recovered, when, took, segments, buffers, bytes, lost_buffers,
+           summary] = s;
+    return std::tie(generation, recovered, when, took, segments, buffers, bytes,
+                    lost_buffers, summary);
+  }
+};
+template <>
+struct Fields<durable::DurabilityStatus> {
+  static auto Of(auto& s) {
+    auto& [recording, not_recording, recovery] = s;
+    return std::tie(recording, not_recording, recovery);
+  }
+};
 }  // namespace memd::test
 
 namespace memd::service {
@@ -133,6 +149,23 @@ TEST(ConvertTest, EveryPoolStatisticIsSent) {
       [](const pool::PoolStats& stats, const void* field) {
         return field == &stats.limit_rejections;
       });
+}
+
+TEST(ConvertTest, EveryDurabilityFieldIsSent) {
+  ExpectEveryFieldCrosses<v1::DurabilityStats, durable::DurabilityStatus>();
+}
+
+TEST(ConvertTest, EveryRecoveryFigureIsSent) {
+  // summary: the log's; it may name buffers, which not every caller may
+  // read.
+  ExpectEveryFieldCrosses<v1::DurabilityStats, durable::RecoveryReport>(
+      [](const durable::RecoveryReport& report, const void* field) {
+        return field == &report.summary;
+      },
+      [](const durable::RecoveryReport& report, v1::DurabilityStats* out) {
+        ToProto(durable::DurabilityStatus{.recovery = report}, out);
+      },
+      {"recording", "not_recording"});
 }
 
 TEST(ConvertTest, EveryBufferFieldIsSent) {

@@ -1,0 +1,148 @@
+// What a restarted memd says of its recovery (issue 23): after a kill -9
+// under a stand-in for systemd (tests/support/service_manager.h), the next
+// memd's Stats, `memctl stats` (text and JSON) and metrics show its
+// generation, when it recovered, what it adopted and how long that took.
+
+#include <signal.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memd/client.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/http_get.h"
+#include "tests/support/run_program.h"
+#include "tests/support/service_manager.h"
+#include "tests/support/temp_dir.h"
+
+namespace memd {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+class RecoveryStatsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto manager = test::ServiceManager::Create({.fd_store_max = 4096});
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = std::move(*manager);
+  }
+
+  // memd on the host backend under the manager, metrics on a port of its
+  // own choosing (Stats says which).
+  void StartMemd() {
+    ASSERT_TRUE(manager_
+                    ->Start(test::BinDir() + "/memd",
+                            {"--socket-dir", dir_.path(), "--backend", "host",
+                             "--metrics-address", "127.0.0.1:0"})
+                    .ok());
+    ASSERT_TRUE(manager_->WaitReady().ok()) << manager_->WaitReady();
+  }
+
+  std::unique_ptr<Client> Connect() {
+    auto client = Client::Connect({.socket_dir = dir_.path()});
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  void Publish(Client& client, const std::string& name, std::uint64_t size) {
+    auto buffer = client.Create(name, size);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    ASSERT_TRUE(buffer->Seal().ok());
+  }
+
+  test::ProgramResult Memctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket-dir", dir_.path()});
+    return test::RunProgram(test::BinDir() + "/memctl", args);
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<test::ServiceManager> manager_;
+};
+
+TEST_F(RecoveryStatsTest, AfterAKillTheNextMemdShowsWhatItTookBackEverywhere) {
+  StartMemd();
+  std::uint64_t used = 0;
+  std::uint64_t segments = 0;
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    auto first = client->Stats();
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->durability.generation, 1u);
+    EXPECT_FALSE(first->durability.recovered);
+    EXPECT_TRUE(first->durability.recording) << first->durability.not_recording;
+    Publish(*client, "weights", 5 * kMiB + 17);
+    Publish(*client, "small", 3000);
+    auto stats = client->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    for (const PoolStats& pool : stats->pools) {
+      used += pool.used_bytes;
+      segments += pool.segments;
+    }
+  }
+  ASSERT_TRUE(manager_->Kill(SIGKILL).ok());
+  ASSERT_TRUE(manager_->Wait().ok());
+  const absl::Time restarted = absl::Now();
+  StartMemd();
+
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const DurabilityStats& durability = stats->durability;
+  EXPECT_TRUE(durability.recording) << durability.not_recording;
+  EXPECT_EQ(durability.not_recording, "");
+  EXPECT_EQ(durability.generation, 2u);
+  EXPECT_TRUE(durability.recovered);
+  EXPECT_GE(durability.recovered_at, restarted - absl::Seconds(1));
+  EXPECT_LE(durability.recovered_at, absl::Now());
+  EXPECT_GT(durability.recovery, absl::ZeroDuration());
+  EXPECT_LT(durability.recovery, absl::Seconds(20));
+  EXPECT_EQ(durability.adopted_buffers, 2u);
+  // The adopted bytes are the buffers' allocations, as the pools counted
+  // them before the kill; every segment the pools held came back.
+  EXPECT_EQ(durability.adopted_bytes, used);
+  EXPECT_EQ(durability.adopted_segments, segments);
+  EXPECT_EQ(durability.lost_buffers, 0u);
+
+  test::ProgramResult text = Memctl({"stats"});
+  ASSERT_EQ(text.exit_code, 0) << test::Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("\ndurability recording\n"));
+  EXPECT_THAT(text.out, HasSubstr("\ngeneration 2, recovered "));
+  EXPECT_THAT(text.out, HasSubstr(": 2 buffers ("));
+  EXPECT_THAT(text.out, HasSubstr(" segment"));
+  EXPECT_THAT(text.out, HasSubstr(" adopted, 0 lost\n"));
+
+  test::ProgramResult json = Memctl({"stats", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << test::Describe(json);
+  const nlohmann::json shown = nlohmann::json::parse(json.out).at("durability");
+  EXPECT_EQ(shown.at("generation"), 2);
+  EXPECT_EQ(shown.at("recovered"), true);
+  EXPECT_EQ(shown.at("recording"), true);
+  EXPECT_EQ(shown.at("adopted_buffers"), 2);
+  EXPECT_EQ(shown.at("adopted_bytes"), used);
+  EXPECT_EQ(shown.at("recovered_unix_ns"), absl::ToUnixNanos(durability.recovered_at));
+  EXPECT_EQ(shown.at("recovery_ns"), absl::ToInt64Nanoseconds(durability.recovery));
+
+  auto scrape = test::HttpGet(stats->metrics_address, "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_THAT(scrape->body, HasSubstr("\nmemd_generation 2\n"));
+  EXPECT_THAT(scrape->body, HasSubstr("\nmemd_recovery_adopted_buffers 2\n"));
+  EXPECT_THAT(scrape->body,
+              HasSubstr("\nmemd_recovery_adopted_bytes " + std::to_string(used) + "\n"));
+  EXPECT_THAT(scrape->body, HasSubstr("\nmemd_recovery_lost_buffers 0\n"));
+  EXPECT_THAT(scrape->body, HasSubstr("\nmemd_durability_recording 1\n"));
+  EXPECT_THAT(scrape->body, Not(HasSubstr("\nmemd_recovery_timestamp_seconds 0\n")));
+}
+
+}  // namespace
+}  // namespace memd
