@@ -35,6 +35,12 @@
 //   memd-test-client hold NAME...
 //       open each name, create an ephemeral "NAME.mine" for the first,
 //       print "held" and wait to be killed
+//   memd-test-client create-hold NAME SIZE [MODE]
+//       create a host buffer (unsealed, persistent), print "held" and wait
+//       to be killed
+//   memd-test-client copy SOURCE NAME
+//       open SOURCE, create NAME of its size at its location, copy SOURCE
+//       into it in the daemon, wait, seal
 //
 // --uid switches to that uid (and gid) before connecting: root only.
 
@@ -288,6 +294,38 @@ int main(int argc, char** argv) {
     std::printf("held\n");
     std::fflush(stdout);
     for (;;) ::pause();
+  }
+  if (command == "create-hold" && args.size() >= 3) {
+    memd::CreateOptions options;
+    if (args.size() >= 4) options.mode = std::stoul(args[3], nullptr, 8);
+    auto buffer = (*client)->Create(name, std::stoull(args[2]), options);
+    if (!buffer.ok()) return Fail(buffer.status());
+    std::printf("held\n");
+    std::fflush(stdout);
+    for (;;) ::pause();
+  }
+  if (command == "copy" && args.size() >= 3) {
+    // A device buffer opens in a context on its GPU.
+    std::shared_ptr<const memd::cuda::Driver> driver;
+    if (auto info = (*client)->Stat(name);
+        info.ok() && absl::StartsWith(info->location, "device:")) {
+      auto cuda_device = (*client)->CudaDevice(info->location);
+      if (!cuda_device.ok()) return Fail(cuda_device.status());
+      auto used = UseDevice(*cuda_device);
+      if (!used.ok()) return Fail(used.status());
+      driver = *std::move(used);
+    }
+    auto source = (*client)->Open(name);
+    if (!source.ok()) return Fail(source.status());
+    auto destination =
+        (*client)->Create(args[2], source->size(), {.location = source->info().location});
+    if (!destination.ok()) return Fail(destination.status());
+    auto transfer = (*client)->Copy({&*source}, {&*destination});
+    if (!transfer.ok()) return Fail(transfer.status());
+    if (auto waited = transfer->Wait(); !waited.ok()) return Fail(waited);
+    if (auto sealed = destination->Seal(); !sealed.ok()) return Fail(sealed);
+    std::printf("OK\n");
+    return 0;
   }
   std::fprintf(stderr, "unknown command or missing arguments\n");
   return 2;
