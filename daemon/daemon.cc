@@ -393,6 +393,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   return std::unique_ptr<Daemon>(new Daemon(std::move(parts)));
 }
 
+std::vector<durable::PassedFd> Daemon::HandOff() {
+  parts_->control.Close();
+  parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  return parts_->durability->HandOff();
+}
+
 void Daemon::Shutdown() {
   if (parts_ == nullptr || parts_->stopped) return;
   parts_->stopped = true;

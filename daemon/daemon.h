@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/config.h"
+#include "daemon/durable/fd_store.h"
 
 namespace memd {
 
@@ -30,6 +31,15 @@ class Daemon {
   // level is the process's, set by the caller.) Returns the settings that
   // changed from the running ones but wait for a restart.
   std::vector<std::string> Reload(const Config& config);
+
+  // For an in-place upgrade (main.cc, SIGUSR2): stops taking calls and
+  // sessions, lets the calls under way finish, and freezes the durable
+  // state; returns the descriptors the next memd takes back (segments and
+  // the state file), borrowed: valid while this daemon lives. Sessions are
+  // not ended: their leases stay in the state, and their sockets close
+  // when the process execs. Afterwards only the destructor is of use. Empty
+  // when durability is off.
+  std::vector<durable::PassedFd> HandOff();
 
   // Whether the daemon still answers: its registry is not wedged. For the
   // systemd watchdog.

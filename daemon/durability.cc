@@ -28,7 +28,7 @@ std::function<std::string(const Location&)> UuidsOf(const backend::Backend& back
 std::unique_ptr<Durability> Durability::Prepare(const Config& config,
                                                 const backend::Backend& backend) {
   std::unique_ptr<Durability> durability(new Durability());
-  durability->store_ = durable::ServiceManagerStore();
+  std::unique_ptr<durable::FdStore> manager = durable::ServiceManagerStore();
   auto listened = durable::TakeListenedFds();
   if (listened.ok()) {
     durability->listened_ = std::move(*listened);
@@ -40,20 +40,18 @@ std::unique_ptr<Durability> Durability::Prepare(const Config& config,
     spdlog::info("durability: off; a restart frees every buffer");
     // What an earlier memd stored is of no use now: the store lets it go.
     for (const durable::ListenedFd& fd : durability->listened_) {
-      if (durability->store_ != nullptr) (void)durability->store_->Remove(fd.name);
+      if (manager != nullptr) (void)manager->Remove(fd.name);
     }
     durability->listened_.clear();
     durability->not_recording_ = "durability = \"off\" in the configuration";
     return durability;
   }
-  if (durability->store_ == nullptr) {
+  if (manager == nullptr) {
     spdlog::warn(
         "durability: no descriptor store ($NOTIFY_SOCKET is unset: not started by systemd); "
-        "buffers will not outlive this memd");
-    durability->not_recording_ =
-        "no descriptor store: not started by systemd ($NOTIFY_SOCKET is unset)";
-    return durability;
+        "buffers survive an in-place upgrade (SIGUSR2) but not a crash or a restart");
   }
+  durability->store_ = std::make_unique<durable::MirrorStore>(std::move(manager));
   durability->recorder_ =
       std::make_unique<durable::Recorder>(*durability->store_, UuidsOf(backend));
   return durability;
@@ -64,8 +62,13 @@ Durability::~Durability() { Detach(); }
 void Durability::Recover(backend::Backend& backend, pool::PoolSet& pools,
                          broker::Broker& broker, const Clock& clock) {
   if (recorder_ == nullptr) return;
-  durable::Recovered recovered = durable::Recover(std::move(listened_), backend, pools, broker,
-                                                  store_.get(), clock);
+  durable::Recovered recovered = durable::Recover(
+      std::move(listened_), backend, pools, broker, store_.get(), clock,
+      [this](const std::string& name, int fd) {
+        if (absl::Status kept = store_->Keep(name, fd); !kept.ok()) {
+          spdlog::error("durability: {} will not pass an upgrade: {}", name, kept.ToString());
+        }
+      });
   report_ = recovered.report;
   if (report_.recovered) {
     spdlog::warn("durability: {}", report_.summary);
@@ -86,6 +89,14 @@ void Durability::Recover(backend::Backend& backend, pool::PoolSet& pools,
 }
 
 durable::DurabilityStatus Durability::status() const {
+  // "Recording" promises what operators expect of it: the buffers outlive a
+  // crash. memd's own copy alone keeps them across an upgrade only.
+  if (recording_ && !store_->has_upstream()) {
+    return {false,
+            "no descriptor store (not started by systemd): buffers survive an in-place "
+            "upgrade (SIGUSR2), not a crash or a restart",
+            report_};
+  }
   return {recording_, recording_ ? std::string() : not_recording_, report_};
 }
 
@@ -97,6 +108,12 @@ void Durability::StartGrace(broker::Broker& broker, absl::Duration grace) {
     spdlog::info("durability: grace period over; {} adopted buffers nobody came back for went",
                  gone);
   });
+}
+
+std::vector<durable::PassedFd> Durability::HandOff() {
+  Detach();
+  if (store_ == nullptr) return {};
+  return store_->HandOff();
 }
 
 void Durability::Detach() {

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -11,6 +12,7 @@
 #include "daemon/broker/broker.h"
 #include "daemon/config.h"
 #include "daemon/durable/fd_store.h"
+#include "daemon/durable/mirror_store.h"
 #include "daemon/durable/recorder.h"
 #include "daemon/durable/recovery.h"
 #include "daemon/durable/report.h"
@@ -31,8 +33,9 @@ namespace memd {
 class Durability {
  public:
   // Takes the descriptors this process was started with. With durability
-  // off, or no store to keep descriptors in ($NOTIFY_SOCKET unset), memd
-  // records nothing and says so.
+  // off memd records nothing. Without a service manager's store
+  // ($NOTIFY_SOCKET unset) it records into its own (MirrorStore), which an
+  // upgrade by exec hands on, and says that a crash loses the buffers.
   static std::unique_ptr<Durability> Prepare(const Config& config,
                                              const backend::Backend& backend);
   ~Durability();
@@ -57,13 +60,19 @@ class Durability {
   // What Stats and the metrics show: recording(), why not, and report().
   durable::DurabilityStatus status() const;
 
+  // For an in-place upgrade: stops recording (the state is final) and
+  // returns every descriptor the next memd needs (segments and the state
+  // file), borrowed: valid while this object lives. Empty when nothing is
+  // recorded.
+  std::vector<durable::PassedFd> HandOff();
+
   // Stops recording and the grace timer; before the broker goes.
   void Detach();
 
  private:
   Durability() = default;
 
-  std::unique_ptr<durable::FdStore> store_;
+  std::unique_ptr<durable::MirrorStore> store_;
   std::vector<durable::ListenedFd> listened_;
   std::unique_ptr<durable::Recorder> recorder_;
   bool recording_ = false;

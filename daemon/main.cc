@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "common/version.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/durable/fd_store.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "systemd/sd-daemon.h"
@@ -87,6 +89,7 @@ sigset_t BlockSignals() {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return signals;
@@ -113,9 +116,41 @@ void Announce(const memd::Daemon& daemon) {
   }
 }
 
-// Serves until SIGTERM or SIGINT, reloading on SIGHUP. Under systemd with
-// WatchdogSec=, pings at half the interval, and only while the daemon
-// answers (a wedged broker stops the pings and systemd restarts memd).
+// The binary to exec for an in-place upgrade: the path this one was started
+// from, read at start. A package upgrade replaces the file at that path;
+// /proc/self/exe would then name the old, deleted one.
+std::string g_binary_path;
+
+// SIGUSR2: execs the binary at g_binary_path (the new version, after an
+// upgrade replaced the file) with the descriptors that keep every buffer,
+// in place: same pid, so systemd (or whoever started memd) sees one service
+// go on, and the new memd takes the buffers back as after a restart, store
+// or no store (docs/design.md, "Durability"). A binary that is not there or
+// not executable leaves this memd serving; an exec that fails after the
+// hand-off ends it (under systemd, its restart takes the buffers back).
+// Returns only when the upgrade was refused before anything stopped.
+void Upgrade(char** argv, memd::Daemon& daemon) {
+  if (::access(g_binary_path.c_str(), X_OK) != 0) {
+    spdlog::error("SIGUSR2: cannot upgrade: {} is not an executable file ({}); still serving",
+                  g_binary_path, std::strerror(errno));
+    return;
+  }
+  spdlog::warn("SIGUSR2: upgrading in place: exec {}", g_binary_path);
+  sd_notify(0, "RELOADING=1");
+  std::vector<memd::durable::PassedFd> fds = daemon.HandOff();
+  std::vector<std::string> args;
+  for (char** arg = argv; *arg != nullptr; ++arg) args.emplace_back(*arg);
+  const absl::Status failed = memd::durable::ExecWithFds(g_binary_path, args, fds);
+  spdlog::critical("SIGUSR2: exec {} failed after the hand-off: {}; stopping",
+                   g_binary_path, failed.ToString());
+  daemon.Shutdown();
+  std::_Exit(1);
+}
+
+// Serves until SIGTERM or SIGINT, reloading on SIGHUP and upgrading in place
+// on SIGUSR2. Under systemd with WatchdogSec=, pings at half the interval,
+// and only while the daemon answers (a wedged broker stops the pings and
+// systemd restarts memd).
 void ServeUntilStopped(int argc, char** argv, const sigset_t& signals,
                        memd::Daemon& daemon) {
   std::uint64_t watchdog_usec = 0;
@@ -137,6 +172,10 @@ void ServeUntilStopped(int argc, char** argv, const sigset_t& signals,
     }
     if (signal_number == SIGHUP) {
       Reload(argc, argv, daemon);
+      continue;
+    }
+    if (signal_number == SIGUSR2) {
+      Upgrade(argv, daemon);
       continue;
     }
     spdlog::info("{}: shutting down", strsignal(signal_number));
@@ -161,6 +200,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   SetUpLogging(line->config.log_level);
+  {
+    std::error_code error;
+    g_binary_path = std::filesystem::read_symlink("/proc/self/exe", error).string();
+    if (error) g_binary_path = argv[0];
+  }
   const sigset_t signals = BlockSignals();
 
   auto daemon = memd::Daemon::Start(line->config);

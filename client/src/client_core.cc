@@ -43,6 +43,11 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
   // Local socket: reconnect quickly after a daemon restart.
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A channel of its own, not one from gRPC's process-wide pool: after memd
+  // restarts, a new connection shared with another Client's stale one (same
+  // target, same arguments) failed its first call with "Broken pipe"
+  // (UpgradeTest.AnUpgradeUnderTheStoreKeepsThePidAndEveryBuffer).
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   connection->channel = grpc::CreateCustomChannel(
       // The directory the session's checks passed, links resolved.
       absl::StrCat("unix:", ControlSocketPath(connection->session->directory())),

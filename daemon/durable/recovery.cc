@@ -65,7 +65,8 @@ broker::BufferInfo InfoOf(const BufferEntry& entry, const Location& location) {
 
 Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
                   pool::PoolSet& pools, broker::Broker& broker, FdStore* store,
-                  const Clock& clock) {
+                  const Clock& clock,
+                  const std::function<void(const std::string& name, int fd)>& keep) {
   Recovered out;
   out.state.generation = out.report.generation;  // 1 until a state says more.
   const absl::Time start = clock.Now();
@@ -158,6 +159,7 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
       lose(segment.status());
       continue;
     }
+    keep(name, (*segment)->DurableFd());
     pool::AdoptedSegment taken;
     taken.id = id;
     taken.small = entry.small;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,13 @@ struct Recovered {
 // never adopts part of a state it could not read. What it cannot use
 // (descriptors it does not know, segments lost as RecoveryReport says) is
 // closed, and its name dropped from `store` (may be null: no store).
+//
+// Each segment adopted is reported to `keep` with its name and descriptor
+// (borrowed): the store holds it already, and a later upgrade by exec hands
+// it on from memd's own copy (MirrorStore::Keep).
 Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
                   pool::PoolSet& pools, broker::Broker& broker, FdStore* store,
-                  const Clock& clock);
+                  const Clock& clock,
+                  const std::function<void(const std::string& name, int fd)>& keep);
 
 }  // namespace memd::durable

@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/unique_fd.h"
+#include "common/unix_socket.h"
 #include "memd/client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/run_program.h"
@@ -252,20 +253,10 @@ TEST_F(RealGpuTest, ASegmentOutlivesItsKilledCreatorWhileADescriptorHoldsIt) {
   ::close(pair[1]);
   ASSERT_TRUE(WIFSIGNALED(created) && WTERMSIG(created) == SIGKILL)
       << "status " << created << ": " << created_out;
-  char byte;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  ASSERT_EQ(::recvmsg(ours.get(), &message, MSG_CMSG_CLOEXEC), 1);
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  ASSERT_NE(header, nullptr);
-  int received = -1;
-  std::memcpy(&received, CMSG_DATA(header), sizeof(int));
-  UniqueFd segment(received);
+  auto packet = ReceivePacket(ours.get(), 16);
+  ASSERT_TRUE(packet.ok()) << packet.status();
+  ASSERT_TRUE(packet->has_value() && (*packet)->fd.valid()) << "no descriptor came";
+  UniqueFd segment = std::move((*packet)->fd);
 
   pollfd polled{segment.get(), POLLIN | POLLOUT | POLLPRI, 0};
   ASSERT_GE(::poll(&polled, 1, 0), 0);

@@ -16,7 +16,6 @@
 //   memd-segment-probe free
 //       print "free N": cuMemGetInfo's free bytes on device 0
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "common/cuda/driver.h"
+#include "common/unix_socket.h"
 #include "tests/client/pattern.h"
 
 namespace {
@@ -67,23 +67,6 @@ absl::StatusOr<CUdeviceptr> Map(const Driver& driver, CUmemGenericAllocationHand
   return base;
 }
 
-int SendDescriptor(int socket, int fd) {
-  char byte = 'f';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
-  return ::sendmsg(socket, &message, 0) == 1 ? 0 : -1;
-}
-
 int Create(const Driver& driver, std::size_t size, std::uint32_t seed) {
   const memd::cuda::DriverApi& api = driver.api();
   CUmemAllocationProp prop = SegmentProperties();
@@ -105,10 +88,7 @@ int Create(const Driver& driver, std::size_t size, std::uint32_t seed) {
       !s.ok()) {
     return Fail(s);
   }
-  if (SendDescriptor(3, fd) != 0) {
-    std::perror("sendmsg");
-    return 1;
-  }
+  if (absl::Status sent = memd::SendPacket(3, "f", fd); !sent.ok()) return Fail(sent);
   std::fflush(stdout);
   ::raise(SIGKILL);
   return 1;

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/unix_socket.h"
 #include "memd/client.h"
 #include "tests/support/hostile.h"
 #include "tests/support/poll_until.h"
@@ -286,29 +287,13 @@ TEST_F(RecoveryTest, DescriptorsAClientPlantsInTheStoreAreNeverAdopted) {
     }
     const char header[] = "memd state, trust me";
     (void)!::pwrite(state, header, sizeof(header), 0);
-    const int sock = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, notify.c_str(), sizeof(address.sun_path) - 1);
+    auto sock = ConnectUnix(notify, SOCK_DGRAM);
+    if (!sock.ok()) return 4;
     int sent = 0;
     for (const auto& [fd, name] : {std::pair{state, "memd.state.999"},
                                    std::pair{segment, "memd.segment.999"}}) {
       const std::string text = absl::StrCat("FDSTORE=1\nFDNAME=", name, "\n");
-      iovec io{const_cast<char*>(text.data()), text.size()};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr message{};
-      message.msg_name = &address;
-      message.msg_namelen = sizeof(address);
-      message.msg_iov = &io;
-      message.msg_iovlen = 1;
-      message.msg_control = control;
-      message.msg_controllen = sizeof(control);
-      cmsghdr* c = CMSG_FIRSTHDR(&message);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-      if (::sendmsg(sock, &message, 0) == static_cast<ssize_t>(text.size())) ++sent;
+      if (SendPacket(sock->get(), text, fd).ok()) ++sent;
     }
     test::WriteAll(out, absl::StrCat("sent ", sent));
     return 0;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/unix_socket.h"
 #include "tests/support/run_program.h"
 #include "tests/support/service_manager.h"
 
@@ -105,26 +106,9 @@ TEST(FdStoreTest, FdNameIsValidFollowsSystemdButRefusesTheEmptyName) {
 // Sends `text` with `fd` to the manager's socket from this process, which
 // is not the service's main pid.
 void SendAsStranger(const std::string& socket_path, const std::string& text, int fd) {
-  UniqueFd socket(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socket_path.c_str(), sizeof(address.sun_path) - 1);
-  iovec io{const_cast<char*>(text.data()), text.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_name = &address;
-  message.msg_namelen = sizeof(address);
-  message.msg_iov = &io;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&message);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  ASSERT_EQ(::sendmsg(socket.get(), &message, 0), static_cast<ssize_t>(text.size()))
-      << std::strerror(errno);
+  auto socket = ConnectUnix(socket_path, SOCK_DGRAM);
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  ASSERT_TRUE(SendPacket(socket->get(), text, fd).ok());
 }
 
 TEST(FdStoreTest, MessagesFromAnotherPidThanTheMainOneAreIgnored) {
