@@ -20,7 +20,7 @@
 // same cycle through the C++ classes, in alternating blocks
 // (c_over_cxx_p50). BM_Durable times Create, Seal, Open and Unlink against a
 // daemon that records its state for a restart (under a stand-in for
-// systemd's descriptor store) and one that does not, in alternating blocks
+// systemd's descriptor store) and one with durability off, in alternating blocks
 // (durable_over_plain_<call>_p50); BM_Recovery kills a durable memd holding
 // 10000 buffers and times the restart until it serves them again.
 
@@ -147,6 +147,10 @@ struct Setup {
   std::unique_ptr<memd::test::TempDir> durable_dir;
   std::unique_ptr<memd::test::ServiceManager> durable_manager;
   std::unique_ptr<memd::Client> durable_client;
+  // And the baseline it is measured against: durability off, as memd was
+  // before it had any.
+  std::unique_ptr<memd::test::DaemonProcess> off_daemon;
+  std::unique_ptr<memd::Client> off_client;
 };
 
 // Starts memd under `manager` serving in `dir`; the daemon inherits this
@@ -171,6 +175,8 @@ void EndSetup() {
   g_setup->c_client.reset();
   g_setup->durable_client.reset();
   g_setup->durable_manager.reset();  // Kills its memd.
+  g_setup->off_client.reset();
+  if (g_setup->off_daemon != nullptr) g_setup->off_daemon->Stop(SIGTERM);
   if (g_setup->quota_daemon != nullptr) g_setup->quota_daemon->Stop(SIGTERM);
   g_setup->daemon->Stop(SIGTERM);
   g_setup.reset();
@@ -262,6 +268,19 @@ Setup* Prepare(bool pinned, std::string* error) {
     return nullptr;
   }
   setup->durable_client = std::move(*durable_client);
+  auto off_daemon = memd::test::DaemonProcess::Start({"--durability", "off"}, absl::Seconds(20),
+                                                     pinned ? 0 : -1);
+  if (!off_daemon.ok()) {
+    *error = off_daemon.status().ToString();
+    return nullptr;
+  }
+  setup->off_daemon = std::move(*off_daemon);
+  auto off_client = memd::Client::Connect({.socket_dir = setup->off_daemon->socket_dir()});
+  if (!off_client.ok()) {
+    *error = off_client.status().ToString();
+    return nullptr;
+  }
+  setup->off_client = std::move(*off_client);
   // Once, untimed: the buffer is the producer's, sealed, and holds its bytes.
   auto buffer = setup->client->Open(kBufferName);
   if (!buffer.ok()) {
@@ -498,8 +517,9 @@ void BM_CreateQuota(benchmark::State& state, bool pinned) {
 
 // What durability costs the calls that change the state: Create (4 KiB,
 // persistent), Seal, Open (a second lease) and Unlink (which frees it, the
-// leases released first, untimed) of one buffer, against the plain daemon
-// and the durable one in alternating blocks of g_echo_block. Each call is
+// leases released first, untimed) of one buffer, against a memd with
+// durability off ("plain") and one recording into a stand-in for systemd's
+// store ("durable"), in alternating blocks of g_echo_block. Each call is
 // timed alone; the iteration time is the four together.
 void BM_Durable(benchmark::State& state, bool pinned) {
   std::string error;
@@ -508,7 +528,7 @@ void BM_Durable(benchmark::State& state, bool pinned) {
     state.SkipWithError(error.c_str());
     return;
   }
-  memd::Client* clients[2] = {setup->client.get(), setup->durable_client.get()};
+  memd::Client* clients[2] = {setup->off_client.get(), setup->durable_client.get()};
   constexpr int kCalls = 4;
   const char* names[kCalls] = {"create", "seal", "open", "unlink"};
   std::vector<double> calls[kCalls][2];
