@@ -143,6 +143,38 @@ TEST_F(RestartTest, SealedBuffersComeBackAfterAKillWithTheirBytesAndEverythingMe
   ExpectPattern(*client, "large/weights", 3);
 }
 
+// What a running client sees of a crash today: its mappings stay valid
+// throughout (the memory is its own reference), calls during the outage fail
+// UNAVAILABLE rather than hang, and the same Client connects again by itself
+// once memd is back. Its leases ended with the old session: a seal through
+// one says so, a release has nothing left to do. (Re-claiming them is
+// issue 23's next step: docs/design.md, "Durability".)
+TEST_F(RestartTest, AClientKeepsItsMappingsThroughAnOutageAndConnectsAgainByItself) {
+  StartMemd();
+  auto client = Client::Connect({.socket_dir = dir_.path(), .call_timeout = absl::Seconds(5)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  Publish(**client, "weights", 64 * kKiB, 9);
+  auto held = (*client)->Open("weights");
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto unsealed = (*client)->Create("draft", 4096);
+  ASSERT_TRUE(unsealed.ok()) << unsealed.status();
+  KillMemd();
+
+  EXPECT_TRUE(test::MatchesPattern(held->data(), 9));
+  auto during = (*client)->Stat("weights");
+  EXPECT_EQ(during.status().code(), absl::StatusCode::kUnavailable) << during.status();
+  auto open_during = (*client)->Open("weights");
+  EXPECT_EQ(open_during.status().code(), absl::StatusCode::kUnavailable);
+
+  StartMemd();
+  auto again = (*client)->Open("weights");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(test::MatchesPattern(again->data(), 9));
+  EXPECT_TRUE(test::MatchesPattern(held->data(), 9));
+  EXPECT_EQ(unsealed->Seal().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(held->Release().ok());
+}
+
 TEST_F(RestartTest, AdoptedBuffersSurviveMoreThanOneCrash) {
   StartMemd();
   {
