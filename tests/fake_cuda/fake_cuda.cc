@@ -728,9 +728,14 @@ class FakeDriver {
       return CUDA_ERROR_INVALID_VALUE;
     }
     auto allocation = allocations_.find(handle);
-    if (allocation == allocations_.end() || allocation->second.released ||
-        size > allocation->second.size) {
+    if (allocation == allocations_.end() || allocation->second.released) {
       return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (size > allocation->second.size) {
+      // Mapping more than an imported allocation holds: the real driver
+      // (H200, 580) answered CUDA_ERROR_NOT_SUPPORTED. Not measured for an
+      // allocation made in the same process.
+      return allocation->second.charged ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
     }
     auto reservation = ReservationContaining(start);
     if (reservation == reservations_.end() || end > reservation->first + reservation->second) {
@@ -837,7 +842,9 @@ class FakeDriver {
     // "/memfd:memd-fake-cuda-vmm:<physical device> (deleted)".
     const std::string target = FdTarget(fd);
     const std::string prefix = std::string("/memfd:") + kVmmMemfdPrefix;
-    if (target.compare(0, prefix.size(), prefix) != 0) return CUDA_ERROR_INVALID_VALUE;
+    // An open descriptor of something else: the real driver (H200, 580)
+    // answered a memfd with CUDA_ERROR_UNKNOWN.
+    if (target.compare(0, prefix.size(), prefix) != 0) return CUDA_ERROR_UNKNOWN;
     const int physical = std::atoi(target.c_str() + prefix.size());
     // A device this machine (MEMD_FAKE_CUDA_DEVICES) does not have.
     if (physical < 0 || physical >= physical_count_) return CUDA_ERROR_NOT_SUPPORTED;

@@ -852,14 +852,14 @@ TEST_F(FakeCudaTest, ExportImportErrors) {
   ASSERT_GE(devnull, 0);
   EXPECT_EQ(cu.MemImportFromShareableHandle(&imported, as_handle(devnull),
                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-            CUDA_ERROR_INVALID_VALUE);  // Not the fake's memory.
+            CUDA_ERROR_UNKNOWN);  // Not VMM memory (the real driver's answer to a memfd).
   close(devnull);
   const int memfd = memfd_create("not-from-the-fake", MFD_CLOEXEC);
   ASSERT_GE(memfd, 0);
   ASSERT_EQ(ftruncate(memfd, kGranularity), 0);
   EXPECT_EQ(cu.MemImportFromShareableHandle(&imported, as_handle(memfd),
                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-            CUDA_ERROR_INVALID_VALUE);
+            CUDA_ERROR_UNKNOWN);
   EXPECT_EQ(cu.MemImportFromShareableHandle(&imported, as_handle(memfd),
                                             CU_MEM_HANDLE_TYPE_FABRIC),
             CUDA_ERROR_NOT_SUPPORTED);

@@ -44,16 +44,25 @@ absl::StatusOr<std::unique_ptr<VmmSegment>> VmmSegment::Adopt(
           reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd.get())),
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
       "cuMemImportFromShareableHandle", device.ordinal);
+  // The driver's codes for a descriptor that is not what the record says
+  // are its own (on an H200 with driver 580: CUDA_ERROR_UNKNOWN for a memfd,
+  // CUDA_ERROR_NOT_SUPPORTED for a mapping past the allocation): the
+  // caller's question is whether the descriptor holds the recorded memory,
+  // so both come back as INVALID_ARGUMENT, naming the driver's error.
   if (!imported.ok()) {
-    return absl::Status(
-        imported.code(),
+    return absl::InvalidArgumentError(
         absl::StrCat(imported.message(), " (descriptor ", fd.get(), ", ", bytes,
                      " bytes): not a VMM allocation this driver knows; memory of a "
                      "driver that was unloaded or reloaded since is gone"));
   }
   segment->created_ = true;  // Released in the destructor from here on.
+  const int number = fd.get();
   segment->fd_ = std::move(fd);
-  MEMD_RETURN_IF_ERROR(segment->MapForDaemon());
+  if (absl::Status mapped = segment->MapForDaemon(); !mapped.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(mapped.message(), " (descriptor ", number, ", ", bytes,
+                     " bytes): the allocation is not the size recorded"));
+  }
   return segment;
 }
 

@@ -41,9 +41,11 @@ class VmmSegment : public Segment {
   // refuses to export imported memory again, so Export hands out this one.
   // The driver answers no question about an allocation's size: a `bytes`
   // larger than the allocation fails at cuMemMap, a smaller one is not
-  // seen (the caller's durable record is the check). Errors: the driver's,
-  // with the call and device; an import failure says that memory of an
-  // unloaded or reloaded driver is gone.
+  // seen (the caller's durable record is the check). Errors:
+  // INVALID_ARGUMENT when the import or the mapping fails (the descriptor
+  // is not the recorded memory; the message names the driver's error and
+  // says that memory of an unloaded or reloaded driver is gone); the
+  // driver's, with the call and device, for setting access.
   static absl::StatusOr<std::unique_ptr<VmmSegment>> Adopt(
       std::shared_ptr<const cuda::Driver> driver, const CudaDevice& device,
       std::uint64_t bytes, UniqueFd fd);
