@@ -36,7 +36,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -468,7 +467,9 @@ TEST_F(StateCompatTest, RegenerateGolden) {
                        {"file_bytes", bytes.size()},
                        {"generation", loaded->state.generation}};
   manifest["segments"] = Json::array();
+  const std::vector<std::string> stored = manager_->Current().stored_names;
   for (const auto& [id, segment] : loaded->state.segments) {
+    ASSERT_THAT(stored, testing::Contains(durable::SegmentFdName(id)));
     manifest["segments"].push_back({{"name", durable::SegmentFdName(id)},
                                     {"id", id},
                                     {"location", segment.location},
