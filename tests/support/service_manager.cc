@@ -411,4 +411,23 @@ std::vector<UniqueFd> ServiceManager::DupStored(const std::string& name) const {
   return copies;
 }
 
+absl::Status ServiceManager::Preload(const std::string& name, int fd) {
+  if (name.empty() || !SystemdFdNameIsValid(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a valid FDNAME"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (seen_.main_pid > 0) {
+    return absl::FailedPreconditionError(absl::StrCat("running as pid ", seen_.main_pid));
+  }
+  if (store_.size() >= options_.fd_store_max) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the store holds ", store_.size(), " descriptors already"));
+  }
+  UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+  if (!copy) return absl::InternalError(absl::StrCat("dup: ", std::strerror(errno)));
+  store_.push_back({name, std::move(copy)});
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
 }  // namespace memd::test

@@ -111,6 +111,15 @@ class ServiceManager {
   // what the service stored.
   std::vector<UniqueFd> DupStored(const std::string& name) const;
 
+  // Keeps a duplicate of `fd` under `name` as if the service had stored it
+  // (FDSTORE=1, FDNAME=`name`), for a test that hands a service descriptors
+  // no run of it stored: another build's, or ones made by hand. The
+  // descriptor stays the caller's. Errors: INVALID_ARGUMENT for a name
+  // systemd refuses; FAILED_PRECONDITION while the service runs;
+  // RESOURCE_EXHAUSTED when the store is full (fd_store_max); INTERNAL when
+  // dup fails.
+  absl::Status Preload(const std::string& name, int fd);
+
   const std::string& notify_socket() const { return socket_path_; }
 
  private:
