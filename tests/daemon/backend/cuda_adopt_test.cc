@@ -174,7 +174,9 @@ TEST(CudaAdoptTest, AdoptsTheVmmSegmentOfAProcessThatDied) {
   // Destroyed: unmapped, released, its descriptor closed; nothing of the
   // memory is left in this process.
   EXPECT_EQ(::fcntl(number, F_GETFD), -1);
-  if (fake) EXPECT_EQ(FakeVmmReferences(), baseline);
+  if (fake) {
+    EXPECT_EQ(FakeVmmReferences(), baseline);
+  }
 }
 
 TEST(CudaAdoptTest, BadLocationsAndSizesAreInvalidArgument) {
