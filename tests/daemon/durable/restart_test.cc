@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "tests/client/pattern.h"
+#include "tests/daemon/durable/buffer_steps.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
 #include "tests/support/service_manager.h"
@@ -23,6 +24,10 @@
 
 namespace memd {
 namespace {
+
+using test::ExpectPattern;
+using test::ListedNames;
+using test::Publish;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -59,21 +64,6 @@ class RestartTest : public ::testing::Test {
     auto status = manager_->Wait();
     ASSERT_TRUE(status.ok()) << status.status();
     EXPECT_EQ(*status, 128 + SIGKILL);
-  }
-
-  // Creates NAME of SIZE at LOCATION, fills it with Pattern(SEED), seals.
-  void Publish(Client& client, const std::string& name, std::uint64_t size, std::uint32_t seed,
-               CreateOptions options = {}) {
-    auto buffer = client.Create(name, size, options);
-    ASSERT_TRUE(buffer.ok()) << buffer.status();
-    test::FillPattern(buffer->mutable_data(), seed);
-    ASSERT_TRUE(buffer->Seal().ok());
-  }
-
-  static void ExpectPattern(Client& client, const std::string& name, std::uint32_t seed) {
-    auto buffer = client.Open(name);
-    ASSERT_TRUE(buffer.ok()) << name << ": " << buffer.status();
-    EXPECT_TRUE(test::MatchesPattern(buffer->data(), seed)) << name;
   }
 
   // What a listing says, less what changes with every daemon (lease counts).
@@ -221,11 +211,7 @@ TEST_F(RestartTest, UnsealedAndEphemeralBuffersGoOnceTheGracePeriodEnds) {
   {
     auto client = Connect();
     ASSERT_NE(client, nullptr);
-    auto listed = client->List();
-    ASSERT_TRUE(listed.ok());
-    std::vector<std::string> names;
-    for (const BufferInfo& b : *listed) names.push_back(b.name);
-    EXPECT_THAT(names, ElementsAre("ephemeral", "persistent", "unsealed"));
+    EXPECT_THAT(ListedNames(*client), ElementsAre("ephemeral", "persistent", "unsealed"));
     KillMemd();
   }
   StartMemd({"--recovery-grace-seconds", "1"});
@@ -233,9 +219,7 @@ TEST_F(RestartTest, UnsealedAndEphemeralBuffersGoOnceTheGracePeriodEnds) {
   ASSERT_NE(client, nullptr);
   std::vector<std::string> names;
   ASSERT_TRUE(test::PollUntil([&] {
-    auto listed = client->List();
-    names.clear();
-    for (const BufferInfo& b : *listed) names.push_back(b.name);
+    names = ListedNames(*client);
     return names.size() == 1;
   }));
   EXPECT_THAT(names, ElementsAre("persistent"));

@@ -52,6 +52,7 @@
 #include "memd/client.h"
 #include "nlohmann/json.hpp"
 #include "tests/client/pattern.h"
+#include "tests/daemon/durable/buffer_steps.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
 #include "tests/support/service_manager.h"
@@ -341,11 +342,7 @@ TEST_F(StateCompatTest, ItsUnsealedAndEphemeralBuffersGoOnceTheGracePeriodEnds) 
   ASSERT_NE(client, nullptr);
   std::vector<std::string> names;
   ASSERT_TRUE(test::PollUntil([&] {
-    auto listed = client->List();
-    names.clear();
-    if (listed.ok()) {
-      for (const BufferInfo& b : *listed) names.push_back(b.name);
-    }
+    names = test::ListedNames(*client);
     return names.size() == kept.size();
   }));
   EXPECT_THAT(names, UnorderedElementsAreArray(kept));

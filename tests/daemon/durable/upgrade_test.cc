@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "tests/client/pattern.h"
+#include "tests/daemon/durable/buffer_steps.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
@@ -24,22 +25,10 @@ namespace memd {
 namespace {
 
 using ::testing::ElementsAre;
+using test::ExpectPattern;
+using test::Publish;
 
 constexpr std::uint64_t kKiB = 1024;
-
-void Publish(Client& client, const std::string& name, std::uint64_t size, std::uint32_t seed,
-             CreateOptions options = {}) {
-  auto buffer = client.Create(name, size, options);
-  ASSERT_TRUE(buffer.ok()) << buffer.status();
-  test::FillPattern(buffer->mutable_data(), seed);
-  ASSERT_TRUE(buffer->Seal().ok());
-}
-
-void ExpectPattern(Client& client, const std::string& name, std::uint32_t seed) {
-  auto buffer = client.Open(name);
-  ASSERT_TRUE(buffer.ok()) << name << ": " << buffer.status();
-  EXPECT_TRUE(test::MatchesPattern(buffer->data(), seed)) << name;
-}
 
 std::vector<std::string> Names(Client& client) {
   std::vector<std::string> names;
