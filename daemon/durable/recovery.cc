@@ -196,6 +196,17 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
     out.report.lost_buffers += out.report.buffers;
     out.report.buffers = out.report.bytes = out.report.segments = 0;
   }
+  // A limit lowered across the restart: the memory is kept all the same.
+  for (pool::Pool* pool : pools.All()) {
+    const pool::PoolStats stats = pool->Stats();
+    if (stats.reserved_bytes > stats.limit_bytes) {
+      spdlog::warn(
+          "recovery: the {} pool holds {} adopted, past its limit of {}; it reserves no more "
+          "until buffers go",
+          pool->location().ToString(), FormatBytes(stats.reserved_bytes),
+          FormatBytes(stats.limit_bytes));
+    }
+  }
   out.report.took = clock.Now() - start;
   if (out.report.summary.empty()) {
     out.report.summary = absl::StrCat(

@@ -403,12 +403,11 @@ absl::StatusOr<std::vector<Allocation>> CarvingPool::Adopt(AdoptedSegment adopte
         absl::StrCat("segment ", adopted.id, " is in the ", location_.ToString(),
                      " pool already"));
   }
-  // Counted like a reservation, within the limit.
-  absl::StatusOr<std::shared_ptr<backend::Segment>> backing =
-      backend_.Count(location_, std::move(adopted.segment));
-  if (!backing.ok()) return backing.status();
+  // Counted like a reservation, past the limit if need be: the memory
+  // exists and holds buffers (LimitedBackend::Count).
+  std::shared_ptr<backend::Segment> backing = backend_.Count(std::move(adopted.segment));
   MoveSeqPast(adopted.id);
-  auto segment = std::make_unique<PoolSegment>(*std::move(backing), size, adopted.small,
+  auto segment = std::make_unique<PoolSegment>(std::move(backing), size, adopted.small,
                                                adopted.id);
   segment->used.store(used, std::memory_order_relaxed);
   segment->touched.store(true, std::memory_order_relaxed);

@@ -78,25 +78,30 @@ absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Reserve(
       new CountedSegment(std::move(*segment), bytes, counts_));
 }
 
-absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Adopt(
-    const Location& location, std::uint64_t bytes, UniqueFd fd) {
-  if (!TryCount(bytes)) return Refusal(location, bytes, "adopt");
-  absl::StatusOr<std::unique_ptr<backend::Segment>> segment =
-      inner_.Adopt(location, bytes, std::move(fd));
-  if (!segment.ok()) {
-    counts_->reserved.fetch_sub(bytes, std::memory_order_relaxed);
-    return segment.status();
+void LimitedBackend::CountAdopted(std::uint64_t bytes) {
+  const std::uint64_t after =
+      counts_->reserved.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::uint64_t peak = counts_->peak_reserved.load(std::memory_order_relaxed);
+  while (after > peak && !counts_->peak_reserved.compare_exchange_weak(
+                             peak, after, std::memory_order_relaxed)) {
   }
   counts_->segments.fetch_add(1, std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Adopt(
+    const Location& location, std::uint64_t bytes, UniqueFd fd) {
+  absl::StatusOr<std::unique_ptr<backend::Segment>> segment =
+      inner_.Adopt(location, bytes, std::move(fd));
+  if (!segment.ok()) return segment.status();
+  CountAdopted(bytes);
   return std::unique_ptr<backend::Segment>(
       new CountedSegment(std::move(*segment), bytes, counts_));
 }
 
-absl::StatusOr<std::shared_ptr<backend::Segment>> LimitedBackend::Count(
-    const Location& location, std::shared_ptr<backend::Segment> segment) {
+std::shared_ptr<backend::Segment> LimitedBackend::Count(
+    std::shared_ptr<backend::Segment> segment) {
   const std::uint64_t bytes = segment->size();
-  if (!TryCount(bytes)) return Refusal(location, bytes, "adopt");
-  counts_->segments.fetch_add(1, std::memory_order_relaxed);
+  CountAdopted(bytes);
   return std::shared_ptr<backend::Segment>(
       new CountedSegment(std::move(segment), bytes, counts_));
 }

@@ -41,15 +41,18 @@ class LimitedBackend : public backend::Backend {
   }
   absl::StatusOr<std::unique_ptr<backend::Segment>> Reserve(
       const Location& location, std::uint64_t bytes) override;
-  // The inner backend's Adopt, counted like a reservation.
+  // The inner backend's Adopt, counted like a reservation but never
+  // refused by the limit: adopted memory exists already, holding buffers of
+  // a previous memd, and a limit lowered across a restart must not destroy
+  // them. Reservations are refused until the pool is back under the limit.
+  // Errors: the inner backend's.
   absl::StatusOr<std::unique_ptr<backend::Segment>> Adopt(const Location& location,
                                                           std::uint64_t bytes,
                                                           UniqueFd fd) override;
   // Counts a segment adopted elsewhere (Pool::Adopt) as reserved through
-  // this layer, within the limit, until the returned segment is destroyed.
-  // Errors: RESOURCE_EXHAUSTED (the limit; IsLimitRefusal).
-  absl::StatusOr<std::shared_ptr<backend::Segment>> Count(
-      const Location& location, std::shared_ptr<backend::Segment> segment);
+  // this layer, past the limit if need be (as Adopt), until the returned
+  // segment is destroyed.
+  std::shared_ptr<backend::Segment> Count(std::shared_ptr<backend::Segment> segment);
 
   std::uint64_t limit_bytes() const { return limit_bytes_; }
   std::uint64_t reserved_bytes() const {
@@ -77,6 +80,8 @@ class LimitedBackend : public backend::Backend {
 
   // Counts `bytes` as reserved if that keeps within the limit.
   bool TryCount(std::uint64_t bytes);
+  // Counts an adopted segment's `bytes`, whatever the limit.
+  void CountAdopted(std::uint64_t bytes);
   // The refusal at the limit for `bytes` that `verb` ("reserve", "adopt").
   absl::Status Refusal(const Location& location, std::uint64_t bytes,
                        std::string_view verb) const;

@@ -198,8 +198,10 @@ class Pool {
   // INVALID_ARGUMENT with the numbers (no segment, a size that is not a
   // multiple of the alignment, an allocation misaligned, out of bounds,
   // overlapping another, or in a small segment not of a size class; an id
-  // already in the pool), RESOURCE_EXHAUSTED (over the pool's limit),
-  // UNIMPLEMENTED (a pool that cannot).
+  // already in the pool), UNIMPLEMENTED (a pool that cannot). Never
+  // refused by the pool's limit: the memory exists and holds buffers, and a
+  // limit lowered across a restart must not destroy them; the pool then
+  // refuses new reservations until it is back under the limit.
   virtual absl::StatusOr<std::vector<Allocation>> Adopt(AdoptedSegment segment) {
     return absl::UnimplementedError(absl::StrCat(
         "this ", location().ToString(), " pool cannot adopt segment ", segment.id));

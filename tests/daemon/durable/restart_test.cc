@@ -165,6 +165,27 @@ TEST_F(RestartTest, AClientKeepsItsMappingsThroughAnOutageAndConnectsAgainByItse
   EXPECT_TRUE(held->Release().ok());
 }
 
+// A pool limit lowered across a restart destroys nothing: memd adopts what
+// it held past the new limit, and refuses to grow until buffers go.
+TEST_F(RestartTest, ALowerPoolLimitAfterARestartKeepsEveryBuffer) {
+  StartMemd();
+  {
+    auto client = Connect();
+    ASSERT_NE(client, nullptr);
+    for (int i = 0; i < 4; ++i) Publish(*client, absl::StrCat("big/", i), 3 * kMiB, 40 + i);
+  }
+  KillMemd();
+  StartMemd({"--host-pool-limit-bytes", "8MiB"});
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  for (int i = 0; i < 4; ++i) ExpectPattern(*client, absl::StrCat("big/", i), 40 + i);
+  auto more = client->Create("big/more", 3 * kMiB);
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted) << more.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client->Unlink(absl::StrCat("big/", i)).ok());
+  ASSERT_TRUE(client->Trim().ok());
+  EXPECT_TRUE(client->Create("big/more", 3 * kMiB).ok());
+}
+
 TEST_F(RestartTest, AdoptedBuffersSurviveMoreThanOneCrash) {
   StartMemd();
   {

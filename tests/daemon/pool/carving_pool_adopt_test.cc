@@ -354,17 +354,26 @@ TEST_F(CarvingPoolAdoptTest, BadSegmentsAreInvalidArgumentWithTheNumbers) {
   pool->Free(std::move((*large)[0]));
 }
 
-TEST_F(CarvingPoolAdoptTest, OverTheLimitIsResourceExhausted) {
+// A limit lowered across a restart does not destroy buffers: what was
+// reserved is adopted past it, and the pool refuses to grow until it is
+// back under the limit.
+TEST_F(CarvingPoolAdoptTest, PastTheLimitIsAdoptedAndThePoolStopsGrowing) {
   CarvingPoolOptions options;
   options.limit_bytes = 3 * kMiB;
   auto pool = MakePool(options);
-  ASSERT_TRUE(pool->Adopt({.id = 1u << 27, .domain = kAlice, .segment = Segment(2 * kMiB)})
-                  .ok());
-  auto over = pool->Adopt({.id = (1u << 27) + 1, .domain = kAlice, .segment = Segment(2 * kMiB)});
-  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(over.status().message(), HasSubstr(std::to_string(3 * kMiB)));
-  EXPECT_EQ(pool->Stats().reserved_bytes, 2 * kMiB);
-  EXPECT_EQ(pool->Stats().segments, 1u);
+  auto first = pool->Adopt({.id = 1u << 27, .domain = kAlice, .segment = Segment(2 * kMiB),
+                            .live = {{0, 2 * kMiB}}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto past = pool->Adopt({.id = (1u << 27) + 1, .domain = kAlice, .segment = Segment(2 * kMiB),
+                           .live = {{0, 2 * kMiB}}});
+  ASSERT_TRUE(past.ok()) << past.status();
+  EXPECT_EQ(pool->Stats().reserved_bytes, 4 * kMiB);
+  EXPECT_EQ(pool->Stats().segments, 2u);
+  auto grow = pool->Allocate(2 * kMiB, kAlice);
+  EXPECT_EQ(grow.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(grow.status().message(), HasSubstr(std::to_string(3 * kMiB)));
+  for (Allocation& allocation : *first) pool->Free(std::move(allocation));
+  for (Allocation& allocation : *past) pool->Free(std::move(allocation));
 }
 
 TEST_F(CarvingPoolAdoptTest, TracingPoolForwardsAndTracesTheAdoptedAllocations) {
