@@ -163,7 +163,9 @@ TEST(ConvertTest, EveryRecoveryFigureIsSent) {
         return field == &report.summary;
       },
       [](const durable::RecoveryReport& report, v1::DurabilityStats* out) {
-        ToProto(durable::DurabilityStatus{.recovery = report}, out);
+        durable::DurabilityStatus status;
+        status.recovery = report;
+        ToProto(status, out);
       },
       {"recording", "not_recording"});
 }

@@ -333,7 +333,9 @@ TEST_F(EngineFailureTest, ABrokenDevicesLaneSleeps) {
       absl::InternalError("cuEventQuery on device 0: CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
   // A transfer for the lane to find the device broken with.
   auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
-  if (id.ok()) EXPECT_EQ(WaitEnd(*engine, 1, *id).state, TransferState::kFailed);
+  if (id.ok()) {
+    EXPECT_EQ(WaitEnd(*engine, 1, *id).state, TransferState::kFailed);
+  }
   ASSERT_TRUE(PollUntil([&] { return !engine->Stats().devices[0].health.ok(); }));
   absl::SleepFor(absl::Milliseconds(50));  // Its last turns, dropping.
   const absl::Duration cpu_before = ProcessCpuTime();
