@@ -102,6 +102,7 @@ DurabilityStats FromProto(const v1::DurabilityStats& durability) {
   out.adopted_buffers = durability.adopted_buffers();
   out.adopted_bytes = durability.adopted_bytes();
   out.lost_buffers = durability.lost_buffers();
+  out.lost_segments = durability.lost_segments();
   return out;
 }
 

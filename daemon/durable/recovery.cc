@@ -108,6 +108,7 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
                      newest.status().ToString(), "); its ", segment_fds.size(),
                      " segments are dropped and their buffers lost");
     spdlog::error("recovery: {}", out.report.summary);
+    out.report.lost_segments = segment_fds.size();
     for (auto& [name, fd] : segment_fds) Forget(store, name);
     return out;
   }
@@ -137,6 +138,7 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
       spdlog::error("recovery: segment {} ({} at {}) and its {} buffers are lost: {}", id,
                     FormatBytes(entry.bytes), entry.location, buffers.size(), why.ToString());
       out.report.lost_buffers += buffers.size();
+      ++out.report.lost_segments;
       Forget(store, name);
     };
     auto fd = segment_fds.extract(name);
@@ -192,8 +194,10 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
                                       taken.ToString(), ")");
     spdlog::error("recovery: {}", out.report.summary);
     for (const auto& [id, entry] : out.state.segments) Forget(store, SegmentFdName(id));
-    out.state = DurableState{.generation = out.report.generation};
+    out.state = DurableState();
+    out.state.generation = out.report.generation;
     out.report.lost_buffers += out.report.buffers;
+    out.report.lost_segments += out.report.segments;
     out.report.buffers = out.report.bytes = out.report.segments = 0;
   }
   // A limit lowered across the restart: the memory is kept all the same.

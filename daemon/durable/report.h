@@ -23,6 +23,10 @@ struct RecoveryReport {
   // Buffers whose memory did not come back (a segment's descriptor missing,
   // a GPU gone or renumbered, a driver that no longer knows the memory).
   std::uint64_t lost_buffers = 0;
+  // Segments the previous memd stored that this one could not take back:
+  // every one when its state could not be read (the buffers in them are
+  // not known then), else those whose memory was gone.
+  std::uint64_t lost_segments = 0;
   // One line for the log: what happened, and why when memd started empty.
   std::string summary;
 };

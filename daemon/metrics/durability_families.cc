@@ -47,6 +47,10 @@ std::vector<FamilySpec> DurabilityFamilies() {
        "Buffers the previous memd recorded whose memory did not come back (the log says "
        "why).",
        kGauge, Recovery([](const RecoveryReport& r) { return Number(r.lost_buffers); })},
+      {"memd_recovery_lost_segments",
+       "Segments the previous memd stored that did not come back: every one when its state "
+       "could not be read (the log says why).",
+       kGauge, Recovery([](const RecoveryReport& r) { return Number(r.lost_segments); })},
       {"memd_durability_recording",
        "1 while memd records its state, so that its buffers outlive it; 0 when they will "
        "not (durability off, no descriptor store: the log says why).",

@@ -201,6 +201,7 @@ void ToProto(const durable::DurabilityStatus& status, v1::DurabilityStats* out) 
   out->set_adopted_buffers(recovery.buffers);
   out->set_adopted_bytes(recovery.bytes);
   out->set_lost_buffers(recovery.lost_buffers);
+  out->set_lost_segments(recovery.lost_segments);
 }
 
 absl::StatusOr<transfer::Priority> FromProto(v1::TransferPriority priority) {

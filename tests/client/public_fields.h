@@ -49,9 +49,10 @@ template <>
 struct Fields<DurabilityStats> {
   static auto Of(auto& s) {
     auto& [recording, not_recording, generation, recovered, recovered_at, recovery,
-           adopted_segments, adopted_buffers, adopted_bytes, lost_buffers] = s;
+           adopted_segments, adopted_buffers, adopted_bytes, lost_buffers, lost_segments] = s;
     return std::tie(recording, not_recording, generation, recovered, recovered_at, recovery,
-                    adopted_segments, adopted_buffers, adopted_bytes, lost_buffers);
+                    adopted_segments, adopted_buffers, adopted_bytes, lost_buffers,
+                    lost_segments);
   }
 };
 template <>

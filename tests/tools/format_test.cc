@@ -95,6 +95,17 @@ TEST(FormatTest, StatsTextSaysWhatTheDaemonTookBack) {
                 " in 2.4ms: 4 buffers (7 MiB) in 4 segments adopted, 1 lost\n");
 }
 
+TEST(FormatTest, StatsTextSaysWhenTheDaemonCouldNotReadItsState) {
+  DurabilityStats durability;
+  durability.recording = true;
+  durability.generation = 1;
+  durability.lost_segments = 3;
+  EXPECT_EQ(FormatDurability(durability),
+            "durability recording\n"
+            "generation 1, started EMPTY: the previous state could not be read; 3 segments "
+            "and their buffers lost (the daemon's log says why)\n");
+}
+
 TEST(FormatTest, StatsTextSaysWhyBuffersWillNotOutliveTheDaemon) {
   DurabilityStats durability;
   durability.generation = 1;

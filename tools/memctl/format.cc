@@ -220,6 +220,7 @@ Json DurabilityJson(const DurabilityStats& durability) {
   json["adopted_buffers"] = durability.adopted_buffers;
   json["adopted_bytes"] = durability.adopted_bytes;
   json["lost_buffers"] = durability.lost_buffers;
+  json["lost_segments"] = durability.lost_segments;
   return json;
 }
 
@@ -233,6 +234,12 @@ std::string FormatDurability(const DurabilityStats& durability) {
                                                           : durability.not_recording,
                          "): buffers will not outlive this memd\n");
   absl::StrAppend(&text, "generation ", durability.generation);
+  if (!durability.recovered && durability.lost_segments > 0) {
+    return absl::StrCat(text, ", started EMPTY: the previous state could not be read; ",
+                        durability.lost_segments,
+                        durability.lost_segments == 1 ? " segment" : " segments",
+                        " and their buffers lost (the daemon's log says why)\n");
+  }
   if (!durability.recovered) return absl::StrCat(text, ", started from nothing\n");
   // Microseconds: a recovery takes milliseconds, and nanoseconds are noise.
   absl::StrAppend(&text, ", recovered ", FormatLocalTime(durability.recovered_at), " in ",

@@ -56,7 +56,7 @@ Json DeviceJson(const DeviceInfo& device);
 Json TransferStatsJson(const TransferStats& transfers);
 // Fields: recording, not_recording, generation, recovered,
 // recovered_unix_ns (0 unless recovered), recovery_ns, adopted_segments,
-// adopted_buffers, adopted_bytes, lost_buffers.
+// adopted_buffers, adopted_bytes, lost_buffers, lost_segments.
 Json DurabilityJson(const DurabilityStats& durability);
 // Two lines for `memctl stats`: whether buffers outlive the daemon (and why
 // not), then its generation and what its start took back, e.g.

@@ -176,6 +176,9 @@ struct DurabilityStats {
   std::uint64_t adopted_buffers = 0;
   std::uint64_t adopted_bytes = 0;  // Of the adopted buffers' allocations.
   std::uint64_t lost_buffers = 0;   // Recorded, but their memory was gone.
+  // Segments stored that did not come back: all when the previous state
+  // could not be read (its buffers unknown), else the lost buffers'.
+  std::uint64_t lost_segments = 0;
 };
 
 struct DaemonStats {

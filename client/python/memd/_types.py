@@ -102,6 +102,7 @@ class DurabilityStats:
     adopted_buffers: int
     adopted_bytes: int
     lost_buffers: int
+    lost_segments: int      # All stored when the previous state was unreadable.
 
 
 @dataclass(frozen=True, kw_only=True)

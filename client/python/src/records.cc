@@ -92,7 +92,7 @@ py::object Device(const DeviceInfo& d) {
                                 transfers_5, transfers_6] = transfers;
   [[maybe_unused]] const auto& [durability_0, durability_1, durability_2, durability_3,
                                 durability_4, durability_5, durability_6, durability_7,
-                                durability_8, durability_9] = durability;
+                                durability_8, durability_9, durability_10] = durability;
   [[maybe_unused]] const auto& [stats_0, stats_1, stats_2, stats_3, stats_4, stats_5, stats_6,
                                 stats_7, stats_8, stats_9, stats_10, stats_11, stats_12] = stats;
   [[maybe_unused]] const auto& [session_0, session_1, session_2, session_3, session_4,
@@ -181,6 +181,7 @@ py::object ToPython(const DaemonStats& stats) {
   durability["adopted_buffers"] = d.adopted_buffers;
   durability["adopted_bytes"] = d.adopted_bytes;
   durability["lost_buffers"] = d.lost_buffers;
+  durability["lost_segments"] = d.lost_segments;
   kw["durability"] = Type("DurabilityStats")(**durability);
   return Type("DaemonStats")(**kw);
 }

@@ -303,6 +303,11 @@ TEST_F(RestartTest, AStateThatCannotBeReadStartsMemdEmptyAndNothingOfItIsKept) {
   auto stats = client->Stats();
   ASSERT_TRUE(stats.ok());
   for (const PoolStats& pool : stats->pools) EXPECT_EQ(pool.reserved_bytes, 0u) << pool.location;
+  // Stats say what was lost, not a fresh start: nothing recovered, the
+  // segment that held the buffer dropped.
+  EXPECT_FALSE(stats->durability.recovered);
+  EXPECT_EQ(stats->durability.generation, 1u);
+  EXPECT_EQ(stats->durability.lost_segments, 1u);
   // Only the new state file is kept: the segments were let go.
   std::vector<std::string> stored = manager_->Current().stored_names;
   ASSERT_EQ(stored.size(), 1u);

@@ -262,6 +262,9 @@ memd_recovery_adopted_bytes 0
 # HELP memd_recovery_lost_buffers Buffers the previous memd recorded whose memory did not come back (the log says why).
 # TYPE memd_recovery_lost_buffers gauge
 memd_recovery_lost_buffers 0
+# HELP memd_recovery_lost_segments Segments the previous memd stored that did not come back: every one when its state could not be read (the log says why).
+# TYPE memd_recovery_lost_segments gauge
+memd_recovery_lost_segments 0
 # HELP memd_durability_recording 1 while memd records its state, so that its buffers outlive it; 0 when they will not (durability off, no descriptor store: the log says why).
 # TYPE memd_durability_recording gauge
 memd_durability_recording 0
@@ -309,6 +312,7 @@ TEST_F(DaemonCollectableTest, ScrapeShowsWhatTheStartTookBack) {
   durability.recovery.buffers = 4;
   durability.recovery.bytes = 7 * kMiB;
   durability.recovery.lost_buffers = 1;
+  durability.recovery.lost_segments = 2;
   DaemonCollectable collectable(pools_, *broker_, nullptr, "1.2.3", "fake", durability);
   const std::string scrape = Scrape(collectable);
   EXPECT_THAT(scrape, HasSubstr("\nmemd_generation 3\n"));
@@ -318,6 +322,7 @@ TEST_F(DaemonCollectableTest, ScrapeShowsWhatTheStartTookBack) {
   EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_adopted_buffers 4\n"));
   EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_adopted_bytes 7340032\n"));
   EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_lost_buffers 1\n"));
+  EXPECT_THAT(scrape, HasSubstr("\nmemd_recovery_lost_segments 2\n"));
   EXPECT_THAT(scrape, HasSubstr("\nmemd_durability_recording 1\n"));
 }
 

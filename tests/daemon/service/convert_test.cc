@@ -81,9 +81,9 @@ template <>
 struct Fields<durable::RecoveryReport> {
   static auto Of(auto& s) {
     auto& [generation, recovered, when, took, segments, buffers, bytes, lost_buffers,
-           summary] = s;
+           lost_segments, summary] = s;
     return std::tie(generation, recovered, when, took, segments, buffers, bytes,
-                    lost_buffers, summary);
+                    lost_buffers, lost_segments, summary);
   }
 };
 template <>
