@@ -21,6 +21,7 @@
 #include "daemon/backend/cuda/cuda_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/daemon/backend/vmm_import.h"
 
 namespace memd::backend {
 namespace {
@@ -148,23 +149,12 @@ TEST(CudaAdoptTest, AdoptsTheVmmSegmentOfAProcessThatDied) {
     EXPECT_EQ(handle->type, HandleType::kCudaVmmFd);
     EXPECT_EQ(handle->fd, number);
     const cuda::DriverApi& api = driver->api();
-    CUmemGenericAllocationHandle imported;
-    ASSERT_EQ(api.MemImportFromShareableHandle(
-                  &imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(handle->fd)),
-                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-              CUDA_SUCCESS);
-    CUdeviceptr address;
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    ASSERT_EQ(api.MemAddressReserve(&address, 4 * kMiB, 0, 0, 0), CUDA_SUCCESS);
-    ASSERT_EQ(api.MemMap(address, 4 * kMiB, 0, imported, 0), CUDA_SUCCESS);
-    ASSERT_EQ(api.MemSetAccess(address, 4 * kMiB, &access, 1), CUDA_SUCCESS);
-    EXPECT_EQ(ReadDevice(*driver, address + 3 * kMiB, sizeof(kPattern)),
-              std::string(kPattern, sizeof(kPattern)));
-    api.MemUnmap(address, 4 * kMiB);
-    api.MemAddressFree(address, 4 * kMiB);
-    api.MemRelease(imported);
+    {
+      VmmImport imported(api, handle->fd, 4 * kMiB);
+      ASSERT_TRUE(imported.ok());
+      EXPECT_EQ(ReadDevice(*driver, imported.address() + 3 * kMiB, sizeof(kPattern)),
+                std::string(kPattern, sizeof(kPattern)));
+    }
 
     // Scrub works on adopted memory as on any.
     ASSERT_TRUE((*adopted)->Scrub().ok());

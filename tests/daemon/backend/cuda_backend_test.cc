@@ -14,6 +14,7 @@
 #include "common/cuda/scoped_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/daemon/backend/vmm_import.h"
 
 namespace memd::backend {
 namespace {
@@ -120,29 +121,19 @@ TEST(CudaBackendTest, DeviceSegmentExportsAnFdAnotherProcessImports) {
   CUcontext context;
   ASSERT_EQ(api.DevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
   cuda::ScopedContext current(*driver, context);
-  CUmemGenericAllocationHandle imported;
-  ASSERT_EQ(api.MemImportFromShareableHandle(
-                &imported, reinterpret_cast<void*>(static_cast<std::uintptr_t>(handle->fd)),
-                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-            CUDA_SUCCESS);
-  CUdeviceptr address;
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  ASSERT_EQ(api.MemAddressReserve(&address, 4 * kMiB, 0, 0, 0), CUDA_SUCCESS);
-  ASSERT_EQ(api.MemMap(address, 4 * kMiB, 0, imported, 0), CUDA_SUCCESS);
-  ASSERT_EQ(api.MemSetAccess(address, 4 * kMiB, &access, 1), CUDA_SUCCESS);
-  ASSERT_EQ(api.MemcpyHtoD(address, "memd", 4), CUDA_SUCCESS);
-  EXPECT_EQ(ImportInChild(handle->fd, 4 * kMiB), 0);
+  {
+    VmmImport imported(api, handle->fd, 4 * kMiB);
+    ASSERT_TRUE(imported.ok());
+    const CUdeviceptr address = imported.address();
+    ASSERT_EQ(api.MemcpyHtoD(address, "memd", 4), CUDA_SUCCESS);
+    EXPECT_EQ(ImportInChild(handle->fd, 4 * kMiB), 0);
 
-  // Scrub zeroes it (what a segment changing domain gets).
-  ASSERT_TRUE((*segment)->Scrub().ok());
-  char text[4] = {1, 1, 1, 1};
-  ASSERT_EQ(api.MemcpyDtoH(text, address, 4), CUDA_SUCCESS);
-  EXPECT_EQ(std::string(text, 4), std::string(4, '\0'));
-  api.MemUnmap(address, 4 * kMiB);
-  api.MemAddressFree(address, 4 * kMiB);
-  api.MemRelease(imported);
+    // Scrub zeroes it (what a segment changing domain gets).
+    ASSERT_TRUE((*segment)->Scrub().ok());
+    char text[4] = {1, 1, 1, 1};
+    ASSERT_EQ(api.MemcpyDtoH(text, address, 4), CUDA_SUCCESS);
+    EXPECT_EQ(std::string(text, 4), std::string(4, '\0'));
+  }
   api.DevicePrimaryCtxRelease(0);
 }
 
