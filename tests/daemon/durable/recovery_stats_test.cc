@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
+#include "tests/daemon/durable/buffer_steps.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/http_get.h"
 #include "tests/support/run_program.h"
@@ -47,17 +48,7 @@ class RecoveryStatsTest : public ::testing::Test {
     ASSERT_TRUE(manager_->WaitReady().ok()) << manager_->WaitReady();
   }
 
-  std::unique_ptr<Client> Connect() {
-    auto client = Client::Connect({.socket_dir = dir_.path()});
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? std::move(*client) : nullptr;
-  }
-
-  void Publish(Client& client, const std::string& name, std::uint64_t size) {
-    auto buffer = client.Create(name, size);
-    ASSERT_TRUE(buffer.ok()) << buffer.status();
-    ASSERT_TRUE(buffer->Seal().ok());
-  }
+  std::unique_ptr<Client> Connect() { return test::ConnectOrFail(dir_.path()); }
 
   test::ProgramResult Memctl(std::vector<std::string> args) {
     args.insert(args.begin(), {"--socket-dir", dir_.path()});
@@ -80,8 +71,8 @@ TEST_F(RecoveryStatsTest, AfterAKillTheNextMemdShowsWhatItTookBackEverywhere) {
     EXPECT_EQ(first->durability.generation, 1u);
     EXPECT_FALSE(first->durability.recovered);
     EXPECT_TRUE(first->durability.recording) << first->durability.not_recording;
-    Publish(*client, "weights", 5 * kMiB + 17);
-    Publish(*client, "small", 3000);
+    test::Publish(*client, "weights", 5 * kMiB + 17, 1);
+    test::Publish(*client, "small", 3000, 2);
     auto stats = client->Stats();
     ASSERT_TRUE(stats.ok()) << stats.status();
     for (const PoolStats& pool : stats->pools) {

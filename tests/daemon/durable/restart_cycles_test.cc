@@ -37,6 +37,7 @@
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "tests/client/pattern.h"
+#include "tests/daemon/durable/buffer_steps.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
 #include "tests/support/service_manager.h"
@@ -198,17 +199,12 @@ class RestartCyclesTest : public ::testing::Test {
     ASSERT_TRUE(ready.ok()) << ready;
   }
 
-  void KillMemd() {
-    ASSERT_TRUE(manager_->Kill(SIGKILL).ok());
-    auto status = manager_->Wait();
-    ASSERT_TRUE(status.ok()) << status.status();
-    EXPECT_EQ(*status, 128 + SIGKILL) << "memd died of something else first";
-  }
+  void KillMemd() { test::KillWithSigkill(*manager_); }
 
   std::unique_ptr<Client> Connect() {
-    auto client = Client::Connect({.socket_dir = dir_.path(), .mapping_cache_bytes = 0});
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? std::move(*client) : nullptr;
+    ConnectOptions options;
+    options.mapping_cache_bytes = 0;
+    return test::ConnectOrFail(dir_.path(), options);
   }
 
   // Whether `buffer`'s bytes are Pattern(seed), through the driver for a

@@ -61,6 +61,8 @@
 namespace memd {
 namespace {
 
+using test::Describe;
+
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
@@ -166,25 +168,6 @@ absl::StatusOr<Golden> ReadGolden() {
   return golden;
 }
 
-// What a listing says of a buffer, less what changes with every daemon
-// (lease counts).
-std::string Describe(const BufferInfo& b) {
-  std::string attrs;
-  for (const auto& [key, value] : b.attrs) absl::StrAppend(&attrs, key, "=", value, ",");
-  return absl::StrCat(b.name, " id ", b.id, " size ", b.size, " at ", b.location, " uid ",
-                      b.owner_uid, " gid ", b.owner_gid, " mode ", absl::StrFormat("%04o", b.mode),
-                      " ", StateName(b.state), " ", PersistenceName(b.persistence),
-                      " unlinked ", b.unlinked, " created ", absl::FormatTime(b.created),
-                      " sealed ", b.sealed ? absl::FormatTime(*b.sealed) : "no", " pid ",
-                      b.creator_pid, " ", attrs);
-}
-
-std::vector<std::string> Describe(const std::vector<BufferInfo>& buffers) {
-  std::vector<std::string> lines;
-  for (const BufferInfo& b : buffers) lines.push_back(Describe(b));
-  return lines;
-}
-
 // A segment's memfd as the host backend leaves it (MemfdSegment::Create:
 // the name, MFD_CLOEXEC | MFD_ALLOW_SEALING, every page committed, sealed
 // against resizing), then written as clients wrote its buffers.
@@ -248,11 +231,8 @@ class StateCompatTest : public ::testing::Test {
   std::string log_path() const { return log_dir_.Join("memd.log"); }
   std::string Log() const { return ReadWhole(log_path()).value_or(""); }
 
-  std::unique_ptr<Client> Connect() {
-    auto client = Client::Connect({.socket_dir = dir_.path()});
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? std::move(*client) : nullptr;
-  }
+  std::unique_ptr<Client> Connect() { return test::ConnectOrFail(dir_.path()); }
+
 
   // Puts the golden segments and state (its bytes as given) in the store.
   void Preload(const Golden& golden, const std::string& state_bytes) {
@@ -364,15 +344,12 @@ TEST_F(StateCompatTest, AnotherFormatVersionStartsMemdEmptyAndSaysSo) {
   auto client = Connect();
   ASSERT_NE(client, nullptr);
 
-  auto listed = client->List();
-  ASSERT_TRUE(listed.ok());
-  EXPECT_THAT(*listed, IsEmpty());
+  test::ExpectNothingHeld(*client);
   auto stats = client->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_FALSE(stats->durability.recovered);
   EXPECT_EQ(stats->durability.generation, 1u);
   EXPECT_EQ(stats->durability.adopted_buffers, 0u);
-  for (const PoolStats& pool : stats->pools) EXPECT_EQ(pool.reserved_bytes, 0u) << pool.location;
   const std::string log = Log();
   EXPECT_THAT(log, HasSubstr("FAILED_PRECONDITION"));
   EXPECT_THAT(log, HasSubstr("format version 2"));

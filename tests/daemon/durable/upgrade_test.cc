@@ -57,11 +57,9 @@ TEST(UpgradeTest, AnUpgradeUnderTheStoreKeepsThePidAndEveryBuffer) {
   auto manager = test::ServiceManager::Create({.fd_store_max = 64});
   ASSERT_TRUE(manager.ok()) << manager.status();
   test::TempDir dir;
-  ASSERT_TRUE((*manager)
-                  ->Start(test::BinDir() + "/memd",
-                          {"--socket-dir", dir.path(), "--backend", "host",
-                           "--metrics-address", ""})
-                  .ok());
+  const std::vector<std::string> args = {"--socket-dir", dir.path(), "--backend", "host",
+                                         "--metrics-address", ""};
+  ASSERT_TRUE((*manager)->Start(test::BinDir() + "/memd", args).ok());
   ASSERT_TRUE((*manager)->WaitReady().ok());
   const pid_t pid = (*manager)->Current().main_pid;
   std::vector<std::string> before;
@@ -89,11 +87,7 @@ TEST(UpgradeTest, AnUpgradeUnderTheStoreKeepsThePidAndEveryBuffer) {
   // And a crash after the upgrade still finds everything in the store.
   ASSERT_TRUE((*manager)->Kill(SIGKILL).ok());
   ASSERT_TRUE((*manager)->Wait().ok());
-  ASSERT_TRUE((*manager)
-                  ->Start(test::BinDir() + "/memd",
-                          {"--socket-dir", dir.path(), "--backend", "host",
-                           "--metrics-address", ""})
-                  .ok());
+  ASSERT_TRUE((*manager)->Start(test::BinDir() + "/memd", args).ok());
   ASSERT_TRUE((*manager)->WaitReady().ok());
   auto after_crash = Client::Connect({.socket_dir = dir.path()});
   ASSERT_TRUE(after_crash.ok());
