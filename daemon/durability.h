@@ -54,10 +54,8 @@ class Durability {
   // nothing was recovered. Detach stops it.
   void StartGrace(broker::Broker& broker, absl::Duration grace);
 
-  const durable::RecoveryReport& report() const { return report_; }
-  // Whether the state is being recorded (Recover began it).
-  bool recording() const { return recording_; }
-  // What Stats and the metrics show: recording(), why not, and report().
+  // What Stats and the metrics show: whether the state is recorded, why
+  // not, and what this start recovered.
   durable::DurabilityStatus status() const;
 
   // For an in-place upgrade: stops recording (the state is final) and

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/status_macros.h"
 
 namespace memd::durable {
 
@@ -18,6 +19,13 @@ absl::Status MirrorStore::Store(std::string_view name, int fd) {
 }
 
 absl::Status MirrorStore::StoreMany(std::string_view name, std::span<const int> fds) {
+  MEMD_RETURN_IF_ERROR(KeepDups(name, fds));
+  return upstream_ == nullptr ? absl::OkStatus() : upstream_->StoreMany(name, fds);
+}
+
+absl::Status MirrorStore::Keep(std::string_view name, int fd) { return KeepDups(name, {&fd, 1}); }
+
+absl::Status MirrorStore::KeepDups(std::string_view name, std::span<const int> fds) {
   if (!FdNameIsValid(name)) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", std::string(name), "' cannot name a stored descriptor"));
@@ -28,23 +36,9 @@ absl::Status MirrorStore::StoreMany(std::string_view name, std::span<const int> 
     if (!dup.valid()) return ErrnoStatus("fcntl(F_DUPFD_CLOEXEC)", errno);
     dups.push_back(std::move(dup));
   }
-  {
-    absl::MutexLock lock(&mu_);
-    auto& kept = kept_[std::string(name)];
-    for (UniqueFd& dup : dups) kept.push_back(std::move(dup));
-  }
-  return upstream_ == nullptr ? absl::OkStatus() : upstream_->StoreMany(name, fds);
-}
-
-absl::Status MirrorStore::Keep(std::string_view name, int fd) {
-  if (!FdNameIsValid(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", std::string(name), "' cannot name a stored descriptor"));
-  }
-  UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
-  if (!dup.valid()) return ErrnoStatus("fcntl(F_DUPFD_CLOEXEC)", errno);
   absl::MutexLock lock(&mu_);
-  kept_[std::string(name)].push_back(std::move(dup));
+  auto& kept = kept_[std::string(name)];
+  for (UniqueFd& dup : dups) kept.push_back(std::move(dup));
   return absl::OkStatus();
 }
 

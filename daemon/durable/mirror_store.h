@@ -47,6 +47,9 @@ class MirrorStore : public FdStore {
   std::vector<PassedFd> HandOff() const;
 
  private:
+  // Dups of `fds` kept under `name`, here only.
+  absl::Status KeepDups(std::string_view name, std::span<const int> fds);
+
   const std::unique_ptr<FdStore> upstream_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::vector<UniqueFd>, std::less<>> kept_ ABSL_GUARDED_BY(mu_);

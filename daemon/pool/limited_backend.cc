@@ -49,6 +49,13 @@ class LimitedBackend::CountedSegment : public backend::Segment {
 LimitedBackend::LimitedBackend(backend::Backend& inner, std::uint64_t limit_bytes)
     : inner_(inner), limit_bytes_(limit_bytes), counts_(std::make_shared<Counts>()) {}
 
+void LimitedBackend::RaisePeak(std::uint64_t reserved) {
+  std::uint64_t peak = counts_->peak_reserved.load(std::memory_order_relaxed);
+  while (reserved > peak && !counts_->peak_reserved.compare_exchange_weak(
+                                peak, reserved, std::memory_order_relaxed)) {
+  }
+}
+
 bool LimitedBackend::TryCount(std::uint64_t bytes) {
   std::uint64_t reserved = counts_->reserved.load(std::memory_order_relaxed);
   do {
@@ -56,11 +63,7 @@ bool LimitedBackend::TryCount(std::uint64_t bytes) {
     if (after < reserved || after > limit_bytes_) return false;
   } while (!counts_->reserved.compare_exchange_weak(reserved, reserved + bytes,
                                                     std::memory_order_relaxed));
-  const std::uint64_t after = reserved + bytes;
-  std::uint64_t peak = counts_->peak_reserved.load(std::memory_order_relaxed);
-  while (after > peak && !counts_->peak_reserved.compare_exchange_weak(
-                             peak, after, std::memory_order_relaxed)) {
-  }
+  RaisePeak(reserved + bytes);
   return true;
 }
 
@@ -79,12 +82,7 @@ absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Reserve(
 }
 
 void LimitedBackend::CountAdopted(std::uint64_t bytes) {
-  const std::uint64_t after =
-      counts_->reserved.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  std::uint64_t peak = counts_->peak_reserved.load(std::memory_order_relaxed);
-  while (after > peak && !counts_->peak_reserved.compare_exchange_weak(
-                             peak, after, std::memory_order_relaxed)) {
-  }
+  RaisePeak(counts_->reserved.fetch_add(bytes, std::memory_order_relaxed) + bytes);
   counts_->segments.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -82,6 +82,8 @@ class LimitedBackend : public backend::Backend {
   bool TryCount(std::uint64_t bytes);
   // Counts an adopted segment's `bytes`, whatever the limit.
   void CountAdopted(std::uint64_t bytes);
+  // Moves the peak up to `reserved` if it is higher.
+  void RaisePeak(std::uint64_t reserved);
   // The refusal at the limit for `bytes` that `verb` ("reserve", "adopt").
   absl::Status Refusal(const Location& location, std::uint64_t bytes,
                        std::string_view verb) const;
