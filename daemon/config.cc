@@ -19,6 +19,8 @@
 namespace memd {
 namespace {
 
+constexpr std::uint64_t kMaxRecoveryGraceSeconds = 7 * 24 * 3600;
+
 // How an option's text becomes a value.
 enum class Kind { kText, kBytes, kCount, kMode, kRatio, kQuota };
 
@@ -108,7 +110,7 @@ const std::vector<Option>& Options() {
        &Config::durability},
       {"recovery_grace_seconds", Kind::kCount,
        "after a restart, how long holders of adopted unsealed, ephemeral or "
-       "unlinked buffers have to come back before those go (default 30)",
+       "unlinked buffers have to come back before those go, a week at most (default 30)",
        nullptr, &Config::recovery_grace_seconds},
       {"max_buffers", Kind::kCount, "most buffers at once (default 65536)",
        nullptr, &Config::max_buffers},
@@ -348,6 +350,14 @@ absl::Status Validate(const Config& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pool_domain_reuse '", config.pool_domain_reuse,
         "' is not one of never, scrub"));
+  }
+  // Adopted buffers stay charged to their owners while they wait: a grace
+  // past a week keeps a dead client's memory for nothing (and seconds past
+  // int64 would wrap into a negative duration).
+  if (config.recovery_grace_seconds > kMaxRecoveryGraceSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recovery_grace_seconds ", config.recovery_grace_seconds, " is more than ",
+        kMaxRecoveryGraceSeconds, " (a week)"));
   }
   if (config.durability != "auto" && config.durability != "off") {
     return absl::InvalidArgumentError(

@@ -115,6 +115,9 @@ TEST(ConfigTest, BadValuesNameTheFlag) {
            {{"--pool-large-fit-slack", "-1"}, "must not be negative"},
            {{"--max-uid-bytes", "gpu=1GiB"}, "unknown location 'gpu'"},
            {{"--max-session-bytes", "lots"}, "--max-session-bytes"},
+           {{"--durability", "always"}, "auto, off"},
+           {{"--recovery-grace-seconds", "0"}, "positive whole number"},
+           {{"--recovery-grace-seconds", "18446744073709551615"}, "a week"},
        }) {
     auto config = Parse(c.args);
     EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument)
