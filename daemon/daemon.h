@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/config.h"
-#include "daemon/durable/fd_store.h"
+#include "daemon/durable/handoff.h"
 
 namespace memd {
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -20,6 +21,8 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/durable/fd_store.h"
+#include "daemon/durable/handoff.h"
+#include "daemon/durable/notify.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "systemd/sd-daemon.h"
@@ -59,11 +62,21 @@ void PrintWelcome(const memd::Daemon& daemon) {
   std::fflush(stdout);
 }
 
+// Tells the service manager `state`; without one (NOTIFY_SOCKET unset)
+// there is nobody to tell. A manager that reads no more costs memd
+// kNotifyTimeout, not its service.
+void Tell(const std::string& state) {
+  const absl::Status sent = memd::durable::NotifyServiceManager(state);
+  if (!sent.ok() && !absl::IsFailedPrecondition(sent)) {
+    spdlog::warn("service manager: \"{}\" not sent: {}", absl::CEscape(state), sent.ToString());
+  }
+}
+
 // SIGHUP: reads the flags and the config file again and applies what can
 // change while running (the log level and the limits); the rest needs a
 // restart, and the log says so when it changed.
 void Reload(int argc, char** argv, memd::Daemon& daemon) {
-  sd_notify(0, "RELOADING=1");
+  Tell("RELOADING=1");
   auto config = memd::ParseConfig(argc, argv);
   if (!config.ok()) {
     spdlog::error("SIGHUP: keeping the running configuration: {}",
@@ -78,7 +91,7 @@ void Reload(int argc, char** argv, memd::Daemon& daemon) {
                    absl::StrJoin(waiting, ", "));
     }
   }
-  sd_notify(0, "READY=1");
+  Tell("READY=1");
 }
 
 // Signals are taken synchronously by the main thread; this blocks them
@@ -107,8 +120,7 @@ void Announce(const memd::Daemon& daemon) {
   } else {
     spdlog::info("metrics http://{}/metrics", daemon.metrics_address());
   }
-  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", dir.c_str(),
-             static_cast<int>(getpid()));
+  Tell(absl::StrCat("READY=1\nSTATUS=serving on ", dir, "\nMAINPID=", getpid()));
   // A newcomer running it by hand gets a hint; a service manager does not.
   if (std::getenv("NOTIFY_SOCKET") == nullptr &&
       std::getenv("JOURNAL_STREAM") == nullptr) {
@@ -136,7 +148,7 @@ void Upgrade(char** argv, memd::Daemon& daemon) {
     return;
   }
   spdlog::warn("SIGUSR2: upgrading in place: exec {}", g_binary_path);
-  sd_notify(0, "RELOADING=1");
+  Tell("RELOADING=1");
   std::vector<memd::durable::PassedFd> fds = daemon.HandOff();
   std::vector<std::string> args;
   for (char** arg = argv; *arg != nullptr; ++arg) args.emplace_back(*arg);
@@ -164,7 +176,7 @@ void ServeUntilStopped(int argc, char** argv, const sigset_t& signals,
       const timespec timeout = absl::ToTimespec(ping_every);
       signal_number = sigtimedwait(&signals, nullptr, &timeout);
       if (signal_number < 0) {
-        if (errno == EAGAIN && daemon.Healthy()) sd_notify(0, "WATCHDOG=1");
+        if (errno == EAGAIN && daemon.Healthy()) Tell("WATCHDOG=1");
         continue;
       }
     } else if (sigwait(&signals, &signal_number) != 0) {
@@ -214,7 +226,7 @@ int main(int argc, char** argv) {
   }
   Announce(**daemon);
   ServeUntilStopped(argc, argv, signals, **daemon);
-  sd_notify(0, "STOPPING=1");
+  Tell("STOPPING=1");
   (*daemon)->Shutdown();
   spdlog::info("stopped");
   return 0;

@@ -3,8 +3,8 @@
 // The service manager's file descriptor store (sd_notify(3), "FDSTORE=1"):
 // where memd parks each segment's descriptor and its state memfd so that
 // they outlive memd, and how it gets them back at its next start
-// (LISTEN_FDS / LISTEN_FDNAMES) or hands them on across an exec of a new
-// binary. Lifetimes: /work/shared/notes/durability.md.
+// (LISTEN_FDS / LISTEN_FDNAMES, or handoff.h's table after an exec of a new
+// binary). Lifetimes: /work/shared/notes/durability.md.
 
 #include <cstddef>
 #include <memory>
@@ -74,39 +74,20 @@ struct ListenedFd {
   UniqueFd fd;
 };
 
-// Takes the descriptors this process was started with (LISTEN_FDS from
-// fd 3, for this pid: LISTEN_PID), in the order given. Match them by name:
+// Takes the descriptors this process was started with: the service
+// manager's (LISTEN_FDS from fd 3, for this pid: LISTEN_PID), then those an
+// ExecWithFds of the memd before it handed on (handoff.h), in the order
+// given. Match them by name:
 // systemd 252 does not hand them back in the order they were stored (seen
 // under a real systemd 252). They stay in the store meanwhile: storing one
 // again is suppressed by systemd as the same open file, but a new
 // descriptor under an old name adds to it. CLOEXEC is set so that nothing
-// this process starts inherits them, and unsets LISTEN_FDS, LISTEN_FDNAMES
-// and LISTEN_PID so that a second call (or a child) finds none. Empty when
-// there are none or they are meant for another pid. Call it once, early,
-// before other threads open descriptors. Errors: what libsystemd reports
-// (INVALID_ARGUMENT: malformed variables, or as many names as fds missing).
+// this process starts inherits them, and the variables that named them are
+// unset so that a second call (or a child) finds none. Empty when there are
+// none or they are meant for another pid. Call it once, early, before other
+// threads open descriptors. Errors: what libsystemd reports
+// (INVALID_ARGUMENT: malformed variables, or as many names as fds missing);
+// TakeHandedOffFds's.
 absl::StatusOr<std::vector<ListenedFd>> TakeListenedFds();
-
-// A descriptor to hand on, borrowed: ExecWithFds neither closes nor takes
-// it.
-struct PassedFd {
-  std::string_view name;
-  int fd = -1;
-};
-
-// Replaces this process by `path` with `argv` (argv[0] included) the way
-// nginx and HAProxy upgrade in place: `fds` become 3, 4, ... in order,
-// inherited (CLOEXEC cleared), with LISTEN_FDS, LISTEN_FDNAMES and
-// LISTEN_PID (this pid, which exec keeps) in the new environment, so the new
-// binary takes them with TakeListenedFds as if its manager had started it.
-// The rest of the environment is this one, less any older LISTEN_*. Other
-// descriptors follow their own CLOEXEC flags. Returns only on failure, with
-// the descriptor table as it was. Other threads must not open or close
-// descriptors meanwhile (the numbers 3.. are borrowed). Errors:
-// INVALID_ARGUMENT (empty argv, a name FdNameIsValid refuses, a negative
-// fd); execve's errno as ErrnoStatus maps it (NOT_FOUND, PERMISSION_DENIED,
-// ...).
-absl::Status ExecWithFds(const std::string& path, const std::vector<std::string>& argv,
-                         std::span<const PassedFd> fds);
 
 }  // namespace memd::durable

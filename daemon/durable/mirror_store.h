@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
 #include "daemon/durable/fd_store.h"
+#include "daemon/durable/handoff.h"
 
 namespace memd::durable {
 

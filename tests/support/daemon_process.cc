@@ -55,6 +55,13 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
              sizeof(address)) != 0) {
     return absl::InternalError(absl::StrCat("bind notify socket: ", std::strerror(errno)));
   }
+  int pipe_ends[2];
+  if (::pipe2(pipe_ends, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
+  }
+  daemon->stop_reading_[0].reset(pipe_ends[0]);
+  daemon->stop_reading_[1].reset(pipe_ends[1]);
+  daemon->reader_ = std::thread([d = daemon.get()] { d->ReadNotifications(); });
 
   if (identity.uid != 0) {
     // A socket directory of the daemon's own in a root-owned one others may
@@ -137,6 +144,27 @@ DaemonProcess::~DaemonProcess() {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
+  if (reader_.joinable()) {
+    (void)!::write(stop_reading_[1].get(), "x", 1);
+    reader_.join();
+  }
+}
+
+void DaemonProcess::ReadNotifications() {
+  for (;;) {
+    pollfd fds[2] = {{notify_.get(), POLLIN, 0}, {stop_reading_[0].get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    // No control buffer: the kernel closes what an FDSTORE=1 carried.
+    char buffer[4096];
+    const ssize_t got = ::recv(notify_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (got <= 0) continue;
+    absl::MutexLock lock(&mu_);
+    notes_.emplace_back(buffer, got);
+  }
 }
 
 int DaemonProcess::Stop(int signal, absl::Duration timeout) {
@@ -152,20 +180,20 @@ int DaemonProcess::Stop(int signal, absl::Duration timeout) {
       return 128 + WTERMSIG(status);
     }
     if (absl::Now() > deadline) return -1;
-    // Children cannot be waited on with a timeout; poll the notify socket
-    // meanwhile, which also drains it.
-    pollfd fd{notify_.get(), 0, 0};
-    ::poll(&fd, 1, 10);
+    // Children cannot be waited on with a timeout.
+    ::poll(nullptr, 0, 10);
   }
 }
 
 std::string DaemonProcess::NextNotification(absl::Duration timeout) {
-  pollfd fd{notify_.get(), POLLIN, 0};
-  int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
-  if (::poll(&fd, 1, wait_ms < 0 ? 0 : wait_ms) <= 0) return "";
-  char buffer[4096];
-  ssize_t got = ::recv(notify_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
-  return got > 0 ? std::string(buffer, got) : "";
+  absl::MutexLock lock(&mu_);
+  auto arrived = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !notes_.empty(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), std::max(timeout, absl::ZeroDuration()))) {
+    return "";
+  }
+  std::string note = std::move(notes_.front());
+  notes_.pop_front();
+  return note;
 }
 
 std::string DaemonProcess::Log() const { return ReadWholeFile(log_path_); }

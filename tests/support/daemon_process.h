@@ -5,10 +5,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
 #include "tests/support/temp_dir.h"
@@ -18,8 +22,10 @@ namespace memd::test {
 /// A real build/bin/memd running as a child process on a private socket
 /// directory, metrics on a free loopback port. The test plays systemd: the
 /// daemon's NOTIFY_SOCKET is ours, so Start returns when memd says READY=1
-/// (no sleeps), and the notifications stay readable. Kills the daemon on
-/// destruction. Not thread-safe.
+/// (no sleeps), and the notifications stay readable. Like systemd, it reads
+/// every notification as it comes (a thread of its own): memd's messages
+/// never wait for room in the queue, whatever the test reads. Kills the
+/// daemon on destruction. Not thread-safe.
 class DaemonProcess {
  public:
   // Starts memd with `extra_args`; --socket-dir and --metrics-address
@@ -56,7 +62,8 @@ class DaemonProcess {
   // 128 + signal when killed); -1 on timeout.
   int Stop(int signal, absl::Duration timeout = absl::Seconds(20));
 
-  // The next notification datagram ("READY=1\n..."), or empty after timeout.
+  // The next notification datagram ("READY=1\n...") not yet taken, or
+  // empty after timeout. Descriptors sent with one (FDSTORE=1) are closed.
   std::string NextNotification(absl::Duration timeout);
 
   // What the daemon wrote to stderr so far.
@@ -69,10 +76,17 @@ class DaemonProcess {
       absl::Duration timeout, int cpu,
       const std::map<std::string, std::string>& environment = {});
 
+  // Reads notify_ into notes_ until stop_ is written to.
+  void ReadNotifications();
+
   TempDir dir_;
   std::string socket_dir_;
   std::string log_path_;
   UniqueFd notify_;
+  UniqueFd stop_reading_[2];  // A pipe: written to at destruction.
+  std::thread reader_;
+  absl::Mutex mu_;
+  std::deque<std::string> notes_ ABSL_GUARDED_BY(mu_);
   pid_t pid_ = -1;
 };
 

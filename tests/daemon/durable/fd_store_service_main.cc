@@ -11,9 +11,10 @@
 //   ready             READY=1
 //   pause             waits for a signal, forever
 //   exec STEPS...     ExecWithFds of itself with the remaining steps: the listened fds
-//                     (reversed, to make the moves overlap), else two memfds
-//                     "a"="alpha" and "b"="beta" put at fds 4 and 3
-//   print             listen, printed to stdout, one "<name>=<contents>" a line
+//                     (reversed), else two memfds "a"="alpha" and "b"="beta" put at
+//                     fds 40 and 41, with a bystander memfd (CLOEXEC) at fd 3
+//   print             listen, printed to stdout, one "<name>@<fd>=<contents>" a line,
+//                     then "3 open" or "3 closed"
 // Any failure: STATUS=error ... and exit 1.
 
 #include <sys/mman.h>
@@ -31,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "daemon/durable/fd_store.h"
+#include "daemon/durable/handoff.h"
 
 namespace {
 
@@ -86,12 +88,17 @@ void Exec(const char* self, std::vector<std::string> steps) {
       passed.push_back({it->name, it->fd.get()});
     }
   } else {
-    // alpha at 4 and beta at 3: each must move onto the other's number.
-    // Both above 4 first, so neither dup3 closes the other.
-    const int alpha = ::fcntl(Memfd("alpha"), F_DUPFD_CLOEXEC, 10);
-    const int beta = ::fcntl(Memfd("beta"), F_DUPFD_CLOEXEC, 10);
-    if (::dup3(alpha, 4, O_CLOEXEC) < 0 || ::dup3(beta, 3, O_CLOEXEC) < 0) Fail("dup3");
-    passed = {{"a", 4}, {"b", 3}};
+    // What the hand-off must not touch: a descriptor at 3 that is not
+    // passed, the number LISTEN_FDS would put the first passed one at.
+    const int alpha = Memfd("alpha"), beta = Memfd("beta"), bystander = Memfd("bystander");
+    if (::dup3(alpha, 40, O_CLOEXEC) < 0 || ::dup3(beta, 41, O_CLOEXEC) < 0 ||
+        (bystander != 3 && ::dup3(bystander, 3, O_CLOEXEC) < 0)) {
+      Fail("dup3");
+    }
+    for (int fd : {alpha, beta, bystander}) {
+      if (fd != 3) ::close(fd);
+    }
+    passed = {{"a", 40}, {"b", 41}};
   }
   steps.insert(steps.begin(), self);
   const absl::Status status = memd::durable::ExecWithFds(self, steps, passed);
@@ -108,7 +115,10 @@ int main(int argc, char** argv) {
     if (verb == "listen") {
       sd_notify(0, absl::StrCat("STATUS=listened ", Describe(Listen(), " ")).c_str());
     } else if (verb == "print") {
-      std::fputs(Describe(Listen(), "\n").c_str(), stdout);
+      for (const auto& fd : Listen()) {
+        std::printf("%s@%d=%s\n", fd.name.c_str(), fd.fd.get(), Contents(fd.fd.get()).c_str());
+      }
+      std::printf("3 %s\n", ::fcntl(3, F_GETFD) < 0 ? "closed" : "open");
       std::fflush(stdout);
     } else if (verb == "store" && parts.size() == 3) {
       const int fd = Memfd(parts[2]);

@@ -158,41 +158,6 @@ TEST(FdStoreTest, RestartKeepsTheStoreAndStopEmptiesIt) {
   EXPECT_EQ(LastStatus(*manager), "listened ");
 }
 
-TEST(FdStoreTest, ExecWithFdsHandsDescriptorsToTheNewImage) {
-  // The stand-in puts "a" at fd 4 and "b" at fd 3 and execs itself passing
-  // them as a, b: both must move onto the other's number.
-  const test::ProgramResult result = test::RunProgram(Service(), {"exec", "print"});
-  ASSERT_EQ(result.exit_code, 0) << test::Describe(result);
-  EXPECT_EQ(result.out, "a=alpha\nb=beta\n");
-}
-
-TEST(FdStoreTest, ExecWithFdsUnderTheManagerKeepsTheMainPid) {
-  auto manager = Manager();
-  StartReady(*manager, {"store=x=1", "store=y=2", "ready", "pause"});
-  ASSERT_TRUE(manager->Kill(SIGKILL).ok());
-  ASSERT_TRUE(manager->Wait().ok());
-  // The new start takes x, y and hands them on reversed to its new image,
-  // whose messages the manager still accepts: same pid.
-  StartReady(*manager, {"exec", "listen", "ready", "pause"});
-  EXPECT_EQ(LastStatus(*manager), "listened y=2 x=1 ");
-}
-
-TEST(FdStoreTest, ExecWithFdsThatFailsLeavesTheDescriptorTableAsItWas) {
-  UniqueFd a(::memfd_create("a", MFD_CLOEXEC)), b(::memfd_create("b", MFD_CLOEXEC));
-  auto identity = [](int fd) {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) return std::string("closed");
-    return absl::StrCat(st.st_dev, ":", st.st_ino, " flags ", ::fcntl(fd, F_GETFD));
-  };
-  const std::string before3 = identity(3), before4 = identity(4);
-  const PassedFd fds[] = {{"a", a.get()}, {"b", b.get()}};
-  const absl::Status status = ExecWithFds("/nonexistent/memd", {"memd"}, fds);
-  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
-  EXPECT_EQ(identity(3), before3);
-  EXPECT_EQ(identity(4), before4);
-  EXPECT_EQ(std::getenv("LISTEN_FDS"), nullptr);
-}
-
 TEST(FdStoreTest, NoManagerMeansNoStoreAndNoListenedFds) {
   // This test process runs with neither (ctest starts it plainly).
   if (std::getenv("NOTIFY_SOCKET") == nullptr) {
