@@ -22,9 +22,31 @@ struct Applier {
   void operator()(const SegmentEntry& entry) const { state.segments[entry.id] = entry; }
   void operator()(const DropSegment& drop) const { state.segments.erase(drop.id); }
   void operator()(const BufferEntry& entry) const { state.buffers[entry.id] = entry; }
-  void operator()(const DropBuffer& drop) const { state.buffers.erase(drop.id); }
+  void operator()(const DropBuffer& drop) const {
+    state.buffers.erase(drop.id);
+    // Usually none: memd frees a buffer once its leases ended.
+    if (state.leases.empty()) return;
+    std::erase_if(state.leases,
+                  [&](const auto& lease) { return lease.second.buffer_id == drop.id; });
+  }
   void operator()(const SetGeneration& set) const { state.generation = set.generation; }
+  void operator()(const SessionEntry& entry) const { state.sessions[entry.id] = entry; }
+  void operator()(const DropSession& drop) const {
+    state.sessions.erase(drop.id);
+    std::erase_if(state.leases,
+                  [&](const auto& lease) { return lease.second.session_id == drop.id; });
+  }
+  void operator()(const LeaseEntry& entry) const { state.leases[entry.id] = entry; }
+  void operator()(const DropLease& drop) const { state.leases.erase(drop.id); }
 };
+
+absl::Status SessionLoss(const SessionEntry& session, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat("durable state: session ", session.id, " ", why));
+}
+
+absl::Status LeaseLoss(const LeaseEntry& lease, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat("durable state: lease ", lease.id, " ", why));
+}
 
 absl::Status SegmentLoss(const SegmentEntry& segment, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("durable state: segment ", segment.id, " ", why));
@@ -140,6 +162,28 @@ absl::Status ValidateNames(const DurableState& state) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateSession(std::uint64_t key, const SessionEntry& session) {
+  if (session.id == 0) return SessionLoss(session, "has id 0");
+  if (session.id != key) return SessionLoss(session, absl::StrCat("is stored under id ", key));
+  if (session.token_digest.size() != kTokenDigestBytes) {
+    return SessionLoss(session, absl::StrCat("has a token digest of ", session.token_digest.size(),
+                                             " bytes, not ", kTokenDigestBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLease(std::uint64_t key, const LeaseEntry& lease, const DurableState& state) {
+  if (lease.id == 0) return LeaseLoss(lease, "has id 0");
+  if (lease.id != key) return LeaseLoss(lease, absl::StrCat("is stored under id ", key));
+  if (!state.sessions.contains(lease.session_id)) {
+    return LeaseLoss(lease, absl::StrCat("is of unknown session ", lease.session_id));
+  }
+  if (!state.buffers.contains(lease.buffer_id)) {
+    return LeaseLoss(lease, absl::StrCat("is on unknown buffer ", lease.buffer_id));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void Apply(const Change& change, DurableState& state) { std::visit(Applier{state}, change); }
@@ -152,7 +196,14 @@ absl::Status Validate(const DurableState& state) {
     if (absl::Status status = ValidateBuffer(id, buffer, state); !status.ok()) return status;
   }
   if (absl::Status status = ValidateLayout(state); !status.ok()) return status;
-  return ValidateNames(state);
+  if (absl::Status status = ValidateNames(state); !status.ok()) return status;
+  for (const auto& [id, session] : state.sessions) {
+    if (absl::Status status = ValidateSession(id, session); !status.ok()) return status;
+  }
+  for (const auto& [id, lease] : state.leases) {
+    if (absl::Status status = ValidateLease(id, lease, state); !status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 std::string SegmentFdName(std::uint64_t segment_id) {

@@ -12,8 +12,11 @@ namespace memd::durable {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::ElementsAre;
+using ::testing::Key;
 using test::SampleBuffer;
 using test::SampleSegment;
+using test::SampleSession;
 using test::SampleState;
 
 TEST(StateTest, SampleStateIsValid) { EXPECT_TRUE(Validate(SampleState()).ok()); }
@@ -33,6 +36,52 @@ TEST(StateTest, ApplyPutsReplacesAndDrops) {
   Apply(DropSegment{1}, state);
   EXPECT_TRUE(state.buffers.empty());
   EXPECT_TRUE(state.segments.empty());
+}
+
+TEST(StateTest, ApplyPutsReplacesAndDropsSessionsAndLeases) {
+  DurableState state;
+  Apply(SampleSession(5, 'a'), state);
+  Apply(LeaseEntry{.id = 50, .session_id = 5, .buffer_id = 10}, state);
+  Apply(LeaseEntry{.id = 51, .session_id = 5, .buffer_id = 11}, state);
+  SessionEntry other_uid = SampleSession(5, 'b');
+  other_uid.uid = 7;
+  Apply(other_uid, state);
+  Apply(LeaseEntry{.id = 50, .session_id = 5, .buffer_id = 10, .writable = true}, state);
+  EXPECT_EQ(state.sessions.at(5), other_uid);
+  EXPECT_TRUE(state.leases.at(50).writable);
+  // Replacing a session keeps its leases.
+  EXPECT_THAT(state.leases, ElementsAre(Key(50), Key(51)));
+  Apply(DropLease{50}, state);
+  Apply(DropLease{99}, state);    // Not there: a no-op.
+  Apply(DropSession{99}, state);  // Likewise, and no lease goes.
+  EXPECT_THAT(state.leases, ElementsAre(Key(51)));
+  EXPECT_THAT(state.sessions, ElementsAre(Key(5)));
+}
+
+TEST(StateTest, DropSessionDropsItsLeasesOnly) {
+  DurableState state = SampleState();
+  Apply(DropSession{100}, state);
+  EXPECT_THAT(state.sessions, ElementsAre(Key(101), Key(102)));
+  EXPECT_THAT(state.leases, ElementsAre(Key(1002), Key(1003)));
+  EXPECT_TRUE(Validate(state).ok()) << Validate(state);
+}
+
+TEST(StateTest, DropBufferDropsTheLeasesOnIt) {
+  DurableState state = SampleState();
+  Apply(DropBuffer{10}, state);
+  EXPECT_THAT(state.buffers, ElementsAre(Key(11), Key(12)));
+  EXPECT_THAT(state.leases, ElementsAre(Key(1001), Key(1002)));
+  // The sessions stay, with or without leases.
+  EXPECT_THAT(state.sessions, ElementsAre(Key(100), Key(101), Key(102)));
+  EXPECT_TRUE(Validate(state).ok()) << Validate(state);
+}
+
+TEST(StateTest, ASessionHoldingNoLeaseIsValid) {
+  DurableState state = SampleState();
+  Apply(DropLease{1000}, state);
+  Apply(DropLease{1001}, state);
+  EXPECT_TRUE(state.sessions.contains(100));
+  EXPECT_TRUE(Validate(state).ok()) << Validate(state);
 }
 
 TEST(StateTest, FdNames) {
@@ -59,6 +108,8 @@ TEST_P(ValidateRejects, WithDataLossNamingTheEntry) {
 }
 
 BufferEntry& B(DurableState& state, std::uint64_t id) { return state.buffers.at(id); }
+SessionEntry& S(DurableState& state, std::uint64_t id) { return state.sessions.at(id); }
+LeaseEntry& L(DurableState& state, std::uint64_t id) { return state.leases.at(id); }
 
 INSTANTIATE_TEST_SUITE_P(
     EachKind, ValidateRejects,
@@ -123,7 +174,30 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"SegmentLocation", [](auto& s) { s.segments.at(2).location = "gpu0"; },
                 "segment 2 has a bad location: unknown location 'gpu0'"},
         BadCase{"BufferLocation", [](auto& s) { B(s, 10).location = "device:x"; },
-                "buffer 10 ('models/w10') has a bad location"}),
+                "buffer 10 ('models/w10') has a bad location"},
+        BadCase{"SessionIdZero", [](auto& s) { s.sessions[0] = SampleSession(0, 'z'); },
+                "session 0 has id 0"},
+        BadCase{"SessionKeyNotId", [](auto& s) { S(s, 100).id = 103; },
+                "session 103 is stored under id 100"},
+        BadCase{"DigestOf31Bytes", [](auto& s) { S(s, 101).token_digest.pop_back(); },
+                "session 101 has a token digest of 31 bytes, not 32"},
+        BadCase{"DigestOf33Bytes", [](auto& s) { S(s, 102).token_digest += 'x'; },
+                "session 102 has a token digest of 33 bytes"},
+        BadCase{"NoDigest", [](auto& s) { S(s, 102).token_digest.clear(); },
+                "session 102 has a token digest of 0 bytes"},
+        BadCase{"LeaseIdZero",
+                [](auto& s) { s.leases[0] = LeaseEntry{.session_id = 100, .buffer_id = 10}; },
+                "lease 0 has id 0"},
+        BadCase{"LeaseKeyNotId", [](auto& s) { L(s, 1000).id = 7; },
+                "lease 7 is stored under id 1000"},
+        BadCase{"LeaseOfUnknownSession", [](auto& s) { L(s, 1002).session_id = 5; },
+                "lease 1002 is of unknown session 5"},
+        BadCase{"LeaseOfAGoneSession", [](auto& s) { s.sessions.erase(101); },
+                "lease 1002 is of unknown session 101"},
+        BadCase{"LeaseOnUnknownBuffer", [](auto& s) { L(s, 1001).buffer_id = 13; },
+                "lease 1001 is on unknown buffer 13"},
+        BadCase{"LeaseOnAGoneBuffer", [](auto& s) { s.buffers.erase(12); },
+                "lease 1001 is on unknown buffer 12"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return info.param.label; });
 
 }  // namespace
