@@ -17,13 +17,27 @@ namespace {
 
 constexpr std::uint32_t kMaxMode = 07777;
 
+using LeasesByBuffer = std::set<std::pair<std::uint64_t, std::uint64_t>>;
+
 struct Applier {
   DurableState& state;
+  // The (buffer id, lease id) of every lease in `state`, kept so; null:
+  // DropBuffer scans every lease instead.
+  LeasesByBuffer* by_buffer = nullptr;
+
   void operator()(const SegmentEntry& entry) const { state.segments[entry.id] = entry; }
   void operator()(const DropSegment& drop) const { state.segments.erase(drop.id); }
   void operator()(const BufferEntry& entry) const { state.buffers[entry.id] = entry; }
   void operator()(const DropBuffer& drop) const {
     state.buffers.erase(drop.id);
+    if (by_buffer != nullptr) {
+      auto it = by_buffer->lower_bound({drop.id, 0});
+      while (it != by_buffer->end() && it->first == drop.id) {
+        state.leases.erase(it->second);
+        it = by_buffer->erase(it);
+      }
+      return;
+    }
     // Usually none: memd frees a buffer once its leases ended.
     if (state.leases.empty()) return;
     std::erase_if(state.leases,
@@ -33,11 +47,30 @@ struct Applier {
   void operator()(const SessionEntry& entry) const { state.sessions[entry.id] = entry; }
   void operator()(const DropSession& drop) const {
     state.sessions.erase(drop.id);
-    std::erase_if(state.leases,
-                  [&](const auto& lease) { return lease.second.session_id == drop.id; });
+    std::erase_if(state.leases, [&](const auto& lease) {
+      if (lease.second.session_id != drop.id) return false;
+      Unindex(lease.first, lease.second);
+      return true;
+    });
   }
-  void operator()(const LeaseEntry& entry) const { state.leases[entry.id] = entry; }
-  void operator()(const DropLease& drop) const { state.leases.erase(drop.id); }
+  void operator()(const LeaseEntry& entry) const {
+    auto [it, added] = state.leases.try_emplace(entry.id, entry);
+    if (!added) {
+      Unindex(it->first, it->second);
+      it->second = entry;
+    }
+    if (by_buffer != nullptr) by_buffer->emplace(entry.buffer_id, entry.id);
+  }
+  void operator()(const DropLease& drop) const {
+    auto it = state.leases.find(drop.id);
+    if (it == state.leases.end()) return;
+    Unindex(it->first, it->second);
+    state.leases.erase(it);
+  }
+
+  void Unindex(std::uint64_t id, const LeaseEntry& lease) const {
+    if (by_buffer != nullptr) by_buffer->erase({lease.buffer_id, id});
+  }
 };
 
 absl::Status SessionLoss(const SessionEntry& session, absl::string_view why) {
@@ -187,6 +220,20 @@ absl::Status ValidateLease(std::uint64_t key, const LeaseEntry& lease, const Dur
 }  // namespace
 
 void Apply(const Change& change, DurableState& state) { std::visit(Applier{state}, change); }
+
+IndexedState::IndexedState(DurableState state) : state_(std::move(state)) {
+  for (const auto& [id, lease] : state_.leases) leases_by_buffer_.emplace(lease.buffer_id, id);
+}
+
+void IndexedState::Apply(const Change& change) {
+  std::visit(Applier{state_, &leases_by_buffer_}, change);
+}
+
+DurableState IndexedState::Take() && {
+  DurableState taken = std::exchange(state_, {});
+  leases_by_buffer_.clear();
+  return taken;
+}
 
 absl::Status Validate(const DurableState& state) {
   for (const auto& [id, segment] : state.segments) {

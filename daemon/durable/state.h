@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <variant>
 
 #include "absl/status/status.h"
@@ -124,8 +126,33 @@ using Change = std::variant<SegmentEntry, DropSegment, BufferEntry, DropBuffer, 
 // Applies `change` to `state`. Dropping an id that is not there is a no-op.
 // A put, and a drop of a segment or a lease, is one map operation (log n).
 // DropSession scans every lease (sessions end rarely); so does DropBuffer
-// unless the state holds no lease at all.
+// unless the state holds no lease at all: IndexedState does without that
+// scan, for what applies a change per free.
 void Apply(const Change& change, DurableState& state);
+
+/// A DurableState changed only through Apply, kept with the leases of each
+/// buffer so that DropBuffer needs no scan of every lease (about 80 us among
+/// 10000 leases, on every free): what the journal's mirror and the loader
+/// apply changes to. Not thread-safe.
+class IndexedState {
+ public:
+  // Indexes the leases of `state`: leases x log leases.
+  explicit IndexedState(DurableState state = {});
+
+  // As durable::Apply(change, state()) does. Each change costs a few map
+  // operations (log n), except DropBuffer, log n per lease on the buffer,
+  // and DropSession, which still scans every lease.
+  void Apply(const Change& change);
+
+  const DurableState& state() const { return state_; }
+  // The state, given up: this object is left empty.
+  DurableState Take() &&;
+
+ private:
+  DurableState state_;
+  // (buffer id, lease id) of each lease in state_.
+  std::set<std::pair<std::uint64_t, std::uint64_t>> leases_by_buffer_;
+};
 
 // Whether `state` is one memd could have written: every buffer in a segment
 // of its location and domain, inside it and overlapping no other, sizes and

@@ -1,7 +1,10 @@
 #include "daemon/durable/state.h"
 
+#include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -82,6 +85,78 @@ TEST(StateTest, ASessionHoldingNoLeaseIsValid) {
   Apply(DropLease{1001}, state);
   EXPECT_TRUE(state.sessions.contains(100));
   EXPECT_TRUE(Validate(state).ok()) << Validate(state);
+}
+
+// IndexedState against plain Apply: random puts and drops of buffers,
+// sessions and leases (a lease moved to another buffer, a buffer dropped under
+// its leases), from a state with leases already, the same after each change.
+TEST(IndexedStateTest, AppliesAsApplyDoes) {
+  std::mt19937 random(4711);
+  DurableState plain = SampleState();
+  IndexedState indexed(SampleState());
+  auto pick = [&](std::uint64_t first, std::uint64_t count) {
+    return first + random() % count;
+  };
+  int leases_dropped_with_a_buffer = 0;
+  for (int step = 0; step < 20000; ++step) {
+    Change change;
+    switch (random() % 6) {
+      case 0:
+        change = SampleBuffer(pick(10, 8), 1, 0);
+        break;
+      case 1:
+        change = DropBuffer{pick(10, 8)};
+        break;
+      case 2:
+        change = SampleSession(pick(100, 5), 's');
+        break;
+      case 3:
+        change = DropSession{pick(100, 5)};
+        break;
+      case 4:
+      case 5:
+        change = random() % 3 == 0 ? Change(DropLease{pick(1000, 12)})
+                                   : Change(LeaseEntry{.id = pick(1000, 12),
+                                                       .session_id = pick(100, 5),
+                                                       .buffer_id = pick(10, 8),
+                                                       .writable = random() % 2 == 0});
+        break;
+    }
+    const std::size_t leases_before = plain.leases.size();
+    Apply(change, plain);
+    if (std::holds_alternative<DropBuffer>(change)) {
+      leases_dropped_with_a_buffer += static_cast<int>(leases_before - plain.leases.size());
+    }
+    indexed.Apply(change);
+    ASSERT_EQ(indexed.state(), plain) << "step " << step;
+  }
+  EXPECT_GT(leases_dropped_with_a_buffer, 100);
+  EXPECT_EQ(IndexedState(plain).state(), plain);
+  EXPECT_EQ(std::move(indexed).Take(), plain);
+}
+
+TEST(IndexedStateTest, DropsTheLeasesOfEachBufferAmongManyOthers) {
+  DurableState state;
+  state.sessions[1] = SampleSession(1, 'a');
+  state.sessions[2] = SampleSession(2, 'b');
+  for (std::uint64_t id = 1; id <= 10000; ++id) {
+    state.buffers[id] = SampleBuffer(id, 1, 0);
+    state.leases[id] = LeaseEntry{.id = id, .session_id = 1 + id % 2, .buffer_id = id};
+    state.leases[id + 10000] = LeaseEntry{.id = id + 10000, .session_id = 1, .buffer_id = id};
+  }
+  IndexedState indexed(std::move(state));
+  for (std::uint64_t id = 2; id <= 10000; id += 2) indexed.Apply(DropBuffer{id});
+  EXPECT_EQ(indexed.state().buffers.size(), 5000u);
+  EXPECT_EQ(indexed.state().leases.size(), 10000u);
+  for (const auto& [id, lease] : indexed.state().leases) {
+    ASSERT_EQ(lease.buffer_id % 2, 1u) << "lease " << id;
+  }
+  // Of each odd buffer, its lease of session 2 is left.
+  indexed.Apply(DropSession{1});
+  EXPECT_EQ(indexed.state().leases.size(), 5000u);
+  for (const auto& [id, lease] : indexed.state().leases) {
+    ASSERT_EQ(lease.session_id, 2u) << "lease " << id;
+  }
 }
 
 TEST(StateTest, FdNames) {
