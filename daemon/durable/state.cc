@@ -17,14 +17,69 @@ namespace {
 
 constexpr std::uint32_t kMaxMode = 07777;
 
+using LeasesByBuffer = std::set<std::pair<std::uint64_t, std::uint64_t>>;
+
 struct Applier {
   DurableState& state;
+  // The (buffer id, lease id) of every lease in `state`, kept so; null:
+  // DropBuffer scans every lease instead.
+  LeasesByBuffer* by_buffer = nullptr;
+
   void operator()(const SegmentEntry& entry) const { state.segments[entry.id] = entry; }
   void operator()(const DropSegment& drop) const { state.segments.erase(drop.id); }
   void operator()(const BufferEntry& entry) const { state.buffers[entry.id] = entry; }
-  void operator()(const DropBuffer& drop) const { state.buffers.erase(drop.id); }
+  void operator()(const DropBuffer& drop) const {
+    state.buffers.erase(drop.id);
+    if (by_buffer != nullptr) {
+      auto it = by_buffer->lower_bound({drop.id, 0});
+      while (it != by_buffer->end() && it->first == drop.id) {
+        state.leases.erase(it->second);
+        it = by_buffer->erase(it);
+      }
+      return;
+    }
+    // Usually none: memd frees a buffer once its leases ended.
+    if (state.leases.empty()) return;
+    std::erase_if(state.leases,
+                  [&](const auto& lease) { return lease.second.buffer_id == drop.id; });
+  }
   void operator()(const SetGeneration& set) const { state.generation = set.generation; }
+  void operator()(const SessionEntry& entry) const { state.sessions[entry.id] = entry; }
+  void operator()(const DropSession& drop) const {
+    state.sessions.erase(drop.id);
+    std::erase_if(state.leases, [&](const auto& lease) {
+      if (lease.second.session_id != drop.id) return false;
+      Unindex(lease.first, lease.second);
+      return true;
+    });
+  }
+  void operator()(const LeaseEntry& entry) const {
+    auto [it, added] = state.leases.try_emplace(entry.id, entry);
+    if (!added) {
+      Unindex(it->first, it->second);
+      it->second = entry;
+    }
+    if (by_buffer != nullptr) by_buffer->emplace(entry.buffer_id, entry.id);
+  }
+  void operator()(const DropLease& drop) const {
+    auto it = state.leases.find(drop.id);
+    if (it == state.leases.end()) return;
+    Unindex(it->first, it->second);
+    state.leases.erase(it);
+  }
+
+  void Unindex(std::uint64_t id, const LeaseEntry& lease) const {
+    if (by_buffer != nullptr) by_buffer->erase({lease.buffer_id, id});
+  }
 };
+
+absl::Status SessionLoss(const SessionEntry& session, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat("durable state: session ", session.id, " ", why));
+}
+
+absl::Status LeaseLoss(const LeaseEntry& lease, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat("durable state: lease ", lease.id, " ", why));
+}
 
 absl::Status SegmentLoss(const SegmentEntry& segment, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("durable state: segment ", segment.id, " ", why));
@@ -140,9 +195,45 @@ absl::Status ValidateNames(const DurableState& state) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateSession(std::uint64_t key, const SessionEntry& session) {
+  if (session.id == 0) return SessionLoss(session, "has id 0");
+  if (session.id != key) return SessionLoss(session, absl::StrCat("is stored under id ", key));
+  if (session.token_digest.size() != kTokenDigestBytes) {
+    return SessionLoss(session, absl::StrCat("has a token digest of ", session.token_digest.size(),
+                                             " bytes, not ", kTokenDigestBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLease(std::uint64_t key, const LeaseEntry& lease, const DurableState& state) {
+  if (lease.id == 0) return LeaseLoss(lease, "has id 0");
+  if (lease.id != key) return LeaseLoss(lease, absl::StrCat("is stored under id ", key));
+  if (!state.sessions.contains(lease.session_id)) {
+    return LeaseLoss(lease, absl::StrCat("is of unknown session ", lease.session_id));
+  }
+  if (!state.buffers.contains(lease.buffer_id)) {
+    return LeaseLoss(lease, absl::StrCat("is on unknown buffer ", lease.buffer_id));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void Apply(const Change& change, DurableState& state) { std::visit(Applier{state}, change); }
+
+IndexedState::IndexedState(DurableState state) : state_(std::move(state)) {
+  for (const auto& [id, lease] : state_.leases) leases_by_buffer_.emplace(lease.buffer_id, id);
+}
+
+void IndexedState::Apply(const Change& change) {
+  std::visit(Applier{state_, &leases_by_buffer_}, change);
+}
+
+DurableState IndexedState::Take() && {
+  DurableState taken = std::exchange(state_, {});
+  leases_by_buffer_.clear();
+  return taken;
+}
 
 absl::Status Validate(const DurableState& state) {
   for (const auto& [id, segment] : state.segments) {
@@ -152,7 +243,14 @@ absl::Status Validate(const DurableState& state) {
     if (absl::Status status = ValidateBuffer(id, buffer, state); !status.ok()) return status;
   }
   if (absl::Status status = ValidateLayout(state); !status.ok()) return status;
-  return ValidateNames(state);
+  if (absl::Status status = ValidateNames(state); !status.ok()) return status;
+  for (const auto& [id, session] : state.sessions) {
+    if (absl::Status status = ValidateSession(id, session); !status.ok()) return status;
+  }
+  for (const auto& [id, lease] : state.leases) {
+    if (absl::Status status = ValidateLease(id, lease, state); !status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 std::string SegmentFdName(std::uint64_t segment_id) {

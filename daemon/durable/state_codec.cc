@@ -82,6 +82,27 @@ absl::StatusOr<BufferEntry> FromProto(const pb::Buffer& in) {
   return entry;
 }
 
+void ToProto(const SessionEntry& entry, pb::Session& out) {
+  out.set_id(entry.id);
+  out.set_uid(entry.uid);
+  out.set_token_digest(entry.token_digest);
+}
+
+SessionEntry FromProto(const pb::Session& in) {
+  return SessionEntry{in.id(), in.uid(), in.token_digest()};
+}
+
+void ToProto(const LeaseEntry& entry, pb::Lease& out) {
+  out.set_id(entry.id);
+  out.set_session_id(entry.session_id);
+  out.set_buffer_id(entry.buffer_id);
+  out.set_writable(entry.writable);
+}
+
+LeaseEntry FromProto(const pb::Lease& in) {
+  return LeaseEntry{in.id(), in.session_id(), in.buffer_id(), in.writable()};
+}
+
 struct ChangeToProto {
   pb::Change& out;
   void operator()(const SegmentEntry& entry) const { ToProto(entry, *out.mutable_put_segment()); }
@@ -91,6 +112,10 @@ struct ChangeToProto {
   void operator()(const SetGeneration& set) const {
     out.mutable_set_generation()->set_generation(set.generation);
   }
+  void operator()(const SessionEntry& entry) const { ToProto(entry, *out.mutable_put_session()); }
+  void operator()(const DropSession& drop) const { out.mutable_drop_session()->set_id(drop.id); }
+  void operator()(const LeaseEntry& entry) const { ToProto(entry, *out.mutable_put_lease()); }
+  void operator()(const DropLease& drop) const { out.mutable_drop_lease()->set_id(drop.id); }
 };
 
 absl::StatusOr<Change> FromProto(const pb::Change& in) {
@@ -108,6 +133,14 @@ absl::StatusOr<Change> FromProto(const pb::Change& in) {
       return DropBuffer{in.drop_buffer().id()};
     case pb::Change::kSetGeneration:
       return SetGeneration{in.set_generation().generation()};
+    case pb::Change::kPutSession:
+      return FromProto(in.put_session());
+    case pb::Change::kDropSession:
+      return DropSession{in.drop_session().id()};
+    case pb::Change::kPutLease:
+      return FromProto(in.put_lease());
+    case pb::Change::kDropLease:
+      return DropLease{in.drop_lease().id()};
     case pb::Change::KIND_NOT_SET:
       break;
   }
@@ -154,6 +187,8 @@ std::string EncodeSnapshot(const DurableState& state) {
   proto.set_generation(state.generation);
   for (const auto& [id, segment] : state.segments) ToProto(segment, *proto.add_segments());
   for (const auto& [id, buffer] : state.buffers) ToProto(buffer, *proto.add_buffers());
+  for (const auto& [id, session] : state.sessions) ToProto(session, *proto.add_sessions());
+  for (const auto& [id, lease] : state.leases) ToProto(lease, *proto.add_leases());
   return proto.SerializeAsString();
 }
 
@@ -176,6 +211,18 @@ absl::StatusOr<DurableState> DecodeSnapshot(std::string_view bytes) {
     if (!state.buffers.emplace(buffer.id(), *std::move(entry)).second) {
       return absl::DataLossError(
           absl::StrCat("durable state: the snapshot holds buffer ", buffer.id(), " twice"));
+    }
+  }
+  for (const pb::Session& session : proto.sessions()) {
+    if (!state.sessions.emplace(session.id(), FromProto(session)).second) {
+      return absl::DataLossError(
+          absl::StrCat("durable state: the snapshot holds session ", session.id(), " twice"));
+    }
+  }
+  for (const pb::Lease& lease : proto.leases()) {
+    if (!state.leases.emplace(lease.id(), FromProto(lease)).second) {
+      return absl::DataLossError(
+          absl::StrCat("durable state: the snapshot holds lease ", lease.id(), " twice"));
     }
   }
   return state;

@@ -119,9 +119,9 @@ absl::StatusOr<LoadedState> Parse(const std::byte* base, std::uint64_t size) {
                                                               : frame.why,
                                    ")"));
   }
-  absl::StatusOr<DurableState> state = DecodeSnapshot(frame.payload);
-  if (!state.ok()) return state.status();
-  loaded.state = *std::move(state);
+  absl::StatusOr<DurableState> snapshot = DecodeSnapshot(frame.payload);
+  if (!snapshot.ok()) return snapshot.status();
+  IndexedState state(*std::move(snapshot));
 
   for (std::uint64_t at = frame.next;;) {
     frame = ReadFrame(base, size, at);
@@ -137,10 +137,11 @@ absl::StatusOr<LoadedState> Parse(const std::byte* base, std::uint64_t size) {
       return absl::DataLossError(absl::StrCat("state file: frame at ", at, ": ",
                                               batch.status().message()));
     }
-    for (const Change& change : *batch) Apply(change, loaded.state);
+    for (const Change& change : *batch) state.Apply(change);
     ++loaded.batches;
     at = frame.next;
   }
+  loaded.state = std::move(state).Take();
   if (absl::Status valid = Validate(loaded.state); !valid.ok()) {
     return absl::DataLossError(absl::StrCat("state file of epoch ", loaded.epoch,
                                             " after ", loaded.batches,

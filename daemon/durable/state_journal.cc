@@ -40,7 +40,7 @@ StateJournal::StateJournal(DurableState state, StateFile file, StateStoreHooks h
 
 absl::Status StateJournal::Record(std::span<const Change> batch) {
   absl::MutexLock lock(&mu_);
-  for (const Change& change : batch) Apply(change, mirror_);
+  for (const Change& change : batch) mirror_.Apply(change);
   if (!behind_ && !file_.Append(batch).ok()) {
     // Full (the only way an append fails): the next file starts from the
     // mirror, this batch included.
@@ -52,7 +52,7 @@ absl::Status StateJournal::Record(std::span<const Change> batch) {
 
 DurableState StateJournal::state() const {
   absl::MutexLock lock(&mu_);
-  return mirror_;
+  return mirror_.state();
 }
 
 std::uint64_t StateJournal::epoch() const {
@@ -70,8 +70,9 @@ std::uint64_t StateJournal::CompactAfter() const {
 }
 
 absl::Status StateJournal::Compact() {
-  MEMD_ASSIGN_OR_RETURN(StateFile next,
-                        StateFile::Create(mirror_, file_.epoch() + 1, options_.journal_room));
+  MEMD_ASSIGN_OR_RETURN(
+      StateFile next,
+      StateFile::Create(mirror_.state(), file_.epoch() + 1, options_.journal_room));
   // A file that never made it into the store has nothing there to remove.
   if (stored_) to_remove_.push_back(StateFdName(file_.epoch()));
   file_ = std::move(next);

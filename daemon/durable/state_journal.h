@@ -86,7 +86,7 @@ class StateJournal {
   const StateStoreHooks hooks_;
   const StateJournalOptions options_;
   mutable absl::Mutex mu_;
-  DurableState mirror_ ABSL_GUARDED_BY(mu_);
+  IndexedState mirror_ ABSL_GUARDED_BY(mu_);
   StateFile file_ ABSL_GUARDED_BY(mu_);
   // file_ lacks a batch the mirror has (an append failed): never append to
   // it again, compact first.

@@ -3,6 +3,7 @@
 // Valid durable states for the tests of daemon/durable.
 
 #include <cstdint>
+#include <string>
 
 #include "daemon/durable/state.h"
 
@@ -32,8 +33,15 @@ inline BufferEntry SampleBuffer(std::uint64_t id, std::uint64_t segment_id, std:
   return buffer;
 }
 
+// A digest of kTokenDigestBytes bytes, each `fill` (any bytes will do).
+inline SessionEntry SampleSession(std::uint64_t id, char fill) {
+  return SessionEntry{.id = id, .uid = 1000, .token_digest = std::string(kTokenDigestBytes, fill)};
+}
+
 // Two segments (host and device:0) and three buffers: one sealed, one
-// unlinked sharing a linked buffer's name.
+// unlinked sharing a linked buffer's name. Three sessions: one holding
+// leases on buffers 10 (read) and 12 (read-write, unlinked since), one on 11
+// and 10, one holding none.
 inline DurableState SampleState() {
   DurableState state;
   state.generation = 3;
@@ -51,6 +59,14 @@ inline DurableState SampleState() {
   unlinked.unlinked = true;
   unlinked.ephemeral = true;
   state.buffers[12] = unlinked;
+  state.sessions[100] = SampleSession(100, '\x01');
+  state.sessions[101] = SampleSession(101, '\xfe');
+  state.sessions[102] = SampleSession(102, '\0');
+  state.leases[1000] = LeaseEntry{.id = 1000, .session_id = 100, .buffer_id = 10};
+  state.leases[1001] =
+      LeaseEntry{.id = 1001, .session_id = 100, .buffer_id = 12, .writable = true};
+  state.leases[1002] = LeaseEntry{.id = 1002, .session_id = 101, .buffer_id = 11};
+  state.leases[1003] = LeaseEntry{.id = 1003, .session_id = 101, .buffer_id = 10};
   return state;
 }
 

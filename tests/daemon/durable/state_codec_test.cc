@@ -1,7 +1,9 @@
 #include "daemon/durable/state_codec.h"
 
 #include <random>
+#include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -15,6 +17,8 @@ using test::SampleState;
 
 TEST(StateCodecTest, SnapshotRoundTrips) {
   const DurableState state = SampleState();
+  ASSERT_FALSE(state.sessions.empty());
+  ASSERT_FALSE(state.leases.empty());
   absl::StatusOr<DurableState> decoded = DecodeSnapshot(EncodeSnapshot(state));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(*decoded, state);
@@ -28,8 +32,13 @@ TEST(StateCodecTest, EmptySnapshotRoundTrips) {
 
 TEST(StateCodecTest, BatchOfEveryKindRoundTrips) {
   const DurableState state = SampleState();
-  const std::vector<Change> batch = {state.segments.at(2), DropSegment{5},
-                                     state.buffers.at(11), DropBuffer{6}, SetGeneration{9}};
+  const std::vector<Change> batch = {
+      state.segments.at(2), DropSegment{5},   state.buffers.at(11), DropBuffer{6},
+      SetGeneration{9},     state.sessions.at(101), DropSession{7}, state.leases.at(1001),
+      DropLease{8}};
+  std::set<std::size_t> kinds;
+  for (const Change& change : batch) kinds.insert(change.index());
+  ASSERT_EQ(kinds.size(), std::variant_size_v<Change>) << "a kind of change is not tried";
   absl::StatusOr<std::vector<Change>> decoded = DecodeBatch(EncodeBatch(batch));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(*decoded, batch);
@@ -41,7 +50,14 @@ TEST(StateCodecTest, ExtremeNumbersRoundTrip) {
   buffer.owner_uid = ~std::uint32_t{0};
   buffer.created_unix_ns = INT64_MIN;
   buffer.creator_pid = -1;
-  const std::vector<Change> batch = {buffer};
+  SessionEntry session{.id = ~std::uint64_t{0}, .uid = ~std::uint32_t{0}, .token_digest = ""};
+  for (int byte = 0; byte < 256; byte += 8) session.token_digest += static_cast<char>(byte);
+  const LeaseEntry lease{.id = ~std::uint64_t{0},
+                         .session_id = ~std::uint64_t{0},
+                         .buffer_id = ~std::uint64_t{0},
+                         .writable = true};
+  const std::vector<Change> batch = {buffer, session, lease, DropSession{~std::uint64_t{0}},
+                                     DropLease{~std::uint64_t{0}}};
   absl::StatusOr<std::vector<Change>> decoded = DecodeBatch(EncodeBatch(batch));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(*decoded, batch);
@@ -65,9 +81,32 @@ TEST(StateCodecTest, DuplicateIdInSnapshotIsDataLoss) {
   EXPECT_THAT(std::string(decoded.status().message()), ::testing::HasSubstr("buffer 10 twice"));
 }
 
+TEST(StateCodecTest, DuplicateSessionInSnapshotIsDataLoss) {
+  DurableState state = SampleState();
+  DurableState sessions_only;
+  sessions_only.sessions = state.sessions;
+  absl::StatusOr<DurableState> decoded =
+      DecodeSnapshot(EncodeSnapshot(state) + EncodeSnapshot(sessions_only));
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(decoded.status().message()),
+              ::testing::HasSubstr("session 100 twice"));
+}
+
+TEST(StateCodecTest, DuplicateLeaseInSnapshotIsDataLoss) {
+  DurableState state = SampleState();
+  DurableState one_lease;
+  one_lease.leases.emplace(1002, state.leases.at(1002));
+  absl::StatusOr<DurableState> decoded =
+      DecodeSnapshot(EncodeSnapshot(state) + EncodeSnapshot(one_lease));
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(decoded.status().message()), ::testing::HasSubstr("lease 1002 twice"));
+}
+
 TEST(StateCodecTest, GarbageNeverDecodesToACrash) {
   std::mt19937 random(23);
-  const std::string batch = EncodeBatch(std::vector<Change>{SampleState().buffers.at(10)});
+  const DurableState state = SampleState();
+  const std::string batch = EncodeBatch(std::vector<Change>{
+      state.buffers.at(10), state.sessions.at(100), state.leases.at(1001), DropSession{101}});
   for (int i = 0; i < 20000; ++i) {
     std::string bytes = batch;
     const int flips = 1 + static_cast<int>(random() % 4);

@@ -34,7 +34,13 @@ TEST(StateFileFuzzTest, DamagedFilesLoadValidOrRefuse) {
   ASSERT_TRUE(file.ok()) << file.status();
   for (std::uint64_t id = 20; id < 28; ++id) {
     std::vector<Change> batch = {test::SampleBuffer(id, 1, 8192 + (id - 20) * 4096)};
-    if (id % 3 == 0) batch.push_back(DropBuffer{id - 1});
+    if (id % 3 == 0) batch.push_back(DropBuffer{id - 1});  // With its lease, if any.
+    if (id % 2 == 0) {
+      batch.push_back(LeaseEntry{
+          .id = 2000 + id, .session_id = 100 + id % 4, .buffer_id = id, .writable = id % 4 == 0});
+    }
+    if (id == 23) batch.push_back(test::SampleSession(103, 'c'));
+    if (id == 25) batch.push_back(DropSession{100});
     ASSERT_TRUE(file->Append(batch).ok());
   }
   const std::string original = Contents(*file);

@@ -66,10 +66,12 @@ TEST(StateFileTest, AppendedBatchesLoadBackInOrder) {
   absl::StatusOr<StateFile> file = StateFile::Create(expected, 1);
   ASSERT_TRUE(file.ok()) << file.status();
   const std::vector<std::vector<Change>> batches = {
-      {SampleBuffer(20, 1, 8192)},
+      {SampleBuffer(20, 1, 8192), test::SampleSession(103, 'c'),
+       LeaseEntry{.id = 1004, .session_id = 103, .buffer_id = 20, .writable = true}},
       {DropBuffer{10}, SetGeneration{4}},
-      {SampleBuffer(10, 1, 0)},
+      {SampleBuffer(10, 1, 0), LeaseEntry{.id = 1005, .session_id = 102, .buffer_id = 10}},
       {},  // Writes nothing.
+      {DropLease{1002}, DropSession{103}},
       {DropBuffer{12}, DropSegment{2}}};
   for (const auto& batch : batches) {
     ASSERT_TRUE(file->Append(batch).ok());
@@ -78,7 +80,7 @@ TEST(StateFileTest, AppendedBatchesLoadBackInOrder) {
   absl::StatusOr<LoadedState> loaded = StateFile::Load(file->fd());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->state, expected);
-  EXPECT_EQ(loaded->batches, 4u);
+  EXPECT_EQ(loaded->batches, 5u);
   EXPECT_FALSE(loaded->torn_tail);
 }
 
@@ -183,6 +185,16 @@ TEST(StateFileTest, JournalMakingAnInvalidStateIsDataLoss) {
   absl::Status status = StateFile::Load(file->fd()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(Message(status), HasSubstr("buffer 30 ('models/w30') is in unknown segment 77"));
+}
+
+TEST(StateFileTest, JournalLeasingForAnUnknownSessionIsDataLoss) {
+  absl::StatusOr<StateFile> file = StateFile::Create(SampleState(), 1);
+  ASSERT_TRUE(file.ok());
+  const std::vector<Change> batch = {LeaseEntry{.id = 7, .session_id = 104, .buffer_id = 10}};
+  ASSERT_TRUE(file->Append(batch).ok());
+  absl::Status status = StateFile::Load(file->fd()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(status), HasSubstr("lease 7 is of unknown session 104"));
 }
 
 TEST(StateFileTest, FullFileRefusesWithResourceExhaustedAndWritesNothing) {
