@@ -29,6 +29,7 @@
 #include "daemon/service/memd_service.h"
 #include "daemon/session/session_ender.h"
 #include "daemon/session/session_server.h"
+#include "daemon/session/token_digest.h"
 #include "daemon/socket_dir.h"
 #include "daemon/transfer/engine.h"
 #include "grpcpp/grpcpp.h"
@@ -274,8 +275,9 @@ absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
   return std::make_unique<session::SessionServer>(
       std::move(listener), std::move(control_listener),
       session::SessionHooks{
-          [&broker](const PeerCredentials& peer, const std::string& command) {
-            return broker.StartSession(peer, command);
+          [&broker](const PeerCredentials& peer, const std::string& command,
+                    const std::string& token) {
+            return broker.StartSession(peer, command, session::TokenDigest(token));
           },
           [&ender](std::uint64_t id) { ender.End(id); },
           [&control](UniqueFd connection) { control.Take(std::move(connection)); }},

@@ -93,7 +93,8 @@ Broker::~Broker() {
 }
 
 absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
-                                               std::string command) {
+                                               std::string command,
+                                               const std::string& token_digest) {
   absl::MutexLock lock(&mu_);
   if (absl::Status admitted = uid_counts_.Admit(peer.uid, UidCounts::Kind::kSessions,
                                             limits_.max_sessions_per_uid);
@@ -107,9 +108,15 @@ absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
         "too many sessions: ", sessions_.size(), " are open; the limit is ",
         limits_.max_sessions, " (max_sessions)"));
   }
-  SessionId id = session_ids_.Next();
+  // A dead session's id stays its own until the grace period ends: the
+  // state names its leases by it.
+  SessionId id;
+  do {
+    id = session_ids_.Next();
+  } while (sessions_.contains(id) || dead_sessions_.contains(id));
   uid_counts_.Add(peer.uid, UidCounts::Kind::kSessions);
   sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, {}});
+  if (journal_ != nullptr) journal_->SessionStarted(id, peer.uid, token_digest);
   return id;
 }
 
@@ -117,8 +124,11 @@ void Broker::EndSession(SessionId session) {
   WithLock([&](AfterUnlock& after) {
     auto it = sessions_.find(session);
     if (it == sessions_.end()) return;
+    // One record for the session and its leases, before what their ends
+    // do to buffers.
+    if (journal_ != nullptr) journal_->SessionEnded(session);
     std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
-    for (LeaseId lease : leases) ReleaseLocked(lease, after);
+    for (LeaseId lease : leases) ReleaseLocked(lease, after, /*journal=*/false);
     usage_.ForgetSession(session);
     // Woken, their opens try again and fail: the session is gone.
     after.Wake(waiters_.TakeSession(session));
@@ -303,6 +313,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   uid_counts_.Add(peer.uid, UidCounts::Kind::kBuffers);
   names_.emplace(info.name, info.id);
   JournalLocked(stored);
+  JournalLeaseLocked(*grant, session);
   buffers_.emplace(info.id, std::move(buffer));
   grant->created = true;
   return grant;
@@ -326,7 +337,10 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   }
   MEMD_ASSIGN_OR_RETURN(pool::ExportedHandle handle,
                    buffer.allocation.Export(access));
-  LeaseId id = lease_ids_.Next();
+  LeaseId id;
+  do {
+    id = lease_ids_.Next();
+  } while (leases_.contains(id) || reclaimable_.contains(id));
   leases_.emplace(id, Lease{session, buffer.info.id, access, uid});
   uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
@@ -399,6 +413,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
         " is sealed; sealed buffers open read-only"));
   }
   MEMD_ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, *buffer, params.access));
+  JournalLeaseLocked(grant, session);
   return std::optional<Grant>(std::move(grant));
 }
 
@@ -519,10 +534,11 @@ absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
   });
 }
 
-void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after) {
+void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after, bool journal) {
   auto lease = leases_.find(lease_id);
   Lease released = lease->second;
   leases_.erase(lease);
+  if (journal && journal_ != nullptr) journal_->LeaseEnded(lease_id);
   auto session = sessions_.find(released.session);
   if (session != sessions_.end()) session->second.leases.erase(lease_id);
   uid_counts_.Remove(released.uid, UidCounts::Kind::kLeases);
@@ -552,6 +568,12 @@ void Broker::UnlinkLocked(Buffer& buffer, AfterUnlock& after) {
 
 void Broker::JournalLocked(const Buffer& buffer) {
   if (journal_ != nullptr) journal_->BufferChanged(buffer.info, buffer.allocation);
+}
+
+void Broker::JournalLeaseLocked(const Grant& grant, SessionId session) {
+  if (journal_ != nullptr) {
+    journal_->LeaseGranted(grant.lease, session, grant.buffer.id, grant.access);
+  }
 }
 
 void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {

@@ -69,10 +69,13 @@ class Broker {
   Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock);
   ~Broker();
 
-  // Registers a session for a connected peer. Errors: RESOURCE_EXHAUSTED
-  // (max_sessions_per_uid, max_sessions).
+  // Registers a session for a connected peer. `token_digest` (SHA-256 of
+  // the session's token; empty: none) goes to the journal, for the client
+  // to re-claim its leases after a restart (Reclaim). Errors:
+  // RESOURCE_EXHAUSTED (max_sessions_per_uid, max_sessions).
   absl::StatusOr<SessionId> StartSession(const PeerCredentials& peer,
-                                         std::string command);
+                                         std::string command,
+                                         const std::string& token_digest = {});
 
   // Releases every lease of the session and wakes its waiting opens (which
   // then fail with UNAUTHENTICATED). Unknown ids are ignored.
@@ -198,16 +201,53 @@ class Broker {
   // allocation goes back to its pool. Errors: FAILED_PRECONDITION
   // (sessions or buffers exist already), INVALID_ARGUMENT (an id or a
   // linked name twice, id 0, a location no pool serves).
+  //
+  // `sessions` and `leases` are what the previous memd's sessions held: each
+  // lease waits, held by its dead session, for a client of that session's
+  // uid that knows its token to re-claim it (Reclaim) until EndGrace, and
+  // its buffer waits with it. Errors as above, and INVALID_ARGUMENT for a
+  // lease of a session or buffer not adopted, an id twice or 0.
   struct AdoptedBuffer {
     BufferInfo info;
     pool::Allocation allocation;
   };
-  absl::Status Adopt(std::vector<AdoptedBuffer> buffers);
+  struct AdoptedSession {
+    SessionId id = 0;
+    uid_t uid = 0;
+    std::string token_digest;
+  };
+  struct AdoptedLease {
+    LeaseId id = 0;
+    SessionId session = 0;
+    BufferId buffer = 0;
+    Access access = Access::kRead;
+  };
+  absl::Status Adopt(std::vector<AdoptedBuffer> buffers,
+                     std::vector<AdoptedSession> sessions = {},
+                     std::vector<AdoptedLease> leases = {});
 
-  // Ends the grace period after a recovery: adopted buffers that wait for
-  // their holders and hold no lease now go, as if their last lease had
-  // ended (unsealed and ephemeral ones are unlinked, unlinked ones freed).
-  // Returns how many went. Later calls do nothing.
+  // Moves to `session`, under the same ids and access, the adopted leases
+  // in `leases` that a dead session held whose uid is the caller's and whose
+  // token digest is `previous_token_digest`. Each is answered apart: OK
+  // (held by `session` now), NOT_FOUND (no such lease of an earlier session
+  // of the caller's with that token: never held, another uid's, claimed
+  // already, or the grace period is over; a guess learns nothing more),
+  // RESOURCE_EXHAUSTED (max_leases_per_session, max_leases_per_uid: it
+  // stays to be claimed). Errors: UNAUTHENTICATED (the session),
+  // INVALID_ARGUMENT (more ids than max_leases_per_session, an id twice).
+  struct ReclaimOutcome {
+    LeaseId lease = 0;
+    absl::Status status;
+  };
+  absl::StatusOr<std::vector<ReclaimOutcome>> Reclaim(SessionId session,
+                                                      const std::string& previous_token_digest,
+                                                      const std::vector<LeaseId>& leases);
+
+  // Ends the grace period after a recovery: adopted leases nobody
+  // re-claimed end, and adopted buffers that wait for their holders and
+  // hold no lease now go, as if their last lease had ended (unsealed and
+  // ephemeral ones are unlinked, unlinked ones freed). Returns how many
+  // buffers went. Later calls do nothing.
   std::uint64_t EndGrace();
 
   // Called, outside the broker's mutex, with each buffer freed while copies
@@ -301,7 +341,8 @@ class Broker {
   // memory and a hold on its segment.
   absl::StatusOr<CopyEnd> CopyEndLocked(SessionId session, const CopyRegion& region,
                                         CopySide side) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseLocked(LeaseId lease, AfterUnlock& after)
+  // `journal`: false where the session's end covers the lease's.
+  void ReleaseLocked(LeaseId lease, AfterUnlock& after, bool journal = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnlinkLocked(Buffer& buffer, AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -313,6 +354,9 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the journal, if any, what the buffer is now.
   void JournalLocked(const Buffer& buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the journal, if any, that `session` holds the grant's lease.
+  void JournalLeaseLocked(const Grant& grant, SessionId session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The last copy claim on a buffer went (CopyPin's let_go): a parked buffer
   // is freed now. Runs on the thread that dropped the claim, never under mu_.
   void CopiesLetGo(BufferId id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -358,6 +402,10 @@ class Broker {
   std::function<void(BufferId)> on_freed_while_written_ ABSL_GUARDED_BY(mu_);
   BufferJournal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool in_grace_ ABSL_GUARDED_BY(mu_) = false;
+  // Until EndGrace: the previous memd's sessions, and the leases they held
+  // that nobody has re-claimed (Adopt, Reclaim). New ids skip theirs.
+  absl::flat_hash_map<SessionId, AdoptedSession> dead_sessions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<LeaseId, AdoptedLease> reclaimable_ ABSL_GUARDED_BY(mu_);
 };
 
 // The buffer a Seal refusal is about when copies may still write it, so

@@ -47,8 +47,11 @@ absl::Status Recorder::Begin(const DurableState& state, std::uint64_t epoch,
   if (!journal.ok()) return journal.status();
   absl::MutexLock lock(&mu_);
   journal_ = std::move(*journal);
-  segments_.clear();
-  for (const auto& [id, segment] : state.segments) segments_.insert(id);
+  in_state_ = InState();
+  for (const auto& [id, segment] : state.segments) in_state_.segments.insert(id);
+  for (const auto& [id, buffer] : state.buffers) in_state_.buffers.insert(id);
+  for (const auto& [id, session] : state.sessions) in_state_.sessions.insert(id);
+  for (const auto& [id, lease] : state.leases) in_state_.leases.insert(id);
   return absl::OkStatus();
 }
 
@@ -78,20 +81,21 @@ void Recorder::SegmentAdded(const pool::SegmentRecord& segment, int durable_fd) 
     Failed(stored, "storing a segment's descriptor");
     return;
   }
-  Record(EntryOf(segment), [id = segment.id](auto& segments) {
-    segments.insert(id);
+  Record(EntryOf(segment), [id = segment.id](InState& in_state) {
+    in_state.segments.insert(id);
     return true;
   });
 }
 
 void Recorder::SegmentChanged(const pool::SegmentRecord& segment) {
-  Record(EntryOf(segment), [id = segment.id](auto& segments) { return segments.contains(id); });
+  Record(EntryOf(segment),
+         [id = segment.id](InState& in_state) { return in_state.segments.contains(id); });
 }
 
 void Recorder::SegmentRemoved(std::uint64_t id) {
   bool was_recorded = false;
-  Record(DropSegment{id}, [id, &was_recorded](auto& segments) {
-    was_recorded = segments.erase(id) > 0;
+  Record(DropSegment{id}, [id, &was_recorded](InState& in_state) {
+    was_recorded = in_state.segments.erase(id) > 0;
     return was_recorded;
   });
   if (!was_recorded) return;
@@ -103,23 +107,58 @@ void Recorder::SegmentRemoved(std::uint64_t id) {
 void Recorder::BufferChanged(const broker::BufferInfo& info,
                              const pool::Allocation& allocation) {
   Record(durable::EntryOf(info, allocation),
-         [id = allocation.segment_id](auto& segments) { return segments.contains(id); });
+         [segment = allocation.segment_id, id = info.id](InState& in_state) {
+           if (!in_state.segments.contains(segment)) return false;
+           in_state.buffers.insert(id);
+           return true;
+         });
 }
 
-void Recorder::BufferFreed(broker::BufferId id) { Record(DropBuffer{id}); }
+void Recorder::BufferFreed(broker::BufferId id) {
+  Record(DropBuffer{id}, [id](InState& in_state) { return in_state.buffers.erase(id) > 0; });
+}
+
+void Recorder::SessionStarted(broker::SessionId id, uid_t uid, const std::string& token_digest) {
+  // A session without a digest could never re-claim: nothing to keep.
+  if (token_digest.size() != kTokenDigestBytes) return;
+  Record(SessionEntry{id, static_cast<std::uint32_t>(uid), token_digest},
+         [id](InState& in_state) {
+           in_state.sessions.insert(id);
+           return true;
+         });
+}
+
+void Recorder::SessionEnded(broker::SessionId id) {
+  Record(DropSession{id}, [id](InState& in_state) { return in_state.sessions.erase(id) > 0; });
+}
+
+void Recorder::LeaseGranted(broker::LeaseId id, broker::SessionId session,
+                            broker::BufferId buffer, broker::Access access) {
+  Record(LeaseEntry{id, session, buffer, access == broker::Access::kReadWrite},
+         [id, session, buffer](InState& in_state) {
+           if (!in_state.sessions.contains(session) || !in_state.buffers.contains(buffer)) {
+             return false;
+           }
+           in_state.leases.insert(id);
+           return true;
+         });
+}
+
+void Recorder::LeaseEnded(broker::LeaseId id) {
+  Record(DropLease{id}, [id](InState& in_state) { return in_state.leases.erase(id) > 0; });
+}
 
 bool Recorder::recording() {
   absl::MutexLock lock(&mu_);
   return journal_ != nullptr;
 }
 
-void Recorder::Record(
-    Change change, const std::function<bool(absl::flat_hash_set<std::uint64_t>&)>& keep) {
+void Recorder::Record(Change change, const std::function<bool(InState&)>& keep) {
   absl::Status recorded;
   {
     absl::MutexLock lock(&mu_);
     if (journal_ == nullptr) return;
-    if (keep && !keep(segments_)) return;
+    if (keep && !keep(in_state_)) return;
     recorded = journal_->Record({&change, 1});
   }
   if (!recorded.ok()) Failed(recorded, "journaling a change");

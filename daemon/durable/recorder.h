@@ -63,26 +63,36 @@ class Recorder : public pool::SegmentJournal, public broker::BufferJournal {
   void BufferChanged(const broker::BufferInfo& info,
                      const pool::Allocation& allocation) override;
   void BufferFreed(broker::BufferId id) override;
+  void SessionStarted(broker::SessionId id, uid_t uid, const std::string& token_digest) override;
+  void SessionEnded(broker::SessionId id) override;
+  void LeaseGranted(broker::LeaseId id, broker::SessionId session, broker::BufferId buffer,
+                    broker::Access access) override;
+  void LeaseEnded(broker::LeaseId id) override;
 
   std::uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
 
  private:
+  // The ids in the state, so that nothing in it ever names what it lacks:
+  // a buffer elsewhere than a recorded segment (memory that cannot outlive
+  // memd) stays out, and so does a lease of a buffer or session not in it.
+  struct InState {
+    absl::flat_hash_set<std::uint64_t> segments;
+    absl::flat_hash_set<std::uint64_t> buffers;
+    absl::flat_hash_set<std::uint64_t> sessions;
+    absl::flat_hash_set<std::uint64_t> leases;
+  };
   SegmentEntry EntryOf(const pool::SegmentRecord& segment) const;
   bool recording();
-  // Journals `change` if recording; `keep(segments_)` says whether it
-  // belongs in the state, under the same lock.
-  void Record(Change change, const std::function<bool(
-                                 absl::flat_hash_set<std::uint64_t>&)>& keep = nullptr);
+  // Journals `change` if recording; `keep(in_state_)` says whether it
+  // belongs in the state (and notes it), under the same lock.
+  void Record(Change change, const std::function<bool(InState&)>& keep = nullptr);
   void Failed(const absl::Status& status, const char* what);
 
   FdStore& store_;
   const std::function<std::string(const Location&)> device_uuid_;
   absl::Mutex mu_;
   std::unique_ptr<StateJournal> journal_ ABSL_GUARDED_BY(mu_);
-  // Segments in the state: a buffer elsewhere (memory that cannot outlive
-  // memd) stays out of it, so that the state never names a segment it
-  // lacks.
-  absl::flat_hash_set<std::uint64_t> segments_ ABSL_GUARDED_BY(mu_);
+  InState in_state_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> failures_{0};
 };
 

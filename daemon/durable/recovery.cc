@@ -188,7 +188,22 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
     Forget(store, name);
   }
   out.report.buffers = adopted.size();
-  if (absl::Status taken = broker.Adopt(std::move(adopted)); !taken.ok()) {
+  // The sessions and the leases they held on buffers adopted now: each may
+  // be re-claimed by its client until the grace period ends.
+  std::vector<broker::Broker::AdoptedSession> sessions;
+  std::vector<broker::Broker::AdoptedLease> leases;
+  for (const auto& [id, lease] : previous.leases) {
+    if (!out.state.buffers.contains(lease.buffer_id)) continue;  // Lost with its segment.
+    out.state.leases.emplace(id, lease);
+    leases.push_back({lease.id, lease.session_id, lease.buffer_id,
+                      lease.writable ? backend::Access::kReadWrite : backend::Access::kRead});
+  }
+  for (const auto& [id, session] : previous.sessions) {
+    out.state.sessions.emplace(id, session);
+    sessions.push_back({session.id, session.uid, session.token_digest});
+  }
+  if (absl::Status taken = broker.Adopt(std::move(adopted), std::move(sessions), std::move(leases));
+      !taken.ok()) {
     // The state read but does not fit together: nothing of it is adopted.
     out.report.summary = absl::StrCat("started EMPTY: the previous memd's buffers do not fit (",
                                       taken.ToString(), ")");
@@ -216,7 +231,9 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
     out.report.summary = absl::StrCat(
         "generation ", out.report.generation, ": adopted ", out.report.buffers, " buffers (",
         FormatBytes(out.report.bytes), ") in ", out.report.segments, " segments from state epoch ",
-        loaded->epoch, " in ", absl::FormatDuration(out.report.took),
+        loaded->epoch, " in ", absl::FormatDuration(out.report.took), "; ",
+        out.state.leases.size(), " leases of ", previous.sessions.size(),
+        " earlier sessions may be re-claimed",
         out.report.lost_buffers > 0 ? absl::StrCat("; LOST ", out.report.lost_buffers) : "");
   }
   return out;

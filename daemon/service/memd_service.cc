@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "daemon/broker/permissions.h"
 #include "daemon/service/convert.h"
+#include "daemon/session/token_digest.h"
 #include "grpcpp/alarm.h"
 #include "spdlog/spdlog.h"
 
@@ -298,6 +299,37 @@ grpc::ServerUnaryReactor* MemdService::Release(grpc::CallbackServerContext* cont
   return Respond(context, "Release", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
     return broker_.Release(session->id(), request->lease_id());
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Reclaim(grpc::CallbackServerContext* context,
+                                               const v1::ReclaimRequest* request,
+                                               v1::ReclaimReply* reply) {
+  return Respond(context, "Reclaim", [&]() -> absl::Status {
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    // memd's tokens are 32 hex digits; anything far longer is no token.
+    constexpr std::size_t kMaxTokenBytes = 256;
+    if (request->previous_token().size() > kMaxTokenBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "previous_token of ", request->previous_token().size(), " bytes; memd's are ",
+          kMaxTokenBytes, " at most"));
+    }
+    const std::vector<broker::LeaseId> leases(request->lease_ids().begin(),
+                                              request->lease_ids().end());
+    MEMD_ASSIGN_OR_RETURN(
+        auto outcomes,
+        broker_.Reclaim(session->id(), session::TokenDigest(request->previous_token()), leases));
+    for (const broker::Broker::ReclaimOutcome& outcome : outcomes) {
+      if (outcome.status.ok()) {
+        reply->add_reclaimed(outcome.lease);
+        continue;
+      }
+      v1::LeaseRefusal* refused = reply->add_refused();
+      refused->set_lease_id(outcome.lease);
+      refused->set_code(static_cast<int>(outcome.status.code()));
+      refused->set_message(std::string(outcome.status.message()));
+    }
+    return absl::OkStatus();
   });
 }
 

@@ -111,6 +111,9 @@ class MemdService final : public v1::Memd::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
                                  const v1::PingRequest* request,
                                  v1::PingReply* reply) override;
+  grpc::ServerUnaryReactor* Reclaim(grpc::CallbackServerContext* context,
+                                    const v1::ReclaimRequest* request,
+                                    v1::ReclaimReply* reply) override;
   // Transfers (transfer_calls.cc).
   grpc::ServerUnaryReactor* Copy(grpc::CallbackServerContext* context,
                                  const v1::CopyRequest* request,

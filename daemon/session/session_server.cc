@@ -199,7 +199,7 @@ void SessionServer::AcceptSessions(absl::Time now) {
     }
     auto token = NewToken();
     absl::StatusOr<std::uint64_t> id =
-        token.ok() ? hooks_.start(*peer, CommandOf(peer->pid)) : token.status();
+        token.ok() ? hooks_.start(*peer, CommandOf(peer->pid), *token) : token.status();
     if (!id.ok()) {
       refusals_.Warn(now, absl::StrCat("refused session for pid ", peer->pid, " uid ",
                                        peer->uid, ": ", id.status().ToString()));

@@ -26,8 +26,11 @@ namespace memd::session {
 // `control` takes a control connection memd accepted and recorded (it hands
 // the descriptor to gRPC).
 struct SessionHooks {
+  // `token` is the one the client's calls will carry (and, after a restart,
+  // what it re-claims its leases with).
   std::function<absl::StatusOr<std::uint64_t>(const PeerCredentials& peer,
-                                              const std::string& command)>
+                                              const std::string& command,
+                                              const std::string& token)>
       start;
   std::function<void(std::uint64_t session)> end;
   std::function<void(UniqueFd connection)> control;

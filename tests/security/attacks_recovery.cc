@@ -8,7 +8,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "memd/client.h"
+#include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
 
 namespace memd::hostile {
@@ -36,6 +38,35 @@ MEMD_ATTACK(claim,
   std::printf("held\n");
   std::fflush(stdout);
   for (;;) ::pause();
+}
+
+MEMD_ATTACK(reclaim,
+            "TOKEN LEASE...: re-claims the LEASEs with someone else's (leaked) "
+            "session TOKEN in a raw session of its own; prints 'reclaimed N' and "
+            "the refusals' status code names") {
+  if (args.size() < 2) return 2;
+  auto session = StepSession();
+  if (!session) return 1;
+  v1::ReclaimRequest request;
+  request.set_previous_token(args[0]);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    std::uint64_t id = 0;
+    if (!absl::SimpleAtoi(args[i], &id)) return 2;
+    request.add_lease_ids(id);
+  }
+  v1::ReclaimReply reply;
+  const grpc::Status status = session->Call(&v1::Memd::Stub::Reclaim, request, &reply);
+  if (!status.ok()) {
+    std::printf("%s\n", Refusal(status).c_str());
+    return 1;
+  }
+  std::printf("reclaimed %d", reply.reclaimed_size());
+  for (const v1::LeaseRefusal& refused : reply.refused()) {
+    std::printf(" %s",
+                absl::StatusCodeToString(static_cast<absl::StatusCode>(refused.code())).c_str());
+  }
+  std::printf("\n");
+  return 0;
 }
 
 }  // namespace memd::hostile

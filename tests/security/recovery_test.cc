@@ -30,6 +30,7 @@
 #include "memd/client.h"
 #include "tests/support/hostile.h"
 #include "tests/support/poll_until.h"
+#include "tests/support/raw_session.h"
 #include "tests/support/run_program.h"
 #include "tests/support/service_manager.h"
 #include "tests/support/temp_dir.h"
@@ -235,6 +236,41 @@ TEST_F(RecoveryTest, OnlyAUserTheModeLetsInKeepsAnAdoptedBufferPastTheGracePerio
   EXPECT_TRUE(Exists(*client, "alice/pub"));
   bob->Kill();
   EXPECT_TRUE(test::PollUntil([&] { return !Exists(*client, "alice/open"); }));
+}
+
+TEST_F(RecoveryTest, AnotherUidCannotReclaimALeaseEvenWithItsTokenAndId) {
+  StartMemd();
+  // Root's writer: an unsealed buffer, its lease recorded with its token.
+  test::RawSession writer = test::RawSession::Open(socket_dir_);
+  v1::CreateRequest create;
+  create.set_name("root/wip");
+  create.set_size_bytes(4096);
+  create.set_mode(0666);  // Even a buffer Mallory may write.
+  v1::Lease lease;
+  ASSERT_TRUE(writer.Call(&v1::Memd::Stub::Create, create, &lease).ok());
+  const std::string lease_id = std::to_string(lease.lease_id());
+  KillMemd();
+  StartMemd();
+  // Mallory learned the token and the id (a leaked log, say): a session of
+  // her uid gets nothing, told no more than for a made-up id.
+  test::ProgramResult stolen = Hostile(kMallory, {"reclaim", writer.token, lease_id});
+  EXPECT_EQ(stolen.exit_code, 0) << stolen.out << stolen.err;
+  EXPECT_EQ(stolen.out, "reclaimed 0 NOT_FOUND\n");
+  test::ProgramResult guessed = Hostile(kMallory, {"reclaim", writer.token, "12345"});
+  EXPECT_EQ(guessed.out, "reclaimed 0 NOT_FOUND\n");
+  // Nor did her try spend it: root's writer takes it back.
+  test::RawSession again = test::RawSession::Open(socket_dir_);
+  v1::ReclaimRequest request;
+  request.set_previous_token(writer.token);
+  request.add_lease_ids(lease.lease_id());
+  v1::ReclaimReply reply;
+  ASSERT_TRUE(again.Call(&v1::Memd::Stub::Reclaim, request, &reply).ok());
+  EXPECT_EQ(reply.reclaimed_size(), 1);
+  // A flood of ids is bounded like the leases a session may hold.
+  std::vector<std::string> flood = {"reclaim", writer.token};
+  for (int i = 0; i < 70000; ++i) flood.push_back(std::to_string(i + 1));
+  test::ProgramResult flooded = Hostile(kMallory, flood);
+  EXPECT_THAT(flooded.out, HasSubstr("INVALID_ARGUMENT"));
 }
 
 TEST_F(RecoveryTest, AnAdoptedBuffersNameStaysItsOwnersThroughTheGracePeriod) {

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -117,6 +118,10 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
       CPU_SET(cpu, &set);
       ::sched_setaffinity(0, sizeof(set), &set);
     }
+    // A test that crashes takes its memd with it: an orphan would keep the
+    // test's output pipe open and ctest waiting until its timeout. Set last:
+    // a change of uid clears it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

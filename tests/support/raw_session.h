@@ -51,8 +51,13 @@ struct RawSession {
     raw.socket = std::move(*socket);
     raw.token = hello->token;
     raw.id = hello->session_id;
-    raw.stub = v1::Memd::NewStub(grpc::CreateChannel(
-        "unix:" + ControlSocketPath(socket_dir), grpc::InsecureChannelCredentials()));
+    // A channel of its own, as libmemd's: one shared through gRPC's
+    // process-wide pool with a session of a memd that died since fails its
+    // first call ("Broken pipe").
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    raw.stub = v1::Memd::NewStub(grpc::CreateCustomChannel(
+        "unix:" + ControlSocketPath(socket_dir), grpc::InsecureChannelCredentials(), arguments));
     return raw;
   }
 

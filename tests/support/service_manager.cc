@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -293,6 +294,9 @@ absl::Status ServiceManager::Start(const std::string& program,
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
     FormatPid(::getpid(), listen_pid + pid_at);
+    // A test that crashes takes its memd with it: an orphan would keep the
+    // test's output pipe open and ctest waiting until its timeout.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // Copies above 3 + count first, so no move overwrites a source still to
     // move; they are CLOEXEC and vanish at exec, dup2's targets are not.
     const int above = 3 + count;

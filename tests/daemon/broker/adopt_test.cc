@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/broker/broker.h"
 #include "daemon/pool/carving_pool.h"
 #include "gmock/gmock.h"
@@ -41,10 +42,24 @@ class RecordingJournal : public BufferJournal {
                      (allocation.bytes >= info.size ? "" : " SHORT"));
   }
   void BufferFreed(BufferId id) override { events.push_back("freed " + names[id]); }
+  void SessionStarted(SessionId id, uid_t uid, const std::string& digest) override {
+    holds.push_back(absl::StrCat("session ", id, " uid ", uid, " digest ", digest));
+  }
+  void SessionEnded(SessionId id) override { holds.push_back(absl::StrCat("session end ", id)); }
+  void LeaseGranted(LeaseId, SessionId session, BufferId buffer, Access access) override {
+    holds.push_back(absl::StrCat("lease of ", session, " on ", buffer,
+                                 access == Access::kReadWrite ? " rw" : " r"));
+  }
+  void LeaseEnded(LeaseId) override { holds.push_back("lease end"); }
 
   std::map<BufferId, std::string> names;
   std::vector<std::string> events;
+  // Sessions and leases, apart from the buffers' events.
+  std::vector<std::string> holds;
 };
+
+// SHA-256 digests stand-ins: 32 bytes, one per token.
+std::string Digest(char token) { return std::string(32, token); }
 
 class AdoptTest : public ::testing::Test {
  protected:
@@ -78,6 +93,18 @@ class AdoptTest : public ::testing::Test {
     info.unlinked = unlinked;
     info.lease_count = 3;  // Leases of the dead memd: not this one's.
     return adopted;
+  }
+
+  // Adopts one buffer `id` ("wip", being written; or sealed) and lease
+  // `lease` on it that Alice's dead session 500 held with token 'a'.
+  void AdoptHeld(BufferState state = BufferState::kCreating, LeaseId lease = 900,
+                 BrokerLimits limits = {}) {
+    broker_->SetLimits(limits);
+    std::vector<Broker::AdoptedBuffer> left;
+    left.push_back(Left(1, "wip", state));
+    std::vector<Broker::AdoptedSession> sessions = {{500, kAlice, Digest('a')}};
+    std::vector<Broker::AdoptedLease> leases = {{lease, 500, 1, Access::kReadWrite}};
+    ASSERT_TRUE(broker_->Adopt(std::move(left), std::move(sessions), std::move(leases)).ok());
   }
 
   test::FakeClock clock_;
@@ -189,6 +216,130 @@ TEST_F(AdoptTest, AnAdoptionThatCannotBeWholeAdoptsNothingAndGivesTheMemoryBack)
   late.push_back(Left(3, "d", BufferState::kSealed));
   EXPECT_EQ(broker_->Adopt(std::move(late)).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(host().Stats().used_bytes, 0u);
+}
+
+TEST_F(AdoptTest, TheJournalHearsOfSessionsAndLeasesAndASessionEndsInOneRecord) {
+  RecordingJournal journal;
+  broker_->SetJournal(&journal);
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('a'));
+  auto created = broker_->Create(alice, Params("x"));
+  ASSERT_TRUE(created.ok());
+  const BufferId x = created->buffer.id;
+  ASSERT_TRUE(broker_->Seal(alice, created->lease).ok());
+  auto opened = broker_->Open(alice, {"x"});
+  ASSERT_TRUE(opened.ok());
+  ASSERT_TRUE(broker_->Release(alice, created->lease).ok());
+  broker_->EndSession(alice);  // Ends the open's lease with it.
+  EXPECT_THAT(journal.holds,
+              ElementsAre(absl::StrCat("session ", alice, " uid ", kAlice, " digest ", Digest('a')),
+                          absl::StrCat("lease of ", alice, " on ", x, " rw"),
+                          absl::StrCat("lease of ", alice, " on ", x, " r"), "lease end",
+                          absl::StrCat("session end ", alice)));
+  // The buffer was journaled before its first lease.
+  EXPECT_EQ(journal.events.front(), "changed x creating");
+  EXPECT_THAT(journal.events, ::testing::Not(::testing::IsEmpty()));
+}
+
+TEST_F(AdoptTest, ALeaseIsReclaimedOnlyByItsUidWithItsTokenAndOnlyOnce) {
+  AdoptHeld();
+  SessionId bob = *broker_->StartSession(Peer(kBob), "test", Digest('b'));
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  auto code_of = [&](SessionId session, const std::string& digest) {
+    auto outcomes = broker_->Reclaim(session, digest, {900});
+    EXPECT_TRUE(outcomes.ok()) << outcomes.status();
+    return outcomes.ok() && outcomes->size() == 1 ? (*outcomes)[0].status.code()
+                                                   : absl::StatusCode::kUnknown;
+  };
+  // Bob, even with Alice's token, and Alice with another token: nothing,
+  // and told no more than for an id never held.
+  EXPECT_EQ(code_of(bob, Digest('a')), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code_of(alice, Digest('x')), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code_of(alice, ""), absl::StatusCode::kNotFound);
+  auto never = broker_->Reclaim(alice, Digest('a'), {901});
+  ASSERT_TRUE(never.ok());
+  EXPECT_EQ((*never)[0].status.code(), absl::StatusCode::kNotFound);
+  // Alice with the dead session's token: hers again, writable, same id.
+  EXPECT_EQ(code_of(alice, Digest('a')), absl::StatusCode::kOk);
+  EXPECT_EQ(code_of(alice, Digest('a')), absl::StatusCode::kNotFound);  // Once.
+  EXPECT_EQ(broker_->Stat(alice, "wip")->lease_count, 1u);
+  EXPECT_EQ(broker_->CountsOf(kAlice).leases, 1u);
+  EXPECT_EQ(broker_->Seal(bob, 900).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(broker_->Seal(alice, 900).ok());
+  // Held, it outlives the grace period; sealed, it outlives its lease.
+  EXPECT_EQ(broker_->EndGrace(), 0u);
+  ASSERT_TRUE(broker_->Release(alice, 900).ok());
+  EXPECT_TRUE(broker_->Stat(alice, "wip").ok());
+}
+
+TEST_F(AdoptTest, AnUnclaimedLeaseEndsWithTheGraceAndItsUnsealedBufferGoes) {
+  AdoptHeld();
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  EXPECT_EQ(broker_->EndGrace(), 1u);
+  EXPECT_EQ(broker_->Stat(alice, "wip").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(host().Stats().used_bytes, 0u);
+  auto late = broker_->Reclaim(alice, Digest('a'), {900});
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ((*late)[0].status.code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(AdoptTest, ABufferSomeoneMayStillMapOutlivesAnUnlinkUntilTheGraceEnds) {
+  AdoptHeld(BufferState::kSealed);
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  ASSERT_TRUE(broker_->Unlink(alice, "wip").ok());
+  // The dead session's client may still map it: its memory is not reused.
+  EXPECT_EQ(host().Stats().used_bytes, kMiB);
+  EXPECT_EQ(broker_->EndGrace(), 1u);
+  EXPECT_EQ(host().Stats().used_bytes, 0u);
+}
+
+TEST_F(AdoptTest, AReclaimIsBoundedByTheSessionsAndTheUidsLeaseLimits) {
+  BrokerLimits limits;
+  limits.max_leases_per_session = 1;
+  AdoptHeld(BufferState::kCreating, 900, limits);
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  EXPECT_EQ(broker_->Reclaim(alice, Digest('a'), {900, 901}).status().code(),
+            absl::StatusCode::kInvalidArgument);  // More than a session may hold.
+  limits.max_leases_per_session = 4;
+  broker_->SetLimits(limits);
+  EXPECT_EQ(broker_->Reclaim(alice, Digest('a'), {900, 900}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  limits.max_leases_per_uid = 1;
+  broker_->SetLimits(limits);
+  ASSERT_TRUE(broker_->Create(alice, Params("other")).ok());  // Alice's one lease.
+  auto refused = broker_->Reclaim(alice, Digest('a'), {900});
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ((*refused)[0].status.code(), absl::StatusCode::kResourceExhausted);
+  // Refused for a limit, it stays to be claimed.
+  limits.max_leases_per_uid = 4;
+  broker_->SetLimits(limits);
+  auto claimed = broker_->Reclaim(alice, Digest('a'), {900});
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_TRUE((*claimed)[0].status.ok()) << (*claimed)[0].status;
+  EXPECT_EQ(broker_->Reclaim(12345, Digest('a'), {900}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(AdoptTest, LeasesOfSessionsOrBuffersNotAdoptedAreRefusedWithEverythingElse) {
+  struct Case {
+    std::vector<Broker::AdoptedSession> sessions;
+    std::vector<Broker::AdoptedLease> leases;
+  };
+  const std::vector<Case> cases = {
+      {{{500, kAlice, Digest('a')}}, {{900, 501, 1, Access::kRead}}},   // Unknown session.
+      {{{500, kAlice, Digest('a')}}, {{900, 500, 2, Access::kRead}}},   // Unknown buffer.
+      {{{500, kAlice, Digest('a')}}, {{0, 500, 1, Access::kRead}}},     // Id 0.
+      {{{500, kAlice, Digest('a')}},
+       {{900, 500, 1, Access::kRead}, {900, 500, 1, Access::kRead}}},  // Twice.
+      {{{0, kAlice, Digest('a')}}, {}},                                 // Session 0.
+  };
+  for (const Case& c : cases) {
+    std::vector<Broker::AdoptedBuffer> left;
+    left.push_back(Left(1, "wip", BufferState::kSealed));
+    EXPECT_EQ(broker_->Adopt(std::move(left), c.sessions, c.leases).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(host().Stats().used_bytes, 0u);
+    EXPECT_EQ(broker_->Counts().buffers, 0u);
+  }
 }
 
 }  // namespace

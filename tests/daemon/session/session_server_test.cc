@@ -28,7 +28,8 @@ class SessionServerTest : public ::testing::Test {
     auto listener = ListenUnix(path_, SOCK_SEQPACKET, 0600);
     EXPECT_TRUE(listener.ok()) << listener.status();
     SessionHooks hooks{
-        [this](const PeerCredentials&, const std::string&) -> absl::StatusOr<std::uint64_t> {
+        [this](const PeerCredentials&, const std::string&,
+               const std::string&) -> absl::StatusOr<std::uint64_t> {
           return ++started_;
         },
         [this](std::uint64_t) {
