@@ -1,8 +1,13 @@
 #include "client/src/client_core.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <system_error>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -16,7 +21,33 @@ namespace {
 
 constexpr char kSessionMetadataKey[] = "memd-session";
 
+// The watcher's reconnect attempts while the daemon is away: the first
+// after this long, then twice as long each time, up to kLastRetry. The
+// daemon's grace period (30 s by default) leaves room for several.
+constexpr absl::Duration kFirstRetry = absl::Milliseconds(100);
+constexpr absl::Duration kLastRetry = absl::Seconds(2);
+
 }  // namespace
+
+ClientCore::~ClientCore() {
+  std::thread watcher;
+  pid_t started_in = -1;
+  {
+    absl::MutexLock lock(&tickets_mu_);
+    watcher = std::move(watcher_);
+    started_in = watcher_pid_;
+  }
+  if (!watcher.joinable()) return;
+  stopping_.store(true);
+  Wake();
+  // A forked child has the thread's handle but not the thread: joining it
+  // would wait for ever.
+  if (::getpid() == started_in) {
+    watcher.join();
+  } else {
+    watcher.detach();
+  }
+}
 
 absl::Status ClientCore::FromGrpc(const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();
@@ -137,8 +168,81 @@ std::shared_ptr<LeaseTicket> ClientCore::Register(std::uint64_t lease,
                                                   std::uint64_t generation) {
   auto ticket = std::make_shared<LeaseTicket>(lease, generation);
   absl::MutexLock lock(&tickets_mu_);
+  const bool first = tickets_.empty();
   tickets_.emplace(ticket.get(), ticket);
+  if (!watcher_.joinable()) {
+    // Without an eventfd or a thread, the client reconnects at its next
+    // call only, as it did before the watcher.
+    wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (wake_) {
+      try {
+        watcher_ = std::thread([this] { Watch(); });
+        watcher_pid_ = ::getpid();
+      } catch (const std::system_error&) {
+        wake_.reset();
+      }
+    }
+  } else if (first) {
+    Wake();  // The watcher may wait for a lease to exist.
+  }
   return ticket;
+}
+
+bool ClientCore::HoldsLeases() {
+  absl::MutexLock lock(&tickets_mu_);
+  absl::erase_if(tickets_, [](const auto& entry) { return entry.second.expired(); });
+  return !tickets_.empty();
+}
+
+void ClientCore::Wake() {
+  const std::uint64_t one = 1;
+  // Fails only when the counter is full, and then the watcher wakes anyway.
+  (void)!::write(wake_.get(), &one, sizeof(one));
+}
+
+void ClientCore::WaitWake(absl::Duration timeout) {
+  pollfd poll_fd{wake_.get(), POLLIN, 0};
+  const int millis = timeout == absl::InfiniteDuration()
+                         ? -1
+                         : static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  if (::poll(&poll_fd, 1, millis) > 0) {
+    std::uint64_t count = 0;
+    (void)!::read(wake_.get(), &count, sizeof(count));
+  }
+}
+
+void ClientCore::Watch() {
+  absl::Duration retry = kFirstRetry;
+  while (!stopping_.load()) {
+    if (!HoldsLeases()) {
+      // Nothing to reclaim: the next call reconnects, as it always did.
+      WaitWake(absl::InfiniteDuration());
+      continue;
+    }
+    std::shared_ptr<Connection> connection;
+    {
+      absl::MutexLock lock(&mu_);
+      connection = connection_;
+    }
+    if (connection != nullptr && !connection->session->HungUp()) {
+      retry = kFirstRetry;
+      absl::StatusOr<bool> hung_up = connection->session->WaitHangUp(wake_.get());
+      if (!hung_up.ok()) {
+        WaitWake(kLastRetry);  // poll itself fails: do not spin.
+      } else if (!*hung_up) {
+        WaitWake(absl::ZeroDuration());  // Woken: empty the eventfd.
+      }
+      continue;
+    }
+    // The session ended: connect again and reclaim, as a call would.
+    // Holds mu_ only inside Current, never while waiting to retry.
+    if (Current().ok()) {
+      retry = kFirstRetry;
+      continue;
+    }
+    WaitWake(retry);
+    retry = std::min(retry * 2, kLastRetry);
+  }
 }
 
 void ClientCore::Prepare(const Connection& connection,

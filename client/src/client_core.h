@@ -1,10 +1,13 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -15,6 +18,7 @@
 #include "client/src/ze_imports.h"
 #include "client/src/mapping_cache.h"
 #include "client/src/session_channel.h"
+#include "common/unique_fd.h"
 #include "grpcpp/grpcpp.h"
 #include "memd/client.h"
 #include "memd/v1/memd.grpc.pb.h"
@@ -50,7 +54,11 @@ struct LeaseTicket {
 /// the Client and its Buffers, Transfers too. Thread-safe.
 ///
 /// After the daemon hung up, the next connection asks it for the old
-/// session's live leases (Reclaim) before anyone uses it. Lock order: mu_,
+/// session's live leases (Reclaim) before anyone uses it. While a lease
+/// lives, a watcher thread (started with the first lease, joined by the
+/// destructor) reconnects as soon as the daemon hangs up, so that a process
+/// that only reads its mappings reclaims within the daemon's grace period
+/// too. The watcher never owns a reference to the core. Lock order: mu_,
 /// then tickets_mu_.
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
@@ -62,6 +70,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
         trust_(trust),
         mappings_(mapping_cache_bytes),
         ze_imports_(level_zero_context) {}
+  // Stops and joins the watcher (in a forked child, where it does not run,
+  // lets it be).
+  ~ClientCore();
   ClientCore(const ClientCore&) = delete;
   ClientCore& operator=(const ClientCore&) = delete;
 
@@ -135,9 +146,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void ReclaimLocked(const EndedSession& ended, const Connection& connection)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // A new lease granted on `generation`'s session, registered.
+  // A new lease granted on `generation`'s session, registered (the watcher
+  // starts with the first one).
   std::shared_ptr<LeaseTicket> Register(std::uint64_t lease,
                                         std::uint64_t generation);
+  // Whether any registered lease lives; forgets tickets gone.
+  bool HoldsLeases();
+  // The watcher's loop (see the class comment); returns once stopping_.
+  void Watch();
+  // Waits until wake_ is written to or `timeout` passes, and empties it.
+  void WaitWake(absl::Duration timeout);
+  void Wake();
   // One side of a copy as the daemon takes it (Copy): the lease, the
   // offset, the length (unset: the rest of the buffer).
   absl::StatusOr<v1::Region> RegionOf(const Region& region, bool source,
@@ -162,6 +181,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Every lease a Buffer of this core holds, by ticket.
   absl::flat_hash_map<const LeaseTicket*, std::weak_ptr<LeaseTicket>> tickets_
       ABSL_GUARDED_BY(tickets_mu_);
+  std::thread watcher_ ABSL_GUARDED_BY(tickets_mu_);
+  pid_t watcher_pid_ ABSL_GUARDED_BY(tickets_mu_) = -1;
+  // An eventfd, made with the watcher: wakes it to stop, or to look again
+  // at the leases.
+  UniqueFd wake_;
+  std::atomic<bool> stopping_{false};
+
   MappingCache mappings_;
   DeviceImports device_imports_;
   ZeImports ze_imports_;

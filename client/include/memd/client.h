@@ -424,13 +424,17 @@ class Buffer {
 /// descriptor passing) and a gRPC channel bound to it. When the process
 /// exits or dies, the daemon releases every lease it held. Thread-safe.
 ///
-/// If the daemon restarts, the Client opens a new session at its next
-/// call. Mappings stay valid throughout. The new session asks the daemon
-/// for the leases the old one held: a daemon that kept them (memd under
-/// systemd, within its recovery grace period) hands them on under the same
-/// ids, and those Buffers go on as before (Seal, Release, Copy); otherwise
-/// they ended with the old session, and their Seal and Copy answer
-/// NOT_FOUND.
+/// If the daemon restarts, the Client opens a new session: at its next
+/// call, or by itself as soon as the daemon is back while any of its
+/// Buffers holds a lease (a thread of the Client's, started with its first
+/// lease, retries from 100 ms to every 2 s; it ends with the Client and its
+/// Buffers). Mappings stay valid throughout. The new session asks the
+/// daemon for the leases the old one held: a daemon that kept them (memd
+/// under systemd, within its recovery grace period) hands them on under the
+/// same ids, and those Buffers go on as before (Seal, Release, Copy);
+/// otherwise they ended with the old session, and their Seal and Copy
+/// answer NOT_FOUND. A forked child must not use its parent's Client or
+/// its Buffers: neither gRPC's threads nor this one survive fork.
 class Client {
  public:
   // Errors: UNAVAILABLE (no daemon on the socket directory), PERMISSION_DENIED
