@@ -33,7 +33,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     info_ = std::move(other.info_);
     access_ = other.access_;
     lease_ = other.lease_;
-    session_generation_ = other.session_generation_;
+    ticket_ = std::move(other.ticket_);
     created_ = other.created_;
   }
   return *this;
@@ -55,7 +55,7 @@ absl::Status Buffer::Seal() {
   if (core_ == nullptr) {
     return absl::FailedPreconditionError("this Buffer holds no lease");
   }
-  return core_->Seal(session_generation_, lease_, &info_);
+  return core_->Seal(*ticket_, &info_);
 }
 
 absl::Status Buffer::Release() {
@@ -65,7 +65,8 @@ absl::Status Buffer::Release() {
   }
   std::shared_ptr<ClientCore> core = std::move(core_);
   core_.reset();
-  absl::Status status = core->Release(session_generation_, lease_);
+  absl::Status status = core->Release(ticket_);
+  ticket_.reset();
   mapping_.reset();
   device_import_.reset();
   device_pointer_ = 0;

@@ -1,8 +1,16 @@
 #include "client/src/client_core.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <system_error>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/convert.h"
 #include "common/errno_status.h"
@@ -13,7 +21,33 @@ namespace {
 
 constexpr char kSessionMetadataKey[] = "memd-session";
 
+// The watcher's reconnect attempts while the daemon is away: the first
+// after this long, then twice as long each time, up to kLastRetry. The
+// daemon's grace period (30 s by default) leaves room for several.
+constexpr absl::Duration kFirstRetry = absl::Milliseconds(100);
+constexpr absl::Duration kLastRetry = absl::Seconds(2);
+
 }  // namespace
+
+ClientCore::~ClientCore() {
+  std::thread watcher;
+  pid_t started_in = -1;
+  {
+    absl::MutexLock lock(&tickets_mu_);
+    watcher = std::move(watcher_);
+    started_in = watcher_pid_;
+  }
+  if (!watcher.joinable()) return;
+  stopping_.store(true);
+  Wake();
+  // A forked child has the thread's handle but not the thread: joining it
+  // would wait for ever.
+  if (::getpid() == started_in) {
+    watcher.join();
+  } else {
+    watcher.detach();
+  }
+}
 
 absl::Status ClientCore::FromGrpc(const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();
@@ -34,7 +68,13 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::Current() {
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
-  connection_.reset();
+  if (connection_ != nullptr) {
+    // It hung up. Remembered until a connection succeeds, however many
+    // tries that takes; a later hang-up replaces it (its leases could be
+    // reclaimed only with its own token, and only from the next daemon).
+    ended_ = EndedSession{connection_->generation, connection_->session->token()};
+    connection_.reset();
+  }
   auto session = SessionChannel::Connect(socket_dir_, call_timeout_, trust_);
   if (!session.ok()) return session.status();
   auto connection = std::make_shared<Connection>();
@@ -55,7 +95,154 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
   connection->stub = v1::Memd::NewStub(connection->channel);
   connection->generation = ++generations_;
   connection_ = connection;
+  if (ended_.has_value()) {
+    const EndedSession ended = *std::move(ended_);
+    ended_.reset();
+    ReclaimLocked(ended, *connection);
+  }
   return connection;
+}
+
+void ClientCore::ReclaimLocked(const EndedSession& ended,
+                               const Connection& connection) {
+  // The leases to ask for: each id once (one daemon's ids are unique; a
+  // duplicate would make the daemon refuse the whole call).
+  std::vector<std::shared_ptr<LeaseTicket>> held;
+  {
+    absl::MutexLock lock(&tickets_mu_);
+    absl::flat_hash_set<std::uint64_t> ids;
+    for (const auto& [key, weak] : tickets_) {
+      std::shared_ptr<LeaseTicket> ticket = weak.lock();
+      if (ticket != nullptr && ticket->generation.load() == ended.generation &&
+          ids.insert(ticket->lease_id).second) {
+        held.push_back(std::move(ticket));
+      }
+    }
+  }
+  for (std::size_t first = 0; first < held.size(); first += kReclaimBatch) {
+    const std::size_t last = std::min(held.size(), first + kReclaimBatch);
+    absl::flat_hash_map<std::uint64_t, std::shared_ptr<LeaseTicket>> batch;
+    v1::ReclaimRequest request;
+    request.set_previous_token(ended.token);
+    for (std::size_t i = first; i < last; ++i) {
+      request.add_lease_ids(held[i]->lease_id);
+      batch.emplace(held[i]->lease_id, held[i]);
+    }
+    v1::ReclaimReply reply;
+    grpc::ClientContext context;
+    Prepare(connection, context);
+    // UNIMPLEMENTED (a daemon that keeps no leases), UNAVAILABLE (it went
+    // again), or anything else: what is not reclaimed ended with its
+    // session, as before reclaiming existed; the call that reconnected goes
+    // on regardless.
+    if (!connection.stub->Reclaim(&context, request, &reply).ok()) return;
+    // Leases whose Buffer let go while the call ran: the new session holds
+    // them now, and nobody else will release them.
+    std::vector<std::uint64_t> orphans;
+    {
+      absl::MutexLock lock(&tickets_mu_);
+      for (std::uint64_t id : reply.reclaimed()) {
+        auto found = batch.find(id);
+        if (found == batch.end()) continue;  // Not asked for: not ours to keep.
+        const std::shared_ptr<LeaseTicket>& ticket = found->second;
+        if (tickets_.contains(ticket.get())) {
+          ticket->generation.store(connection.generation);
+        } else {
+          orphans.push_back(id);
+        }
+        batch.erase(found);
+      }
+    }
+    for (std::uint64_t id : orphans) {
+      grpc::ClientContext release_context;
+      Prepare(connection, release_context);
+      v1::ReleaseRequest release;
+      release.set_lease_id(id);
+      v1::ReleaseReply released;
+      (void)connection.stub->Release(&release_context, release, &released);
+    }
+  }
+}
+
+std::shared_ptr<LeaseTicket> ClientCore::Register(std::uint64_t lease,
+                                                  std::uint64_t generation) {
+  auto ticket = std::make_shared<LeaseTicket>(lease, generation);
+  absl::MutexLock lock(&tickets_mu_);
+  const bool first = tickets_.empty();
+  tickets_.emplace(ticket.get(), ticket);
+  if (!watcher_.joinable()) {
+    // Without an eventfd or a thread, the client reconnects at its next
+    // call only, as it did before the watcher.
+    wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (wake_) {
+      try {
+        watcher_ = std::thread([this] { Watch(); });
+        watcher_pid_ = ::getpid();
+      } catch (const std::system_error&) {
+        wake_.reset();
+      }
+    }
+  } else if (first) {
+    Wake();  // The watcher may wait for a lease to exist.
+  }
+  return ticket;
+}
+
+bool ClientCore::HoldsLeases() {
+  absl::MutexLock lock(&tickets_mu_);
+  absl::erase_if(tickets_, [](const auto& entry) { return entry.second.expired(); });
+  return !tickets_.empty();
+}
+
+void ClientCore::Wake() {
+  const std::uint64_t one = 1;
+  // Fails only when the counter is full, and then the watcher wakes anyway.
+  (void)!::write(wake_.get(), &one, sizeof(one));
+}
+
+void ClientCore::WaitWake(absl::Duration timeout) {
+  pollfd poll_fd{wake_.get(), POLLIN, 0};
+  const int millis = timeout == absl::InfiniteDuration()
+                         ? -1
+                         : static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  if (::poll(&poll_fd, 1, millis) > 0) {
+    std::uint64_t count = 0;
+    (void)!::read(wake_.get(), &count, sizeof(count));
+  }
+}
+
+void ClientCore::Watch() {
+  absl::Duration retry = kFirstRetry;
+  while (!stopping_.load()) {
+    if (!HoldsLeases()) {
+      // Nothing to reclaim: the next call reconnects, as it always did.
+      WaitWake(absl::InfiniteDuration());
+      continue;
+    }
+    std::shared_ptr<Connection> connection;
+    {
+      absl::MutexLock lock(&mu_);
+      connection = connection_;
+    }
+    if (connection != nullptr && !connection->session->HungUp()) {
+      retry = kFirstRetry;
+      absl::StatusOr<bool> hung_up = connection->session->WaitHangUp(wake_.get());
+      if (!hung_up.ok()) {
+        WaitWake(kLastRetry);  // poll itself fails: do not spin.
+      } else if (!*hung_up) {
+        WaitWake(absl::ZeroDuration());  // Woken: empty the eventfd.
+      }
+      continue;
+    }
+    // The session ended: connect again and reclaim, as a call would.
+    // Holds mu_ only inside Current, never while waiting to retry.
+    if (Current().ok()) {
+      retry = kFirstRetry;
+      continue;
+    }
+    WaitWake(retry);
+    retry = std::min(retry * 2, kLastRetry);
+  }
 }
 
 void ClientCore::Prepare(const Connection& connection,
@@ -70,19 +257,17 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
                                          const v1::Lease& lease, bool populate,
                                          std::shared_ptr<Mapping> mapped) {
   const v1::Handle& handle = lease.handle();
-  // A lease this client cannot use is given back rather than leaked.
-  auto give_back = [&](absl::Status status) {
-    (void)Release(connection.generation, lease.lease_id());
-    return status;
-  };
   const bool writable = lease.access() == v1::READ_WRITE;
   Buffer buffer;
   buffer.core_ = shared_from_this();
   buffer.info_ = FromProto(lease.buffer());
   buffer.access_ = writable ? Access::kReadWrite : Access::kRead;
   buffer.lease_ = lease.lease_id();
-  buffer.session_generation_ = connection.generation;
+  buffer.ticket_ = Register(lease.lease_id(), connection.generation);
   buffer.created_ = lease.created();
+  // A lease this client cannot use is given back rather than leaked: the
+  // Buffer, destroyed on the way out, releases it.
+  auto give_back = [](absl::Status status) { return status; };
   // Device memory: the segment is imported (or shared) and the buffer
   // lies at its offset; the import's kind follows the handle's.
   auto adopt_device = [&](auto device, auto& imports,
@@ -143,25 +328,35 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
   return buffer;
 }
 
-absl::Status ClientCore::Seal(std::uint64_t generation, std::uint64_t lease,
-                              BufferInfo* info) {
+absl::Status ClientCore::Seal(const LeaseTicket& ticket, BufferInfo* info) {
+  // Current first: a reconnect it makes reclaims before the ticket is read.
   auto connection = Current();
   if (!connection.ok()) return connection.status();
-  if ((*connection)->generation != generation) {
+  if ((*connection)->generation != ticket.generation.load()) {
     return absl::NotFoundError(absl::StrCat(
-        "lease ", lease, " ended with its session (the daemon restarted)"));
+        "lease ", ticket.lease_id, " ended with its session (the daemon restarted)"));
   }
   grpc::ClientContext context;
   Prepare(**connection, context);
   v1::SealRequest request;
-  request.set_lease_id(lease);
+  request.set_lease_id(ticket.lease_id);
   v1::SealReply reply;
   absl::Status status = FromGrpc((*connection)->stub->Seal(&context, request, &reply));
   if (status.ok()) *info = FromProto(reply.buffer());
   return status;
 }
 
-absl::Status ClientCore::Release(std::uint64_t generation, std::uint64_t lease) {
+absl::Status ClientCore::Release(const std::shared_ptr<LeaseTicket>& ticket) {
+  std::uint64_t generation = 0;
+  {
+    // Once the ticket is gone from tickets_, a reclaim in flight gives its
+    // lease back itself; until then, it moves the ticket first, and this
+    // reads the generation it moved to.
+    absl::MutexLock lock(&tickets_mu_);
+    tickets_.erase(ticket.get());
+    generation = ticket->generation.load();
+  }
+  const std::uint64_t lease = ticket->lease_id;
   std::shared_ptr<Connection> connection;
   {
     absl::MutexLock lock(&mu_);

@@ -1,10 +1,16 @@
 #pragma once
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/src/daemon_trust.h"
@@ -12,6 +18,7 @@
 #include "client/src/ze_imports.h"
 #include "client/src/mapping_cache.h"
 #include "client/src/session_channel.h"
+#include "common/unique_fd.h"
 #include "grpcpp/grpcpp.h"
 #include "memd/client.h"
 #include "memd/v1/memd.grpc.pb.h"
@@ -27,8 +34,32 @@ struct Connection {
   std::uint64_t generation = 0;
 };
 
-/// What Client and Buffer share: the current connection and this process's
-/// mappings. Owned jointly by the Client and its Buffers. Thread-safe.
+/// One lease a Buffer holds, and the generation of the connection whose
+/// session holds it now: the one that granted it, or a later one that a
+/// Reclaim moved it to after the daemon restarted. Owned by its Buffer;
+/// ClientCore keeps a weak reference while the lease lives. A lease id is
+/// unique only within one daemon's life (a daemon that kept nothing starts
+/// again from 1), so the ticket, not the id, names a lease in this process.
+/// Thread-safe: the generation is atomic.
+struct LeaseTicket {
+  LeaseTicket(std::uint64_t lease_id, std::uint64_t generation)
+      : lease_id(lease_id), generation(generation) {}
+
+  const std::uint64_t lease_id;
+  std::atomic<std::uint64_t> generation;
+};
+
+/// What Client and Buffer share: the current connection, the leases this
+/// process holds through it, and this process's mappings. Owned jointly by
+/// the Client and its Buffers, Transfers too. Thread-safe.
+///
+/// After the daemon hung up, the next connection asks it for the old
+/// session's live leases (Reclaim) before anyone uses it. While a lease
+/// lives, a watcher thread (started with the first lease, joined by the
+/// destructor) reconnects as soon as the daemon hangs up, so that a process
+/// that only reads its mappings reclaims within the daemon's grace period
+/// too. The watcher never owns a reference to the core. Lock order: mu_,
+/// then tickets_mu_.
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   ClientCore(std::string socket_dir, absl::Duration call_timeout,
@@ -39,6 +70,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
         trust_(trust),
         mappings_(mapping_cache_bytes),
         ze_imports_(level_zero_context) {}
+  // Stops and joins the watcher (in a forked child, where it does not run,
+  // lets it be).
+  ~ClientCore();
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
 
   // The live connection, reconnecting first when the daemon hung up.
   // Errors: as SessionChannel::Connect.
@@ -60,9 +96,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   DeviceImports& device_imports() { return device_imports_; }
   ZeImports& ze_imports() { return ze_imports_; }
 
-  absl::Status Seal(std::uint64_t generation, std::uint64_t lease,
-                    BufferInfo* info);
-  absl::Status Release(std::uint64_t generation, std::uint64_t lease);
+  // NOT_FOUND when the ticket's lease ended with its session (the daemon
+  // restarted and did not hand it on), and the daemon's errors.
+  absl::Status Seal(const LeaseTicket& ticket, BufferInfo* info);
+  // Ends the lease: tells the daemon when the current session holds it;
+  // one that ended with its session needs nothing. Forgets the ticket.
+  absl::Status Release(const std::shared_ptr<LeaseTicket>& ticket);
 
   // Client::Copy: checks what only this process knows of the regions (a
   // Buffer that holds a lease of this Client's current session), fills in
@@ -84,9 +123,40 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // gRPC status -> absl::Status, saying which daemon when it is unreachable.
   absl::Status FromGrpc(const grpc::Status& status) const;
 
+  // Most lease ids in one Reclaim call.
+  static constexpr int kReclaimBatch = 256;
+
  private:
+  // The session a hung-up connection had: what a reclaim names.
+  struct EndedSession {
+    std::uint64_t generation = 0;
+    std::string token;
+  };
+
+  // Replaces the connection (connection_ is null or hung up) and, when the
+  // one before hung up, reclaims its leases on the new one.
   absl::StatusOr<std::shared_ptr<Connection>> ConnectLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks `connection`'s daemon for the live leases of `ended`, kReclaimBatch
+  // ids a call, and moves the tickets of those it hands on to
+  // `connection`'s generation. Any error means nothing more is reclaimed:
+  // the rest stay on their ended session, as if the daemon had kept
+  // nothing. Runs under mu_, so that no call uses the new connection before
+  // the leases moved.
+  void ReclaimLocked(const EndedSession& ended, const Connection& connection)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // A new lease granted on `generation`'s session, registered (the watcher
+  // starts with the first one).
+  std::shared_ptr<LeaseTicket> Register(std::uint64_t lease,
+                                        std::uint64_t generation);
+  // Whether any registered lease lives; forgets tickets gone.
+  bool HoldsLeases();
+  // The watcher's loop (see the class comment); returns once stopping_.
+  void Watch();
+  // Waits until wake_ is written to or `timeout` passes, and empties it.
+  void WaitWake(absl::Duration timeout);
+  void Wake();
   // One side of a copy as the daemon takes it (Copy): the lease, the
   // offset, the length (unset: the rest of the buffer).
   absl::StatusOr<v1::Region> RegionOf(const Region& region, bool source,
@@ -103,6 +173,21 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last session that hung up, until a new connection reclaimed its
+  // leases.
+  std::optional<EndedSession> ended_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex tickets_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // Every lease a Buffer of this core holds, by ticket.
+  absl::flat_hash_map<const LeaseTicket*, std::weak_ptr<LeaseTicket>> tickets_
+      ABSL_GUARDED_BY(tickets_mu_);
+  std::thread watcher_ ABSL_GUARDED_BY(tickets_mu_);
+  pid_t watcher_pid_ ABSL_GUARDED_BY(tickets_mu_) = -1;
+  // An eventfd, made with the watcher: wakes it to stop, or to look again
+  // at the leases.
+  UniqueFd wake_;
+  std::atomic<bool> stopping_{false};
+
   MappingCache mappings_;
   DeviceImports device_imports_;
   ZeImports ze_imports_;

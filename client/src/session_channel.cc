@@ -139,10 +139,30 @@ absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
   }
 }
 
+namespace {
+
+constexpr short kHangUpEvents = POLLHUP | POLLRDHUP | POLLERR;
+
+}  // namespace
+
 bool SessionChannel::HungUp() const {
   pollfd poll_fd{socket_.get(), POLLRDHUP, 0};
-  return ::poll(&poll_fd, 1, 0) > 0 &&
-         (poll_fd.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+  return ::poll(&poll_fd, 1, 0) > 0 && (poll_fd.revents & kHangUpEvents) != 0;
+}
+
+absl::StatusOr<bool> SessionChannel::WaitHangUp(int wake_fd) const {
+  for (;;) {
+    // POLLIN is not asked of the socket: a descriptor arriving for a call
+    // must not wake this wait.
+    pollfd poll_fds[2] = {{socket_.get(), POLLRDHUP, 0}, {wake_fd, POLLIN, 0}};
+    const int ready = ::poll(poll_fds, 2, -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("poll", errno);
+    }
+    if ((poll_fds[0].revents & kHangUpEvents) != 0) return true;
+    if (poll_fds[1].revents != 0) return false;
+  }
 }
 
 }  // namespace memd::internal

@@ -44,6 +44,12 @@ class SessionChannel {
   // Whether the daemon closed its end (it exited or restarted).
   bool HungUp() const;
 
+  // Blocks until the daemon closes its end (true) or `wake_fd` becomes
+  // readable (false), whichever comes first; reads neither, so a caller on
+  // another thread may take descriptors meanwhile. Errors: the errno
+  // mapping of poll.
+  absl::StatusOr<bool> WaitHangUp(int wake_fd) const;
+
  private:
   SessionChannel(UniqueFd socket, std::uint64_t id, std::string token,
                  std::string directory)

@@ -80,7 +80,7 @@ absl::StatusOr<v1::Region> ClientCore::RegionOf(const Region& region, bool sourc
         "the copy's ", side, " buffer '", buffer.name(),
         "' was opened by another Client; a copy names leases of its own Client"));
   }
-  if (buffer.session_generation_ != generation) {
+  if (buffer.ticket_->generation.load() != generation) {
     return absl::NotFoundError(absl::StrCat(
         "lease ", buffer.lease_id(), " on buffer '", buffer.name(),
         "' ended with its session (the daemon restarted)"));

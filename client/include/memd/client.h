@@ -253,6 +253,7 @@ namespace internal {
 class ClientCore;
 struct Mapping;
 struct DeviceImport;
+struct LeaseTicket;
 }  // namespace internal
 
 // A GPU virtual address in this process: CUDA's CUdeviceptr, or a Level
@@ -393,7 +394,8 @@ class Buffer {
 
   // Makes the contents final and wakes waiting readers. Needs a kReadWrite
   // lease. Errors: FAILED_PRECONDITION (read-only lease, sealed already,
-  // unlinked), NOT_FOUND (lease gone, e.g. after a daemon restart).
+  // unlinked), NOT_FOUND (lease gone, e.g. after a daemon restart that did
+  // not hand it back: see Client).
   absl::Status Seal();
 
   // Ends the lease and unmaps (when no other Buffer here shares the
@@ -412,15 +414,27 @@ class Buffer {
   BufferInfo info_;
   Access access_ = Access::kRead;
   std::uint64_t lease_ = 0;
-  std::uint64_t session_generation_ = 0;
+  // The lease and the session holding it now: a daemon restart may hand
+  // the lease on to the next session (ClientCore::ReclaimLocked).
+  std::shared_ptr<internal::LeaseTicket> ticket_;
   bool created_ = false;
 };
 
 /// A connection to the local memd: a session (credentials, liveness,
 /// descriptor passing) and a gRPC channel bound to it. When the process
-/// exits or dies, the daemon releases every lease it held. If the daemon
-/// restarts, the next call opens a new session (leases of the old one are
-/// gone, mappings stay valid). Thread-safe.
+/// exits or dies, the daemon releases every lease it held. Thread-safe.
+///
+/// If the daemon restarts, the Client opens a new session: at its next
+/// call, or by itself as soon as the daemon is back while any of its
+/// Buffers holds a lease (a thread of the Client's, started with its first
+/// lease, retries from 100 ms to every 2 s; it ends with the Client and its
+/// Buffers). Mappings stay valid throughout. The new session asks the
+/// daemon for the leases the old one held: a daemon that kept them (memd
+/// under systemd, within its recovery grace period) hands them on under the
+/// same ids, and those Buffers go on as before (Seal, Release, Copy);
+/// otherwise they ended with the old session, and their Seal and Copy
+/// answer NOT_FOUND. A forked child must not use its parent's Client or
+/// its Buffers: neither gRPC's threads nor this one survive fork.
 class Client {
  public:
   // Errors: UNAVAILABLE (no daemon on the socket directory), PERMISSION_DENIED
