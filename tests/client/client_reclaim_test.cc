@@ -226,10 +226,10 @@ TEST_F(RestartReclaimTest, AClientHoldingALeaseConnectsAgainByItselfAfterAKill) 
   EXPECT_TRUE(client->Create("next", 4096).ok());
 }
 
-// Enabled once memd implements Reclaim: memd under the stand-in for systemd
-// (buffers outlive a kill -9), a Client writing an unsealed buffer when memd
-// dies takes its lease back by itself, and seals through the same Buffer.
-TEST(DurableReclaimTest, DISABLED_AWriterKilledUnderReclaimsAndSealsItsBuffer) {
+// memd under the stand-in for systemd (buffers and leases outlive a kill
+// -9): a Client writing an unsealed buffer when memd dies takes its lease
+// back by itself, and seals through the same Buffer.
+TEST(DurableReclaimTest, AWriterKilledUnderReclaimsAndSealsItsBuffer) {
   test::TempDir dir;
   auto manager = test::ServiceManager::Create({.fd_store_max = 4096});
   ASSERT_TRUE(manager.ok()) << manager.status();
