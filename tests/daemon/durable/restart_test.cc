@@ -108,13 +108,12 @@ TEST_F(RestartTest, SealedBuffersComeBackAfterAKillWithTheirBytesAndEverythingMe
   ExpectPattern(*client, "large/weights", 3);
 }
 
-// What a running client sees of a crash today: its mappings stay valid
-// throughout (the memory is its own reference), calls during the outage fail
+// What a running client sees of a crash: its mappings stay valid throughout
+// (the memory is its own reference), calls during the outage fail
 // UNAVAILABLE rather than hang, and the same Client connects again by itself
-// once memd is back. Its leases ended with the old session: a seal through
-// one says so, a release has nothing left to do. (Re-claiming them is
-// issue 23's next step: docs/design.md, "Durability".)
-TEST_F(RestartTest, AClientKeepsItsMappingsThroughAnOutageAndConnectsAgainByItself) {
+// once memd is back and takes its leases back: it finishes the buffer it
+// was writing through the same Buffer.
+TEST_F(RestartTest, AClientKeepsItsMappingsAndLeasesThroughAnOutageAndConnectsAgainByItself) {
   StartMemd();
   auto client = Client::Connect({.socket_dir = dir_.path(), .call_timeout = absl::Seconds(5)});
   ASSERT_TRUE(client.ok()) << client.status();
@@ -123,6 +122,7 @@ TEST_F(RestartTest, AClientKeepsItsMappingsThroughAnOutageAndConnectsAgainByItse
   ASSERT_TRUE(held.ok()) << held.status();
   auto unsealed = (*client)->Create("draft", 4096);
   ASSERT_TRUE(unsealed.ok()) << unsealed.status();
+  test::FillPattern(unsealed->mutable_data(), 10);
   KillMemd();
 
   EXPECT_TRUE(test::MatchesPattern(held->data(), 9));
@@ -136,8 +136,11 @@ TEST_F(RestartTest, AClientKeepsItsMappingsThroughAnOutageAndConnectsAgainByItse
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(test::MatchesPattern(again->data(), 9));
   EXPECT_TRUE(test::MatchesPattern(held->data(), 9));
-  EXPECT_EQ(unsealed->Seal().code(), absl::StatusCode::kNotFound);
+  const absl::Status sealed = unsealed->Seal();
+  EXPECT_TRUE(sealed.ok()) << sealed;
+  ExpectPattern(**client, "draft", 10);
   EXPECT_TRUE(held->Release().ok());
+  EXPECT_TRUE(unsealed->Release().ok());
 }
 
 // A pool limit lowered across a restart destroys nothing: memd adopts what
