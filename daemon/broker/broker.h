@@ -64,6 +64,10 @@ namespace memd::broker {
 /// pool),
 /// UNAUTHENTICATED (the session is unknown or has ended), ABORTED
 /// (OpenOrCreate lost a race with a create and unlink of the name: retry).
+// The most lease ids one Reclaim names: what one call does under the
+// broker's mutex, and its reply, stay small. libmemd asks 256 at a time.
+inline constexpr std::uint64_t kMaxLeasesPerReclaim = 1024;
+
 class Broker {
  public:
   Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock);
@@ -234,7 +238,8 @@ class Broker {
   // already, or the grace period is over; a guess learns nothing more),
   // RESOURCE_EXHAUSTED (max_leases_per_session, max_leases_per_uid: it
   // stays to be claimed). Errors: UNAUTHENTICATED (the session),
-  // INVALID_ARGUMENT (more ids than max_leases_per_session, an id twice).
+  // INVALID_ARGUMENT (more ids than max_leases_per_session or
+  // kMaxLeasesPerReclaim, an id twice).
   struct ReclaimOutcome {
     LeaseId lease = 0;
     absl::Status status;

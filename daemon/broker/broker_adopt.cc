@@ -2,6 +2,7 @@
 // back with the ids, names and owners they had, and the grace period in
 // which their holders may come back (docs/design.md, "Durability").
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -122,10 +123,14 @@ absl::StatusOr<std::vector<Broker::ReclaimOutcome>> Broker::Reclaim(
     const std::vector<LeaseId>& leases) {
   absl::MutexLock lock(&mu_);
   MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-  if (leases.size() > limits_.max_leases_per_session) {
+  // Bounds the work one call does under the mutex, and its reply.
+  const std::uint64_t most = std::min<std::uint64_t>(kMaxLeasesPerReclaim,
+                                                     limits_.max_leases_per_session);
+  if (leases.size() > most) {
     return absl::InvalidArgumentError(absl::StrCat(
-        leases.size(), " leases to re-claim; a session holds at most ",
-        limits_.max_leases_per_session, " (max_leases_per_session)"));
+        leases.size(), " leases to re-claim in one call; at most ", most,
+        " (a session holds at most max_leases_per_session = ", limits_.max_leases_per_session,
+        "; a call names at most ", kMaxLeasesPerReclaim, ")"));
   }
   absl::flat_hash_set<LeaseId> asked;
   for (LeaseId id : leases) {

@@ -299,6 +299,17 @@ TEST_F(AdoptTest, AReclaimIsBoundedByTheSessionsAndTheUidsLeaseLimits) {
   SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
   EXPECT_EQ(broker_->Reclaim(alice, Digest('a'), {900, 901}).status().code(),
             absl::StatusCode::kInvalidArgument);  // More than a session may hold.
+  limits.max_leases_per_session = 1 << 20;
+  broker_->SetLimits(limits);
+  std::vector<LeaseId> flood(kMaxLeasesPerReclaim + 1);
+  for (std::size_t i = 0; i < flood.size(); ++i) flood[i] = 100000 + i;  // Never held.
+  EXPECT_EQ(broker_->Reclaim(alice, Digest('a'), flood).status().code(),
+            absl::StatusCode::kInvalidArgument);  // More than one call names.
+  flood.pop_back();
+  auto most = broker_->Reclaim(alice, Digest('a'), flood);
+  ASSERT_TRUE(most.ok()) << most.status();
+  ASSERT_EQ(most->size(), kMaxLeasesPerReclaim);
+  EXPECT_EQ(most->back().status.code(), absl::StatusCode::kNotFound);
   limits.max_leases_per_session = 4;
   broker_->SetLimits(limits);
   EXPECT_EQ(broker_->Reclaim(alice, Digest('a'), {900, 900}).status().code(),
