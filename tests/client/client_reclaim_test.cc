@@ -19,6 +19,7 @@
 #include "memd/client.h"
 #include "tests/client/fake_memd.h"
 #include "tests/client/pattern.h"
+#include "tests/client/reclaim_steps.h"
 #include "tests/daemon/durable/buffer_steps.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/poll_until.h"
@@ -228,85 +229,8 @@ TEST_F(RestartReclaimTest, AClientHoldingALeaseConnectsAgainByItselfAfterAKill) 
   EXPECT_TRUE(client->Create("next", 4096).ok());
 }
 
-// memd under the stand-in for systemd (buffers and leases outlive a kill
-// -9): a Client writing an unsealed buffer at `location` when memd dies
-// takes its lease back by itself, and seals through the same Buffer.
-// `driver`: the CUDA driver this process writes and reads device buffers
-// with (null for host memory).
-void WriterReclaimsAndSeals(const std::string& location,
-                            const std::vector<std::string>& backend_args,
-                            const cuda::Driver* driver = nullptr) {
-  test::TempDir dir;
-  auto manager = test::ServiceManager::Create({.fd_store_max = 4096});
-  ASSERT_TRUE(manager.ok()) << manager.status();
-  std::vector<std::string> args = {"--socket-dir", dir.path(), "--metrics-address", ""};
-  args.insert(args.end(), backend_args.begin(), backend_args.end());
-  auto start = [&] {
-    ASSERT_TRUE((*manager)->Start(test::BinDir() + "/memd", args).ok());
-    ASSERT_TRUE((*manager)->WaitReady().ok());
-  };
-  start();
-  auto writer = Client::Connect({.socket_dir = dir.path()});
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  std::vector<std::byte> bytes(64 * 1024);
-  test::FillPattern(bytes, 11);
-  if (driver != nullptr) {  // Device 0's primary context, current here.
-    const cuda::DriverApi& api = driver->api();
-    CUcontext context;
-    ASSERT_TRUE(driver->Check(api.DevicePrimaryCtxRetain(&context, 0), "retain").ok());
-    ASSERT_TRUE(driver->Check(api.CtxSetCurrent(context), "set current").ok());
-  }
-  auto wip = (*writer)->Create("wip", bytes.size(), {.location = location});
-  ASSERT_TRUE(wip.ok()) << wip.status();
-  if (driver == nullptr) {
-    std::memcpy(wip->mutable_data().data(), bytes.data(), bytes.size());
-  } else {
-    ASSERT_TRUE(driver
-                    ->Check(driver->api().MemcpyHtoD(wip->device_pointer(), bytes.data(),
-                                                     bytes.size()),
-                            "cuMemcpyHtoD")
-                    .ok());
-  }
-
-  test::KillWithSigkill(**manager);
-  start();
-
-  // The writer makes no call: its new session shows up holding the lease.
-  auto reader = Client::Connect({.socket_dir = dir.path()});
-  ASSERT_TRUE(reader.ok()) << reader.status();
-  const std::uint64_t reader_session = (*reader)->session_id();
-  std::uint64_t holder = 0;
-  ASSERT_TRUE(test::PollUntil([&] {
-    auto sessions = (*reader)->Sessions();
-    if (!sessions.ok()) return false;
-    for (const SessionInfo& s : *sessions) {
-      if (s.id != reader_session && s.lease_count == 1) holder = s.id;
-    }
-    return holder != 0;
-  }));
-  // That session is the writer's (asking connects no one: it is connected).
-  EXPECT_EQ((*writer)->session_id(), holder);
-  ASSERT_TRUE(wip->Seal().ok());
-  auto read = (*reader)->Open("wip");
-  ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->info().state, BufferState::kSealed);
-  EXPECT_EQ(read->info().location, location);
-  std::vector<std::byte> got(bytes.size());
-  if (driver == nullptr) {
-    std::memcpy(got.data(), read->data().data(), got.size());
-  } else {
-    ASSERT_TRUE(driver
-                    ->Check(driver->api().MemcpyDtoH(got.data(), read->device_pointer(),
-                                                     got.size()),
-                            "cuMemcpyDtoH")
-                    .ok());
-  }
-  EXPECT_TRUE(test::MatchesPattern(got, 11));
-  EXPECT_TRUE(wip->Release().ok());
-}
-
 TEST(DurableReclaimTest, AWriterKilledUnderReclaimsAndSealsItsBuffer) {
-  WriterReclaimsAndSeals("host", {"--backend", "host"});
+  test::WriterReclaimsAndSeals("host", {"--backend", "host"});
 }
 
 // The same with a device buffer: the lease comes back on a CUDA VMM segment
@@ -316,7 +240,7 @@ TEST(DurableReclaimTest, AWriterOfADeviceBufferReclaimsItsLeaseOnTheFakeDriver) 
   ::setenv("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH, 1);
   auto driver = cuda::Driver::Load(MEMD_FAKE_CUDA_PATH);
   ASSERT_TRUE(driver.ok()) << driver.status();
-  WriterReclaimsAndSeals("device:0",
+  test::WriterReclaimsAndSeals("device:0",
                          {"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH},
                          driver->get());
 }

@@ -28,6 +28,7 @@
 #include "common/unique_fd.h"
 #include "common/unix_socket.h"
 #include "memd/client.h"
+#include "tests/client/reclaim_steps.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/run_program.h"
 #include "tests/support/service_manager.h"
@@ -322,6 +323,19 @@ TEST_F(RealGpuTest, ADeviceBufferSurvivesAKillOfMemdAndARestart) {
   ProgramResult old = RunProgram(BinDir() + "/memd-test-client",
                                  {"device-consume", "gpu/durable", "9000000", "21"}, "", env);
   EXPECT_EQ(old.exit_code, 0) << old.out << old.err;
+}
+
+// The writer of a device buffer, a Client in this process, is still
+// writing it when memd is killed: the new memd adopts the VMM allocation,
+// the Client connects again by itself and re-claims its lease, seals
+// through the same Buffer, and another session reads its bytes.
+TEST_F(RealGpuTest, ADeviceBufferWriterReclaimsItsLeaseAfterAKillOfMemd) {
+  ::setenv("MEMD_CUDA_DRIVER", "libcuda.so.1", 1);
+  auto driver = cuda::Driver::Load("libcuda.so.1");
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  test::WriterReclaimsAndSeals("device:0",
+                               {"--backend", "cuda", "--cuda-driver", "libcuda.so.1"},
+                               driver->get());
 }
 
 TEST_F(RealGpuTest, DevicesAreListed) {
