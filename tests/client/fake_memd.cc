@@ -170,14 +170,22 @@ grpc::Status FakeMemd::Create(grpc::ServerContext* context, const v1::CreateRequ
   return grpc::Status::OK;
 }
 
+grpc::Status FakeMemd::HolderLocked(const grpc::ServerContext& context,
+                                    std::uint64_t lease_id, Session** holder) {
+  Session* session = CallerLocked(context);
+  if (session == nullptr) return NoSession();
+  auto lease = leases_.find(lease_id);
+  if (lease == leases_.end() || lease->second != session->token) return NotHeld(lease_id);
+  *holder = session;
+  return grpc::Status::OK;
+}
+
 grpc::Status FakeMemd::Seal(grpc::ServerContext* context, const v1::SealRequest* request,
                             v1::SealReply* reply) {
   absl::MutexLock lock(&mu_);
-  Session* session = CallerLocked(*context);
-  if (session == nullptr) return NoSession();
-  auto lease = leases_.find(request->lease_id());
-  if (lease == leases_.end() || lease->second != session->token) {
-    return NotHeld(request->lease_id());
+  Session* session = nullptr;
+  if (grpc::Status held = HolderLocked(*context, request->lease_id(), &session); !held.ok()) {
+    return held;
   }
   sealed_.emplace_back(request->lease_id(), session->id);
   reply->mutable_buffer()->set_id(request->lease_id());
@@ -188,13 +196,11 @@ grpc::Status FakeMemd::Seal(grpc::ServerContext* context, const v1::SealRequest*
 grpc::Status FakeMemd::Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
                                v1::ReleaseReply* reply) {
   absl::MutexLock lock(&mu_);
-  Session* session = CallerLocked(*context);
-  if (session == nullptr) return NoSession();
-  auto lease = leases_.find(request->lease_id());
-  if (lease == leases_.end() || lease->second != session->token) {
-    return NotHeld(request->lease_id());
+  Session* session = nullptr;
+  if (grpc::Status held = HolderLocked(*context, request->lease_id(), &session); !held.ok()) {
+    return held;
   }
-  leases_.erase(lease);
+  leases_.erase(request->lease_id());
   released_.emplace_back(request->lease_id(), session->id);
   return grpc::Status::OK;
 }

@@ -80,6 +80,10 @@ class FakeMemd final : public v1::Memd::Service {
   // The live session whose token the call carries, or nullptr.
   Session* CallerLocked(const grpc::ServerContext& context)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The caller's session into `holder` when it holds `lease_id`; else the
+  // status to answer (no session, or a lease it does not hold).
+  grpc::Status HolderLocked(const grpc::ServerContext& context, std::uint64_t lease_id,
+                            Session** holder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   UniqueFd listener_;
   UniqueFd stop_[2];  // A pipe: written to at destruction.
