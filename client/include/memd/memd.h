@@ -206,7 +206,9 @@ memd_code memd_unlink(memd_client* client, const char* name, memd_error** error)
 
 /* Makes the contents final and wakes waiting readers. Errors:
  * FAILED_PRECONDITION (a read-only lease, sealed already, unlinked),
- * NOT_FOUND (the lease is gone, e.g. after a daemon restart). */
+ * NOT_FOUND (the lease is gone: after a daemon restart that did not hand
+ * it back; a client re-claims its leases by itself where memd kept them,
+ * see memd::Client in memd/client.h). */
 memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error);
 
 /* Ends the lease, unmaps and frees `buffer`, whatever the outcome; where
