@@ -112,6 +112,11 @@ const std::vector<Option>& Options() {
        "after a restart, how long holders of adopted unsealed, ephemeral or "
        "unlinked buffers have to come back before those go, a week at most (default 30)",
        nullptr, &Config::recovery_grace_seconds},
+      {"durable_segments_per_uid", Kind::kCount,
+       "segments of one uid's memory kept across restarts, so that one uid cannot fill "
+       "the descriptor store; past it, new memory of that uid does not outlive memd "
+       "(default 4096: a quarter of the unit's FileDescriptorStoreMax=16384)",
+       nullptr, &Config::durable_segments_per_uid},
       {"max_buffers", Kind::kCount, "most buffers at once (default 65536)",
        nullptr, &Config::max_buffers},
       {"max_sessions", Kind::kCount, "most client sessions (default 4096)",
@@ -447,6 +452,7 @@ std::vector<std::string> SettingsNeedingRestart(const Config& running,
   compare("trace_file", &Config::trace_file);
   compare("durability", &Config::durability);
   compare("recovery_grace_seconds", &Config::recovery_grace_seconds);
+  compare("durable_segments_per_uid", &Config::durable_segments_per_uid);
   compare("transfer_chunk_bytes", &Config::transfer_chunk_bytes);
   compare("transfer_slot_bytes", &Config::transfer_slot_bytes);
   compare("transfer_staging_slots", &Config::transfer_staging_slots);

@@ -63,6 +63,9 @@ struct Config {
   // After a recovery, how long the holders of adopted buffers that wait
   // for them (unsealed, ephemeral, unlinked) have to come back.
   std::uint64_t recovery_grace_seconds = 30;
+  // Segments of one uid's memory kept in the descriptor store: a quarter of
+  // the unit's FileDescriptorStoreMax=16384, so that one uid cannot fill it.
+  std::uint64_t durable_segments_per_uid = 4096;
   std::uint64_t max_buffers = 65536;
   std::uint64_t max_sessions = 4096;
   std::uint64_t max_leases_per_session = 65536;

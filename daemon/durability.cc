@@ -53,7 +53,8 @@ std::unique_ptr<Durability> Durability::Prepare(const Config& config,
   }
   durability->store_ = std::make_unique<durable::MirrorStore>(std::move(manager));
   durability->recorder_ =
-      std::make_unique<durable::Recorder>(*durability->store_, UuidsOf(backend));
+      std::make_unique<durable::Recorder>(*durability->store_, UuidsOf(backend),
+                                          config.durable_segments_per_uid);
   return durability;
 }
 

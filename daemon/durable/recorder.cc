@@ -29,8 +29,11 @@ BufferEntry EntryOf(const broker::BufferInfo& info, const pool::Allocation& allo
   return entry;
 }
 
-Recorder::Recorder(FdStore& store, std::function<std::string(const Location&)> device_uuid)
-    : store_(store), device_uuid_(std::move(device_uuid)) {}
+Recorder::Recorder(FdStore& store, std::function<std::string(const Location&)> device_uuid,
+                   std::uint64_t max_segments_per_uid)
+    : store_(store),
+      device_uuid_(std::move(device_uuid)),
+      max_segments_per_uid_(max_segments_per_uid) {}
 
 Recorder::~Recorder() = default;
 
@@ -48,7 +51,10 @@ absl::Status Recorder::Begin(const DurableState& state, std::uint64_t epoch,
   absl::MutexLock lock(&mu_);
   journal_ = std::move(*journal);
   in_state_ = InState();
-  for (const auto& [id, segment] : state.segments) in_state_.segments.insert(id);
+  for (const auto& [id, segment] : state.segments) {
+    in_state_.segments.emplace(id, segment.uid);
+    ++in_state_.segments_per_uid[segment.uid];
+  }
   for (const auto& [id, buffer] : state.buffers) in_state_.buffers.insert(id);
   for (const auto& [id, session] : state.sessions) in_state_.sessions.insert(id);
   for (const auto& [id, lease] : state.leases) in_state_.leases.insert(id);
@@ -76,26 +82,75 @@ SegmentEntry Recorder::EntryOf(const pool::SegmentRecord& segment) const {
 void Recorder::SegmentAdded(const pool::SegmentRecord& segment, int durable_fd) {
   // Memory that cannot outlive memd (legacy IPC, Level Zero) stays out of
   // the state, and so do the buffers in it.
-  if (durable_fd < 0 || !recording()) return;
+  if (durable_fd < 0) return;
+  const std::uint32_t uid = segment.domain.uid;
+  {
+    // The slot is taken before the store, so that two segments of one uid
+    // at once cannot both pass its limit.
+    absl::MutexLock lock(&mu_);
+    if (journal_ == nullptr || !TakeSlotLocked(uid)) return;
+  }
   if (absl::Status stored = store_.Store(SegmentFdName(segment.id), durable_fd); !stored.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      --in_state_.segments_per_uid[uid];
+    }
     Failed(stored, "storing a segment's descriptor");
     return;
   }
-  Record(EntryOf(segment), [id = segment.id](InState& in_state) {
-    in_state.segments.insert(id);
+  Record(EntryOf(segment), [id = segment.id, uid](InState& in_state) {
+    in_state.segments.emplace(id, uid);
     return true;
   });
 }
 
+bool Recorder::TakeSlotLocked(std::uint32_t uid) {
+  std::uint64_t& taken = in_state_.segments_per_uid[uid];
+  if (max_segments_per_uid_ == 0 || taken < max_segments_per_uid_) {
+    ++taken;
+    return true;
+  }
+  // The first time, then at each power of two: a flood of them is one line
+  // per doubling.
+  const std::uint64_t count = ++segments_not_kept_;
+  if ((count & (count - 1)) == 0) {
+    spdlog::warn(
+        "durability: uid {} has {} segments kept (durable_segments_per_uid): its new ones "
+        "will not outlive memd ({} segments not kept so far)",
+        uid, taken, count);
+  }
+  return false;
+}
+
 void Recorder::SegmentChanged(const pool::SegmentRecord& segment) {
-  Record(EntryOf(segment),
-         [id = segment.id](InState& in_state) { return in_state.segments.contains(id); });
+  // A segment scrubbed for another domain may change uid: it moves to the
+  // new uid's slots, or out of the state when that uid has none left.
+  bool no_slot = false;
+  Record(EntryOf(segment), [this, id = segment.id, uid = segment.domain.uid,
+                            &no_slot](InState& in_state) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    auto it = in_state.segments.find(id);
+    if (it == in_state.segments.end()) return false;
+    if (it->second == uid) return true;
+    if (!TakeSlotLocked(uid)) {
+      no_slot = true;  // It leaves the state below, and its old slot with it.
+      return false;
+    }
+    --in_state.segments_per_uid[it->second];
+    it->second = uid;
+    return true;
+  });
+  if (no_slot) SegmentRemoved(segment.id);
 }
 
 void Recorder::SegmentRemoved(std::uint64_t id) {
   bool was_recorded = false;
   Record(DropSegment{id}, [id, &was_recorded](InState& in_state) {
-    was_recorded = in_state.segments.erase(id) > 0;
+    auto it = in_state.segments.find(id);
+    was_recorded = it != in_state.segments.end();
+    if (was_recorded) {
+      --in_state.segments_per_uid[it->second];
+      in_state.segments.erase(it);
+    }
     return was_recorded;
   });
   if (!was_recorded) return;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -35,6 +36,13 @@ namespace memd::durable {
 /// detaches before its sessions end, so that the leases and memory a
 /// shutdown gives back stay in the state for the next memd.
 ///
+/// The store is the node's, and bounded (the unit's FileDescriptorStoreMax=,
+/// which systemd 252 does not tell the service): so that one uid cannot
+/// fill it and leave every other uid's memory unkept, at most
+/// `max_segments_per_uid` segments of one uid's domains are stored (what a
+/// recovery adopted counts, and may be past it). A segment past that stays
+/// out of the state, and its buffers with it; the log says so.
+///
 /// Owns the state journal; borrows the store, which must outlive it.
 /// Thread-safe. A failing store or journal does not fail the call that
 /// changed the state (the buffer exists either way): it is counted and
@@ -43,7 +51,9 @@ class Recorder : public pool::SegmentJournal, public broker::BufferJournal {
  public:
   // `device_uuid(location)`: the GPU's UUID for a device location, empty
   // for host memory; checked when a later memd adopts the segment.
-  Recorder(FdStore& store, std::function<std::string(const Location&)> device_uuid);
+  // `max_segments_per_uid`: 0 keeps every segment.
+  Recorder(FdStore& store, std::function<std::string(const Location&)> device_uuid,
+           std::uint64_t max_segments_per_uid = 0);
   ~Recorder() override;
 
   // Starts recording from `state` (what recovery adopted, or empty) in a
@@ -76,7 +86,9 @@ class Recorder : public pool::SegmentJournal, public broker::BufferJournal {
   // a buffer elsewhere than a recorded segment (memory that cannot outlive
   // memd) stays out, and so does a lease of a buffer or session not in it.
   struct InState {
-    absl::flat_hash_set<std::uint64_t> segments;
+    // Each segment's domain uid, and how many segments each uid has.
+    absl::flat_hash_map<std::uint64_t, std::uint32_t> segments;
+    absl::flat_hash_map<std::uint32_t, std::uint64_t> segments_per_uid;
     absl::flat_hash_set<std::uint64_t> buffers;
     absl::flat_hash_set<std::uint64_t> sessions;
     absl::flat_hash_set<std::uint64_t> leases;
@@ -87,13 +99,18 @@ class Recorder : public pool::SegmentJournal, public broker::BufferJournal {
   // belongs in the state (and notes it), under the same lock.
   void Record(Change change, const std::function<bool(InState&)>& keep = nullptr);
   void Failed(const absl::Status& status, const char* what);
+  // Takes one of `uid`'s segment slots; false when it has none left (and
+  // logs it, now and then).
+  bool TakeSlotLocked(std::uint32_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   FdStore& store_;
   const std::function<std::string(const Location&)> device_uuid_;
+  const std::uint64_t max_segments_per_uid_;
   absl::Mutex mu_;
   std::unique_ptr<StateJournal> journal_ ABSL_GUARDED_BY(mu_);
   InState in_state_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> failures_{0};
+  std::uint64_t segments_not_kept_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The broker's view of a buffer as the state keeps it, and back.

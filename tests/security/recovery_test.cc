@@ -121,13 +121,12 @@ class RecoveryTest : public ::testing::Test {
   }
 
   // memd on the host backend, its sockets open to the test users.
-  void StartMemd(int grace_seconds = 3600) {
-    ASSERT_TRUE(manager_
-                    ->Start(test::BinDir() + "/memd",
-                            {"--socket-dir", socket_dir_, "--socket-mode", "0666",
-                             "--backend", "host", "--metrics-address", "",
-                             "--recovery-grace-seconds", std::to_string(grace_seconds)})
-                    .ok());
+  void StartMemd(int grace_seconds = 3600, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args = {"--socket-dir", socket_dir_, "--socket-mode", "0666",
+                                     "--backend", "host", "--metrics-address", "",
+                                     "--recovery-grace-seconds", std::to_string(grace_seconds)};
+    args.insert(args.end(), more.begin(), more.end());
+    ASSERT_TRUE(manager_->Start(test::BinDir() + "/memd", args).ok());
     absl::Status ready = manager_->WaitReady();
     ASSERT_TRUE(ready.ok()) << ready;
   }
@@ -271,6 +270,33 @@ TEST_F(RecoveryTest, AnotherUidCannotReclaimALeaseEvenWithItsTokenAndId) {
   for (int i = 0; i < 70000; ++i) flood.push_back(std::to_string(i + 1));
   test::ProgramResult flooded = Hostile(kMallory, flood);
   EXPECT_THAT(flooded.out, HasSubstr("INVALID_ARGUMENT"));
+}
+
+TEST_F(RecoveryTest, OneUidCannotFillTheDescriptorStoreForEveryoneElse) {
+  // A store of 7, as a node's is bounded (FileDescriptorStoreMax=): the
+  // state file (two while one replaces the other), Mallory's share and
+  // Alice's segment fit; Mallory's six would fill it, and the store would
+  // drop Alice's. Each 2 MiB buffer is a segment of its own; Mallory may
+  // keep 3, whatever she makes.
+  auto small_store = test::ServiceManager::Create({.fd_store_max = 7});
+  ASSERT_TRUE(small_store.ok()) << small_store.status();
+  manager_ = std::move(*small_store);
+  const std::vector<std::string> cap = {"--durable-segments-per-uid", "3"};
+  StartMemd(3600, cap);
+  test::ProgramResult filled = Hostile(kMallory, {"fill_buffers", "mallory/big", "2097152", "6"});
+  ASSERT_THAT(filled.out, HasSubstr("buffers 6")) << filled.err;
+  test::ProgramResult published =
+      Hostile(kAlice, {"publish_text", "alice/notes", "still here", "600"});
+  ASSERT_EQ(published.exit_code, 0) << published.out << published.err;
+  KillMemd();
+  StartMemd(3600, cap);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  int kept = 0;
+  for (int i = 0; i < 6; ++i) kept += Exists(*client, "mallory/big/" + std::to_string(i));
+  EXPECT_EQ(kept, 3) << "Mallory's segments past her share were kept, or hers were not";
+  test::ProgramResult read = Hostile(kAlice, {"read_text", "alice/notes", "0"});
+  EXPECT_THAT(read.out, HasSubstr("read: still here")) << read.err;
 }
 
 TEST_F(RecoveryTest, AnAdoptedBuffersNameStaysItsOwnersThroughTheGracePeriod) {
