@@ -238,7 +238,11 @@ TEST_P(LevelZeroSwitchesTest, ExportsWorkAndLeaveNoDescriptorBehind) {
     }));
     if (round == 0) before = DaemonFds();
   }
-  EXPECT_EQ(DaemonFds(), before);
+  // Polled: the daemon journals the sessions' ends on its own threads, and
+  // a compaction of its state file holds two state memfds for a moment.
+  int now = -1;
+  EXPECT_TRUE(test::PollUntil([&] { return (now = DaemonFds()) <= before; }))
+      << now << " descriptors, " << before << " after the first round";
   // The driver never found its cached descriptor closed by memd.
   EXPECT_THAT(daemon_->Log(), ::testing::Not(HasSubstr("closed by its caller")));
 }
