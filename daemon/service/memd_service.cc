@@ -311,8 +311,9 @@ grpc::ServerUnaryReactor* MemdService::Reclaim(grpc::CallbackServerContext* cont
     constexpr std::size_t kMaxTokenBytes = 256;
     if (request->previous_token().size() > kMaxTokenBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "previous_token of ", request->previous_token().size(), " bytes; memd's are ",
-          kMaxTokenBytes, " at most"));
+          "previous_token of ", request->previous_token().size(),
+          " bytes is no session token (memd's are 32; at most ", kMaxTokenBytes,
+          " are taken)"));
     }
     const std::vector<broker::LeaseId> leases(request->lease_ids().begin(),
                                               request->lease_ids().end());
