@@ -1,6 +1,9 @@
 #include "client/src/device_imports.h"
 
 #include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/scoped_context.h"
@@ -9,27 +12,52 @@
 namespace memd::internal {
 namespace {
 
-// The calling thread must have a context on `device`: CUDA imports into the
-// current context, and a buffer is usable only from its own device.
-absl::StatusOr<CUcontext> CurrentContextOn(const cuda::Driver& driver, int device) {
+// How an error names the buffer's GPU: memd's location, and this process's
+// CUDA ordinal of it once known (-1: not yet).
+std::string Where(int memd_device, int ordinal) {
+  if (ordinal < 0) return absl::StrCat("memd's device:", memd_device);
+  return absl::StrCat("memd's device:", memd_device, " (CUDA device ", ordinal,
+                      " in this process)");
+}
+
+// The calling thread's current context, which must be on `ordinal` (CUDA
+// imports into the current context, and a buffer is usable only from its
+// own device); nullptr when it has none.
+absl::StatusOr<CUcontext> CurrentContextOn(const cuda::Driver& driver, int ordinal) {
   const cuda::DriverApi& api = driver.api();
   CUcontext context = nullptr;
   MEMD_RETURN_IF_ERROR(driver.Check(api.CtxGetCurrent(&context), "cuCtxGetCurrent"));
-  if (context == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no CUDA context is current on this thread: make one on device ", device,
-        " current (cudaSetDevice(", device, "), or cuCtxSetCurrent) before opening "
-        "a device buffer"));
-  }
+  if (context == nullptr) return nullptr;
   CUdevice current = 0, wanted = 0;
   MEMD_RETURN_IF_ERROR(driver.Check(api.CtxGetDevice(&current), "cuCtxGetDevice"));
-  MEMD_RETURN_IF_ERROR(driver.Check(api.DeviceGet(&wanted, device), "cuDeviceGet", device));
+  MEMD_RETURN_IF_ERROR(driver.Check(api.DeviceGet(&wanted, ordinal), "cuDeviceGet", ordinal));
   if (current != wanted) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the current CUDA context is on device ", current, "; the buffer lives on "
-        "device ", device, ": make a context on device ", device, " current first"));
+        "this thread's current CUDA context is on CUDA device ", current,
+        ": make a context on CUDA device ", ordinal, " current (cudaSetDevice(", ordinal,
+        ")), or open the buffer on a thread with no current context (libmemd then "
+        "uses device ", ordinal, "'s primary context)"));
   }
   return context;
+}
+
+// Retains device `ordinal`'s primary context for an import made on a thread
+// without a current context; the import releases it.
+absl::StatusOr<CUdevice> RetainPrimary(const cuda::Driver& driver, int ordinal,
+                                       CUcontext* context) {
+  const cuda::DriverApi& api = driver.api();
+  CUdevice device = 0;
+  absl::Status status = driver.Check(api.DeviceGet(&device, ordinal), "cuDeviceGet", ordinal);
+  if (status.ok()) {
+    status = driver.Check(api.DevicePrimaryCtxRetain(context, device),
+                          "cuDevicePrimaryCtxRetain", ordinal);
+  }
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(
+        "this thread has no current CUDA context, and libmemd could not retain the "
+        "device's primary context instead: ", status.message()));
+  }
+  return device;
 }
 
 absl::Status MapVmm(const cuda::Driver& driver, DeviceHandle& handle,
@@ -99,16 +127,18 @@ absl::Status OpenIpc(const cuda::Driver& driver, const DeviceHandle& handle,
 }  // namespace
 
 CudaImport::~CudaImport() {
-  if (base == 0) return;
+  if (driver == nullptr) return;
   const cuda::DriverApi& api = driver->api();
-  if (ipc) {
+  if (base != 0 && ipc) {
     // Closing needs the context it was opened in, whichever thread ends it.
     cuda::ScopedContext current(*driver, context);
     api.IpcCloseMemHandle(base);
-    return;
+  } else if (base != 0) {
+    api.MemUnmap(base, bytes);
+    api.MemAddressFree(base, bytes);
   }
-  api.MemUnmap(base, bytes);
-  api.MemAddressFree(base, bytes);
+  // After the mapping: the last release of a primary context resets it.
+  if (retained_primary.has_value()) api.DevicePrimaryCtxRelease(*retained_primary);
 }
 
 absl::StatusOr<std::shared_ptr<const cuda::Driver>> DeviceImports::DriverLocked() {
@@ -166,33 +196,56 @@ absl::StatusOr<std::string> DeviceImports::UuidOf(int ordinal) {
 
 absl::StatusOr<std::shared_ptr<DeviceImport>> DeviceImports::Import(
     std::uint64_t generation, DeviceHandle handle) {
+  const int memd_device = handle.device;
+  // Every error names the buffer's GPU, as memd and as this process call it.
+  auto cannot = [memd_device](const absl::Status& status, int ordinal) {
+    return absl::Status(status.code(),
+                        absl::StrCat("cannot open the buffer on ", Where(memd_device, ordinal),
+                                     ": ", status.message()));
+  };
   absl::MutexLock lock(&mu_);
-  MEMD_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::Driver> driver, DriverLocked());
+  absl::StatusOr<std::shared_ptr<const cuda::Driver>> loaded = DriverLocked();
+  if (!loaded.ok()) return cannot(loaded.status(), -1);
+  const std::shared_ptr<const cuda::Driver> driver = *std::move(loaded);
   if (!handle.device_uuid.empty()) {
     absl::StatusOr<int> local = OrdinalOfLocked(handle.device_uuid);
     if (absl::IsNotFound(local.status())) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the buffer lives on memd's device:", handle.device, ", and ",
-          local.status().message()));
+          "the buffer lives on ", Where(memd_device, -1), ", and ", local.status().message()));
     }
-    MEMD_RETURN_IF_ERROR(local.status());
+    if (!local.ok()) return cannot(local.status(), -1);
     handle.device = *local;  // From here on, this process's numbering.
   }
-  MEMD_ASSIGN_OR_RETURN(CUcontext context, CurrentContextOn(*driver, handle.device));
-  std::weak_ptr<DeviceImport>& slot = imports_[{generation, handle.segment_id}];
-  if (std::shared_ptr<DeviceImport> shared = slot.lock()) return shared;
+  const int ordinal = handle.device;
+  absl::StatusOr<CUcontext> current = CurrentContextOn(*driver, ordinal);
+  if (!current.ok()) return cannot(current.status(), ordinal);
+  const std::pair<std::uint64_t, std::uint64_t> key{generation, handle.segment_id};
+  if (auto found = imports_.find(key); found != imports_.end()) {
+    if (std::shared_ptr<DeviceImport> shared = found->second.lock()) return shared;
+  }
   auto import = std::make_shared<CudaImport>();
   import->driver = driver;
-  import->context = context;
-  import->device = handle.device;
+  import->device = ordinal;
   import->ipc = handle.ipc;
+  // No current context: the device's primary context, the one the CUDA
+  // runtime (and so PyTorch, CuPy) uses, current only while importing.
+  // Leaving it current would change the thread's device for the runtime
+  // (cudaGetDevice follows the current context) behind the caller's back.
+  std::optional<cuda::ScopedContext> importing;
+  if (*current != nullptr) {
+    import->context = *current;
+  } else {
+    absl::StatusOr<CUdevice> retained = RetainPrimary(*driver, ordinal, &import->context);
+    if (!retained.ok()) return cannot(retained.status(), ordinal);
+    import->retained_primary = *retained;
+    importing.emplace(*driver, import->context);
+    if (!importing->status().ok()) return cannot(importing->status(), ordinal);
+  }
   absl::Status status = handle.ipc ? OpenIpc(*driver, handle, *import)
                                    : MapVmm(*driver, handle, *import);
-  if (!status.ok()) {
-    imports_.erase({generation, handle.segment_id});
-    return status;
-  }
-  slot = import;
+  importing.reset();  // Back to no current context, before a failed import closes.
+  if (!status.ok()) return cannot(status, ordinal);
+  imports_[key] = import;
   return import;
 }
 

@@ -38,6 +38,11 @@ struct CudaImport : DeviceImport {
   std::shared_ptr<const cuda::Driver> driver;
   CUcontext context = nullptr;  // The one it was made in, for closing.
   bool ipc = false;  // Opened with cuIpcOpenMemHandle, else mapped VMM.
+  // Set when made in this device's primary context, which this import
+  // retained (the calling thread had no current context): released after
+  // the mapping closes, so libmemd holds the context exactly while an
+  // import made in it lives.
+  std::optional<CUdevice> retained_primary;
 };
 
 // What a lease says about the device memory to import.
@@ -57,10 +62,16 @@ struct DeviceHandle {
 /// driver is loaded on first use. Thread-safe.
 class DeviceImports {
  public:
-  // The import of `handle`'s segment, made now or shared. Needs a current
-  // CUDA context on the handle's device. Errors: FAILED_PRECONDITION (no
-  // current context, or one on another device: the message says what to
-  // do), UNAVAILABLE (no CUDA driver in this process), the driver's errors.
+  // The import of `handle`'s segment, made now or shared. Made in the
+  // calling thread's current CUDA context when it has one, which must be on
+  // the handle's device; a thread with none gets the device's primary
+  // context (the one the CUDA runtime, PyTorch and CuPy use), retained by
+  // the import until it closes and made current only while importing: the
+  // thread is left with no current context, as it came. Errors:
+  // FAILED_PRECONDITION (the current context is on another device: the
+  // message says what to do), UNAVAILABLE (no CUDA driver in this process),
+  // the driver's errors (cuDevicePrimaryCtxRetain's too). Each names memd's
+  // location of the buffer and, once known, this process's CUDA ordinal.
   // The segment's GPU is found in this process by its UUID: memd's ordinal
   // is another number where CUDA_VISIBLE_DEVICES or a container shows this
   // process other GPUs; a GPU it cannot see is FAILED_PRECONDITION.

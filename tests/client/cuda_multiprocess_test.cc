@@ -134,14 +134,84 @@ TEST_F(CudaTest, SeveralDeviceBuffersEachKeepTheirOwnBytes) {
   }
 }
 
-TEST_F(CudaTest, OpeningWithoutAContextSaysWhatToDo) {
+// A fresh process, as a Python one before PyTorch touched CUDA, opens
+// device buffers with no context of its own: libmemd imports each into its
+// GPU's primary context (the one PyTorch and CuPy use), retains that
+// context while a Buffer lives and not after, and leaves the thread with no
+// context current. memd-test-client device-open-fresh checks each of these
+// and reads the bytes in the primary context.
+class PrimaryContextTest : public CudaTest,
+                           public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(PrimaryContextTest, AFreshProcessOpensDeviceBuffersWithoutAContextOfItsOwn) {
+  const std::map<std::string, std::string> two_gpus = {{"MEMD_FAKE_CUDA_DEVICES", "2"}};
+  StartDaemon({"--cuda-handles", GetParam()}, {two_gpus.begin(), two_gpus.end()});
+  ASSERT_EQ(Client({"device-produce", "a", "3000000", "1", "0"}, two_gpus).exit_code, 0);
+  ASSERT_EQ(Client({"device-produce", "b", "5000000", "2", "0"}, two_gpus).exit_code, 0);
+  ASSERT_EQ(Client({"device-produce", "c", "1000000", "3", "1"}, two_gpus).exit_code, 0);
+  const std::vector<std::string> fresh = {"device-open-fresh", "a", "3000000", "1",
+                                          "b",                 "5000000", "2",
+                                          "c",                 "1000000", "3"};
+  ProgramResult opened = Client(fresh, two_gpus);
+  EXPECT_EQ(opened.out, "OK\n") << opened.err;
+  // Where this process numbers the GPUs the other way round.
+  std::map<std::string, std::string> reversed = two_gpus;
+  reversed["CUDA_VISIBLE_DEVICES"] = "1,0";
+  ProgramResult swapped = Client(fresh, reversed);
+  EXPECT_EQ(swapped.out, "OK\n") << swapped.err;
+  EXPECT_EQ(client_->Stats()->leases, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Handles, PrimaryContextTest, ::testing::Values("vmm_fd", "ipc"));
+
+// What a thread's own context does is as before: a context on the buffer's
+// GPU is the one libmemd imports into, retaining nothing itself; one on
+// another GPU is refused, naming both.
+TEST_F(CudaTest, AThreadsOwnContextIsUsedAndOneOnAnotherGpuIsRefused) {
+  StartDaemon({}, {{"MEMD_FAKE_CUDA_DEVICES", "2"}});
+  const std::map<std::string, std::string> two_gpus = {{"MEMD_FAKE_CUDA_DEVICES", "2"}};
+  ASSERT_EQ(Client({"device-produce", "on0", "1000", "1", "0"}, two_gpus).exit_code, 0);
+  ASSERT_EQ(Client({"device-produce", "on1", "1000", "1", "1"}, two_gpus).exit_code, 0);
+  ProgramResult same = Client({"device-open-in-context", "on0", "0"}, two_gpus);
+  EXPECT_EQ(same.out, "OK\nprimary active 0\n") << same.err;
+  ProgramResult other = Client({"device-open-in-context", "on1", "0"}, two_gpus);
+  EXPECT_EQ(other.out, "FAILED_PRECONDITION\n") << other.err;
+  EXPECT_THAT(other.err, HasSubstr("memd's device:1 (CUDA device 1 in this process)"));
+  EXPECT_THAT(other.err, HasSubstr("current CUDA context is on CUDA device 0"));
+  EXPECT_THAT(other.err, HasSubstr("cudaSetDevice(1)"));
+  // The refused open left no lease behind.
+  EXPECT_EQ(client_->Stat("on1")->lease_count, 0u);
+}
+
+// When libmemd cannot get the primary context, the error says which GPU,
+// as memd and as this process number it, and what the driver said.
+TEST_F(CudaTest, APrimaryContextThatCannotBeRetainedNamesTheGpu) {
+  StartDaemon({}, {{"MEMD_FAKE_CUDA_DEVICES", "2"}});
+  ASSERT_EQ(Client({"device-produce", "w", "1000", "1", "1"}, {{"MEMD_FAKE_CUDA_DEVICES", "2"}})
+                .exit_code,
+            0);
+  // A GPU out of memory cannot make a context (CUDA_ERROR_OUT_OF_MEMORY = 2).
+  ProgramResult refused =
+      Client({"device-open-without-context", "w"},
+             {{"MEMD_FAKE_CUDA_DEVICES", "2"},
+              {"CUDA_VISIBLE_DEVICES", "1"},
+              {"MEMD_FAKE_CUDA_FAULTS", "cuDevicePrimaryCtxRetain@1=2"}});
+  EXPECT_EQ(refused.out, "RESOURCE_EXHAUSTED\n") << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("memd's device:1 (CUDA device 0 in this process)"));
+  EXPECT_THAT(refused.err, HasSubstr("no current CUDA context"));
+  EXPECT_THAT(refused.err, HasSubstr("cuDevicePrimaryCtxRetain failed"));
+  EXPECT_THAT(refused.err, HasSubstr("CUDA_ERROR_OUT_OF_MEMORY"));
+  EXPECT_EQ(client_->Stat("w")->lease_count, 0u);
+}
+
+TEST_F(CudaTest, NoCudaDriverInTheClientNamesTheBuffersLocation) {
   StartDaemon();
   ASSERT_EQ(Client({"device-produce", "w", "1000", "1", "0"}).exit_code, 0);
-  ProgramResult refused = Client({"device-open-without-context", "w"});
-  EXPECT_EQ(refused.out, "FAILED_PRECONDITION\n") << refused.err;
-  EXPECT_THAT(refused.err, HasSubstr("no CUDA context is current"));
-  EXPECT_THAT(refused.err, HasSubstr("cudaSetDevice(0)"));
-  // The refused open left no lease behind.
+  ProgramResult refused =
+      Client({"open", "w"}, {{"MEMD_CUDA_DRIVER", "/nonexistent/libcuda.so.1"}});
+  EXPECT_EQ(refused.out, "UNAVAILABLE\n") << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("memd's device:0"));
+  EXPECT_THAT(refused.err, HasSubstr("no CUDA driver"));
   EXPECT_EQ(client_->Stat("w")->lease_count, 0u);
 }
 

@@ -22,6 +22,19 @@
 // on, in this process's CUDA numbering (Client::CudaDevice).
 //   memd-test-client device-open-without-context NAME
 //       open a device buffer with no CUDA context current; print the code
+//   memd-test-client device-open-fresh NAME SIZE SEED [NAME SIZE SEED]...
+//       as a fresh process (a Python one before PyTorch touched CUDA): with
+//       no context current, open each device buffer; check that libmemd left
+//       no context current and holds the primary context of each buffer's
+//       GPU while its Buffer lives; read the bytes in that context, made
+//       current afterwards as PyTorch would, and check the pattern; release
+//       the Buffers and check no primary context stays retained. Prints OK,
+//       else what failed (exit 4)
+//   memd-test-client device-open-in-context NAME ORDINAL
+//       make CUDA device ORDINAL's primary context current, open NAME and
+//       print the code; if it opened, check that the context is still the
+//       current one, release this process's own retain of it while the
+//       Buffer lives, and print "primary active N" (1: libmemd retained it)
 //   memd-test-client device-create-hold NAME SIZE
 //       create a device buffer (unsealed), print "held" and wait to be killed
 //   memd-test-client device-join NAME SEED
@@ -44,6 +57,7 @@
 //
 // --uid switches to that uid (and gid) before connecting: root only.
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,9 +100,153 @@ absl::StatusOr<std::shared_ptr<const memd::cuda::Driver>> UseDevice(int ordinal)
   return *std::move(driver);
 }
 
+// cuDevicePrimaryCtxGetState of the library `driver` loaded: memd does not
+// call it, so the Driver has no entry for it.
+using PrimaryCtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
+PrimaryCtxGetState LoadPrimaryCtxGetState(const memd::cuda::Driver& driver) {
+  void* library = ::dlopen(driver.path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) return nullptr;
+  // The Driver keeps the library loaded; this handle only counts once more.
+  auto symbol = reinterpret_cast<PrimaryCtxGetState>(
+      ::dlsym(library, "cuDevicePrimaryCtxGetState"));
+  ::dlclose(library);
+  return symbol;
+}
+
+// Whether anyone in this process retains CUDA device `ordinal`'s primary
+// context.
+absl::StatusOr<bool> PrimaryActive(const memd::cuda::Driver& driver,
+                                   PrimaryCtxGetState get_state, int ordinal) {
+  CUdevice device = 0;
+  unsigned int flags = 0;
+  int active = 0;
+  if (auto got = driver.Check(driver.api().DeviceGet(&device, ordinal), "cuDeviceGet");
+      !got.ok()) {
+    return got;
+  }
+  if (auto got = driver.Check(get_state(device, &flags, &active),
+                              "cuDevicePrimaryCtxGetState");
+      !got.ok()) {
+    return got;
+  }
+  return active != 0;
+}
+
+int Mismatch(const std::string& what) {
+  std::printf("MISMATCH\n");
+  std::fprintf(stderr, "%s\n", what.c_str());
+  return 4;
+}
+
+// device-open-fresh (see the comment at the top).
+int OpenFresh(memd::Client& client, const std::vector<std::string>& args) {
+  auto driver = memd::cuda::Driver::Load();
+  if (!driver.ok()) return Fail(driver.status());
+  const memd::cuda::DriverApi& api = (*driver)->api();
+  PrimaryCtxGetState get_state = LoadPrimaryCtxGetState(**driver);
+  if (get_state == nullptr) return Mismatch("the driver has no cuDevicePrimaryCtxGetState");
+  CUcontext current = nullptr;
+  if (auto got = (*driver)->Check(api.CtxGetCurrent(&current), "cuCtxGetCurrent");
+      !got.ok()) {
+    return Fail(got);
+  }
+  int count = 0;
+  if (auto got = (*driver)->Check(api.DeviceGetCount(&count), "cuDeviceGetCount"); !got.ok()) {
+    return Fail(got);
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    auto active = PrimaryActive(**driver, get_state, ordinal);
+    if (!active.ok()) return Fail(active.status());
+    if (current != nullptr || *active) return Mismatch("not a fresh process");
+  }
+  std::vector<memd::Buffer> buffers;
+  for (std::size_t i = 1; i + 2 < args.size(); i += 3) {
+    auto buffer = client.Open(args[i]);
+    if (!buffer.ok()) return Fail(buffer.status());
+    if (auto got = (*driver)->Check(api.CtxGetCurrent(&current), "cuCtxGetCurrent");
+        !got.ok()) {
+      return Fail(got);
+    }
+    if (current != nullptr) return Mismatch("libmemd left a context current");
+    auto active = PrimaryActive(**driver, get_state, buffer->device());
+    if (!active.ok()) return Fail(active.status());
+    if (!*active) return Mismatch("libmemd holds no primary context under " + args[i]);
+    // Read as PyTorch would: it retains the primary context and makes it
+    // current, and the pointer is valid there.
+    CUdevice device = 0;
+    CUcontext primary = nullptr;
+    std::vector<std::byte> bytes(buffer->size());
+    absl::Status read = (*driver)->Check(api.DeviceGet(&device, buffer->device()), "cuDeviceGet");
+    if (read.ok()) {
+      read = (*driver)->Check(api.DevicePrimaryCtxRetain(&primary, device),
+                              "cuDevicePrimaryCtxRetain");
+    }
+    if (read.ok()) {
+      read = (*driver)->Check(api.CtxSetCurrent(primary), "cuCtxSetCurrent");
+      if (read.ok()) {
+        read = (*driver)->Check(
+            api.MemcpyDtoH(bytes.data(), buffer->device_pointer(), bytes.size()),
+            "cuMemcpyDtoH");
+      }
+      api.CtxSetCurrent(nullptr);
+      api.DevicePrimaryCtxRelease(device);
+    }
+    if (!read.ok()) return Fail(read);
+    if (buffer->size() != std::stoull(args[i + 1]) ||
+        !memd::test::MatchesPattern(bytes, std::stoul(args[i + 2]))) {
+      return Mismatch("wrong bytes in " + args[i]);
+    }
+    buffers.push_back(std::move(*buffer));
+  }
+  buffers.clear();
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    auto active = PrimaryActive(**driver, get_state, ordinal);
+    if (!active.ok()) return Fail(active.status());
+    if (*active) {
+      return Mismatch("device " + std::to_string(ordinal) +
+                      "'s primary context is still retained after every Buffer went");
+    }
+  }
+  std::printf("OK\n");
+  return 0;
+}
+
+// device-open-in-context (see the comment at the top).
+int OpenInContext(memd::Client& client, const std::string& name, int ordinal) {
+  auto driver = UseDevice(ordinal);
+  if (!driver.ok()) return Fail(driver.status());
+  const memd::cuda::DriverApi& api = (*driver)->api();
+  PrimaryCtxGetState get_state = LoadPrimaryCtxGetState(**driver);
+  if (get_state == nullptr) return Mismatch("the driver has no cuDevicePrimaryCtxGetState");
+  CUcontext before = nullptr, after = nullptr;
+  api.CtxGetCurrent(&before);
+  auto buffer = client.Open(name);
+  if (!buffer.ok()) return Fail(buffer.status());
+  api.CtxGetCurrent(&after);
+  if (after != before) return Mismatch("libmemd changed the current context");
+  api.CtxSetCurrent(nullptr);
+  CUdevice device = 0;
+  api.DeviceGet(&device, ordinal);
+  if (auto released = (*driver)->Check(api.DevicePrimaryCtxRelease(device),
+                                       "cuDevicePrimaryCtxRelease");
+      !released.ok()) {
+    return Fail(released);
+  }
+  auto active = PrimaryActive(**driver, get_state, ordinal);
+  if (!active.ok()) return Fail(active.status());
+  std::printf("OK\nprimary active %d\n", *active ? 1 : 0);
+  return 0;
+}
+
 int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args) {
   const std::string& command = args[0];
   const std::string& name = args[1];
+  if (command == "device-open-fresh" && args.size() >= 4 && args.size() % 3 == 1) {
+    return OpenFresh(client, args);
+  }
+  if (command == "device-open-in-context" && args.size() >= 3) {
+    return OpenInContext(client, name, std::stoi(args[2]));
+  }
   if (command == "device-open-without-context") {
     // Load the driver (so that only the context is missing), set nothing.
     auto driver = memd::cuda::Driver::Load();

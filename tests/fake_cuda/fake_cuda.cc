@@ -4,7 +4,7 @@
 // CUDA backend runs its real code paths on machines without a GPU
 // (docs/design.md, "CUDA"). It is not a CUDA driver and runs no kernels. It exports exactly
 // the driver entry points memd resolves (by the versioned symbol names cuda.h
-// maps them to), with CUDA's documented semantics and error codes, and keeps
+// maps them to), and cuDevicePrimaryCtxGetState, which memd's tests call, with CUDA's documented semantics and error codes, and keeps
 // its "device memory" in host memory backed by memfds:
 //
 //   * a CUdeviceptr is a host virtual address of the calling process;
@@ -562,6 +562,18 @@ class FakeDriver {
     CUctx_st& primary = devices_[static_cast<size_t>(device)]->context;
     if (primary.retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
     if (--primary.retains == 0) ResetContext(&primary);
+    return CUDA_SUCCESS;
+  }
+
+  // Flags are always 0 (CU_CTX_SCHED_AUTO: the fake has no
+  // cuDevicePrimaryCtxSetFlags); active while retained.
+  CUresult PrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    *flags = 0;
+    *active = devices_[static_cast<size_t>(device)]->context.retains > 0 ? 1 : 0;
     return CUDA_SUCCESS;
   }
 
@@ -1951,6 +1963,12 @@ MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CU
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   MEMD_FAKE_CUDA_INJECT(cuDevicePrimaryCtxRelease_v2)
   return g_driver.PrimaryCtxRelease(dev);
+}
+
+MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags,
+                                                               int* active) {
+  MEMD_FAKE_CUDA_INJECT(cuDevicePrimaryCtxGetState)
+  return g_driver.PrimaryCtxGetState(dev, flags, active);
 }
 
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {

@@ -168,6 +168,7 @@ bool IsExportedSymbol(const std::string& name) {
       "cuGetErrorString", "cuGetErrorName", "cuInit", "cuDriverGetVersion", "cuDeviceGet",
       "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetUuid_v2", "cuDeviceTotalMem_v2",
       "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
+      "cuDevicePrimaryCtxGetState",
       "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxGetDevice", "cuMemGetInfo_v2",
       "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve",
       "cuMemAddressFree", "cuMemMap", "cuMemUnmap", "cuMemSetAccess",

@@ -46,6 +46,7 @@ constexpr size_t kGranularity = 2 * kMiB;
   X(DeviceGetAttribute, cuDeviceGetAttribute)                             \
   X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)                     \
   X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)                \
+  X(DevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState)                 \
   X(CtxSetCurrent, cuCtxSetCurrent)                                       \
   X(CtxGetCurrent, cuCtxGetCurrent)                                       \
   X(CtxGetDevice, cuCtxGetDevice)                                         \
@@ -539,6 +540,35 @@ TEST_F(FakeCudaTest, PrimaryContextIsOnePerDeviceAndRefcounted) {
   EXPECT_EQ(cu.DevicePrimaryCtxRelease(0), CUDA_ERROR_INVALID_CONTEXT);
   EXPECT_EQ(cu.DevicePrimaryCtxRelease(1), CUDA_SUCCESS);
   EXPECT_EQ(cu.DevicePrimaryCtxRetain(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+// What tests read to see whether anyone holds a device's primary context.
+TEST_F(FakeCudaTest, PrimaryContextStateIsActiveWhileRetained) {
+  setenv("MEMD_FAKE_CUDA_DEVICES", "2", 1);
+  unsigned int flags = 7;
+  int active = 7;
+  EXPECT_EQ(cu.DevicePrimaryCtxGetState(0, &flags, &active), CUDA_ERROR_NOT_INITIALIZED);
+  ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.DevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(flags, 0u);
+  EXPECT_EQ(active, 0);
+  CUcontext context = nullptr;
+  ASSERT_EQ(cu.DevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.DevicePrimaryCtxRetain(&context, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.DevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 1);
+  ASSERT_EQ(cu.DevicePrimaryCtxGetState(1, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 0) << "one context per device";
+  ASSERT_EQ(cu.DevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.DevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 1) << "retained twice, released once";
+  ASSERT_EQ(cu.DevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  ASSERT_EQ(cu.DevicePrimaryCtxGetState(0, &flags, &active), CUDA_SUCCESS);
+  EXPECT_EQ(active, 0);
+  EXPECT_EQ(cu.DevicePrimaryCtxGetState(2, &flags, &active), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cu.DevicePrimaryCtxGetState(-1, &flags, &active), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cu.DevicePrimaryCtxGetState(0, nullptr, &active), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cu.DevicePrimaryCtxGetState(0, &flags, nullptr), CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_F(FakeCudaTest, CurrentContextIsPerThread) {

@@ -82,6 +82,30 @@ TEST_F(RealGpuTest, DeviceBufferCrossesProcessesOnTheRealDriver) {
   EXPECT_EQ(consumed.exit_code, 0) << consumed.out << consumed.err;
 }
 
+// A fresh process, as a Python one before PyTorch touched CUDA, opens a
+// device buffer with no CUDA context of its own: libmemd imports it into the
+// GPU's primary context (the one PyTorch and CuPy use), retains that context
+// while the Buffer lives and not after, and leaves the thread with no
+// context current; the bytes read right in the primary context
+// (memd-test-client device-open-fresh checks each).
+TEST_F(RealGpuTest, AFreshProcessOpensADeviceBufferWithoutMakingAContext) {
+  for (const char* handles : {"vmm_fd", "ipc"}) {
+    SCOPED_TRACE(handles);
+    auto daemon = DaemonProcess::Start(
+        {"--backend", "cuda", "--cuda-driver", "libcuda.so.1", "--cuda-handles", handles});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    auto env = ClientEnvironment(**daemon);
+    ProgramResult produced =
+        RunProgram(BinDir() + "/memd-test-client",
+                   {"device-produce", "gpu/fresh", "8000000", "13", "0"}, "", env);
+    ASSERT_EQ(produced.exit_code, 0) << produced.out << produced.err;
+    ProgramResult fresh =
+        RunProgram(BinDir() + "/memd-test-client",
+                   {"device-open-fresh", "gpu/fresh", "8000000", "13"}, "", env);
+    EXPECT_EQ(fresh.out, "OK\n") << fresh.err;
+  }
+}
+
 // The C API's device case (tests/client/c_api_test.c): a device:0 buffer
 // from C, its CUdeviceptr and its kDLCUDA DLPack tensor.
 TEST_F(RealGpuTest, CApiExportsDeviceBuffersOnTheRealDriver) {

@@ -366,8 +366,12 @@ class Buffer {
   std::span<std::byte> mutable_data();
 
   // Device buffers (location "device:N"): where the buffer starts in this
-  // process's GPU address space, else 0. CUDA: a CUdeviceptr valid in
-  // contexts on device(); read-only leases map it read-only. Level Zero: a
+  // process's GPU address space, else 0. CUDA: a CUdeviceptr valid in the
+  // context current on the thread that opened (or created) the buffer, which
+  // must be on device() (else FAILED_PRECONDITION); where none was current,
+  // in device()'s primary context (the CUDA runtime's, so PyTorch's and
+  // CuPy's), which libmemd retains while the pointer is valid and does not
+  // leave current. Read-only leases map it read-only. Level Zero: a
   // device pointer (void*) valid in the Level Zero context the buffer was
   // opened in (ConnectOptions::level_zero_context); Level Zero cannot open
   // memory read-only, so a read lease is read-only by contract only.
@@ -498,11 +502,12 @@ class Client {
   // GPU numbering. memd names GPUs by its own CUDA ordinals ("device:N");
   // this process numbers them differently where CUDA_VISIBLE_DEVICES or a
   // container shows it other GPUs or another order. These translate through
-  // the GPUs' UUIDs (one Stats call each): the CUDA device to make current
-  // before opening a buffer at `location`, and the location naming this
-  // process's CUDA device `cuda_device` for Create. Errors: INVALID_ARGUMENT
-  // (not "device:N"), NOT_FOUND (memd serves no such GPU, or this process
-  // does not see it), UNAVAILABLE (no CUDA driver in this process).
+  // the GPUs' UUIDs (one Stats call each): this process's CUDA device of a
+  // buffer at `location` (the one a context made current before opening it
+  // must be on), and the location naming this process's CUDA device
+  // `cuda_device` for Create. Errors: INVALID_ARGUMENT (not "device:N"),
+  // NOT_FOUND (memd serves no such GPU, or this process does not see it),
+  // UNAVAILABLE (no CUDA driver in this process).
   absl::StatusOr<int> CudaDevice(std::string_view location);
   absl::StatusOr<std::string> DeviceLocation(int cuda_device);
 

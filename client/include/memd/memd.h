@@ -225,7 +225,10 @@ const void* memd_buffer_data(const memd_buffer* buffer);
 void* memd_buffer_mutable_data(memd_buffer* buffer);
 uint64_t memd_buffer_size(const memd_buffer* buffer);
 /* Device buffers: where the buffer starts in this process's GPU address
- * space (a CUdeviceptr valid in contexts on memd_buffer_device); else 0. */
+ * space; else 0. A CUdeviceptr valid in the CUDA context current on the
+ * thread that opened it or, where none was, in the primary context of
+ * memd_buffer_device (the CUDA runtime's, PyTorch's), which libmemd then
+ * retains while the pointer is valid but does not leave current. */
 uint64_t memd_buffer_device_pointer(const memd_buffer* buffer);
 /* This process's CUDA ordinal of the buffer's GPU; -1 for host memory. */
 int memd_buffer_device(const memd_buffer* buffer);
