@@ -2,8 +2,11 @@
  * -Werror against the exported libmemd.so. Run by c_api_runner_test.cc
  * against a daemon on $MEMD_SOCKET_DIR:
  *
- *   memd-c-api-test host     host buffers (every call but device pointers)
- *   memd-c-api-test device   a device:0 buffer (daemon on the fake CUDA)
+ *   memd-c-api-test host       host buffers (every call but device pointers),
+ *                              reports
+ *   memd-c-api-test device     a device:0 buffer, GPU numbering (daemon on
+ *                              the fake CUDA)
+ *   memd-c-api-test level_zero a device:0 buffer (daemon on the fake Level Zero)
  *
  * Prints "ok - CASE" per case; on the first failed check, prints where and
  * what and exits 1. */
@@ -11,6 +14,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +68,31 @@ static const char* named(const char* suffix) {
 
 /* named() into the caller's array, for a name used across many calls. */
 static void keep(char name[128], const char* suffix) { snprintf(name, 128, "%s", named(suffix)); }
+
+/* The number after the first "key": in `json` (a compact document, so the
+ * quotes keep "buffers" from matching "adopted_buffers"). Fails the check
+ * when the key is not there. */
+static long long json_number(const char* json, const char* key) {
+  char pattern[96];
+  const char* at;
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  at = strstr(json, pattern);
+  if (at == NULL) {
+    fprintf(stderr, "FAIL in %s: no %s in %s\n", g_case, pattern, json);
+    exit(1);
+  }
+  return strtoll(at + strlen(pattern), NULL, 10);
+}
+
+/* Whether `json` holds the text printf makes of `format`. */
+static int json_has(const char* json, const char* format, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  return strstr(json, text) != NULL;
+}
 
 static memd_client* connect_default(void) {
   memd_client* client = NULL;
@@ -423,6 +452,147 @@ static void buffer_outlives_client(void) {
   pass();
 }
 
+static void session_ping_and_lease_ids(memd_client* client) {
+  memd_buffer* writer = NULL;
+  memd_buffer* joined = NULL;
+  memd_open_options open;
+  const char* dir = getenv("MEMD_SOCKET_DIR");
+  char name[128];
+  keep(name, "ids");
+
+  begin("session id, socket directory, ping, lease ids");
+  CHECK(memd_client_session_id(client) != 0);
+  CHECK(memd_client_session_id(NULL) == 0);
+  CHECK(dir != NULL && strcmp(memd_client_socket_dir(client), dir) == 0);
+  CHECK(strcmp(memd_client_socket_dir(NULL), "") == 0);
+  OK(memd_ping(client, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_ping(NULL, &error));
+  OK(memd_create(client, name, 64, NULL, &writer, &error));
+  memd_open_options_init(&open);
+  open.writable = 1;
+  OK(memd_open(client, name, &open, &joined, &error));
+  CHECK(memd_buffer_lease_id(writer) != 0 && memd_buffer_lease_id(joined) != 0);
+  CHECK(memd_buffer_lease_id(writer) != memd_buffer_lease_id(joined));
+  CHECK(memd_buffer_lease_id(NULL) == 0);
+  OK(memd_buffer_release(joined, &error));
+  OK(memd_buffer_release(writer, &error)); /* Never sealed: removed. */
+  pass();
+}
+
+/* This uid's bytes and buffers at `location` in a memd_usage_json
+ * document; 0 and 0 when it has no entry there. */
+static void usage_of(const char* json, const char* location, long long* bytes,
+                     long long* buffers) {
+  char entry[160];
+  const char* at;
+  snprintf(entry, sizeof entry, "{\"uid\":%ld,\"location\":\"%s\",", (long)geteuid(), location);
+  at = strstr(json, entry);
+  *bytes = at == NULL ? 0 : json_number(at, "bytes");
+  *buffers = at == NULL ? 0 : json_number(at, "buffers");
+}
+
+static void reports_as_json(memd_client* client) {
+  char* json = NULL;
+  memd_buffer* held = NULL;
+  long long buffers, bytes_before, buffers_before, bytes, in_use;
+  const char* trimmed_host = "[{\"location\":\"host\",\"released_bytes\":";
+  char name[128];
+  keep(name, "reported");
+
+  begin("stats, sessions, usage and trim: memctl's JSON documents");
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json != NULL && json[0] == '{' && json[strlen(json) - 1] == '}');
+  CHECK(json_has(json, "{\"version\":\"%s\",\"backend\":\"", MEMD_TEST_VERSION));
+  CHECK(json_has(json, "\"socket_dir\":\"%s\"", memd_client_socket_dir(client)));
+  CHECK(json_number(json, "sessions") >= 1 && json_number(json, "started_unix_ns") > 0);
+  CHECK(json_has(json, "\"pools\":[{\"location\":\"host\",\"reserved_bytes\":"));
+  CHECK(json_has(json, "\"devices\":[],\"transfers\":{\"active\":0,"));
+  CHECK(json_has(json, "\"durability\":{\"recording\":"));
+  buffers = json_number(json, "buffers");
+  memd_string_free(json);
+  OK(memd_usage_json(client, &json, &error));
+  CHECK(json[0] == '[');
+  usage_of(json, "host", &bytes_before, &buffers_before);
+  memd_string_free(json);
+
+  OK(memd_create(client, name, 4096, NULL, &held, &error));
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_number(json, "buffers") == buffers + 1);
+  CHECK(json_number(json, "leases") >= 1);
+  in_use = json_number(json, "used_bytes"); /* The host pool's, the first. */
+  CHECK(in_use >= 4096);
+  memd_string_free(json);
+  OK(memd_usage_json(client, &json, &error));
+  usage_of(json, "host", &bytes, &in_use);
+  CHECK(in_use == buffers_before + 1 && bytes == bytes_before + 4096);
+  memd_string_free(json);
+
+  /* This process's session, with the id the client reports. */
+  OK(memd_sessions_json(client, &json, &error));
+  CHECK(json[0] == '[' && json[strlen(json) - 1] == ']');
+  CHECK(json_has(json, "{\"id\":%llu,\"pid\":%ld,\"uid\":%ld,",
+                 (unsigned long long)memd_client_session_id(client), (long)getpid(),
+                 (long)geteuid()));
+  memd_string_free(json);
+
+  /* The daemon runs as this user, who may trim. */
+  OK(memd_trim_json(client, NULL, &json, &error));
+  CHECK(json_has(json, "{\"location\":\"host\",\"released_bytes\":"));
+  memd_string_free(json);
+  OK(memd_trim_json(client, "", &json, &error));
+  CHECK(json_has(json, "{\"location\":\"host\",\"released_bytes\":"));
+  memd_string_free(json);
+  OK(memd_trim_json(client, "host", &json, &error));
+  CHECK(strncmp(json, trimmed_host, strlen(trimmed_host)) == 0);
+  CHECK(strchr(json, '}') == json + strlen(json) - 2); /* One pool. */
+  memd_string_free(json);
+  json = NULL;
+  EXPECT_CODE(MEMD_NOT_FOUND, "device:5", memd_trim_json(client, "device:5", &json, &error));
+
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_stats_json(client, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_stats_json(NULL, &json, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_sessions_json(client, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_usage_json(NULL, &json, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_trim_json(client, "host", NULL, &error));
+  CHECK(json == NULL);
+  memd_string_free(NULL);
+
+  OK(memd_buffer_release(held, &error)); /* Never sealed: removed. */
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_number(json, "buffers") == buffers);
+  memd_string_free(json);
+  pass();
+}
+
+/* What libmemd's Client::CudaDevice and DeviceLocation return where memd
+ * serves no GPU. This process loads the fake CUDA driver
+ * ($MEMD_CUDA_DRIVER), which shows it GPUs the daemon does not serve. */
+static void gpu_numbering_without_gpus(memd_client* client) {
+  int ordinal = -7;
+  char* location = NULL;
+
+  begin("GPU numbering on a daemon without GPUs");
+  EXPECT_CODE(MEMD_NOT_FOUND, "memd serves no device:0 (it serves 0 GPUs)",
+              memd_cuda_device(client, "device:0", &ordinal, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "'host' is not a GPU location",
+              memd_cuda_device(client, "host", &ordinal, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "location is NULL",
+              memd_cuda_device(client, NULL, &ordinal, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "cuda_device is NULL",
+              memd_cuda_device(client, "device:0", NULL, &error));
+  CHECK(ordinal == -7);
+  EXPECT_CODE(MEMD_NOT_FOUND, "memd does not serve GPU",
+              memd_device_location(client, 0, &location, &error));
+  EXPECT_CODE(MEMD_NOT_FOUND, "this process has no CUDA device 99",
+              memd_device_location(client, 99, &location, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "location is NULL",
+              memd_device_location(client, 0, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL",
+              memd_device_location(NULL, 0, &location, &error));
+  CHECK(location == NULL);
+  pass();
+}
+
 /* As a CUDA program would have before it opens device buffers: a current
  * context on device 0, from the driver in $MEMD_CUDA_DRIVER (the fake). */
 static void make_cuda_context_current(void) {
@@ -491,6 +661,27 @@ static void device_buffer(memd_client* client, int device_type, const char* what
   pass();
 }
 
+/* On a daemon on the fake CUDA driver, seen by this process through the
+ * same fake: memd's device:0 is this process's CUDA device 0. */
+static void device_numbering(memd_client* client) {
+  int ordinal = -1;
+  char* location = NULL;
+  char* json = NULL;
+
+  begin("GPU numbering: memd's device:0 is this process's CUDA device 0");
+  OK(memd_cuda_device(client, "device:0", &ordinal, &error));
+  CHECK(ordinal == 0);
+  OK(memd_device_location(client, 0, &location, &error));
+  CHECK(strcmp(location, "device:0") == 0);
+  memd_string_free(location);
+  EXPECT_CODE(MEMD_NOT_FOUND, "memd serves no device:9",
+              memd_cuda_device(client, "device:9", &ordinal, &error));
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_has(json, "\"devices\":[{\"ordinal\":0,\"uuid\":\"GPU-"));
+  memd_string_free(json);
+  pass();
+}
+
 int main(int argc, char** argv) {
   memd_client* client;
   if (argc != 2 || (strcmp(argv[1], "host") != 0 && strcmp(argv[1], "device") != 0 &&
@@ -504,6 +695,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "device") == 0) {
     make_cuda_context_current();
     device_buffer(client, kDLCUDA, "device buffers: a device pointer and a kDLCUDA tensor");
+    device_numbering(client);
   } else if (strcmp(argv[1], "level_zero") == 0) {
     /* No context passed: libmemd opens the buffer in a context of its own. */
     device_buffer(client, K_DL_ONEAPI,
@@ -511,6 +703,9 @@ int main(int argc, char** argv) {
   } else {
     versions_and_errors();
     connect_errors();
+    session_ping_and_lease_ids(client);
+    reports_as_json(client);
+    gpu_numbering_without_gpus(client);
     create_write_seal_open(client);
     open_and_create_errors(client);
     older_and_newer_option_structs(client);

@@ -32,6 +32,10 @@
  * memd_buffer may not (one thread at a time); different buffers are
  * independent. A buffer may outlive its client.
  *
+ * Strings. A `char**` out parameter receives a new NUL-terminated UTF-8
+ * string that the caller frees with memd_string_free; a `const char*`
+ * return value is owned by the object it came from.
+ *
  * No C++ exception ever leaves this API: one that would becomes
  * MEMD_INTERNAL (MEMD_RESOURCE_EXHAUSTED for an allocation that failed).
  */
@@ -54,12 +58,12 @@ extern "C" {
 #define MEMD_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor)))
 #define MEMD_VERSION_MAJOR(version) ((uint32_t)(version) >> 16)
 #define MEMD_VERSION_MINOR(version) ((uint32_t)(version)&0xffffu)
-#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 1)
+#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 2)
 
 /* The ABI of the library loaded at run time: compare with MEMD_ABI_VERSION
  * (the same major, a minor at least the header's). */
 uint32_t memd_abi_version(void);
-/* The library's release, "0.1.0". Static storage. */
+/* The library's release, "0.2.0". Static storage. */
 const char* memd_version_string(void);
 
 /* ---- Errors ---- */
@@ -94,6 +98,12 @@ const char* memd_error_message(const memd_error* error);
 void memd_error_free(memd_error* error); /* NULL: nothing */
 /* "NOT_FOUND", ...; "UNKNOWN_CODE" outside 0-16. Static storage. */
 const char* memd_code_name(memd_code code);
+
+/* ---- Strings ---- */
+
+/* Frees a string the library returned through a `char**` (the JSON
+ * reports, memd_device_location). NULL: nothing. */
+void memd_string_free(char* text);
 
 /* ---- Clients ---- */
 
@@ -130,6 +140,71 @@ memd_code memd_connect(const memd_connect_options* options, memd_client** client
                        memd_error** error);
 /* Ends the session; buffers of this client stay valid. NULL: nothing. */
 void memd_client_close(memd_client* client);
+
+/* This connection's session id, as memd_sessions_json and memctl sessions
+ * show it; 0 when the daemon is unreachable (it reconnects on the next
+ * call) or for NULL. */
+uint64_t memd_client_session_id(const memd_client* client);
+/* The socket directory this client connected to (the options' or the
+ * default one). Owned by `client`, valid until memd_client_close; "" for
+ * NULL. */
+const char* memd_client_socket_dir(const memd_client* client);
+
+/* One round trip to the daemon, nothing else. Errors: UNAVAILABLE,
+ * DEADLINE_EXCEEDED (call_timeout_ms), INVALID_ARGUMENT (NULL client). */
+memd_code memd_ping(memd_client* client, memd_error** error);
+
+/* ---- Reports, as JSON ----
+ *
+ * The documents memctl prints with --json, with the same field names (a
+ * script reads one vocabulary); new fields may appear, none is renamed or
+ * dropped. On MEMD_OK *json is a compact UTF-8 document the caller frees
+ * with memd_string_free; bytes that were not UTF-8 (a process's command
+ * line may hold any) read U+FFFD. Times are nanoseconds since the Unix
+ * epoch (*_unix_ns). Errors of each: UNAVAILABLE, INVALID_ARGUMENT (a NULL
+ * argument), and those it lists. */
+
+/* An object, as `memctl stats --json`: version, backend, socket_dir,
+ * started_unix_ns, metrics_address, buffers, sessions, leases, waits,
+ * daemon_wide, pools[], devices[], transfers{}, durability{}. For a user
+ * other than root, buffers, sessions, leases, waits and transfers count
+ * this uid's alone (daemon_wide false). */
+memd_code memd_stats_json(memd_client* client, char** json, memd_error** error);
+/* An array, as `memctl sessions --json`: objects of id, pid, uid, gid,
+ * command, lease_count, started_unix_ns, created_bytes; this user's
+ * sessions (every one for root). */
+memd_code memd_sessions_json(memd_client* client, char** json, memd_error** error);
+/* An array, as `memctl usage --json`: objects of uid, location, bytes,
+ * buffers, quota_bytes (0: none), by uid then location; this user's
+ * (every user's for root). */
+memd_code memd_usage_json(memd_client* client, char** json, memd_error** error);
+/* Gives idle pool memory back to the system now: the pool at `location`
+ * ("host", "pinned", "device:N"), or every pool for NULL or "". An array,
+ * as `memctl trim --json`: objects of location, released_bytes. Errors:
+ * PERMISSION_DENIED (root or the daemon's user only), NOT_FOUND (no such
+ * pool). */
+memd_code memd_trim_json(memd_client* client, const char* location, char** json,
+                         memd_error** error);
+
+/* ---- GPU numbering ----
+ *
+ * memd names GPUs by its own CUDA ordinals ("device:N"); this process numbers
+ * them differently where CUDA_VISIBLE_DEVICES or a container shows it other
+ * GPUs or another order. These translate through the GPUs' UUIDs (one stats
+ * call each). */
+
+/* This process's CUDA ordinal for `location` ("device:N"): the device to
+ * make current before opening a buffer there. Errors: INVALID_ARGUMENT (not
+ * "device:N"), NOT_FOUND (memd serves no such GPU, or this process does not
+ * see it), UNAVAILABLE (no daemon, or no CUDA driver in this process). */
+memd_code memd_cuda_device(memd_client* client, const char* location, int* cuda_device,
+                           memd_error** error);
+/* The location ("device:N") naming this process's CUDA device
+ * `cuda_device`, for memd_create; freed with memd_string_free. Errors:
+ * NOT_FOUND (this process has no such device, or memd does not serve it),
+ * UNAVAILABLE (no daemon, or no CUDA driver in this process). */
+memd_code memd_device_location(memd_client* client, int cuda_device, char** location,
+                               memd_error** error);
 
 /* ---- Buffers ---- */
 
@@ -232,6 +307,8 @@ int memd_buffer_device(const memd_buffer* buffer);
 int memd_buffer_writable(const memd_buffer* buffer);
 /* memd_open_or_create: nonzero when this call created the buffer. */
 int memd_buffer_created(const memd_buffer* buffer);
+/* The daemon's id of this lease (unique for its lifetime); 0 for NULL. */
+uint64_t memd_buffer_lease_id(const memd_buffer* buffer);
 
 /* What the daemon says about a buffer. Strings are NUL-terminated. */
 typedef struct memd_buffer_info {
