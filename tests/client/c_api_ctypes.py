@@ -55,6 +55,25 @@ usage_json = declare("memd_usage_json", ctypes.c_int, c_client_p, json_out,
                      ctypes.POINTER(c_error_p))
 trim_json = declare("memd_trim_json", ctypes.c_int, c_client_p, ctypes.c_char_p, json_out,
                     ctypes.POINTER(c_error_p))
+c_transfer_p = ctypes.c_void_p
+
+
+class CopyOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("priority", ctypes.c_int),
+                ("deadline_unix_ns", ctypes.c_int64), ("chunk_bytes", ctypes.c_uint64)]
+
+
+copy_options_init = declare("memd_copy_options_init", None, ctypes.POINTER(CopyOptions))
+copy = declare("memd_copy", ctypes.c_int, c_client_p, c_buffer_p, ctypes.c_uint64, c_buffer_p,
+               ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(CopyOptions),
+               ctypes.POINTER(c_transfer_p), ctypes.POINTER(c_error_p))
+transfer_id = declare("memd_transfer_id", ctypes.c_uint64, c_transfer_p)
+transfer_wait = declare("memd_transfer_wait", ctypes.c_int, c_transfer_p, ctypes.c_int64,
+                        ctypes.POINTER(c_error_p))
+transfer_progress_json = declare("memd_transfer_progress_json", ctypes.c_int, c_transfer_p,
+                                 json_out, ctypes.POINTER(c_error_p))
+transfer_free = declare("memd_transfer_free", None, c_transfer_p)
+MEMD_TO_END = 2**64 - 1
 
 MEMD_OK, MEMD_INVALID_ARGUMENT, MEMD_NOT_FOUND, MEMD_ALREADY_EXISTS = 0, 3, 5, 6
 
@@ -133,6 +152,31 @@ assert any(u["uid"] == os.geteuid() and u["location"] == "host" and
            u["buffers"] >= 1 and u["bytes"] >= len(payload) for u in usage), usage
 trimmed = report(trim_json, client, b"host")
 assert [t["location"] for t in trimmed] == ["host"] and trimmed[0]["released_bytes"] >= 0
+
+# A copy the daemon runs, waited for, and its progress.
+copied = c_buffer_p()
+assert call(create, client, name + b".copy", len(payload), None,
+            ctypes.byref(copied))[0] == MEMD_OK
+options = CopyOptions()
+copy_options_init(ctypes.byref(options))
+assert options.struct_size == ctypes.sizeof(CopyOptions) and options.priority == 1
+transfer = c_transfer_p()
+assert call(copy, client, reader, 0, copied, 0, MEMD_TO_END, ctypes.byref(options),
+            ctypes.byref(transfer)) == (MEMD_OK, "")
+assert call(transfer_wait, transfer, -1) == (MEMD_OK, "")
+progress = report(transfer_progress_json, transfer)
+assert progress == {"id": transfer_id(transfer), "state": "done",
+                    "bytes_done": len(payload), "bytes_total": len(payload),
+                    "direction": "h2h", "path": "cpu", "device": -1, "retries": 0,
+                    "error_code": 0, "error_message": "",
+                    "elapsed_ns": progress["elapsed_ns"]}, progress
+assert ctypes.string_at(data(copied), len(payload)) == payload
+transfer_free(transfer)
+options.struct_size = ctypes.sizeof(CopyOptions) + 8
+code, message = call(copy, client, reader, 0, copied, 0, MEMD_TO_END, ctypes.byref(options),
+                     ctypes.byref(c_transfer_p()))
+assert code == MEMD_INVALID_ARGUMENT and "struct_size" in message, (code, message)
+assert call(release, copied)[0] == MEMD_OK
 
 assert call(release, reader)[0] == MEMD_OK
 assert call(release, writer)[0] == MEMD_OK

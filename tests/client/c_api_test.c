@@ -3,10 +3,13 @@
  * against a daemon on $MEMD_SOCKET_DIR:
  *
  *   memd-c-api-test host       host buffers (every call but device pointers),
- *                              reports
- *   memd-c-api-test device     a device:0 buffer, GPU numbering (daemon on
- *                              the fake CUDA)
+ *                              reports, host-to-host copies
+ *   memd-c-api-test device     a device:0 buffer, GPU numbering and copies
+ *                              to and from it (daemon on the fake CUDA)
  *   memd-c-api-test level_zero a device:0 buffer (daemon on the fake Level Zero)
+ *   memd-c-api-test slow_copy  waits that run out, cancel and a copy's own
+ *                              deadline (daemon on the fake CUDA, its link
+ *                              slowed so that 32 MiB take over a second)
  *
  * Prints "ok - CASE" per case; on the first failed check, prints where and
  * what and exits 1. */
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memd/memd.h"
@@ -92,6 +96,22 @@ static int json_has(const char* json, const char* format, ...) {
   vsnprintf(text, sizeof text, format, args);
   va_end(args);
   return strstr(json, text) != NULL;
+}
+
+static int64_t now_unix_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* Fetches memd_transfer_progress_json into a caller's array (freeing the
+ * library's string), for checks by json_number and json_has. */
+static void progress_of(memd_transfer* transfer, char out[1024]) {
+  char* json = NULL;
+  OK(memd_transfer_progress_json(transfer, &json, &error));
+  CHECK(json != NULL && strlen(json) < 1024);
+  strcpy(out, json);
+  memd_string_free(json);
 }
 
 static memd_client* connect_default(void) {
@@ -593,6 +613,174 @@ static void gpu_numbering_without_gpus(memd_client* client) {
   pass();
 }
 
+/* Runs a copy to its end and checks that it moved `bytes`. */
+static void copy_and_wait(memd_client* client, const memd_buffer* source, uint64_t source_offset,
+                          memd_buffer* destination, uint64_t destination_offset,
+                          uint64_t length, const memd_copy_options* options, uint64_t bytes) {
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+  OK(memd_copy(client, source, source_offset, destination, destination_offset, length, options,
+               &transfer, &error));
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\""));
+  CHECK(json_number(progress, "bytes_done") == (long long)bytes &&
+        json_number(progress, "bytes_total") == (long long)bytes);
+  memd_transfer_free(transfer);
+}
+
+static void host_copies(memd_client* client) {
+  memd_buffer* a = NULL;
+  memd_buffer* b = NULL;
+  memd_transfer* transfer = NULL;
+  memd_copy_options options;
+  char progress[1024];
+  const unsigned char* got;
+  const unsigned char* from;
+  char name_a[128];
+  char name_b[128];
+  keep(name_a, "copy/a");
+  keep(name_b, "copy/b");
+
+  begin("host-to-host copies: every byte, the progress document, a finished copy");
+  OK(memd_create(client, name_a, 8192, NULL, &a, &error));
+  OK(memd_create(client, name_b, 8192, NULL, &b, &error));
+  fill(memd_buffer_mutable_data(a), 8192);
+  memd_copy_options_init(&options);
+  CHECK(options.struct_size == sizeof options && options.priority == MEMD_PRIORITY_NORMAL &&
+        options.deadline_unix_ns == 0 && options.chunk_bytes == 0);
+  CHECK(sizeof(memd_priority) == 4);
+  OK(memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  CHECK(memd_transfer_id(transfer) != 0);
+  OK(memd_transfer_wait(transfer, -1, &error));
+  CHECK(filled(memd_buffer_data(b), 8192));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "{\"id\":%llu,\"state\":\"done\",\"bytes_done\":8192,"
+                           "\"bytes_total\":8192,\"direction\":\"h2h\",\"path\":\"cpu\","
+                           "\"device\":-1,\"retries\":0,\"error_code\":0,\"error_message\":\"\","
+                           "\"elapsed_ns\":",
+                 (unsigned long long)memd_transfer_id(transfer)));
+  CHECK(json_number(progress, "elapsed_ns") >= 0);
+  /* Finished: a cancel changes nothing, and a wait of 0 ms returns how it ended. */
+  OK(memd_transfer_cancel(transfer, &error));
+  OK(memd_transfer_wait(transfer, 0, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\"") && json_number(progress, "error_code") == 0);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "timeout_ms is -2", memd_transfer_wait(transfer, -2, &error));
+  memd_transfer_free(transfer);
+  pass();
+
+  begin("copies with offsets, lengths, MEMD_TO_END and options");
+  memset(memd_buffer_mutable_data(b), 0, 8192);
+  options.priority = MEMD_PRIORITY_CRITICAL;
+  options.deadline_unix_ns = now_unix_ns() + (int64_t)60 * 1000000000;
+  options.chunk_bytes = 1 << 20;
+  copy_and_wait(client, a, 100, b, 4000, 50, &options, 50);
+  got = memd_buffer_data(b);
+  from = memd_buffer_data(a);
+  CHECK(got[3999] == 0 && got[4050] == 0 && memcmp(got + 4000, from + 100, 50) == 0);
+  /* MEMD_TO_END: each range to the end of its buffer, 4096 bytes both. */
+  memset(memd_buffer_mutable_data(b), 0, 8192);
+  options.priority = MEMD_PRIORITY_BACKGROUND;
+  copy_and_wait(client, a, 4096, b, 4096, MEMD_TO_END, &options, 4096);
+  CHECK(got[4095] == 0 && memcmp(got + 4096, from + 4096, 4096) == 0);
+  /* An older, shorter struct: the fields it lacks take their defaults. */
+  memset(&options, 0x7f, sizeof options);
+  options.struct_size = offsetof(memd_copy_options, priority) + sizeof options.priority;
+  options.priority = MEMD_PRIORITY_NORMAL;
+  copy_and_wait(client, a, 0, b, 0, 8192, &options, 8192);
+  CHECK(filled(got, 8192));
+  pass();
+
+  begin("copy errors, before anything moves");
+  transfer = NULL; /* Failed calls must leave it NULL. */
+  /* MEMD_TO_END with ranges of different lengths, as Python's length=None. */
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "the source region is 8192 bytes and the destination 8092",
+              memd_copy(client, a, 0, b, 100, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "(offset 8000, length 200) reaches past the end",
+              memd_copy(client, a, 8000, b, 0, 200, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "offset 9000 is past the end",
+              memd_copy(client, a, 9000, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "overlap",
+              memd_copy(client, a, 0, a, 100, 200, NULL, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.chunk_bytes = 4096;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "chunk size 4096 bytes",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.priority = (memd_priority)7;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "priority is 7",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.deadline_unix_ns = now_unix_ns() - 1000000000;
+  EXPECT_CODE(MEMD_DEADLINE_EXCEEDED, "deadline passed",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.struct_size = sizeof options + 8;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "memd_copy_options.struct_size",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  options.struct_size = 3;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "struct_size is 3",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL",
+              memd_copy(NULL, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "source is NULL",
+              memd_copy(client, NULL, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "destination is NULL",
+              memd_copy(client, a, 0, NULL, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, NULL, &error));
+  OK(memd_buffer_seal(b, &error));
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "sealed",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  CHECK(transfer == NULL);
+
+  CHECK(memd_transfer_id(NULL) == 0);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL", memd_transfer_wait(NULL, -1, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL",
+              memd_transfer_progress_json(NULL, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL", memd_transfer_cancel(NULL, &error));
+  memd_transfer_free(NULL);
+  OK(memd_buffer_release(a, &error));
+  OK(memd_buffer_release(b, &error));
+  OK(memd_unlink(client, name_b, &error));
+  pass();
+}
+
+/* A transfer keeps what it needs of its client: waits and progress work
+ * after memd_client_close, and a copy names leases of its own client. */
+static void transfer_outlives_client(memd_client* other) {
+  memd_client* client = connect_default();
+  memd_buffer* a = NULL;
+  memd_buffer* b = NULL;
+  memd_buffer* foreign = NULL;
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+  char name_a[128];
+  char name_b[128];
+  keep(name_a, "outlived/a");
+  keep(name_b, "outlived/b");
+
+  begin("a transfer outlives its client; a copy names its own client's leases");
+  OK(memd_create(client, name_a, 4096, NULL, &a, &error));
+  OK(memd_create(client, name_b, 4096, NULL, &b, &error));
+  OK(memd_create(other, named("outlived/foreign"), 4096, NULL, &foreign, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "opened by another Client",
+              memd_copy(client, foreign, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  fill(memd_buffer_mutable_data(a), 4096);
+  OK(memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  memd_client_close(client);
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\",\"bytes_done\":4096,"));
+  CHECK(filled(memd_buffer_data(b), 4096));
+  memd_transfer_free(transfer);
+  OK(memd_buffer_release(a, &error));
+  OK(memd_buffer_release(b, &error));
+  OK(memd_buffer_release(foreign, &error));
+  pass();
+}
+
 /* As a CUDA program would have before it opens device buffers: a current
  * context on device 0, from the driver in $MEMD_CUDA_DRIVER (the fake). */
 static void make_cuda_context_current(void) {
@@ -682,11 +870,103 @@ static void device_numbering(memd_client* client) {
   pass();
 }
 
+static void device_copies(memd_client* client) {
+  memd_create_options create;
+  memd_buffer* host = NULL;
+  memd_buffer* gpu = NULL;
+  memd_buffer* back = NULL;
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+
+  begin("copies to and from a device buffer");
+  OK(memd_create(client, named("copy/host"), 1 << 20, NULL, &host, &error));
+  OK(memd_create(client, named("copy/back"), 1 << 20, NULL, &back, &error));
+  memd_create_options_init(&create);
+  create.location = "device:0";
+  OK(memd_create(client, named("copy/gpu"), 1 << 20, &create, &gpu, &error));
+  fill(memd_buffer_mutable_data(host), 1 << 20);
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, NULL, &transfer, &error));
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\",\"bytes_done\":1048576,\"bytes_total\":1048576,"
+                           "\"direction\":\"h2d\","));
+  CHECK(json_number(progress, "device") == 0 && json_number(progress, "error_code") == 0);
+  memd_transfer_free(transfer);
+  OK(memd_copy(client, gpu, 0, back, 0, MEMD_TO_END, NULL, &transfer, &error));
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\",\"bytes_done\":1048576,") &&
+        json_has(progress, "\"direction\":\"d2h\","));
+  CHECK(filled(memd_buffer_data(back), 1 << 20));
+  memd_transfer_free(transfer);
+  OK(memd_buffer_release(gpu, &error));
+  OK(memd_buffer_release(back, &error));
+  OK(memd_buffer_release(host, &error));
+  pass();
+}
+
+/* The daemon's fake link moves 20 MB/s: a 32 MiB copy takes over a second,
+ * longer than any wait here lets it. */
+static void slow_copies(memd_client* client) {
+  const uint64_t size = (uint64_t)32 << 20;
+  memd_create_options create;
+  memd_copy_options options;
+  memd_buffer* host = NULL;
+  memd_buffer* gpu = NULL;
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+  char* json = NULL;
+
+  begin("a wait that runs out leaves the copy going until cancelled");
+  OK(memd_create(client, named("slow/host"), size, NULL, &host, &error));
+  memd_create_options_init(&create);
+  create.location = "device:0";
+  OK(memd_create(client, named("slow/gpu"), size, &create, &gpu, &error));
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_DEADLINE_EXCEEDED, "goes on; this wait ran out",
+              memd_transfer_wait(transfer, 0, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"queued\"") || json_has(progress, "\"state\":\"running\""));
+  CHECK(json_number(progress, "bytes_total") == (long long)size);
+  CHECK(json_number(progress, "error_code") == 0); /* The wait ran out, not the copy. */
+  OK(memd_transfer_cancel(transfer, &error));
+  EXPECT_CODE(MEMD_CANCELLED, "", memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"cancelled\""));
+  CHECK(json_number(progress, "bytes_done") < (long long)size);
+  CHECK(json_number(progress, "error_code") == MEMD_CANCELLED);
+  memd_transfer_free(transfer);
+  pass();
+
+  begin("a copy's own deadline fails it");
+  memd_copy_options_init(&options);
+  options.deadline_unix_ns = now_unix_ns() + 100 * 1000000;
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, &options, &transfer, &error));
+  EXPECT_CODE(MEMD_DEADLINE_EXCEEDED, "", memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"failed\""));
+  CHECK(json_number(progress, "error_code") == MEMD_DEADLINE_EXCEEDED);
+  memd_transfer_free(transfer);
+  pass();
+
+  begin("freeing a transfer leaves its copy running");
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, NULL, &transfer, &error));
+  memd_transfer_free(transfer);
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_has(json, "\"transfers\":{\"active\":1,\"active_bytes\":%llu,",
+                 (unsigned long long)size));
+  memd_string_free(json);
+  OK(memd_buffer_release(host, &error));
+  OK(memd_buffer_release(gpu, &error));
+  pass();
+}
+
 int main(int argc, char** argv) {
   memd_client* client;
   if (argc != 2 || (strcmp(argv[1], "host") != 0 && strcmp(argv[1], "device") != 0 &&
-                    strcmp(argv[1], "level_zero") != 0)) {
-    fprintf(stderr, "usage: %s host|device|level_zero  (daemon on $MEMD_SOCKET_DIR)\n",
+                    strcmp(argv[1], "level_zero") != 0 && strcmp(argv[1], "slow_copy") != 0)) {
+    fprintf(stderr,
+            "usage: %s host|device|level_zero|slow_copy  (daemon on $MEMD_SOCKET_DIR)\n",
             argv[0]);
     return 2;
   }
@@ -696,6 +976,10 @@ int main(int argc, char** argv) {
     make_cuda_context_current();
     device_buffer(client, kDLCUDA, "device buffers: a device pointer and a kDLCUDA tensor");
     device_numbering(client);
+    device_copies(client);
+  } else if (strcmp(argv[1], "slow_copy") == 0) {
+    make_cuda_context_current();
+    slow_copies(client);
   } else if (strcmp(argv[1], "level_zero") == 0) {
     /* No context passed: libmemd opens the buffer in a context of its own. */
     device_buffer(client, K_DL_ONEAPI,
@@ -711,6 +995,8 @@ int main(int argc, char** argv) {
     older_and_newer_option_structs(client);
     open_or_create_stat_list(client);
     dlpack_host(client);
+    host_copies(client);
+    transfer_outlives_client(client);
     buffer_outlives_client();
   }
   memd_client_close(client);

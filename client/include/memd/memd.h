@@ -29,8 +29,8 @@
  * fields it does not have take their defaults. NULL options: all defaults.
  *
  * Threads. A memd_client may be used from any number of threads at once. A
- * memd_buffer may not (one thread at a time); different buffers are
- * independent. A buffer may outlive its client.
+ * memd_buffer or a memd_transfer may not (one thread at a time); different
+ * ones are independent. Buffers and transfers may outlive their client.
  *
  * Strings. A `char**` out parameter receives a new NUL-terminated UTF-8
  * string that the caller frees with memd_string_free; a `const char*`
@@ -138,7 +138,8 @@ void memd_connect_options_init(memd_connect_options* options);
  * RESOURCE_EXHAUSTED (the daemon's session limit). */
 memd_code memd_connect(const memd_connect_options* options, memd_client** client,
                        memd_error** error);
-/* Ends the session; buffers of this client stay valid. NULL: nothing. */
+/* Ends the session; buffers and transfers of this client stay valid. NULL:
+ * nothing. */
 void memd_client_close(memd_client* client);
 
 /* This connection's session id, as memd_sessions_json and memctl sessions
@@ -386,6 +387,104 @@ void memd_dlpack_options_init(memd_dlpack_options* options);
  * read-only lease without allow_read_only; a released buffer). */
 memd_code memd_buffer_to_dlpack(memd_buffer* buffer, const memd_dlpack_options* options,
                                 DLManagedTensor** tensor, memd_error** error);
+
+/* ---- Transfers ----
+ *
+ * Copies the daemon runs (its copy engine): host to device, device to host,
+ * device to device, host to host, in chunks, with priorities, deadlines,
+ * retries of transient driver errors and progress. The daemon moves the
+ * bytes whether or not anyone waits. */
+
+/* A copy in the daemon. One thread at a time (the handle is not
+ * thread-safe); it may outlive its client and its buffers. The daemon
+ * forgets a session's transfers when the session ends, and keeps its last
+ * 64 finished ones. */
+typedef struct memd_transfer memd_transfer;
+
+/* Copies are served at chunk boundaries, critical before normal before
+ * background; a waiting copy rises a class as it ages. */
+typedef enum memd_priority {
+  MEMD_PRIORITY_CRITICAL = 0,
+  MEMD_PRIORITY_NORMAL = 1,
+  MEMD_PRIORITY_BACKGROUND = 2,
+  MEMD_PRIORITY_FORCE_INT32 = 0x7fffffff /* Keeps the enum 32 bits wide. */
+} memd_priority;
+
+typedef struct memd_copy_options {
+  size_t struct_size;     /* sizeof(memd_copy_options) */
+  memd_priority priority; /* default MEMD_PRIORITY_NORMAL */
+  /* 0 (default): none; else the absolute time (nanoseconds since the Unix
+   * epoch, CLOCK_REALTIME) by which the copy must be done: it fails with
+   * DEADLINE_EXCEEDED otherwise, and a time already past refuses it. */
+  int64_t deadline_unix_ns;
+  /* Bytes per chunk: 0 (default) for the daemon's choice (4 MiB), else
+   * 1 MiB up to the daemon's staging slot size (16 MiB by default). */
+  uint64_t chunk_bytes;
+} memd_copy_options;
+
+void memd_copy_options_init(memd_copy_options* options);
+
+/* memd_copy's length: each range runs from its offset to the end of its
+ * buffer, and the two must then be as long (as Python's Client.copy with
+ * length=None). */
+#define MEMD_TO_END UINT64_MAX
+
+/* Copies `length` bytes of `source` from `source_offset` to `destination`
+ * from `destination_offset` (buffers this process leases through `client`;
+ * the destination's lease writable, its buffer not sealed) in the daemon,
+ * and returns at once: *transfer is a new handle the caller frees with
+ * memd_transfer_free. The buffers may be released once the call returns:
+ * the daemon keeps their memory until the copy ends (but releasing the last
+ * lease of a destination nobody sealed frees that buffer and cancels the
+ * copy). The call only reads the buffers, yet the one-thread-at-a-time rule
+ * of memd_buffer holds for it. Errors, before
+ * anything moves: INVALID_ARGUMENT (a NULL argument, options, a buffer of
+ * another client or released, ranges out of bounds or of different
+ * lengths, chunk_bytes: with the numbers), FAILED_PRECONDITION (the
+ * destination lease is read-only or its buffer sealed; the GPU is
+ * unhealthy), NOT_FOUND (a lease gone), RESOURCE_EXHAUSTED (this session's
+ * or the daemon's bytes in flight, with the numbers), DEADLINE_EXCEEDED
+ * (deadline_unix_ns already past), UNAVAILABLE. */
+memd_code memd_copy(memd_client* client, const memd_buffer* source, uint64_t source_offset,
+                    const memd_buffer* destination, uint64_t destination_offset,
+                    uint64_t length, const memd_copy_options* options,
+                    memd_transfer** transfer, memd_error** error);
+
+/* The daemon's id of the copy (as its progress says); 0 for NULL. */
+uint64_t memd_transfer_id(const memd_transfer* transfer);
+
+/* Waits until the copy ends or `timeout_ms` passes (-1: no limit; 0: looks
+ * once), and returns how it ended: MEMD_OK, or the copy's own outcome:
+ * CANCELLED, DEADLINE_EXCEEDED (its deadline, or no chunk finished for the
+ * daemon's stall timeout), the driver's error naming the chunk, call and
+ * CUresult. When this wait runs out first, DEADLINE_EXCEEDED too, and the
+ * copy goes on (its progress state is not finished); the progress's
+ * error_code tells the two apart. Other errors: INVALID_ARGUMENT (a
+ * timeout below -1, NULL), NOT_FOUND (the daemon restarted: the copy
+ * ended with its session), UNAVAILABLE. */
+memd_code memd_transfer_wait(memd_transfer* transfer, int64_t timeout_ms, memd_error** error);
+
+/* The copy's progress now, a JSON object (freed with memd_string_free):
+ * id, state ("queued", "running", "done", "failed", "cancelled"),
+ * bytes_done, bytes_total, direction ("h2h", "h2d", "d2h", "d2d"), path
+ * (how the bytes moved: "cpu", "staged", "direct", "device",
+ * "peer_staged"; "" before the first chunk), device (memd's ordinal of the
+ * GPU moving them; -1 host to host), retries, error_code (what ended a
+ * failed or cancelled copy, a memd_code; 0 otherwise), error_message ("" when
+ * error_code is 0), elapsed_ns (from the first chunk to the end, or to now).
+ * Errors: those of memd_transfer_wait but the copy's outcome. */
+memd_code memd_transfer_progress_json(memd_transfer* transfer, char** json,
+                                      memd_error** error);
+
+/* Stops the copy at its next chunk boundary (chunks on a GPU finish
+ * first); a wait then returns CANCELLED. Cancelling a finished copy
+ * changes nothing (MEMD_OK). Errors: INVALID_ARGUMENT (NULL), NOT_FOUND
+ * (the daemon restarted, or it forgot the copy), UNAVAILABLE. */
+memd_code memd_transfer_cancel(memd_transfer* transfer, memd_error** error);
+
+/* Frees the handle; the copy goes on (cancel first to stop it). NULL:
+ * nothing. */
+void memd_transfer_free(memd_transfer* transfer);
 
 #ifdef __cplusplus
 } /* extern "C" */
