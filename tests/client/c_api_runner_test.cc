@@ -30,14 +30,23 @@ std::map<std::string, std::string> Environment(const DaemonProcess& daemon) {
   return env;
 }
 
+// The program loads the fake CUDA driver, which shows it GPUs a host daemon
+// does not serve (GPU numbering's errors, the same on every machine).
 TEST(CApiTest, EveryCallAndErrorPathFromC) {
   auto daemon = StartDaemon();
   ASSERT_NE(daemon, nullptr);
   ProgramResult result =
-      RunProgram(MEMD_C_API_TEST, {"host"}, "", {{"MEMD_SOCKET_DIR", daemon->socket_dir()}});
+      RunProgram(MEMD_C_API_TEST, {"host"}, "",
+                 {{"MEMD_SOCKET_DIR", daemon->socket_dir()},
+                  {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
   EXPECT_EQ(result.exit_code, 0) << Describe(result);
-  EXPECT_NE(result.out.find("ok - a buffer outlives its client"), std::string::npos)
-      << Describe(result);
+  for (const char* passed :
+       {"ok - stats, sessions, usage and trim: memctl's JSON documents",
+        "ok - copy errors, before anything moves",
+        "ok - a transfer outlives its client; a copy names its own client's leases",
+        "ok - a buffer outlives its client"}) {
+    EXPECT_NE(result.out.find(passed), std::string::npos) << passed << "\n" << Describe(result);
+  }
 }
 
 TEST(CApiTest, DeviceBuffersExportCudaTensorsFromC) {
@@ -48,6 +57,27 @@ TEST(CApiTest, DeviceBuffersExportCudaTensorsFromC) {
       {{"MEMD_SOCKET_DIR", daemon->socket_dir()}, {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
   EXPECT_EQ(result.exit_code, 0) << Describe(result);
   EXPECT_NE(result.out.find("ok - device buffers"), std::string::npos) << Describe(result);
+  for (const char* passed : {"ok - GPU numbering: memd's device:0 is this process's CUDA device 0",
+                             "ok - copies to and from a device buffer"}) {
+    EXPECT_NE(result.out.find(passed), std::string::npos) << passed << "\n" << Describe(result);
+  }
+}
+
+// The daemon's fake driver moves 20 MB/s (MEMD_FAKE_CUDA_LINK_GBPS, read by
+// the daemon's fake at its start): a 32 MiB copy outlasts every wait the
+// program lets it have.
+TEST(CApiTest, WaitsThatRunOutCancelAndDeadlinesFromC) {
+  ::setenv("MEMD_FAKE_CUDA_LINK_GBPS", "h2d=0.02,d2h=0.02", 1);
+  auto daemon = StartDaemon({"--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
+  ::unsetenv("MEMD_FAKE_CUDA_LINK_GBPS");
+  ASSERT_NE(daemon, nullptr);
+  ProgramResult result = RunProgram(
+      MEMD_C_API_TEST, {"slow_copy"}, "",
+      {{"MEMD_SOCKET_DIR", daemon->socket_dir()}, {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
+  EXPECT_EQ(result.exit_code, 0) << Describe(result);
+  EXPECT_NE(result.out.find("ok - freeing a transfer leaves its copy running"),
+            std::string::npos)
+      << Describe(result);
 }
 
 // The fake Level Zero driver under the real loader, in the daemon and in

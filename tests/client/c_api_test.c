@@ -2,8 +2,14 @@
  * -Werror against the exported libmemd.so. Run by c_api_runner_test.cc
  * against a daemon on $MEMD_SOCKET_DIR:
  *
- *   memd-c-api-test host     host buffers (every call but device pointers)
- *   memd-c-api-test device   a device:0 buffer (daemon on the fake CUDA)
+ *   memd-c-api-test host       host buffers (every call but device pointers),
+ *                              reports, host-to-host copies
+ *   memd-c-api-test device     a device:0 buffer, GPU numbering and copies
+ *                              to and from it (daemon on the fake CUDA)
+ *   memd-c-api-test level_zero a device:0 buffer (daemon on the fake Level Zero)
+ *   memd-c-api-test slow_copy  waits that run out, cancel and a copy's own
+ *                              deadline (daemon on the fake CUDA, its link
+ *                              slowed so that 32 MiB take over a second)
  *
  * Prints "ok - CASE" per case; on the first failed check, prints where and
  * what and exits 1. */
@@ -11,11 +17,13 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memd/memd.h"
@@ -64,6 +72,47 @@ static const char* named(const char* suffix) {
 
 /* named() into the caller's array, for a name used across many calls. */
 static void keep(char name[128], const char* suffix) { snprintf(name, 128, "%s", named(suffix)); }
+
+/* The number after the first "key": in `json` (a compact document, so the
+ * quotes keep "buffers" from matching "adopted_buffers"). Fails the check
+ * when the key is not there. */
+static long long json_number(const char* json, const char* key) {
+  char pattern[96];
+  const char* at;
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  at = strstr(json, pattern);
+  if (at == NULL) {
+    fprintf(stderr, "FAIL in %s: no %s in %s\n", g_case, pattern, json);
+    exit(1);
+  }
+  return strtoll(at + strlen(pattern), NULL, 10);
+}
+
+/* Whether `json` holds the text printf makes of `format`. */
+static int json_has(const char* json, const char* format, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  return strstr(json, text) != NULL;
+}
+
+static int64_t now_unix_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* Fetches memd_transfer_progress_json into a caller's array (freeing the
+ * library's string), for checks by json_number and json_has. */
+static void progress_of(memd_transfer* transfer, char out[1024]) {
+  char* json = NULL;
+  OK(memd_transfer_progress_json(transfer, &json, &error));
+  CHECK(json != NULL && strlen(json) < 1024);
+  strcpy(out, json);
+  memd_string_free(json);
+}
 
 static memd_client* connect_default(void) {
   memd_client* client = NULL;
@@ -423,6 +472,315 @@ static void buffer_outlives_client(void) {
   pass();
 }
 
+static void session_ping_and_lease_ids(memd_client* client) {
+  memd_buffer* writer = NULL;
+  memd_buffer* joined = NULL;
+  memd_open_options open;
+  const char* dir = getenv("MEMD_SOCKET_DIR");
+  char name[128];
+  keep(name, "ids");
+
+  begin("session id, socket directory, ping, lease ids");
+  CHECK(memd_client_session_id(client) != 0);
+  CHECK(memd_client_session_id(NULL) == 0);
+  CHECK(dir != NULL && strcmp(memd_client_socket_dir(client), dir) == 0);
+  CHECK(strcmp(memd_client_socket_dir(NULL), "") == 0);
+  OK(memd_ping(client, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_ping(NULL, &error));
+  OK(memd_create(client, name, 64, NULL, &writer, &error));
+  memd_open_options_init(&open);
+  open.writable = 1;
+  OK(memd_open(client, name, &open, &joined, &error));
+  CHECK(memd_buffer_lease_id(writer) != 0 && memd_buffer_lease_id(joined) != 0);
+  CHECK(memd_buffer_lease_id(writer) != memd_buffer_lease_id(joined));
+  CHECK(memd_buffer_lease_id(NULL) == 0);
+  OK(memd_buffer_release(joined, &error));
+  OK(memd_buffer_release(writer, &error)); /* Never sealed: removed. */
+  pass();
+}
+
+/* This uid's bytes and buffers at `location` in a memd_usage_json
+ * document; 0 and 0 when it has no entry there. */
+static void usage_of(const char* json, const char* location, long long* bytes,
+                     long long* buffers) {
+  char entry[160];
+  const char* at;
+  snprintf(entry, sizeof entry, "{\"uid\":%ld,\"location\":\"%s\",", (long)geteuid(), location);
+  at = strstr(json, entry);
+  *bytes = at == NULL ? 0 : json_number(at, "bytes");
+  *buffers = at == NULL ? 0 : json_number(at, "buffers");
+}
+
+static void reports_as_json(memd_client* client) {
+  char* json = NULL;
+  memd_buffer* held = NULL;
+  long long buffers, bytes_before, buffers_before, bytes, in_use;
+  const char* trimmed_host = "[{\"location\":\"host\",\"released_bytes\":";
+  char name[128];
+  keep(name, "reported");
+
+  begin("stats, sessions, usage and trim: memctl's JSON documents");
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json != NULL && json[0] == '{' && json[strlen(json) - 1] == '}');
+  CHECK(json_has(json, "{\"version\":\"%s\",\"backend\":\"", MEMD_TEST_VERSION));
+  CHECK(json_has(json, "\"socket_dir\":\"%s\"", memd_client_socket_dir(client)));
+  CHECK(json_number(json, "sessions") >= 1 && json_number(json, "started_unix_ns") > 0);
+  CHECK(json_has(json, "\"pools\":[{\"location\":\"host\",\"reserved_bytes\":"));
+  CHECK(json_has(json, "\"devices\":[],\"transfers\":{\"active\":0,"));
+  CHECK(json_has(json, "\"durability\":{\"recording\":"));
+  buffers = json_number(json, "buffers");
+  memd_string_free(json);
+  OK(memd_usage_json(client, &json, &error));
+  CHECK(json[0] == '[');
+  usage_of(json, "host", &bytes_before, &buffers_before);
+  memd_string_free(json);
+
+  OK(memd_create(client, name, 4096, NULL, &held, &error));
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_number(json, "buffers") == buffers + 1);
+  CHECK(json_number(json, "leases") >= 1);
+  in_use = json_number(json, "used_bytes"); /* The host pool's, the first. */
+  CHECK(in_use >= 4096);
+  memd_string_free(json);
+  OK(memd_usage_json(client, &json, &error));
+  usage_of(json, "host", &bytes, &in_use);
+  CHECK(in_use == buffers_before + 1 && bytes == bytes_before + 4096);
+  memd_string_free(json);
+
+  /* This process's session, with the id the client reports. */
+  OK(memd_sessions_json(client, &json, &error));
+  CHECK(json[0] == '[' && json[strlen(json) - 1] == ']');
+  CHECK(json_has(json, "{\"id\":%llu,\"pid\":%ld,\"uid\":%ld,",
+                 (unsigned long long)memd_client_session_id(client), (long)getpid(),
+                 (long)geteuid()));
+  memd_string_free(json);
+
+  /* The daemon runs as this user, who may trim. */
+  OK(memd_trim_json(client, NULL, &json, &error));
+  CHECK(json_has(json, "{\"location\":\"host\",\"released_bytes\":"));
+  memd_string_free(json);
+  OK(memd_trim_json(client, "", &json, &error));
+  CHECK(json_has(json, "{\"location\":\"host\",\"released_bytes\":"));
+  memd_string_free(json);
+  OK(memd_trim_json(client, "host", &json, &error));
+  CHECK(strncmp(json, trimmed_host, strlen(trimmed_host)) == 0);
+  CHECK(strchr(json, '}') == json + strlen(json) - 2); /* One pool. */
+  memd_string_free(json);
+  json = NULL;
+  EXPECT_CODE(MEMD_NOT_FOUND, "device:5", memd_trim_json(client, "device:5", &json, &error));
+
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_stats_json(client, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_stats_json(NULL, &json, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_sessions_json(client, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_usage_json(NULL, &json, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_trim_json(client, "host", NULL, &error));
+  CHECK(json == NULL);
+  memd_string_free(NULL);
+
+  OK(memd_buffer_release(held, &error)); /* Never sealed: removed. */
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_number(json, "buffers") == buffers);
+  memd_string_free(json);
+  pass();
+}
+
+/* What libmemd's Client::CudaDevice and DeviceLocation return where memd
+ * serves no GPU. This process loads the fake CUDA driver
+ * ($MEMD_CUDA_DRIVER), which shows it GPUs the daemon does not serve. */
+static void gpu_numbering_without_gpus(memd_client* client) {
+  int ordinal = -7;
+  char* location = NULL;
+
+  begin("GPU numbering on a daemon without GPUs");
+  EXPECT_CODE(MEMD_NOT_FOUND, "memd serves no device:0 (it serves 0 GPUs)",
+              memd_cuda_device(client, "device:0", &ordinal, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "'host' is not a GPU location",
+              memd_cuda_device(client, "host", &ordinal, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "location is NULL",
+              memd_cuda_device(client, NULL, &ordinal, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "cuda_device is NULL",
+              memd_cuda_device(client, "device:0", NULL, &error));
+  CHECK(ordinal == -7);
+  EXPECT_CODE(MEMD_NOT_FOUND, "memd does not serve GPU",
+              memd_device_location(client, 0, &location, &error));
+  EXPECT_CODE(MEMD_NOT_FOUND, "this process has no CUDA device 99",
+              memd_device_location(client, 99, &location, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "location is NULL",
+              memd_device_location(client, 0, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL",
+              memd_device_location(NULL, 0, &location, &error));
+  CHECK(location == NULL);
+  pass();
+}
+
+/* Runs a copy to its end and checks that it moved `bytes`. */
+static void copy_and_wait(memd_client* client, const memd_buffer* source, uint64_t source_offset,
+                          memd_buffer* destination, uint64_t destination_offset,
+                          uint64_t length, const memd_copy_options* options, uint64_t bytes) {
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+  OK(memd_copy(client, source, source_offset, destination, destination_offset, length, options,
+               &transfer, &error));
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\""));
+  CHECK(json_number(progress, "bytes_done") == (long long)bytes &&
+        json_number(progress, "bytes_total") == (long long)bytes);
+  memd_transfer_free(transfer);
+}
+
+static void host_copies(memd_client* client) {
+  memd_buffer* a = NULL;
+  memd_buffer* b = NULL;
+  memd_transfer* transfer = NULL;
+  memd_copy_options options;
+  char progress[1024];
+  const unsigned char* got;
+  const unsigned char* from;
+  char name_a[128];
+  char name_b[128];
+  keep(name_a, "copy/a");
+  keep(name_b, "copy/b");
+
+  begin("host-to-host copies: every byte, the progress document, a finished copy");
+  OK(memd_create(client, name_a, 8192, NULL, &a, &error));
+  OK(memd_create(client, name_b, 8192, NULL, &b, &error));
+  fill(memd_buffer_mutable_data(a), 8192);
+  memd_copy_options_init(&options);
+  CHECK(options.struct_size == sizeof options && options.priority == MEMD_PRIORITY_NORMAL &&
+        options.deadline_unix_ns == 0 && options.chunk_bytes == 0);
+  CHECK(sizeof(memd_priority) == 4);
+  OK(memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  CHECK(memd_transfer_id(transfer) != 0);
+  OK(memd_transfer_wait(transfer, -1, &error));
+  CHECK(filled(memd_buffer_data(b), 8192));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "{\"id\":%llu,\"state\":\"done\",\"bytes_done\":8192,"
+                           "\"bytes_total\":8192,\"direction\":\"h2h\",\"path\":\"cpu\","
+                           "\"device\":-1,\"retries\":0,\"error_code\":0,\"error_message\":\"\","
+                           "\"elapsed_ns\":",
+                 (unsigned long long)memd_transfer_id(transfer)));
+  CHECK(json_number(progress, "elapsed_ns") >= 0);
+  /* Finished: a cancel changes nothing, and a wait of 0 ms returns how it ended. */
+  OK(memd_transfer_cancel(transfer, &error));
+  OK(memd_transfer_wait(transfer, 0, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\"") && json_number(progress, "error_code") == 0);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "timeout_ms is -2", memd_transfer_wait(transfer, -2, &error));
+  memd_transfer_free(transfer);
+  pass();
+
+  begin("copies with offsets, lengths, MEMD_TO_END and options");
+  memset(memd_buffer_mutable_data(b), 0, 8192);
+  options.priority = MEMD_PRIORITY_CRITICAL;
+  options.deadline_unix_ns = now_unix_ns() + (int64_t)60 * 1000000000;
+  options.chunk_bytes = 1 << 20;
+  copy_and_wait(client, a, 100, b, 4000, 50, &options, 50);
+  got = memd_buffer_data(b);
+  from = memd_buffer_data(a);
+  CHECK(got[3999] == 0 && got[4050] == 0 && memcmp(got + 4000, from + 100, 50) == 0);
+  /* MEMD_TO_END: each range to the end of its buffer, 4096 bytes both. */
+  memset(memd_buffer_mutable_data(b), 0, 8192);
+  options.priority = MEMD_PRIORITY_BACKGROUND;
+  copy_and_wait(client, a, 4096, b, 4096, MEMD_TO_END, &options, 4096);
+  CHECK(got[4095] == 0 && memcmp(got + 4096, from + 4096, 4096) == 0);
+  /* An older, shorter struct: the fields it lacks take their defaults. */
+  memset(&options, 0x7f, sizeof options);
+  options.struct_size = offsetof(memd_copy_options, priority) + sizeof options.priority;
+  options.priority = MEMD_PRIORITY_NORMAL;
+  copy_and_wait(client, a, 0, b, 0, 8192, &options, 8192);
+  CHECK(filled(got, 8192));
+  pass();
+
+  begin("copy errors, before anything moves");
+  transfer = NULL; /* Failed calls must leave it NULL. */
+  /* MEMD_TO_END with ranges of different lengths, as Python's length=None. */
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "the source region is 8192 bytes and the destination 8092",
+              memd_copy(client, a, 0, b, 100, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "(offset 8000, length 200) reaches past the end",
+              memd_copy(client, a, 8000, b, 0, 200, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "offset 9000 is past the end",
+              memd_copy(client, a, 9000, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "overlap",
+              memd_copy(client, a, 0, a, 100, 200, NULL, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.chunk_bytes = 4096;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "chunk size 4096 bytes",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.priority = (memd_priority)7;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "priority is 7",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.deadline_unix_ns = now_unix_ns() - 1000000000;
+  EXPECT_CODE(MEMD_DEADLINE_EXCEEDED, "deadline passed",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  memd_copy_options_init(&options);
+  options.struct_size = sizeof options + 8;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "memd_copy_options.struct_size",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  options.struct_size = 3;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "struct_size is 3",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, &options, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL",
+              memd_copy(NULL, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "source is NULL",
+              memd_copy(client, NULL, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "destination is NULL",
+              memd_copy(client, a, 0, NULL, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, NULL, &error));
+  OK(memd_buffer_seal(b, &error));
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "sealed",
+              memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  CHECK(transfer == NULL);
+
+  CHECK(memd_transfer_id(NULL) == 0);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL", memd_transfer_wait(NULL, -1, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL",
+              memd_transfer_progress_json(NULL, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "transfer is NULL", memd_transfer_cancel(NULL, &error));
+  memd_transfer_free(NULL);
+  OK(memd_buffer_release(a, &error));
+  OK(memd_buffer_release(b, &error));
+  OK(memd_unlink(client, name_b, &error));
+  pass();
+}
+
+/* A transfer keeps what it needs of its client: waits and progress work
+ * after memd_client_close, and a copy names leases of its own client. */
+static void transfer_outlives_client(memd_client* other) {
+  memd_client* client = connect_default();
+  memd_buffer* a = NULL;
+  memd_buffer* b = NULL;
+  memd_buffer* foreign = NULL;
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+  char name_a[128];
+  char name_b[128];
+  keep(name_a, "outlived/a");
+  keep(name_b, "outlived/b");
+
+  begin("a transfer outlives its client; a copy names its own client's leases");
+  OK(memd_create(client, name_a, 4096, NULL, &a, &error));
+  OK(memd_create(client, name_b, 4096, NULL, &b, &error));
+  OK(memd_create(other, named("outlived/foreign"), 4096, NULL, &foreign, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "opened by another Client",
+              memd_copy(client, foreign, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  fill(memd_buffer_mutable_data(a), 4096);
+  OK(memd_copy(client, a, 0, b, 0, MEMD_TO_END, NULL, &transfer, &error));
+  memd_client_close(client);
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\",\"bytes_done\":4096,"));
+  CHECK(filled(memd_buffer_data(b), 4096));
+  memd_transfer_free(transfer);
+  OK(memd_buffer_release(a, &error));
+  OK(memd_buffer_release(b, &error));
+  OK(memd_buffer_release(foreign, &error));
+  pass();
+}
+
 /* As a CUDA program would have before it opens device buffers: a current
  * context on device 0, from the driver in $MEMD_CUDA_DRIVER (the fake). */
 static void make_cuda_context_current(void) {
@@ -491,11 +849,124 @@ static void device_buffer(memd_client* client, int device_type, const char* what
   pass();
 }
 
+/* On a daemon on the fake CUDA driver, seen by this process through the
+ * same fake: memd's device:0 is this process's CUDA device 0. */
+static void device_numbering(memd_client* client) {
+  int ordinal = -1;
+  char* location = NULL;
+  char* json = NULL;
+
+  begin("GPU numbering: memd's device:0 is this process's CUDA device 0");
+  OK(memd_cuda_device(client, "device:0", &ordinal, &error));
+  CHECK(ordinal == 0);
+  OK(memd_device_location(client, 0, &location, &error));
+  CHECK(strcmp(location, "device:0") == 0);
+  memd_string_free(location);
+  EXPECT_CODE(MEMD_NOT_FOUND, "memd serves no device:9",
+              memd_cuda_device(client, "device:9", &ordinal, &error));
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_has(json, "\"devices\":[{\"ordinal\":0,\"uuid\":\"GPU-"));
+  memd_string_free(json);
+  pass();
+}
+
+static void device_copies(memd_client* client) {
+  memd_create_options create;
+  memd_buffer* host = NULL;
+  memd_buffer* gpu = NULL;
+  memd_buffer* back = NULL;
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+
+  begin("copies to and from a device buffer");
+  OK(memd_create(client, named("copy/host"), 1 << 20, NULL, &host, &error));
+  OK(memd_create(client, named("copy/back"), 1 << 20, NULL, &back, &error));
+  memd_create_options_init(&create);
+  create.location = "device:0";
+  OK(memd_create(client, named("copy/gpu"), 1 << 20, &create, &gpu, &error));
+  fill(memd_buffer_mutable_data(host), 1 << 20);
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, NULL, &transfer, &error));
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\",\"bytes_done\":1048576,\"bytes_total\":1048576,"
+                           "\"direction\":\"h2d\","));
+  CHECK(json_number(progress, "device") == 0 && json_number(progress, "error_code") == 0);
+  memd_transfer_free(transfer);
+  OK(memd_copy(client, gpu, 0, back, 0, MEMD_TO_END, NULL, &transfer, &error));
+  OK(memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"done\",\"bytes_done\":1048576,") &&
+        json_has(progress, "\"direction\":\"d2h\","));
+  CHECK(filled(memd_buffer_data(back), 1 << 20));
+  memd_transfer_free(transfer);
+  OK(memd_buffer_release(gpu, &error));
+  OK(memd_buffer_release(back, &error));
+  OK(memd_buffer_release(host, &error));
+  pass();
+}
+
+/* The daemon's fake link moves 20 MB/s: a 32 MiB copy takes over a second,
+ * longer than any wait here lets it. */
+static void slow_copies(memd_client* client) {
+  const uint64_t size = (uint64_t)32 << 20;
+  memd_create_options create;
+  memd_copy_options options;
+  memd_buffer* host = NULL;
+  memd_buffer* gpu = NULL;
+  memd_transfer* transfer = NULL;
+  char progress[1024];
+  char* json = NULL;
+
+  begin("a wait that runs out leaves the copy going until cancelled");
+  OK(memd_create(client, named("slow/host"), size, NULL, &host, &error));
+  memd_create_options_init(&create);
+  create.location = "device:0";
+  OK(memd_create(client, named("slow/gpu"), size, &create, &gpu, &error));
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, NULL, &transfer, &error));
+  EXPECT_CODE(MEMD_DEADLINE_EXCEEDED, "goes on; this wait ran out",
+              memd_transfer_wait(transfer, 0, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"queued\"") || json_has(progress, "\"state\":\"running\""));
+  CHECK(json_number(progress, "bytes_total") == (long long)size);
+  CHECK(json_number(progress, "error_code") == 0); /* The wait ran out, not the copy. */
+  OK(memd_transfer_cancel(transfer, &error));
+  EXPECT_CODE(MEMD_CANCELLED, "", memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"cancelled\""));
+  CHECK(json_number(progress, "bytes_done") < (long long)size);
+  CHECK(json_number(progress, "error_code") == MEMD_CANCELLED);
+  memd_transfer_free(transfer);
+  pass();
+
+  begin("a copy's own deadline fails it");
+  memd_copy_options_init(&options);
+  options.deadline_unix_ns = now_unix_ns() + 100 * 1000000;
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, &options, &transfer, &error));
+  EXPECT_CODE(MEMD_DEADLINE_EXCEEDED, "", memd_transfer_wait(transfer, -1, &error));
+  progress_of(transfer, progress);
+  CHECK(json_has(progress, "\"state\":\"failed\""));
+  CHECK(json_number(progress, "error_code") == MEMD_DEADLINE_EXCEEDED);
+  memd_transfer_free(transfer);
+  pass();
+
+  begin("freeing a transfer leaves its copy running");
+  OK(memd_copy(client, host, 0, gpu, 0, MEMD_TO_END, NULL, &transfer, &error));
+  memd_transfer_free(transfer);
+  OK(memd_stats_json(client, &json, &error));
+  CHECK(json_has(json, "\"transfers\":{\"active\":1,\"active_bytes\":%llu,",
+                 (unsigned long long)size));
+  memd_string_free(json);
+  OK(memd_buffer_release(host, &error));
+  OK(memd_buffer_release(gpu, &error));
+  pass();
+}
+
 int main(int argc, char** argv) {
   memd_client* client;
   if (argc != 2 || (strcmp(argv[1], "host") != 0 && strcmp(argv[1], "device") != 0 &&
-                    strcmp(argv[1], "level_zero") != 0)) {
-    fprintf(stderr, "usage: %s host|device|level_zero  (daemon on $MEMD_SOCKET_DIR)\n",
+                    strcmp(argv[1], "level_zero") != 0 && strcmp(argv[1], "slow_copy") != 0)) {
+    fprintf(stderr,
+            "usage: %s host|device|level_zero|slow_copy  (daemon on $MEMD_SOCKET_DIR)\n",
             argv[0]);
     return 2;
   }
@@ -504,6 +975,11 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "device") == 0) {
     make_cuda_context_current();
     device_buffer(client, kDLCUDA, "device buffers: a device pointer and a kDLCUDA tensor");
+    device_numbering(client);
+    device_copies(client);
+  } else if (strcmp(argv[1], "slow_copy") == 0) {
+    make_cuda_context_current();
+    slow_copies(client);
   } else if (strcmp(argv[1], "level_zero") == 0) {
     /* No context passed: libmemd opens the buffer in a context of its own. */
     device_buffer(client, K_DL_ONEAPI,
@@ -511,11 +987,16 @@ int main(int argc, char** argv) {
   } else {
     versions_and_errors();
     connect_errors();
+    session_ping_and_lease_ids(client);
+    reports_as_json(client);
+    gpu_numbering_without_gpus(client);
     create_write_seal_open(client);
     open_and_create_errors(client);
     older_and_newer_option_structs(client);
     open_or_create_stat_list(client);
     dlpack_host(client);
+    host_copies(client);
+    transfer_outlives_client(client);
     buffer_outlives_client();
   }
   memd_client_close(client);

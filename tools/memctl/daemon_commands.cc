@@ -117,10 +117,7 @@ absl::Status RunTrim(Client& client, const std::string& location,
   }
   if (output.json) {
     Json json = Json::array();
-    for (const TrimmedPool& pool : *trimmed) {
-      json.push_back(Json{{"location", pool.location},
-                          {"released_bytes", pool.released_bytes}});
-    }
+    for (const TrimmedPool& pool : *trimmed) json.push_back(TrimmedPoolJson(pool));
     PrintJson(output.out, json);
     return absl::OkStatus();
   }

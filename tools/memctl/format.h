@@ -12,20 +12,28 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "client/src/report_json.h"
 #include "memd/client.h"
-#include "nlohmann/json.hpp"
 
 namespace memd::memctl {
 
-// Keeps fields in the order written, which reads better than sorted.
-using Json = nlohmann::ordered_json;
+// The JSON documents of the client library's types live in libmemd
+// (client/src/report_json.h), which hands the same documents out through
+// its C API; memctl prints them. Here under their memctl names.
+using internal::Json;
+using internal::FormatMode;       // 0600 -> "0600"
+using internal::StateName;        // "creating" / "sealed"
+using internal::PersistenceName;  // "persistent" / "ephemeral"
+using internal::UnixNanos;
+using internal::BufferJson;
+using internal::SessionJson;
+using internal::UsageJson;
+using internal::StatsJson;
+using internal::DeviceJson;
+using internal::TransferStatsJson;
+using internal::DurabilityJson;
+using internal::TrimmedPoolJson;
 
-// 0600 -> "0600": permission bits as chmod takes them.
-std::string FormatMode(std::uint32_t mode);
-// "creating" / "sealed".
-std::string StateName(BufferState state);
-// "persistent" / "ephemeral".
-std::string PersistenceName(Persistence persistence);
 // Local time to the second, "2024-05-01 12:00:00 CEST"; "-" for the Unix
 // epoch, which the daemon sends for "never".
 std::string FormatLocalTime(absl::Time time);
@@ -37,27 +45,6 @@ std::string UserName(uid_t uid);
 std::optional<uid_t> ParseUser(const std::string& text);
 std::string GroupName(gid_t gid);
 
-// Nanoseconds since the Unix epoch, as the protocol counts them.
-std::int64_t UnixNanos(absl::Time time);
-
-// Fields: name, id, size_bytes, location, owner_uid, owner_gid, mode
-// ("0600"), state, persistence, lease_count, unlinked, created_unix_ns,
-// sealed_unix_ns (null until sealed), creator_pid.
-Json BufferJson(const BufferInfo& info);
-// Fields: id, pid, uid, gid, command, lease_count, started_unix_ns.
-Json SessionJson(const SessionInfo& session);
-Json UsageJson(const UidUsage& usage);
-// Fields: version, backend, socket_dir, started_unix_ns, metrics_address
-// ("" when off), buffers, sessions, leases, pools[] (location,
-// reserved_bytes, used_bytes, hit_count, miss_count, segments, limit_bytes).
-Json StatsJson(const DaemonStats& stats, const std::string& socket_dir);
-Json DeviceJson(const DeviceInfo& device);
-// Fields: active, active_bytes, completed, bytes, failed, retries, rejected.
-Json TransferStatsJson(const TransferStats& transfers);
-// Fields: recording, not_recording, generation, recovered,
-// recovered_unix_ns (0 unless recovered), recovery_ns, adopted_segments,
-// adopted_buffers, adopted_bytes, lost_buffers, lost_segments.
-Json DurabilityJson(const DurabilityStats& durability);
 // Two lines for `memctl stats`: whether buffers outlive the daemon (and why
 // not), then its generation and what its start took back, e.g.
 //   durability recording

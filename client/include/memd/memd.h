@@ -29,8 +29,12 @@
  * fields it does not have take their defaults. NULL options: all defaults.
  *
  * Threads. A memd_client may be used from any number of threads at once. A
- * memd_buffer may not (one thread at a time); different buffers are
- * independent. A buffer may outlive its client.
+ * memd_buffer or a memd_transfer may not (one thread at a time); different
+ * ones are independent. Buffers and transfers may outlive their client.
+ *
+ * Strings. A `char**` out parameter receives a new NUL-terminated UTF-8
+ * string that the caller frees with memd_string_free; a `const char*`
+ * return value is owned by the object it came from.
  *
  * No C++ exception ever leaves this API: one that would becomes
  * MEMD_INTERNAL (MEMD_RESOURCE_EXHAUSTED for an allocation that failed).
@@ -54,12 +58,12 @@ extern "C" {
 #define MEMD_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor)))
 #define MEMD_VERSION_MAJOR(version) ((uint32_t)(version) >> 16)
 #define MEMD_VERSION_MINOR(version) ((uint32_t)(version)&0xffffu)
-#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 1)
+#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 2)
 
 /* The ABI of the library loaded at run time: compare with MEMD_ABI_VERSION
  * (the same major, a minor at least the header's). */
 uint32_t memd_abi_version(void);
-/* The library's release, "0.1.0". Static storage. */
+/* The library's release, "0.2.0". Static storage. */
 const char* memd_version_string(void);
 
 /* ---- Errors ---- */
@@ -95,6 +99,12 @@ void memd_error_free(memd_error* error); /* NULL: nothing */
 /* "NOT_FOUND", ...; "UNKNOWN_CODE" outside 0-16. Static storage. */
 const char* memd_code_name(memd_code code);
 
+/* ---- Strings ---- */
+
+/* Frees a string the library returned through a `char**` (the JSON
+ * reports, memd_device_location). NULL: nothing. */
+void memd_string_free(char* text);
+
 /* ---- Clients ---- */
 
 /* A connection to the local memd daemon: a session (credentials, liveness,
@@ -128,8 +138,74 @@ void memd_connect_options_init(memd_connect_options* options);
  * RESOURCE_EXHAUSTED (the daemon's session limit). */
 memd_code memd_connect(const memd_connect_options* options, memd_client** client,
                        memd_error** error);
-/* Ends the session; buffers of this client stay valid. NULL: nothing. */
+/* Ends the session; buffers and transfers of this client stay valid. NULL:
+ * nothing. */
 void memd_client_close(memd_client* client);
+
+/* This connection's session id, as memd_sessions_json and memctl sessions
+ * show it; 0 when the daemon is unreachable (it reconnects on the next
+ * call) or for NULL. */
+uint64_t memd_client_session_id(const memd_client* client);
+/* The socket directory this client connected to (the options' or the
+ * default one). Owned by `client`, valid until memd_client_close; "" for
+ * NULL. */
+const char* memd_client_socket_dir(const memd_client* client);
+
+/* One round trip to the daemon, nothing else. Errors: UNAVAILABLE,
+ * DEADLINE_EXCEEDED (call_timeout_ms), INVALID_ARGUMENT (NULL client). */
+memd_code memd_ping(memd_client* client, memd_error** error);
+
+/* ---- Reports, as JSON ----
+ *
+ * The documents memctl prints with --json, with the same field names (a
+ * script reads one vocabulary); new fields may appear, none is renamed or
+ * dropped. On MEMD_OK *json is a compact UTF-8 document the caller frees
+ * with memd_string_free; bytes that were not UTF-8 (a process's command
+ * line may hold any) read U+FFFD. Times are nanoseconds since the Unix
+ * epoch (*_unix_ns). Errors of each: UNAVAILABLE, INVALID_ARGUMENT (a NULL
+ * argument), and those it lists. */
+
+/* An object, as `memctl stats --json`: version, backend, socket_dir,
+ * started_unix_ns, metrics_address, buffers, sessions, leases, waits,
+ * daemon_wide, pools[], devices[], transfers{}, durability{}. For a user
+ * other than root, buffers, sessions, leases, waits and transfers count
+ * this uid's alone (daemon_wide false). */
+memd_code memd_stats_json(memd_client* client, char** json, memd_error** error);
+/* An array, as `memctl sessions --json`: objects of id, pid, uid, gid,
+ * command, lease_count, started_unix_ns, created_bytes; this user's
+ * sessions (every one for root). */
+memd_code memd_sessions_json(memd_client* client, char** json, memd_error** error);
+/* An array, as `memctl usage --json`: objects of uid, location, bytes,
+ * buffers, quota_bytes (0: none), by uid then location; this user's
+ * (every user's for root). */
+memd_code memd_usage_json(memd_client* client, char** json, memd_error** error);
+/* Gives idle pool memory back to the system now: the pool at `location`
+ * ("host", "pinned", "device:N"), or every pool for NULL or "". An array,
+ * as `memctl trim --json`: objects of location, released_bytes. Errors:
+ * PERMISSION_DENIED (root or the daemon's user only), NOT_FOUND (no such
+ * pool). */
+memd_code memd_trim_json(memd_client* client, const char* location, char** json,
+                         memd_error** error);
+
+/* ---- GPU numbering ----
+ *
+ * memd names GPUs by its own CUDA ordinals ("device:N"); this process numbers
+ * them differently where CUDA_VISIBLE_DEVICES or a container shows it other
+ * GPUs or another order. These translate through the GPUs' UUIDs (one stats
+ * call each). */
+
+/* This process's CUDA ordinal for `location` ("device:N"): the device to
+ * make current before opening a buffer there. Errors: INVALID_ARGUMENT (not
+ * "device:N"), NOT_FOUND (memd serves no such GPU, or this process does not
+ * see it), UNAVAILABLE (no daemon, or no CUDA driver in this process). */
+memd_code memd_cuda_device(memd_client* client, const char* location, int* cuda_device,
+                           memd_error** error);
+/* The location ("device:N") naming this process's CUDA device
+ * `cuda_device`, for memd_create; freed with memd_string_free. Errors:
+ * NOT_FOUND (this process has no such device, or memd does not serve it),
+ * UNAVAILABLE (no daemon, or no CUDA driver in this process). */
+memd_code memd_device_location(memd_client* client, int cuda_device, char** location,
+                               memd_error** error);
 
 /* ---- Buffers ---- */
 
@@ -235,6 +311,8 @@ int memd_buffer_device(const memd_buffer* buffer);
 int memd_buffer_writable(const memd_buffer* buffer);
 /* memd_open_or_create: nonzero when this call created the buffer. */
 int memd_buffer_created(const memd_buffer* buffer);
+/* The daemon's id of this lease (unique for its lifetime); 0 for NULL. */
+uint64_t memd_buffer_lease_id(const memd_buffer* buffer);
 
 /* What the daemon says about a buffer. Strings are NUL-terminated. */
 typedef struct memd_buffer_info {
@@ -312,6 +390,104 @@ void memd_dlpack_options_init(memd_dlpack_options* options);
  * read-only lease without allow_read_only; a released buffer). */
 memd_code memd_buffer_to_dlpack(memd_buffer* buffer, const memd_dlpack_options* options,
                                 DLManagedTensor** tensor, memd_error** error);
+
+/* ---- Transfers ----
+ *
+ * Copies the daemon runs (its copy engine): host to device, device to host,
+ * device to device, host to host, in chunks, with priorities, deadlines,
+ * retries of transient driver errors and progress. The daemon moves the
+ * bytes whether or not anyone waits. */
+
+/* A copy in the daemon. One thread at a time (the handle is not
+ * thread-safe); it may outlive its client and its buffers. The daemon
+ * forgets a session's transfers when the session ends, and keeps its last
+ * 64 finished ones. */
+typedef struct memd_transfer memd_transfer;
+
+/* Copies are served at chunk boundaries, critical before normal before
+ * background; a waiting copy rises a class as it ages. */
+typedef enum memd_priority {
+  MEMD_PRIORITY_CRITICAL = 0,
+  MEMD_PRIORITY_NORMAL = 1,
+  MEMD_PRIORITY_BACKGROUND = 2,
+  MEMD_PRIORITY_FORCE_INT32 = 0x7fffffff /* Keeps the enum 32 bits wide. */
+} memd_priority;
+
+typedef struct memd_copy_options {
+  size_t struct_size;     /* sizeof(memd_copy_options) */
+  memd_priority priority; /* default MEMD_PRIORITY_NORMAL */
+  /* 0 (default): none; else the absolute time (nanoseconds since the Unix
+   * epoch, CLOCK_REALTIME) by which the copy must be done: it fails with
+   * DEADLINE_EXCEEDED otherwise, and a time already past refuses it. */
+  int64_t deadline_unix_ns;
+  /* Bytes per chunk: 0 (default) for the daemon's choice (4 MiB), else
+   * 1 MiB up to the daemon's staging slot size (16 MiB by default). */
+  uint64_t chunk_bytes;
+} memd_copy_options;
+
+void memd_copy_options_init(memd_copy_options* options);
+
+/* memd_copy's length: each range runs from its offset to the end of its
+ * buffer, and the two must then be as long (as Python's Client.copy with
+ * length=None). */
+#define MEMD_TO_END UINT64_MAX
+
+/* Copies `length` bytes of `source` from `source_offset` to `destination`
+ * from `destination_offset` (buffers this process leases through `client`;
+ * the destination's lease writable, its buffer not sealed) in the daemon,
+ * and returns at once: *transfer is a new handle the caller frees with
+ * memd_transfer_free. The buffers may be released once the call returns:
+ * the daemon keeps their memory until the copy ends (but releasing the last
+ * lease of a destination nobody sealed frees that buffer and cancels the
+ * copy). The call only reads the buffers, yet the one-thread-at-a-time rule
+ * of memd_buffer holds for it. Errors, before
+ * anything moves: INVALID_ARGUMENT (a NULL argument, options, a buffer of
+ * another client or released, ranges out of bounds or of different
+ * lengths, chunk_bytes: with the numbers), FAILED_PRECONDITION (the
+ * destination lease is read-only or its buffer sealed; the GPU is
+ * unhealthy), NOT_FOUND (a lease gone), RESOURCE_EXHAUSTED (this session's
+ * or the daemon's bytes in flight, with the numbers), DEADLINE_EXCEEDED
+ * (deadline_unix_ns already past), UNAVAILABLE. */
+memd_code memd_copy(memd_client* client, const memd_buffer* source, uint64_t source_offset,
+                    const memd_buffer* destination, uint64_t destination_offset,
+                    uint64_t length, const memd_copy_options* options,
+                    memd_transfer** transfer, memd_error** error);
+
+/* The daemon's id of the copy (as its progress says); 0 for NULL. */
+uint64_t memd_transfer_id(const memd_transfer* transfer);
+
+/* Waits until the copy ends or `timeout_ms` passes (-1: no limit; 0: looks
+ * once), and returns how it ended: MEMD_OK, or the copy's own outcome:
+ * CANCELLED, DEADLINE_EXCEEDED (its deadline, or no chunk finished for the
+ * daemon's stall timeout), the driver's error naming the chunk, call and
+ * CUresult. When this wait runs out first, DEADLINE_EXCEEDED too, and the
+ * copy goes on (its progress state is not finished); the progress's
+ * error_code tells the two apart. Other errors: INVALID_ARGUMENT (a
+ * timeout below -1, NULL), NOT_FOUND (the daemon restarted: the copy
+ * ended with its session), UNAVAILABLE. */
+memd_code memd_transfer_wait(memd_transfer* transfer, int64_t timeout_ms, memd_error** error);
+
+/* The copy's progress now, a JSON object (freed with memd_string_free):
+ * id, state ("queued", "running", "done", "failed", "cancelled"),
+ * bytes_done, bytes_total, direction ("h2h", "h2d", "d2h", "d2d"), path
+ * (how the bytes moved: "cpu", "staged", "direct", "device",
+ * "peer_staged"; "" before the first chunk), device (memd's ordinal of the
+ * GPU moving them; -1 host to host), retries, error_code (what ended a
+ * failed or cancelled copy, a memd_code; 0 otherwise), error_message ("" when
+ * error_code is 0), elapsed_ns (from the first chunk to the end, or to now).
+ * Errors: those of memd_transfer_wait but the copy's outcome. */
+memd_code memd_transfer_progress_json(memd_transfer* transfer, char** json,
+                                      memd_error** error);
+
+/* Stops the copy at its next chunk boundary (chunks on a GPU finish
+ * first); a wait then returns CANCELLED. Cancelling a finished copy
+ * changes nothing (MEMD_OK). Errors: INVALID_ARGUMENT (NULL), NOT_FOUND
+ * (the daemon restarted, or it forgot the copy), UNAVAILABLE. */
+memd_code memd_transfer_cancel(memd_transfer* transfer, memd_error** error);
+
+/* Frees the handle; the copy goes on (cancel first to stop it). NULL:
+ * nothing. */
+void memd_transfer_free(memd_transfer* transfer);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -66,6 +66,10 @@ int memd_buffer_created(const memd_buffer* buffer) {
   return buffer != nullptr && buffer->lease->created();
 }
 
+uint64_t memd_buffer_lease_id(const memd_buffer* buffer) {
+  return buffer == nullptr ? 0 : buffer->lease->lease_id();
+}
+
 const memd_buffer_info* memd_buffer_get_info(const memd_buffer* buffer) {
   return buffer == nullptr ? nullptr : buffer->info.get();
 }

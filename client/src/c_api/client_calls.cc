@@ -160,6 +160,26 @@ memd_code memd_connect(const memd_connect_options* options, memd_client** client
 
 void memd_client_close(memd_client* client) { delete client; }
 
+uint64_t memd_client_session_id(const memd_client* client) {
+  if (client == nullptr) return 0;
+  try {
+    return client->client->session_id();  // May reconnect, and so allocate.
+  } catch (...) {
+    return 0;
+  }
+}
+
+const char* memd_client_socket_dir(const memd_client* client) {
+  return client == nullptr ? "" : client->client->socket_dir().c_str();
+}
+
+memd_code memd_ping(memd_client* client, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(Required(client, "client"));
+    return client->client->Ping();
+  });
+}
+
 memd_code memd_create(memd_client* client, const char* name, uint64_t size,
                       const memd_create_options* options, memd_buffer** buffer,
                       memd_error** error) {

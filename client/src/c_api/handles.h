@@ -21,3 +21,9 @@ struct memd_buffer {
   std::shared_ptr<memd::Buffer> lease;
   memd::c_api::InfoBlock info;  // Of lease->info(), rebuilt by a seal.
 };
+
+// Not thread-safe, as memd::Transfer. Holds the client's core, so it may
+// outlive the memd_client.
+struct memd_transfer {
+  memd::Transfer transfer;
+};
