@@ -9,6 +9,7 @@
 #include "tools/memctl/failure.h"
 #include "tools/memctl/file_transfers.h"
 #include "tools/memctl/format.h"
+#include "tools/memctl/safetensors_commands.h"
 #include "tools/memctl/table.h"
 
 namespace memd::memctl {
@@ -95,6 +96,7 @@ absl::Status RunInspect(Client& client, const std::string& name, const Output& o
 }
 
 absl::Status RunPut(Client& client, const PutOptions& options, const Output& output) {
+  if (options.format == "safetensors") return RunPutSafetensors(client, options, output);
   FileToBuffer request;
   request.step = absl::StrCat("put ", options.name);
   request.file = options.file;
