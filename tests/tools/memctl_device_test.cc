@@ -289,6 +289,43 @@ std::string SafetensorsFile(std::size_t data_bytes, unsigned seed) {
   return bytes + header + RandomBytes(data_bytes, seed);
 }
 
+// put --format safetensors into GPU memory goes through staging like any
+// put; inspect has the daemon copy the header back to read the tensors.
+TEST_F(MemctlDeviceTest, PutSafetensorsOnADeviceAndInspectItsTensors) {
+  StartDaemon();
+  const std::string bytes = SafetensorsFile((std::size_t{3} << 20) + 5, 40);
+  const std::string file = WriteFile("model.safetensors", bytes);
+  ProgramResult put =
+      Run({"put", "--format", "safetensors", "--json", "--location", "device:0", file});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  Json json = Json::parse(put.out);
+  const std::string name = json.at("name");
+  EXPECT_THAT(name, AllOf(StartsWith("safetensors/"), testing::EndsWith("/device-0")));
+  EXPECT_EQ(name.size(), std::string("safetensors//device-0").size() + 32);
+  EXPECT_EQ(json.at("location"), "device:0");
+  EXPECT_EQ(json.at("state"), "sealed");
+  EXPECT_EQ(json.at("attrs").at("format"), "safetensors");
+  EXPECT_TRUE(Get(name) == bytes);
+
+  const std::uint64_t header_bytes =
+      std::stoull(json.at("attrs").at("safetensors.header_bytes").get<std::string>());
+  ProgramResult inspect = Run({"inspect", "--json", name});
+  ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
+  Json shown = Json::parse(inspect.out);
+  ASSERT_TRUE(shown.contains("tensors")) << inspect.out;
+  ASSERT_EQ(shown.at("tensors").size(), 1u);
+  EXPECT_EQ(shown.at("tensors")[0].at("name"), "w");
+  EXPECT_EQ(shown.at("tensors")[0].at("offset"), 8 + header_bytes);
+  EXPECT_EQ(shown.at("tensors")[0].at("size_bytes"), (std::size_t{3} << 20) + 5);
+  EXPECT_EQ(shown.at("metadata"), Json({{"format", "pt"}}));
+  ProgramResult text = Run({"inspect", name});
+  EXPECT_THAT(text.out, testing::ContainsRegex("\nw +U8 +\\[3145733\\] +[0-9]+ +3145733\n"));
+
+  ProgramResult again = Run({"put", "--format", "safetensors", "--location", "device:0", file});
+  ASSERT_EQ(again.exit_code, 0) << Describe(again);
+  EXPECT_THAT(again.out, StartsWith(absl::StrCat("put ", name, ": already loaded: ")));
+}
+
 // The file is touched while its bytes are on their way to the GPU: memctl
 // notices before the seal, fails, and leaves no buffer. Deterministic:
 // memctl is stopped while a copy of its is still unfinished (so it cannot

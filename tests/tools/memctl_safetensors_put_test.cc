@@ -1,4 +1,4 @@
-// memctl put --format safetensors, end to end: a
+// memctl put --format safetensors and inspect of its buffers, end to end: a
 // real memd (host backend), the real memctl, files made here. The buffer's
 // name, bytes and attributes are those docs/safetensors.md promises, since
 // memd.safetensors (Python) makes and finds the same buffers.
@@ -200,6 +200,91 @@ TEST_F(MemctlSafetensorsTest, ATouchedFileLoadsUnderANewName) {
   EXPECT_EQ(second.at("name"), ExpectedName(path));
   EXPECT_EQ(second.at("already_loaded"), false);
   EXPECT_EQ(Names().size(), 2u);
+}
+
+TEST_F(MemctlSafetensorsTest, InspectShowsTheTensorsAndMetadataFromTheBuffer) {
+  const std::string path = WriteModel();
+  const std::string name = ExpectedName(path);
+  ASSERT_EQ(Run({"put", "--format", "safetensors", path}).exit_code, 0);
+  const std::size_t data = 8 + header_.size();
+
+  ProgramResult inspect = Run({"inspect", name});
+  ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
+  EXPECT_THAT(inspect.out, HasSubstr(absl::StrCat("2 tensors (header ", header_.size(),
+                                                  " bytes; tensor data from byte ", data,
+                                                  ")")));
+  EXPECT_THAT(inspect.out,
+              ContainsRegex(absl::StrCat("TENSOR +DTYPE +SHAPE +OFFSET +BYTES\n"
+                                         "embed +F16 +\\[2, 3\\] +",
+                                         data, " +12\n"
+                                               "bias +F32 +\\[3\\] +",
+                                         data + 12, " +12\n")));
+  EXPECT_THAT(inspect.out, AllOf(ContainsRegex("format +pt"), ContainsRegex("step +1000")));
+
+  Json json = RunJson({"inspect", "--json", name});
+  EXPECT_EQ(json.at("name"), name);
+  EXPECT_EQ(json.at("tensors"),
+            Json::parse(absl::StrCat(
+                R"([{"name":"embed","dtype":"F16","shape":[2,3],"offset":)", data,
+                R"(,"size_bytes":12},{"name":"bias","dtype":"F32","shape":[3],"offset":)",
+                data + 12, R"(,"size_bytes":12}])")));
+  EXPECT_EQ(json.at("metadata"), Json({{"format", "pt"}, {"step", "1000"}}));
+}
+
+TEST_F(MemctlSafetensorsTest, InspectOfOtherBuffersShowsNoTensors) {
+  WriteWholeFile(files_.Join("plain"), "plain bytes");
+  ASSERT_EQ(Run({"put", "plain", files_.Join("plain")}).exit_code, 0);
+  Json json = RunJson({"inspect", "--json", "plain"});
+  EXPECT_FALSE(json.contains("tensors"));
+  EXPECT_FALSE(json.contains("tensors_error"));
+  ProgramResult text = Run({"inspect", "plain"});
+  EXPECT_THAT(text.out, Not(HasSubstr("tensors")));
+}
+
+// A buffer that claims the format but whose bytes or attributes are no
+// header: inspect still shows the buffer, and one line about the tensors.
+TEST_F(MemctlSafetensorsTest, InspectOfABufferThatDoesNotParseShowsAnErrorLine) {
+  const std::string garbage = files_.Join("garbage");
+  const std::string header = R"({"w":{"dtype":"F32","shape":[9],"data_offsets":[0,4]}})";
+  WriteWholeFile(garbage, FileBytes(header, 4));
+  const std::string length = absl::StrCat(header.size());
+  const std::string size = absl::StrCat(8 + header.size() + 4);
+  struct Case {
+    std::string name;
+    std::string header_bytes;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"bad/length", length, "tensor \\\"w\\\": data_offsets [0, 4] hold 4 bytes"},
+      {"bad/attr-huge", "99999999999999", "no header length for a buffer of"},
+      {"bad/attr-text", "lots", "no header length"},
+      {"bad/attr-past", size, "no header length"},
+      {"bad/attr-other", "20", "first 8 bytes say its header has " + length + " bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ProgramResult put = Run({"put", "--attr", "format=safetensors", "--attr",
+                             "safetensors.header_bytes=" + c.header_bytes, c.name, garbage});
+    ASSERT_EQ(put.exit_code, 0) << Describe(put);
+    ProgramResult text = Run({"inspect", c.name});
+    EXPECT_EQ(text.exit_code, 0) << Describe(text);
+    EXPECT_THAT(text.out, AllOf(HasSubstr("name "), HasSubstr("tensors: cannot show them: "
+                                                              "INVALID_ARGUMENT: ")));
+    Json json = RunJson({"inspect", "--json", c.name});
+    EXPECT_THAT(json.value("tensors_error", ""), StartsWith("INVALID_ARGUMENT: "));
+    EXPECT_THAT(json.dump(), HasSubstr(c.message));
+    EXPECT_FALSE(json.contains("tensors"));
+  }
+}
+
+TEST_F(MemctlSafetensorsTest, InspectOfABufferStillBeingLoadedSaysSo) {
+  auto buffer = client_->Create("safetensors/loading/host", 64,
+                                {.attrs = {{"format", "safetensors"},
+                                           {"safetensors.header_bytes", "8"}}});
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  Json json = RunJson({"inspect", "--json", "safetensors/loading/host"});
+  EXPECT_THAT(json.value("tensors_error", ""),
+              AllOf(StartsWith("FAILED_PRECONDITION: "), HasSubstr("not sealed yet")));
 }
 
 TEST_F(MemctlSafetensorsTest, AnInvalidFileIsRefusedNamingTheTensorAndLeavesNoBuffer) {

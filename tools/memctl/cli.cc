@@ -268,9 +268,15 @@ CLI::App* DeclareList(CLI::App& app, Invocation& invocation, OptionTexts&) {
 
 CLI::App* DeclareInspect(CLI::App& app, Invocation& invocation, OptionTexts&) {
   CLI::App* inspect = AddSubcommand(
-      app, "inspect", "Show everything the daemon knows about one buffer", "",
+      app, "inspect", "Show everything the daemon knows about one buffer",
+      "A buffer put with --format safetensors (attribute format=safetensors)\n"
+      "also shows its tensors (name, dtype, shape, byte offset in the buffer,\n"
+      "bytes) and metadata, parsed from the buffer's own header (a device\n"
+      "buffer's is copied out by the daemon); --json adds tensors[] and\n"
+      "metadata, or tensors_error when the header cannot be read.",
       "  memctl inspect frames/0\n"
-      "  memctl inspect frames/0 --json | jq .state\n",
+      "  memctl inspect frames/0 --json | jq .state\n"
+      "  memctl inspect --json safetensors/0123abcd.../device-0 | jq '.tensors[].name'\n",
       invocation.json);
   inspect->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
   return inspect;
@@ -325,7 +331,7 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "inode, size, mtime, ctime) and header, so a changed file gets a new name;\n"
       "a file that changes while it loads fails the put and leaves no buffer. A\n"
       "sealed buffer of that name holding this file (yours or root's) is\n"
-      "reported as already loaded. The name is\n"
+      "reported as already loaded. memctl inspect shows the tensors. The name is\n"
       "printed (--json: .name). Not with --attr, --size, --max-stream,\n"
       "--ephemeral or FILE - (docs/safetensors.md).",
       "  memctl put models/weights weights.bin\n"

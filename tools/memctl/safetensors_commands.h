@@ -1,7 +1,9 @@
 #pragma once
 
 // memctl and safetensors files (docs/safetensors.md): `put --format
-// safetensors FILE` loads a file into the buffer its header and stat name.
+// safetensors FILE` loads a file into the buffer its header and stat name,
+// and `inspect` shows the tensors of such a buffer, parsed from the
+// buffer's own bytes.
 
 #include <ostream>
 
@@ -25,5 +27,27 @@ namespace memd::memctl {
 // file changed while loading: the buffer is unlinked unsealed), put's.
 absl::Status RunPutSafetensors(Client& client, const PutOptions& options,
                                const Output& output);
+
+// Whether inspect shows tensors for this buffer (attribute format=safetensors).
+bool IsSafetensorsBuffer(const BufferInfo& info);
+
+// The header of the safetensors buffer `info` describes, read from its
+// first 8 + N bytes: through the mapping for host and pinned buffers, for a
+// device buffer copied to a staging buffer by the daemon. N comes from
+// the safetensors.header_bytes attribute, trusted only up to the buffer's
+// size and kMaxHeaderBytes, and must match the buffer's first 8 bytes.
+// Errors: FAILED_PRECONDITION (not sealed yet), INVALID_ARGUMENT (the
+// attribute or the bytes are no valid header), the daemon's and the CUDA
+// driver's (UNAVAILABLE where memctl has none for a device buffer).
+absl::StatusOr<safetensors::Header> ReadBufferHeader(Client& client, const BufferInfo& info);
+
+// Text for inspect, after the buffer's fields: the tensors (name, dtype,
+// shape, offset in the buffer, bytes) and metadata, or one line saying why
+// they cannot be shown.
+void PrintTensors(std::ostream& out, const absl::StatusOr<safetensors::Header>& header);
+
+// inspect --json: adds "tensors" (name, dtype, shape, offset, size_bytes)
+// and "metadata", or "tensors_error" when the header cannot be read.
+void AddTensorsJson(Json& json, const absl::StatusOr<safetensors::Header>& header);
 
 }  // namespace memd::memctl
