@@ -594,14 +594,21 @@ std::optional<int> CheckCopyOperands(const Invocation& invocation, std::ostream&
   return std::nullopt;
 }
 
+// What the put command line held, beyond the values: how many operands
+// (an empty one counts), and whether --max-stream was given at all.
+struct PutGiven {
+  int operands = 0;
+  bool max_stream = false;
+};
+
 // put NAME FILE, or put --format safetensors FILE: the name then comes
 // from the file, and with it the size and the attributes, so the options
 // that set those are refused rather than ignored.
-std::optional<int> CheckPutOperands(const OptionTexts& texts, bool max_stream_given,
+std::optional<int> CheckPutOperands(const OptionTexts& texts, const PutGiven& given,
                                     Invocation& invocation, std::ostream& err) {
   PutOptions& put = invocation.put;
   if (put.format.empty()) {
-    if (put.name.empty() || put.file.empty()) {
+    if (given.operands < 2) {
       ReportUsageError(err, "put needs NAME and FILE (put --format safetensors takes "
                             "FILE alone)");
       return kExitUsage;
@@ -609,7 +616,7 @@ std::optional<int> CheckPutOperands(const OptionTexts& texts, bool max_stream_gi
     return std::nullopt;
   }
   // CLI11 hands the one operand to NAME, the first positional.
-  if (!put.file.empty()) {
+  if (given.operands > 1) {
     ReportUsageError(err, absl::StrCat("put --format safetensors takes FILE alone, not '",
                                        put.name, "' too: the buffer's name comes from the "
                                        "file (safetensors/<fingerprint>/<place>)"));
@@ -617,7 +624,7 @@ std::optional<int> CheckPutOperands(const OptionTexts& texts, bool max_stream_gi
   }
   put.file = std::exchange(put.name, "");
   std::string refused;
-  if (put.file.empty()) {
+  if (given.operands == 0) {
     refused = "needs FILE";
   } else if (put.file == "-") {
     refused = "reads a file, not stdin: the name comes from the file's stat and header, "
@@ -626,7 +633,7 @@ std::optional<int> CheckPutOperands(const OptionTexts& texts, bool max_stream_gi
     refused = "takes no --attr: the buffer carries the format's six attributes, exactly";
   } else if (!texts.size.empty()) {
     refused = "takes no --size: the buffer's size is the file's";
-  } else if (max_stream_given) {
+  } else if (given.max_stream) {
     refused = "takes no --max-stream: it reads a regular file, never a stream";
   } else if (put.ephemeral) {
     refused = "takes no --ephemeral: the buffer stays for later callers until unlinked";
@@ -641,12 +648,10 @@ std::optional<int> CheckPutOperands(const OptionTexts& texts, bool max_stream_gi
 // Turns the option texts into the invocation's values and checks what no
 // single option's validator can. Returns kExitUsage after reporting a
 // problem, std::nullopt when the command line is good.
-std::optional<int> Finish(const OptionTexts& texts, bool watch_given,
-                          bool max_stream_given, Invocation& invocation,
-                          std::ostream& err) {
+std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutGiven& put,
+                          Invocation& invocation, std::ostream& err) {
   if (invocation.command == Command::kPut) {
-    if (std::optional<int> refused =
-            CheckPutOperands(texts, max_stream_given, invocation, err)) {
+    if (std::optional<int> refused = CheckPutOperands(texts, put, invocation, err)) {
       return refused;
     }
   }
@@ -748,14 +753,17 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
     return ReportParseError(app, e, out, err);
   }
   bool watch_given = false;
-  bool max_stream_given = false;
+  PutGiven put;
   for (const auto& [sub, command] : declared) {
     if (!sub->parsed()) continue;
     invocation.command = command;
     watch_given = command == Command::kStats && sub->count("--watch") > 0;
-    max_stream_given = command == Command::kPut && sub->count("--max-stream") > 0;
+    if (command == Command::kPut) {
+      put.operands = static_cast<int>(sub->count("NAME") + sub->count("FILE"));
+      put.max_stream = sub->count("--max-stream") > 0;
+    }
   }
-  return Finish(texts, watch_given, max_stream_given, invocation, err);
+  return Finish(texts, watch_given, put, invocation, err);
 }
 
 }  // namespace memd::memctl
