@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -273,6 +274,105 @@ TEST_F(MemctlDeviceTest, AMemctlKilledMidPutLeavesNoBufferStagingOrTransfer) {
     return stats.ok() && stats->transfers.active == 0 && stats->leases == 0 &&
            Names().empty();
   })) << "left behind: " << testing::PrintToString(Names());
+}
+
+// A safetensors file of one U8 tensor of `data_bytes`, header padded to 8.
+std::string SafetensorsFile(std::size_t data_bytes, unsigned seed) {
+  std::string header = absl::StrCat(R"({"w":{"dtype":"U8","shape":[)", data_bytes,
+                                    R"(],"data_offsets":[0,)", data_bytes,
+                                    R"(]},"__metadata__":{"format":"pt"}})");
+  while (header.size() % 8 != 0) header.push_back(' ');
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) {
+    bytes.push_back(static_cast<char>((std::uint64_t{header.size()} >> (8 * i)) & 0xff));
+  }
+  return bytes + header + RandomBytes(data_bytes, seed);
+}
+
+// put --format safetensors into GPU memory goes through staging like any
+// put; inspect has the daemon copy the header back to read the tensors.
+TEST_F(MemctlDeviceTest, PutSafetensorsOnADeviceAndInspectItsTensors) {
+  StartDaemon();
+  const std::string bytes = SafetensorsFile((std::size_t{3} << 20) + 5, 40);
+  const std::string file = WriteFile("model.safetensors", bytes);
+  ProgramResult put =
+      Run({"put", "--format", "safetensors", "--json", "--location", "device:0", file});
+  ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  Json json = Json::parse(put.out);
+  const std::string name = json.at("name");
+  EXPECT_THAT(name, AllOf(StartsWith("safetensors/"), testing::EndsWith("/device-0")));
+  EXPECT_EQ(name.size(), std::string("safetensors//device-0").size() + 32);
+  EXPECT_EQ(json.at("location"), "device:0");
+  EXPECT_EQ(json.at("state"), "sealed");
+  EXPECT_EQ(json.at("attrs").at("format"), "safetensors");
+  EXPECT_TRUE(Get(name) == bytes);
+
+  const std::uint64_t header_bytes =
+      std::stoull(json.at("attrs").at("safetensors.header_bytes").get<std::string>());
+  ProgramResult inspect = Run({"inspect", "--json", name});
+  ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
+  Json shown = Json::parse(inspect.out);
+  ASSERT_TRUE(shown.contains("tensors")) << inspect.out;
+  ASSERT_EQ(shown.at("tensors").size(), 1u);
+  EXPECT_EQ(shown.at("tensors")[0].at("name"), "w");
+  EXPECT_EQ(shown.at("tensors")[0].at("offset"), 8 + header_bytes);
+  EXPECT_EQ(shown.at("tensors")[0].at("size_bytes"), (std::size_t{3} << 20) + 5);
+  EXPECT_EQ(shown.at("metadata"), Json({{"format", "pt"}}));
+  ProgramResult text = Run({"inspect", name});
+  EXPECT_THAT(text.out, testing::ContainsRegex("\nw +U8 +\\[3145733\\] +[0-9]+ +3145733\n"));
+
+  ProgramResult again = Run({"put", "--format", "safetensors", "--location", "device:0", file});
+  ASSERT_EQ(again.exit_code, 0) << Describe(again);
+  EXPECT_THAT(again.out, StartsWith(absl::StrCat("put ", name, ": already loaded: ")));
+}
+
+// The file is touched while its bytes are on their way to the GPU: memctl
+// notices before the seal, fails, and leaves no buffer. Deterministic:
+// memctl is stopped while a copy of its is still unfinished (so it cannot
+// have checked yet), the file is touched, then memctl goes on.
+TEST_F(MemctlDeviceTest, AFileChangedWhileLoadingFailsAndLeavesNoBuffer) {
+  StartDaemon(kSlowLink);
+  const std::string file = WriteFile("model.safetensors", SafetensorsFile(24 << 20, 41));
+  int err_pipe[2];
+  ASSERT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (const auto& [name, value] : Environment()) ::setenv(name.c_str(), value.c_str(), 1);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    const std::string program = BinDir() + "/memctl";
+    ::execl(program.c_str(), program.c_str(), "put", "--format", "safetensors", "--location",
+            "device:0", file.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::close(err_pipe[1]);
+  ASSERT_TRUE(test::PollUntil([&] {
+    auto stats = client_->Stats();
+    return stats.ok() && stats->transfers.active > 0;
+  })) << "memctl never got to copying";
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  // 24 MiB go in two copies (16 MiB staging slices); with one unfinished,
+  // memctl cannot have checked the file yet.
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_LT(stats->transfers.completed, 2u) << "memctl was past its copies when stopped";
+  const struct timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), now, 0), 0);
+  ASSERT_EQ(::kill(child, SIGCONT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  std::string err;
+  char chunk[4096];
+  for (ssize_t got; (got = ::read(err_pipe[0], chunk, sizeof(chunk))) > 0;) {
+    err.append(chunk, static_cast<std::size_t>(got));
+  }
+  ::close(err_pipe[0]);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), kExitFailed) << err;
+  EXPECT_THAT(err, AllOf(StartsWith("memctl: put safetensors/"), HasSubstr(": ABORTED: "),
+                         HasSubstr(file + " changed while loading")));
+  EXPECT_TRUE(test::PollUntil([&] { return Names().empty(); }))
+      << "left behind: " << testing::PrintToString(Names());
 }
 
 // Runs memctl with a terminal as stdin, stdout and stderr, and returns

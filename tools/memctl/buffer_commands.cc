@@ -1,5 +1,6 @@
 // ls, inspect, put, get, unlink: named buffers one at a time.
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "tools/memctl/failure.h"
 #include "tools/memctl/file_transfers.h"
 #include "tools/memctl/format.h"
+#include "tools/memctl/safetensors_commands.h"
 #include "tools/memctl/table.h"
 
 namespace memd::memctl {
@@ -86,15 +88,23 @@ absl::Status RunList(Client& client, const std::string& prefix, const Output& ou
 absl::Status RunInspect(Client& client, const std::string& name, const Output& output) {
   absl::StatusOr<BufferInfo> info = client.Stat(name);
   if (!info.ok()) return Failed(absl::StrCat("inspect ", name), info.status());
+  // A safetensors buffer's tensors come from its own bytes; a header that
+  // cannot be read is one line of the result, not a failed inspect.
+  std::optional<absl::StatusOr<safetensors::Header>> header;
+  if (IsSafetensorsBuffer(*info)) header = ReadBufferHeader(client, *info);
   if (output.json) {
-    PrintJson(output.out, BufferJson(*info));
+    Json json = BufferJson(*info);
+    if (header.has_value()) AddTensorsJson(json, *header);
+    PrintJson(output.out, json);
   } else {
     PrintInspect(output.out, *info);
+    if (header.has_value()) PrintTensors(output.out, *header);
   }
   return absl::OkStatus();
 }
 
 absl::Status RunPut(Client& client, const PutOptions& options, const Output& output) {
+  if (options.format == "safetensors") return RunPutSafetensors(client, options, output);
   FileToBuffer request;
   request.step = absl::StrCat("put ", options.name);
   request.file = options.file;

@@ -34,6 +34,8 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl trim host                      give idle host memory back now
   memctl devices                        the GPUs memd serves
   memctl put --location device:0 w w.bin  publish a file into GPU memory
+  memctl put --format safetensors m.safetensors
+                                        a model's weights, named by file and header
   memctl cp w w/gpu1 --location device:1  copy a buffer; the daemon moves the bytes
   memctl cp ./w.bin w                   files start with /, ./ or ../
 
@@ -93,6 +95,16 @@ CLI::Validator SizeValidator() {
         if (bytes.ok() && *bytes > 0) return "";
         return absl::StrCat("'", text,
                             "' is not a size of at least 1 byte like 4096, 64KiB or 2GiB");
+      },
+      "");
+}
+
+CLI::Validator FormatValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text == "safetensors") return "";
+        return absl::StrCat("'", text, "' is no format memctl reads; the one there is: "
+                                       "safetensors");
       },
       "");
 }
@@ -256,9 +268,15 @@ CLI::App* DeclareList(CLI::App& app, Invocation& invocation, OptionTexts&) {
 
 CLI::App* DeclareInspect(CLI::App& app, Invocation& invocation, OptionTexts&) {
   CLI::App* inspect = AddSubcommand(
-      app, "inspect", "Show everything the daemon knows about one buffer", "",
+      app, "inspect", "Show everything the daemon knows about one buffer",
+      "A buffer put with --format safetensors (attribute format=safetensors)\n"
+      "also shows its tensors (name, dtype, shape, byte offset in the buffer,\n"
+      "bytes) and metadata, parsed from the buffer's own header (a device\n"
+      "buffer's is copied out by the daemon); --json adds tensors[] and\n"
+      "metadata, or tensors_error when the header cannot be read.",
       "  memctl inspect frames/0\n"
-      "  memctl inspect frames/0 --json | jq .state\n",
+      "  memctl inspect frames/0 --json | jq .state\n"
+      "  memctl inspect --json safetensors/0123abcd.../device-0 | jq '.tensors[].name'\n",
       invocation.json);
   inspect->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
   return inspect;
@@ -304,7 +322,18 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "(pinned memory where memd has it; 3 x 16 MiB at most), with O_DIRECT where\n"
       "the filesystem allows, while the daemon copies the previous slice to the\n"
       "GPU. The file is never all in memory. On a terminal a progress bar shows\n"
-      "on stderr.",
+      "on stderr.\n\n"
+      "put --format safetensors FILE (no NAME): checks the file's header, then\n"
+      "puts the whole file in the persistent buffer\n"
+      "safetensors/<fingerprint>/<place> (place: host, pinned or device-N), with\n"
+      "the attributes format, safetensors.fingerprint, .file_size, .mtime_ns,\n"
+      ".header_bytes and .file. The fingerprint covers the file's stat (device,\n"
+      "inode, size, mtime, ctime) and header, so a changed file gets a new name;\n"
+      "a file that changes while it loads fails the put and leaves no buffer. A\n"
+      "sealed buffer of that name holding this file (yours or root's) is\n"
+      "reported as already loaded. memctl inspect shows the tensors. The name is\n"
+      "printed (--json: .name). Not with --attr, --size, --max-stream,\n"
+      "--ephemeral or FILE - (docs/safetensors.md).",
       "  memctl put models/weights weights.bin\n"
       "  memctl put --mode 0640 shared/table table.csv\n"
       "  producer | memctl put frames/0 -\n"
@@ -312,12 +341,20 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "  memctl put --size 1GiB scratch /dev/zero\n"
       "  memctl put --location device:0 --priority critical model/w w.bin\n"
       "  memctl put --location device:0 --json model/w w.bin | jq .gbps\n"
-      "  memctl put --attr dtype=float32 --attr shape=1024,1024 model/w w.bin\n",
+      "  memctl put --attr dtype=float32 --attr shape=1024,1024 model/w w.bin\n"
+      "  memctl put --format safetensors --location device:0 --mode 0644 model.safetensors\n"
+      "  memctl put --format safetensors --json model.safetensors | jq -r .name\n",
       invocation.json);
-  put->add_option("NAME", invocation.put.name, "Buffer name")->required()->type_name("");
-  put->add_option("FILE", invocation.put.file, "File to read; - reads stdin")
-      ->required()
+  put->add_option("NAME", invocation.put.name,
+                  "Buffer name (not with --format safetensors, which derives it)")
       ->type_name("");
+  put->add_option("FILE", invocation.put.file, "File to read; - reads stdin")
+      ->type_name("");
+  put->add_option("--format", invocation.put.format,
+                  "safetensors: FILE is a safetensors file; its header is checked "
+                  "first, and the buffer is named and described by it (see below)")
+      ->check(FormatValidator())
+      ->type_name("FORMAT");
   put->add_option("--mode", texts.mode, "Permission bits, octal")
       ->check(ModeValidator())
       ->type_name("OCTAL")
@@ -557,11 +594,67 @@ std::optional<int> CheckCopyOperands(const Invocation& invocation, std::ostream&
   return std::nullopt;
 }
 
+// What the put command line held, beyond the values: how many operands
+// (an empty one counts), and whether --max-stream was given at all.
+struct PutGiven {
+  int operands = 0;
+  bool max_stream = false;
+};
+
+// put NAME FILE, or put --format safetensors FILE: the name then comes
+// from the file, and with it the size and the attributes, so the options
+// that set those are refused rather than ignored.
+std::optional<int> CheckPutOperands(const OptionTexts& texts, const PutGiven& given,
+                                    Invocation& invocation, std::ostream& err) {
+  PutOptions& put = invocation.put;
+  if (put.format.empty()) {
+    if (given.operands < 2) {
+      ReportUsageError(err, "put needs NAME and FILE (put --format safetensors takes "
+                            "FILE alone)");
+      return kExitUsage;
+    }
+    return std::nullopt;
+  }
+  // CLI11 hands the one operand to NAME, the first positional.
+  if (given.operands > 1) {
+    ReportUsageError(err, absl::StrCat("put --format safetensors takes FILE alone, not '",
+                                       put.name, "' too: the buffer's name comes from the "
+                                       "file (safetensors/<fingerprint>/<place>)"));
+    return kExitUsage;
+  }
+  put.file = std::exchange(put.name, "");
+  std::string refused;
+  if (given.operands == 0) {
+    refused = "needs FILE";
+  } else if (put.file == "-") {
+    refused = "reads a file, not stdin: the name comes from the file's stat and header, "
+              "and the file is read twice";
+  } else if (!texts.attrs.empty()) {
+    refused = "takes no --attr: the buffer carries the format's six attributes, exactly";
+  } else if (!texts.size.empty()) {
+    refused = "takes no --size: the buffer's size is the file's";
+  } else if (given.max_stream) {
+    refused = "takes no --max-stream: it reads a regular file, never a stream";
+  } else if (put.ephemeral) {
+    refused = "takes no --ephemeral: the buffer stays for later callers until unlinked";
+  }
+  if (!refused.empty()) {
+    ReportUsageError(err, absl::StrCat("put --format safetensors ", refused));
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
 // Turns the option texts into the invocation's values and checks what no
 // single option's validator can. Returns kExitUsage after reporting a
 // problem, std::nullopt when the command line is good.
-std::optional<int> Finish(const OptionTexts& texts, bool watch_given,
+std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutGiven& put,
                           Invocation& invocation, std::ostream& err) {
+  if (invocation.command == Command::kPut) {
+    if (std::optional<int> refused = CheckPutOperands(texts, put, invocation, err)) {
+      return refused;
+    }
+  }
   if (watch_given) {
     double seconds = 2;
     if (!texts.watch.empty() &&
@@ -660,12 +753,17 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
     return ReportParseError(app, e, out, err);
   }
   bool watch_given = false;
+  PutGiven put;
   for (const auto& [sub, command] : declared) {
     if (!sub->parsed()) continue;
     invocation.command = command;
     watch_given = command == Command::kStats && sub->count("--watch") > 0;
+    if (command == Command::kPut) {
+      put.operands = static_cast<int>(sub->count("NAME") + sub->count("FILE"));
+      put.max_stream = sub->count("--max-stream") > 0;
+    }
   }
-  return Finish(texts, watch_given, invocation, err);
+  return Finish(texts, watch_given, put, invocation, err);
 }
 
 }  // namespace memd::memctl

@@ -46,8 +46,11 @@ struct TransferFlags {
 };
 
 struct PutOptions {
-  std::string name;
+  std::string name;  // Empty with format "safetensors": derived from the file.
   std::string file;  // "-" reads stdin.
+  // --format: empty (the bytes as they are) or "safetensors" (a model's
+  // weights by name: safetensors_commands.h).
+  std::string format;
   std::string location = "host";
   std::uint32_t mode = 0600;
   // --size: the buffer's size, read straight into it from a stream; without

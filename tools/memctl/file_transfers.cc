@@ -157,6 +157,11 @@ absl::StatusOr<FileToBufferResult> CopyFileToBuffer(Client& client,
                                                     std::ostream* progress) {
   absl::StatusOr<SizedInput> sized = OpenSizedInput(request);
   if (!sized.ok()) return sized.status();
+  if (request.check_input) {
+    if (absl::Status checked = request.check_input(sized->input); !checked.ok()) {
+      return Failed(request.step, checked);
+    }
+  }
   absl::StatusOr<Destination> destination = OpenDestination(client, request, sized->size);
   if (!destination.ok()) return destination.status();
   Buffer& buffer = destination->buffer;
@@ -167,6 +172,7 @@ absl::StatusOr<FileToBufferResult> CopyFileToBuffer(Client& client,
   const absl::Time start = absl::Now();
   absl::Status status = Fill(client, request, *sized, buffer, progress, result.report);
   result.report.elapsed = absl::Now() - start;
+  if (status.ok() && request.check_input) status = request.check_input(sized->input);
   if (status.ok() && request.seal) {
     status = Failed(absl::StrCat("seal ", request.name), buffer.Seal());
   }

@@ -6,6 +6,7 @@
 // transfer engine (staged_copy.h).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -31,6 +32,11 @@ struct FileToBuffer {
   std::uint64_t max_stream_bytes = kDefaultMaxStreamBytes;
   TransferFlags transfer;
   FileOptions files;
+  // When set, runs on the opened input before a byte moves and again once
+  // every byte is in, before the seal (put --format safetensors checks that
+  // the file is still the one whose header named the buffer). An error
+  // fails the copy as any other.
+  std::function<absl::Status(const Input&)> check_input;
 };
 
 struct FileToBufferResult {
@@ -41,7 +47,8 @@ struct FileToBufferResult {
 // Reads the file into the buffer and seals it (unless told not to). A
 // buffer this call created is unlinked again on failure. Errors: the
 // file's (step "read FILE"), INVALID_ARGUMENT (empty input; --size against
-// the file's size; more bytes than an existing buffer holds), the daemon's.
+// the file's size; more bytes than an existing buffer holds), check_input's,
+// the daemon's.
 absl::StatusOr<FileToBufferResult> CopyFileToBuffer(Client& client,
                                                     const FileToBuffer& request,
                                                     std::ostream* progress);
