@@ -205,6 +205,7 @@ static void create_write_seal_open(memd_client* client) {
   CHECK(memd_buffer_writable(writer));
   CHECK(memd_buffer_size(writer) == 4096);
   CHECK(memd_buffer_device(writer) == -1 && memd_buffer_device_pointer(writer) == 0);
+  CHECK(memd_buffer_device_type(writer) == kDLCPU && memd_buffer_device_type(NULL) == 0);
   CHECK(memd_buffer_mutable_data(writer) != NULL);
   CHECK(memd_buffer_data(writer) == memd_buffer_mutable_data(writer));
   fill(memd_buffer_mutable_data(writer), 4096);
@@ -836,6 +837,7 @@ static void device_buffer(memd_client* client, int device_type, const char* what
   OK(memd_create(client, named("gpu"), 1 << 20, &create, &buffer, &error));
   CHECK(memd_buffer_data(buffer) == NULL && memd_buffer_mutable_data(buffer) == NULL);
   CHECK(memd_buffer_device(buffer) == 0 && memd_buffer_device_pointer(buffer) != 0);
+  CHECK(memd_buffer_device_type(buffer) == device_type);
   CHECK(strcmp(memd_buffer_get_info(buffer)->location, "device:0") == 0);
   OK(memd_buffer_to_dlpack(buffer, NULL, &tensor, &error));
   CHECK((int)tensor->dl_tensor.device.device_type == device_type &&

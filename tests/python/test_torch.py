@@ -25,19 +25,47 @@ def test_torch_from_dlpack_of_a_writable_lease(client, name):
         del tensor
 
 
-def test_read_only_memory_needs_copy(client, name):
+def test_read_only_memory_is_a_zero_copy_tensor(client, name):
     with client.create_array(name, (2, 2), "float32") as buf:
         buf.numpy()[...] = 1.5
         buf.seal()
     with client.open(name) as reader:
-        with pytest.raises(BufferError, match="copy=True"):
-            reader.torch()
+        tensor = reader.torch()
+        assert tensor.shape == (2, 2) and float(tensor.sum()) == 6.0
+        # The same memory: no copy was made.
+        assert tensor.data_ptr() == reader.numpy().__array_interface__["data"][0]
+        # torch's own import asks for a legacy capsule, which cannot say
+        # "read-only": refused, so that nobody gets writable-looking shared
+        # memory without asking through torch().
         with pytest.raises(BufferError):
             torch.from_dlpack(reader)
         copy = reader.torch(copy=True)
         copy += 1
-        assert float(copy.sum()) == 10.0
+        assert float(copy.sum()) == 10.0 and copy.data_ptr() != tensor.data_ptr()
         assert float(reader.numpy().sum()) == 6.0  # The buffer is untouched.
+        # The tensor holds the lease: released, the mapping stays for it.
+        reader.release()
+        assert float(tensor.sum()) == 6.0
+        del tensor
+
+
+def test_a_write_through_a_read_only_tensor_kills_the_writer_not_the_buffer(client, name):
+    import signal
+    import subprocess
+    import sys
+    with client.create_array(name, (4,), "float32") as buf:
+        buf.numpy()[...] = 2.0
+        buf.seal()
+    writer = ("import memd\n"
+              f"t = memd.connect().open({name!r}).torch()\n"
+              "t += 1\n"
+              "print('wrote')\n")
+    result = subprocess.run([sys.executable, "-c", writer], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == -signal.SIGSEGV, (result.returncode, result.stderr)
+    assert "wrote" not in result.stdout
+    with client.open(name) as reader:
+        assert reader.numpy().tolist() == [2.0, 2.0, 2.0, 2.0]
 
 
 def test_bfloat16_copy(client, name):

@@ -308,6 +308,10 @@ uint64_t memd_buffer_size(const memd_buffer* buffer);
 uint64_t memd_buffer_device_pointer(const memd_buffer* buffer);
 /* This process's CUDA ordinal of the buffer's GPU; -1 for host memory. */
 int memd_buffer_device(const memd_buffer* buffer);
+/* Where the bytes are, as a DLPack device type (dlpack.h): kDLCPU (1) for
+ * host memory, kDLCUDA (2) for a CUDA GPU, kDLOneAPI (14) for a Level Zero
+ * GPU; 0 for NULL. What a binding needs to export the buffer itself. */
+int memd_buffer_device_type(const memd_buffer* buffer);
 int memd_buffer_writable(const memd_buffer* buffer);
 /* memd_open_or_create: nonzero when this call created the buffer. */
 int memd_buffer_created(const memd_buffer* buffer);

@@ -1,7 +1,8 @@
 """memd: named host and GPU memory buffers shared between processes.
 
 memd is a per-node memory broker: a daemon owns the memory, processes ask
-for buffers by name and map them zero-copy. This package binds libmemd::
+for buffers by name and map them zero-copy. This package binds libmemd's C
+API (with ctypes: one package for every CPython >= 3.9)::
 
     import memd, numpy as np
 
@@ -28,7 +29,8 @@ from ._types import (  # noqa: F401
     BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, PoolStats, SessionInfo,
     SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage,
 )
-from ._memd import Buffer, Client, Transfer, connect  # noqa: F401
+from ._buffer import Buffer  # noqa: F401
+from ._client import Client, Transfer, connect  # noqa: F401
 from ._pickle import default_client, reopen  # noqa: F401
 from ._version import __version__  # noqa: F401
 

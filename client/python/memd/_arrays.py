@@ -25,23 +25,14 @@ def numpy(buf: Any, dtype: Any = None, shape: Any = None):
 def torch(buf: Any, dtype: Any = None, shape: Any = None, copy: bool = False):
     import torch as _torch
 
-    if buf.readonly:
-        if not copy:
-            raise BufferError(
-                f"buffer {buf.name!r} is read-only ({'sealed' if buf.writable else 'a read lease'})"
-                " and torch tensors are always writable: pass copy=True for a copy, or use "
-                "numpy() / np.asarray() for a read-only zero-copy view")
-        if buf.location.startswith("device:"):
-            raise BufferError(f"buffer {buf.name!r}: copy=True copies host buffers only")
-        layout = _layout.resolve(buf.attrs, buf.size, dtype, shape)
-        if layout.dtype.name == "bfloat16":
-            # numpy has no bfloat16 and torch 1.13 takes no uint16 array:
-            # the bits travel as int16, which torch then reads as bfloat16.
-            words = numpy(buf, "int16", layout.shape).copy()
-            return _torch.from_numpy(words).view(_torch.bfloat16)
-        return _torch.from_numpy(numpy(buf, layout.dtype, layout.shape).copy())
-    # A legacy capsule: what every torch version takes.
-    return _torch.utils.dlpack.from_dlpack(buf._dlpack(dtype, shape))
+    # Zero-copy for every buffer, read-only ones included: torch has no
+    # read-only tensors, and a write to memd's read-only mapping faults this
+    # process, never the buffer (Buffer.torch's docstring). A legacy capsule,
+    # because every torch version takes one.
+    tensor = _torch.utils.dlpack.from_dlpack(
+        buf._dlpack(dtype, shape, allow_read_only=True))
+    # copy=True: the caller asked for a private copy, on the buffer's device.
+    return tensor.clone() if copy else tensor
 
 
 def create_array(client: Any, name: str, shape: Any, dtype: Any, *,

@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any, List, Optional
 
-from . import _memd
+from . import _client as _connection
 
 # How long an unpickled Buffer waits for its buffer to be sealed.
 REOPEN_TIMEOUT = 5.0
@@ -29,7 +29,7 @@ def default_client():
             _inherited.append(_client)
             _client = None
         if _client is None:
-            _client = _memd.connect()
+            _client = _connection.connect()
             _client_pid = os.getpid()
         return _client
 

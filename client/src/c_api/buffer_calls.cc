@@ -58,6 +58,12 @@ int memd_buffer_device(const memd_buffer* buffer) {
   return buffer == nullptr ? -1 : buffer->lease->device();
 }
 
+int memd_buffer_device_type(const memd_buffer* buffer) {
+  if (buffer == nullptr) return 0;
+  if (buffer->lease->level_zero()) return memd::c_api::kDLOneAPIDevice;
+  return buffer->lease->device() >= 0 ? kDLCUDA : kDLCPU;
+}
+
 int memd_buffer_writable(const memd_buffer* buffer) {
   return buffer != nullptr && buffer->lease->writable();
 }

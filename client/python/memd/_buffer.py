@@ -1,0 +1,405 @@
+"""memd.Buffer: a lease on a named buffer and its mapping, over libmemd's
+memd_buffer (memd/_capi.py), with the buffer protocol and DLPack from
+memd._native."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, Optional, Tuple
+
+from . import _arrays, _capi, _layout, _native, _records
+from ._types import BufferInfo
+
+
+class Buffer(_native.Exportable):
+    """A lease on a named memd buffer, mapped into this process.
+
+    Made by Client.create / open / open_or_create (never directly). Use it as
+    a context manager, or call release(); a Buffer that is garbage-collected
+    releases its lease too.
+
+    Host buffers ("host", "pinned") support the buffer protocol, zero-copy:
+    memoryview(buf), np.asarray(buf), buf.numpy(). Views are read-only for a
+    read lease and once the buffer is sealed (its contents are final). Every
+    buffer supports DLPack (__dlpack__, __dlpack_device__); CUDA device
+    buffers also __cuda_array_interface__ (v3). buf.torch() is a zero-copy
+    tensor, also of a sealed buffer (see its docstring for what a write does).
+
+    release() with views alive (memoryviews, arrays made from the buffer,
+    DLPack exports, torch tensors) marks the Buffer released at once but
+    keeps the lease and the mapping until the last view dies:
+    no view ever dangles. Beware np.frombuffer(buf): numpy lets go of the view at once and
+    keeps only the Buffer object, so such an array is safe only while the
+    Buffer is not released; np.asarray(buf) and buf.numpy() keep their view.
+
+    Thread-safe in the sense that calls from several threads never corrupt
+    it; their interleaving (a seal racing a write) is yours to order. Pickling
+    a Buffer pickles its name: the unpickled object is a read-only lease
+    opened by name (see memd.reopen).
+
+    Errors: memd.Error subclasses for what the daemon refuses; ValueError
+    once released; BufferError for exports it cannot make (and for seal()
+    while writable views live).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("memd.Buffer objects come from Client.create, open and open_or_create")
+
+    @classmethod
+    def _wrap(cls, handle: _capi.BufferP) -> "Buffer":
+        lib = _capi.lib
+        self = cls.__new__(cls)
+        self._handle = handle                # None once the lease ended.
+        # Guards the counters and flags below (held briefly, never across a
+        # call into libmemd).
+        self._state = threading.Lock()
+        # Held across calls that use the lease (seal, info, copy, release):
+        # memd_buffer is for one thread at a time.
+        self._lease_lock = threading.Lock()
+        self._views = 0                      # Live views, calls in flight included.
+        self._writable_views = 0
+        self._released = False
+        self._sealing = False
+        info = lib.memd_buffer_get_info(handle).contents
+        self._name = _capi.text(info.name)
+        self._size = info.size
+        self._sealed = bool(info.sealed)
+        self._info: Optional[BufferInfo] = None
+        self._writable = bool(lib.memd_buffer_writable(handle))
+        self._device_type = lib.memd_buffer_device_type(handle)
+        if self._device_type == _capi.DL_CPU:
+            self._device = -1
+            self._address = (lib.memd_buffer_mutable_data(handle) if self._writable
+                             else lib.memd_buffer_data(handle)) or 0
+        else:
+            self._device = lib.memd_buffer_device(handle)
+            self._address = lib.memd_buffer_device_pointer(handle)
+        return self
+
+    def __del__(self) -> None:
+        # Views hold a reference to this object, so none is alive here.
+        handle = getattr(self, "_handle", None)
+        lib = _capi.lib
+        if handle is not None and lib is not None:
+            self._handle = None
+            lib.memd_buffer_release(handle, None)
+
+    # ---- What the lease says ----
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def size(self) -> int:
+        """Bytes, as created."""
+        return self._size
+
+    @property
+    def location(self) -> str:
+        """"host", "pinned" or "device:N"."""
+        return self.info.location
+
+    @property
+    def writable(self) -> bool:
+        """Whether this is a read-write lease (from create, or
+        open(writable=True) of a buffer being written)."""
+        return self._writable
+
+    @property
+    def readonly(self) -> bool:
+        """Whether views of it are read-only now: a read lease, or a sealed
+        buffer (or one being sealed)."""
+        return not self._writable or self._sealed or self._sealing
+
+    @property
+    def sealed(self) -> bool:
+        return self._sealed
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    @property
+    def created(self) -> bool:
+        """open_or_create: whether this call created the buffer."""
+        return self._lease_value(_capi.lib.memd_buffer_created, False)
+
+    @property
+    def lease_id(self) -> int:
+        return self._lease_value(_capi.lib.memd_buffer_lease_id, 0)
+
+    @property
+    def attrs(self) -> Dict[str, str]:
+        """The attributes given at create (a new dict each time)."""
+        return dict(self.info.attrs)
+
+    @property
+    def info(self) -> BufferInfo:
+        """BufferInfo as of the call that granted the lease (or seal());
+        Client.stat() is fresh."""
+        info = self._info
+        if info is None:
+            with self._lease_lock:
+                if self._info is None and self._handle is not None:
+                    self._info = _records.buffer_info(
+                        _capi.lib.memd_buffer_get_info(self._handle).contents)
+                info = self._info
+        if info is None:
+            raise ValueError(f"buffer {self._name!r} is released")
+        return info
+
+    @property
+    def device(self) -> int:
+        """This process's CUDA (or Level Zero) ordinal of a device buffer's
+        GPU, -1 for host memory."""
+        return self._device
+
+    @property
+    def device_pointer(self) -> int:
+        """A device buffer's address in this process's GPU address space
+        (a CUdeviceptr), 0 for host memory."""
+        return self._address if self._device_type != _capi.DL_CPU else 0
+
+    @property
+    def is_device(self) -> bool:
+        return self._device_type != _capi.DL_CPU
+
+    def _lease_value(self, getter: Any, default: Any) -> Any:
+        with self._lease_lock:
+            return default if self._handle is None else type(default)(getter(self._handle))
+
+    # ---- Views: what keeps the lease ----
+
+    def _check_usable(self) -> None:
+        if self._released:
+            raise ValueError(f"buffer {self._name!r} is released")
+
+    def _begin_view(self, writable: bool) -> None:
+        with self._state:
+            self._views += 1
+            if writable:
+                self._writable_views += 1
+
+    def _release_view(self, writable: bool) -> None:
+        """A view was let go (buffer protocol, DLPack deleter, a call that
+        used the lease). The last one after release() ends the lease; its
+        errors are dropped, as __del__ drops them."""
+        with self._state:
+            self._views -= 1
+            if writable:
+                self._writable_views -= 1
+            end = self._views == 0 and self._released
+        if end:
+            try:
+                self._end_lease()
+            except Exception:  # noqa: BLE001  (nobody to tell)
+                pass
+
+    def _get_view(self, want_writable: bool) -> Tuple[int, int, bool]:
+        """The buffer protocol (memd._native.Exportable)."""
+        self._check_usable()
+        if self.is_device:
+            raise BufferError(
+                f"buffer {self._name!r} is GPU memory ({self.location}): it has no host bytes "
+                "for the buffer protocol; use DLPack (torch.from_dlpack(buf)), buf.torch() or "
+                "__cuda_array_interface__")
+        readonly = self.readonly
+        if readonly and want_writable:
+            raise BufferError(f"buffer {self._name!r} is read-only here (" +
+                              ("sealed: its contents are final" if self._writable
+                               else "a read lease") + ")")
+        self._begin_view(not readonly)
+        return self._address, self._size, readonly
+
+    class _Use:
+        """A call that uses the lease counts as a read-only view, so that a
+        release() meanwhile waits for it instead of ending the lease under
+        it."""
+
+        def __init__(self, buffer: "Buffer") -> None:
+            buffer._check_usable()
+            buffer._begin_view(False)
+            self.buffer = buffer
+
+        def __enter__(self) -> _capi.BufferP:
+            self.buffer._lease_lock.acquire()
+            return self.buffer._handle
+
+        def __exit__(self, *exc: Any) -> None:
+            self.buffer._lease_lock.release()
+            self.buffer._release_view(False)
+
+    def _end_lease(self) -> None:
+        with self._lease_lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                _capi.call(_capi.lib.memd_buffer_release, handle)
+
+    # ---- Calls ----
+
+    def seal(self) -> None:
+        """Makes the contents final and wakes waiting readers. BufferError
+        while writable views (memoryviews, arrays, DLPack exports) are alive;
+        FailedPreconditionError for a read lease or a second seal."""
+        self._check_usable()
+        with self._state:
+            writable_views = self._writable_views
+            if writable_views == 0:
+                self._sealing = True  # Views handed out meanwhile are read-only.
+        if writable_views > 0:
+            raise BufferError(
+                f"buffer {self._name!r} has {writable_views} writable view(s) alive "
+                "(memoryview, numpy array, DLPack export): let them go (del, "
+                "memoryview.release()) before seal(), which makes the contents final")
+        try:
+            with Buffer._Use(self) as handle:
+                _capi.call(_capi.lib.memd_buffer_seal, handle)
+                self._sealed = True
+                self._info = None  # Seal rewrote it.
+        finally:
+            self._sealing = False
+
+    def release(self) -> None:
+        """Ends the lease; idempotent. With views alive, the lease and mapping
+        end with the last view (the Buffer counts as released at once)."""
+        with self._state:
+            if self._released:
+                return
+            self._released = True
+            end = self._views == 0
+        if end:
+            self._end_lease()
+
+    close = release
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.release()
+        return False
+
+    def __repr__(self) -> str:
+        location = self._info.location if self._info else ("device" if self.is_device else "host")
+        return (f"<memd.Buffer {self._name!r} {self._size} bytes {location}"
+                f"{' read-write' if self._writable else ' read-only'}"
+                f"{' sealed' if self._sealed else ''}{' released' if self._released else ''}>")
+
+    def __reduce__(self) -> Any:
+        from . import _pickle
+        return (_pickle.reopen, (self._name, self.info.owner_uid))
+
+    # ---- Arrays: DLPack, __cuda_array_interface__, numpy(), torch() ----
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(kDLCPU=1, 0) for host memory, (kDLCUDA=2, device) for CUDA GPU
+        memory, (kDLOneAPI=14, device) for Level Zero GPU memory."""
+        if self._device_type == _capi.DL_CPU:
+            return (_capi.DL_CPU, 0)
+        return (self._device_type, self._device)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """The buffer as a DLPack capsule, zero-copy (array API python_spec).
+
+        Without max_version (numpy 1.24, torch 1.13): a legacy "dltensor"
+        capsule, refused with BufferError for read-only memory (a read lease
+        or a sealed buffer), which a legacy capsule cannot mark read-only.
+        max_version >= (1, 0): a "dltensor_versioned" capsule, with
+        DLPACK_FLAG_BITMASK_READ_ONLY set for read-only memory. dtype and
+        shape come from the buffer's attributes (uint8, one dimension,
+        otherwise). copy=True and a dl_device other than __dlpack_device__()
+        raise BufferError (memd never copies). stream: None for host memory;
+        for GPU memory the consumer's stream is accepted and nothing is
+        synchronised, because memd memory has no work pending on this
+        process's streams (a daemon copy is complete once its Transfer.wait()
+        returns)."""
+        return self._dlpack(stream=stream, max_version=max_version, dl_device=dl_device,
+                            copy=copy)
+
+    def _dlpack(self, dtype: Any = None, shape: Any = None, max_version: Any = None, *,
+                stream: Any = None, dl_device: Any = None, copy: Any = None,
+                allow_read_only: bool = False) -> Any:
+        """__dlpack__ with an explicit dtype and shape (memd._arrays);
+        allow_read_only: a legacy capsule of read-only memory, for a consumer
+        that cannot take a versioned one and has been told not to write."""
+        self._check_usable()
+        name = self._name
+        if copy:
+            raise BufferError(f"buffer {name!r}: memd exports its shared memory itself and "
+                              "never a copy (copy=True); copy on the consumer's side")
+        own = self.__dlpack_device__()
+        if dl_device is not None and tuple(_pair(dl_device, "dl_device")) != own:
+            raise BufferError(f"buffer {name!r} lives on DLPack device {own}; exporting to "
+                              f"{dl_device} would need a copy")
+        if not self.is_device and stream is not None:
+            raise BufferError(f"buffer {name!r} is host memory: stream must be None")
+        versioned = max_version is not None and _pair(max_version, "max_version")[0] >= 1
+        readonly = self.readonly
+        if readonly and not versioned and not allow_read_only:
+            raise BufferError(
+                f"buffer {name!r} is read-only ("
+                f"{'sealed' if self._writable else 'a read lease'}), and a legacy DLPack "
+                "capsule cannot say so: its consumer could write through it. Use "
+                "np.asarray(buf), memoryview(buf) or buf.numpy(), buf.torch(), or pass "
+                "max_version=(1, 0) for a read-only versioned capsule")
+        layout = _layout.resolve(self.attrs, self._size, dtype, shape)
+        self._begin_view(not readonly)
+        # From here the capsule's deleter ends the view, also if this fails.
+        return _native.dlpack(self, self._address, own[0], own[1], layout.dtype.dl_code,
+                              layout.dtype.bits, tuple(layout.shape), readonly, versioned)
+
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """CUDA device buffers only (AttributeError otherwise): version 3,
+        shape and typestr from the attributes, data (pointer, readonly). It
+        carries no owner: keep the Buffer alive while the consumer uses it
+        (DLPack is safer)."""
+        if not self.is_device:
+            raise AttributeError(f"buffer {self._name!r} is host memory: it has no "
+                                 "__cuda_array_interface__ (use the buffer protocol or DLPack)")
+        if self._device_type != _capi.DL_CUDA:
+            raise AttributeError(f"buffer {self._name!r} is Level Zero GPU memory: it has no "
+                                 "__cuda_array_interface__ (use DLPack: kDLOneAPI)")
+        self._check_usable()
+        layout = _layout.resolve(self.attrs, self._size)
+        if layout.dtype.typestr is None:
+            raise ValueError(f"buffer {self._name!r}: dtype {layout.dtype.name} has no "
+                             "__cuda_array_interface__ typestr; use DLPack")
+        # stream None: no synchronisation needed (memd memory has no pending
+        # work on a stream of this process).
+        return {"shape": tuple(layout.shape), "typestr": layout.dtype.typestr,
+                "data": (self._address, self.readonly), "version": 3, "strides": None,
+                "stream": None}
+
+    def numpy(self, dtype: Any = None, shape: Any = None) -> Any:
+        """A zero-copy numpy array over a host buffer.
+
+        dtype/shape default to the buffer's attributes ("dtype", "shape"),
+        else uint8 over every byte; an explicit dtype without a shape reads
+        the whole buffer in one dimension. ValueError when the shape needs
+        more bytes than the buffer has or the attributes are malformed.
+        Read-only (not writeable) for read-only memory. The array keeps a
+        view, so the mapping outlives release()."""
+        return _arrays.numpy(self, dtype, shape)
+
+    def torch(self, dtype: Any = None, shape: Any = None, *, copy: bool = False) -> Any:
+        """A torch tensor over the buffer, zero-copy (ImportError without
+        torch). dtype/shape as numpy().
+
+        Read-only memory (a sealed buffer, a read lease) is shared zero-copy
+        too: that is how model weights are shared. torch has no read-only
+        tensors, so nothing stops a write through it, and the write does not
+        reach the buffer: memd maps read-only memory read-only, so on a GPU
+        the write faults this process's CUDA context (later CUDA calls in this
+        process fail) and in host memory it is a SIGSEGV that kills this
+        process. Other processes' data is never changed. Take copy=True for a
+        private writable copy (host or device)."""
+        return _arrays.torch(self, dtype, shape, copy)
+
+
+def _pair(value: Any, what: str) -> Tuple[int, int]:
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError(f"{what} must be a tuple of two ints")
+    return int(value[0]), int(value[1])

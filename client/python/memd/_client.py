@@ -1,0 +1,418 @@
+"""memd.Client, memd.connect and memd.Transfer over libmemd's memd_client
+and memd_transfer (memd/_capi.py)."""
+
+from __future__ import annotations
+
+import math
+import threading
+from ctypes import byref, c_int, c_void_p, pointer
+from typing import Any, List, Mapping, Optional
+
+from . import _capi, _records
+from ._buffer import Buffer
+from ._types import BufferInfo, DaemonStats, SessionInfo, TransferProgress, TrimmedPool, UidUsage
+
+_lib = _capi.lib
+
+
+def _milliseconds(seconds: Any, what: str) -> int:
+    """Whole milliseconds, rounded up (a 0.1 ms timeout still waits)."""
+    value = float(seconds)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, not {seconds!r}")
+    return math.ceil(value * 1000)
+
+
+def _size(nbytes: Any) -> int:
+    size = int(nbytes)
+    if size < 0:
+        raise _capi.error_for_code(3, f"size {size} is negative")
+    return size
+
+
+class _CreateOptions:
+    """memd_create_options, with the strings it points to kept alive."""
+
+    def __init__(self, location: str, mode: int, persistent: bool,
+                 attrs: Optional[Mapping[str, str]], populate: bool,
+                 existing_owner: Optional[int] = None) -> None:
+        self._keep = []
+        self.struct = _capi.CreateOptions()
+        self.struct.struct_size = _capi.ctypes.sizeof(_capi.CreateOptions)
+        self.struct.location = _capi.encode(location, "location")
+        self.struct.mode = int(mode)
+        self.struct.ephemeral = 0 if persistent else 1
+        self.struct.populate = 1 if populate else 0
+        self.struct.existing_owner = -1 if existing_owner is None else int(existing_owner)
+        if attrs:
+            array = (_capi.Attr * len(attrs))()
+            for i, (key, value) in enumerate(attrs.items()):
+                array[i].key = _capi.encode(key, "attribute key")
+                array[i].value = _capi.encode(value, f"attribute {key!r}")
+            self._keep.append(array)
+            self.struct.attrs = array
+            self.struct.attr_count = len(attrs)
+
+
+class Client:
+    """A connection to the local memd (memd.connect()).
+
+    Thread-safe. A context manager: leaving it closes the client; Buffers and
+    Transfers made through it stay valid. When the process exits the daemon
+    releases every lease it held. Every call raises memd.Error subclasses:
+    see memd.Error. Calls that wait (open with a timeout) release the GIL.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("connect with memd.connect() or memd.Client.connect()")
+
+    @staticmethod
+    def connect(socket_dir: Optional[str] = None, *, call_timeout: Optional[float] = None,
+                mapping_cache_bytes: Optional[int] = None,
+                daemon_uid: Optional[int] = None) -> "Client":
+        """Connects to the local memd and returns a Client.
+
+        socket_dir: None for $MEMD_SOCKET_DIR, else /run/memd for root, else
+        $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID. call_timeout: seconds each
+        call that does not wait for a seal may take (default 30).
+        mapping_cache_bytes: read-only mappings kept after their last Buffer
+        is released, for a fast reopen (default 256 MiB; 0 unmaps at once).
+        daemon_uid: the uid the daemon must run as (default: $MEMD_DAEMON_UID,
+        else the trusted ones libmemd knows).
+
+        Raises UnavailableError (no daemon there), PermissionDeniedError (the
+        socket's mode, or an untrusted socket directory or daemon), ..."""
+        options = _capi.ConnectOptions()
+        options.struct_size = _capi.ctypes.sizeof(_capi.ConnectOptions)
+        options.socket_dir = None if socket_dir is None else _capi.encode(socket_dir,
+                                                                          "socket_dir")
+        options.call_timeout_ms = (30000 if call_timeout is None
+                                   else _milliseconds(call_timeout, "call_timeout"))
+        options.mapping_cache_bytes = (256 << 20 if mapping_cache_bytes is None
+                                       else int(mapping_cache_bytes))
+        options.daemon_uid = -1 if daemon_uid is None else int(daemon_uid)
+        handle = _capi.ClientP()
+        _capi.call(_lib.memd_connect, byref(options), byref(handle))
+        client = object.__new__(Client)
+        client._handle = handle
+        client._lock = threading.Lock()
+        client._calls = 0  # In flight: close() waits for the last to end.
+        client._closed = False
+        client._socket_dir = _capi.text(_lib.memd_client_socket_dir(handle))
+        return client
+
+    # ---- One call at a time may not close the client under another ----
+
+    def _enter(self) -> _capi.ClientP:
+        with self._lock:
+            if self._closed:
+                raise ValueError("this memd.Client is closed")
+            self._calls += 1
+            return self._handle
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._calls -= 1
+            handle = self._handle if self._closed and self._calls == 0 else None
+            if handle is not None:
+                self._handle = None
+        if handle is not None:
+            _lib.memd_client_close(handle)
+
+    def _call(self, function: Any, *args: Any) -> None:
+        handle = self._enter()
+        try:
+            _capi.call(function, handle, *args)
+        finally:
+            self._exit()
+
+    def _json(self, function: Any, *args: Any) -> Any:
+        handle = self._enter()
+        try:
+            return _capi.call_json(function, handle, *args)
+        finally:
+            self._exit()
+
+    def _buffer(self, function: Any, *args: Any) -> Buffer:
+        handle = self._enter()
+        buffer = _capi.BufferP()
+        try:
+            _capi.call(function, handle, *args, byref(buffer))
+        finally:
+            self._exit()
+        return Buffer._wrap(buffer)
+
+    # ---- Names and leases ----
+
+    def create(self, name: str, nbytes: int, *, location: str = "host", mode: int = 0o600,
+               persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
+               populate: bool = False) -> Buffer:
+        """Creates a buffer and returns a writable lease on it (not sealed yet).
+
+        location: "host", "pinned" or "device:N". mode: permission bits like a
+        file's (0o600 owner only, 0o640 group may read, 0o666 everyone).
+        persistent=False: the buffer goes with its last lease even once sealed
+        (a buffer never sealed goes with its last lease either way). attrs: up
+        to 16 str -> str attributes for readers ("dtype", "shape", "layout" are
+        read by Buffer.numpy/torch/__dlpack__). populate: map every page now.
+        Raises AlreadyExistsError, InvalidArgumentError (name, size, mode,
+        location, attrs), ResourceExhaustedError (pool, quota)."""
+        options = _CreateOptions(location, mode, persistent, attrs, populate)
+        return self._buffer(_lib.memd_create, _capi.encode(name, "name"), _size(nbytes),
+                            byref(options.struct))
+
+    def create_array(self, name: str, shape: Any, dtype: Any, **kwargs: Any) -> Buffer:
+        """create_array(name, shape, dtype, **create_kwargs) -> Buffer
+
+        Creates a buffer sized for an array of `shape` and `dtype` (a numpy
+        dtype or its name, "bfloat16" too) and sets its "dtype" and "shape"
+        attributes (over any given in attrs), so that numpy(), torch() and
+        __dlpack__ read it as that array. Other keyword arguments as
+        create()."""
+        from . import _arrays
+        return _arrays.create_array(self, name, shape, dtype, **kwargs)
+
+    def open(self, name: str, *, timeout: Optional[float] = None, writable: bool = False,
+             owner: Optional[int] = None, populate: bool = False) -> Buffer:
+        """Opens a buffer by name.
+
+        Read-only (the default) opens sealed buffers, waiting up to `timeout`
+        seconds for the name to exist and be sealed (None or 0: fail at once);
+        writable=True joins a buffer still being written. owner: the uid that
+        must own the buffer (PermissionDeniedError otherwise) - a consumer
+        that trusts one producer says which. Raises NotFoundError,
+        DeadlineExceededError (the wait ran out), PermissionDeniedError,
+        FailedPreconditionError."""
+        options = _capi.OpenOptions(
+            _capi.OPEN_OPTIONS_SIZE, 1 if writable else 0,
+            0 if timeout is None else _milliseconds(timeout, "timeout"),
+            1 if populate else 0, -1 if owner is None else int(owner))
+        return self._buffer(_lib.memd_open, _capi.encode(name, "name"), byref(options))
+
+    def open_or_create(self, name: str, nbytes: int, *, timeout: Optional[float] = None,
+                       owner: Optional[int] = None, location: str = "host",
+                       mode: int = 0o600, persistent: bool = True,
+                       attrs: Optional[Mapping[str, str]] = None,
+                       populate: bool = False) -> Buffer:
+        """Creates the buffer if the name is free (writable lease, .created
+        True), else opens it read-only, waiting up to `timeout` seconds for
+        its seal (and only if `owner`, when given, owns it). Other arguments
+        as create()."""
+        options = _CreateOptions(location, mode, persistent, attrs, populate, owner)
+        wait = 0 if timeout is None else _milliseconds(timeout, "timeout")
+        return self._buffer(_lib.memd_open_or_create, _capi.encode(name, "name"),
+                            _size(nbytes), byref(options.struct), wait)
+
+    def unlink(self, name: str) -> None:
+        """Removes the name; leased memory lives until its last lease ends."""
+        self._call(_lib.memd_unlink, _capi.encode(name, "name"))
+
+    # ---- Queries ----
+
+    def stat(self, name: str) -> BufferInfo:
+        """A fresh BufferInfo."""
+        info = pointer(_capi.BufferInfo())
+        self._call(_lib.memd_stat, _capi.encode(name, "name"), byref(info))
+        try:
+            return _records.buffer_info(info.contents)
+        finally:
+            _lib.memd_buffer_info_free(info)
+
+    def list(self, prefix: str = "") -> List[BufferInfo]:
+        """BufferInfo of the buffers this user may read, by name."""
+        found = pointer(_capi.BufferList())
+        self._call(_lib.memd_list, _capi.encode(prefix, "prefix"), byref(found))
+        try:
+            listing = found.contents
+            return [_records.buffer_info(listing.items[i]) for i in range(listing.count)]
+        finally:
+            _lib.memd_buffer_list_free(found)
+
+    def stats(self) -> DaemonStats:
+        """DaemonStats: pools, devices, transfers..."""
+        return _records.daemon_stats(self._json(_lib.memd_stats_json))
+
+    def sessions(self) -> List[SessionInfo]:
+        """SessionInfo of the daemon's sessions."""
+        return _records.sessions(self._json(_lib.memd_sessions_json))
+
+    def usage(self) -> List[UidUsage]:
+        """UidUsage per uid and location, against the uid quota."""
+        return _records.usage(self._json(_lib.memd_usage_json))
+
+    def trim(self, location: str = "") -> List[TrimmedPool]:
+        """Gives idle pool memory back to the system (root or the daemon's
+        user only)."""
+        return _records.trimmed(self._json(_lib.memd_trim_json,
+                                           _capi.encode(location, "location")))
+
+    def ping(self) -> None:
+        """One round trip to the daemon."""
+        self._call(_lib.memd_ping)
+
+    def cuda_device(self, location: str) -> int:
+        """This process's CUDA ordinal for memd's "device:N" (they differ under
+        CUDA_VISIBLE_DEVICES)."""
+        ordinal = c_int()
+        self._call(_lib.memd_cuda_device, _capi.encode(location, "location"), byref(ordinal))
+        return ordinal.value
+
+    def device_location(self, cuda_device: int) -> str:
+        """memd's "device:N" for this process's CUDA device."""
+        text = c_void_p()
+        self._call(_lib.memd_device_location, int(cuda_device), byref(text))
+        return _capi.take_string(text)
+
+    # ---- Copies ----
+
+    def copy(self, src: Buffer, dst: Buffer, *, src_offset: int = 0, dst_offset: int = 0,
+             length: Optional[int] = None, priority: str = "normal",
+             deadline: Optional[float] = None, chunk_bytes: int = 0) -> "Transfer":
+        """Copies src to dst (Buffers this process holds; dst writable, not
+        sealed) in the daemon - host to device, device to host, device to
+        device, host to host - and returns a Transfer at once.
+
+        length: bytes of each range (None: each range runs from its offset to
+        the end of its buffer, and the two must be as long). priority:
+        "critical", "normal" or "background". deadline: an absolute
+        time.time() value by which the copy must be done
+        (DeadlineExceededError otherwise). chunk_bytes: 0 for the daemon's
+        default. Raises InvalidArgumentError, FailedPreconditionError,
+        NotFoundError, ResourceExhaustedError before anything moves."""
+        if priority not in _capi.PRIORITIES:
+            raise ValueError(f"priority {priority!r} is not 'critical', 'normal' or "
+                             "'background'")
+        options = _capi.CopyOptions()
+        options.struct_size = _capi.ctypes.sizeof(_capi.CopyOptions)
+        options.priority = _capi.PRIORITIES[priority]
+        if deadline is not None:
+            at = float(deadline)
+            if not math.isfinite(at):
+                raise ValueError("deadline must be finite")
+            options.deadline_unix_ns = max(1, int(at * 1e9))
+        options.chunk_bytes = int(chunk_bytes)
+        transfer = _capi.TransferP()
+        # Both leases stay alive (and unused by other threads) for the call;
+        # locks in a fixed order, so two crossing copies cannot deadlock.
+        uses = [Buffer._Use(src)] + ([] if dst is src else [Buffer._Use(dst)])
+        try:
+            ordered = sorted(uses, key=lambda use: id(use.buffer))
+            handles = {}
+            for use in ordered:
+                handles[id(use.buffer)] = use.__enter__()
+            try:
+                self._call(_lib.memd_copy, handles[id(src)], int(src_offset),
+                           handles[id(dst)], int(dst_offset),
+                           _capi.TO_END if length is None else int(length), byref(options),
+                           byref(transfer))
+            finally:
+                for use in reversed(ordered):
+                    use.buffer._lease_lock.release()
+        finally:
+            for use in uses:
+                use.buffer._release_view(False)
+        return Transfer(transfer)
+
+    # ---- The connection ----
+
+    @property
+    def socket_dir(self) -> str:
+        return self._socket_dir
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def session_id(self) -> int:
+        """This connection's session id (0 when the daemon is unreachable)."""
+        handle = self._enter()
+        try:
+            return _lib.memd_client_session_id(handle)
+        finally:
+            self._exit()
+
+    def close(self) -> None:
+        """Closes the connection; idempotent. Buffers and Transfers stay
+        valid."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            handle = self._handle if self._calls == 0 else None
+            if handle is not None:
+                self._handle = None
+        if handle is not None:
+            _lib.memd_client_close(handle)
+
+    def __del__(self) -> None:
+        if getattr(self, "_lock", None) is not None and _capi.lib is not None:
+            self.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        return f"<memd.Client socket_dir={self._socket_dir!r}{' closed' if self._closed else ''}>"
+
+
+def connect(socket_dir: Optional[str] = None, *, call_timeout: Optional[float] = None,
+            mapping_cache_bytes: Optional[int] = None,
+            daemon_uid: Optional[int] = None) -> Client:
+    return Client.connect(socket_dir, call_timeout=call_timeout,
+                          mapping_cache_bytes=mapping_cache_bytes, daemon_uid=daemon_uid)
+
+
+connect.__doc__ = Client.connect.__doc__
+
+
+class Transfer:
+    """A copy the daemon runs (Client.copy).
+
+    The daemon moves the bytes whether or not anyone waits; dropping this
+    object leaves the copy running. The daemon forgets a session's transfers
+    when the session ends. Thread-safe (calls take turns)."""
+
+    def __init__(self, handle: _capi.TransferP) -> None:
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._id = _lib.memd_transfer_id(handle)
+
+    @property
+    def id(self) -> int:
+        return self._id
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Waits until the copy ends (None: however long it takes) and returns
+        None if it succeeded; raises how it ended otherwise: CancelledError,
+        DeadlineExceededError (its deadline, a stall, or this wait's timeout,
+        after which the copy goes on: progress().finished is False), or the
+        driver's error."""
+        wait_ms = -1 if timeout is None else _milliseconds(timeout, "timeout")
+        with self._lock:
+            _capi.call(_lib.memd_transfer_wait, self._handle, wait_ms)
+
+    def progress(self) -> TransferProgress:
+        """A TransferProgress: state, bytes done, path, error..."""
+        with self._lock:
+            return _records.progress(_capi.call_json(_lib.memd_transfer_progress_json,
+                                                     self._handle))
+
+    def cancel(self) -> None:
+        """Stops at the next chunk boundary; wait() then raises
+        CancelledError. Cancelling a finished copy changes nothing."""
+        with self._lock:
+            _capi.call(_lib.memd_transfer_cancel, self._handle)
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle is not None and _capi.lib is not None:
+            self._handle = None
+            _capi.lib.memd_transfer_free(handle)
+
+    def __repr__(self) -> str:
+        return f"<memd.Transfer id={self._id}>"

@@ -1,0 +1,89 @@
+"""libmemd's answers as memd's dataclasses (memd/_types.py): BufferInfo from
+the C struct, the reports (stats, sessions, usage, trim, transfer progress)
+from the JSON documents the C API returns (memctl --json's fields)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List
+
+from . import _capi
+from ._errors import error_for_code
+from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, PoolStats,
+                     SessionInfo, SizeClassStats, TransferProgress, TransferStats, TrimmedPool,
+                     UidUsage)
+
+
+def _make(cls: Any, fields: Dict[str, Any]) -> Any:
+    """cls(**fields), without the fields a newer libmemd added that this
+    package does not know yet."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in fields.items() if k in known})
+
+
+def seconds(unix_ns: int) -> float:
+    return unix_ns / 1e9
+
+
+def buffer_info(info: _capi.BufferInfo) -> BufferInfo:
+    return BufferInfo(
+        name=_capi.text(info.name), id=info.id, size=info.size,
+        location=_capi.text(info.location), owner_uid=info.owner_uid,
+        owner_gid=info.owner_gid, mode=info.mode,
+        state="sealed" if info.sealed else "creating", persistent=not info.ephemeral,
+        lease_count=info.lease_count, unlinked=bool(info.unlinked),
+        created=seconds(info.created_unix_ns),
+        sealed=seconds(info.sealed_unix_ns) if info.sealed else None,
+        creator_pid=info.creator_pid, attrs=_capi.attrs_of(info))
+
+
+def _pool(json: Dict[str, Any]) -> PoolStats:
+    fields = {k: v for k, v in json.items() if k != "size_classes"}
+    classes = tuple(_make(SizeClassStats, c) for c in json.get("size_classes", ()))
+    return _make(PoolStats, dict(fields, size_classes=classes))
+
+
+def _durability(json: Dict[str, Any]) -> DurabilityStats:
+    fields = dict(json)
+    recovered_unix_ns = fields.pop("recovered_unix_ns", 0)
+    fields["recovered_at"] = seconds(recovered_unix_ns) if fields.get("recovered") else 0.0
+    fields["recovery"] = seconds(fields.pop("recovery_ns", 0))
+    return _make(DurabilityStats, fields)
+
+
+def daemon_stats(json: Dict[str, Any]) -> DaemonStats:
+    return DaemonStats(
+        version=json["version"], backend=json["backend"],
+        pools=tuple(_pool(p) for p in json["pools"]), buffers=json["buffers"],
+        sessions=json["sessions"], leases=json["leases"],
+        metrics_address=json["metrics_address"], started=seconds(json["started_unix_ns"]),
+        devices=tuple(_make(DeviceInfo, d) for d in json["devices"]), waits=json["waits"],
+        transfers=_make(TransferStats, json["transfers"]), daemon_wide=json["daemon_wide"],
+        durability=_durability(json["durability"]))
+
+
+def sessions(json: List[Dict[str, Any]]) -> List[SessionInfo]:
+    out = []
+    for s in json:
+        fields = dict(s)
+        fields["started"] = seconds(fields.pop("started_unix_ns"))
+        out.append(_make(SessionInfo, fields))
+    return out
+
+
+def usage(json: List[Dict[str, Any]]) -> List[UidUsage]:
+    return [_make(UidUsage, u) for u in json]
+
+
+def trimmed(json: List[Dict[str, Any]]) -> List[TrimmedPool]:
+    return [_make(TrimmedPool, t) for t in json]
+
+
+def progress(json: Dict[str, Any]) -> TransferProgress:
+    code = json["error_code"]
+    return TransferProgress(
+        id=json["id"], state=json["state"], bytes_done=json["bytes_done"],
+        bytes_total=json["bytes_total"], direction=json["direction"], path=json["path"],
+        device=json["device"], retries=json["retries"],
+        error=error_for_code(code, json["error_message"]) if code else None,
+        elapsed=seconds(json["elapsed_ns"]))
