@@ -45,44 +45,51 @@ class Buffer(_native.Exportable):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("memd.Buffer objects come from Client.create, open and open_or_create")
 
+    # The lease's facts libmemd knows without asking the daemon, read from it
+    # once, on first use (a wrap right after the RPC stays cheap).
+    __slots__ = ("_handle", "_lock", "_views", "_writable_views", "_released", "_sealing",
+                 "_name", "_sealed", "_info", "_facts", "_size", "__weakref__")
+
     @classmethod
-    def _wrap(cls, handle: _capi.BufferP) -> "Buffer":
-        lib = _capi.lib
+    def _wrap(cls, handle: _capi.BufferP, name: str, sealed: Optional[bool]) -> "Buffer":
+        """A Buffer for a lease libmemd just granted on `name`; sealed: what
+        the call implies (a read lease is of a sealed buffer), None when it
+        does not say."""
         self = cls.__new__(cls)
         self._handle = handle                # None once the lease ended.
-        # Guards the counters and flags below (held briefly, never across a
-        # call into libmemd).
-        self._state = threading.Lock()
-        # Held across calls that use the lease (seal, info, copy, release):
-        # memd_buffer is for one thread at a time.
-        self._lease_lock = threading.Lock()
+        # Guards the counters and flags below, and the lease across the calls
+        # that use it (seal, info, copy, release: memd_buffer is for one
+        # thread at a time). Never held while waiting for anything else.
+        self._lock = threading.Lock()
         self._views = 0                      # Live views, calls in flight included.
         self._writable_views = 0
         self._released = False
         self._sealing = False
-        info = lib.memd_buffer_get_info(handle).contents
-        self._name = _capi.text(info.name)
-        self._size = info.size
-        self._sealed = bool(info.sealed)
+        self._name = name
+        self._sealed = sealed
         self._info: Optional[BufferInfo] = None
-        self._writable = bool(lib.memd_buffer_writable(handle))
-        self._device_type = lib.memd_buffer_device_type(handle)
-        if self._device_type == _capi.DL_CPU:
-            self._device = -1
-            self._address = (lib.memd_buffer_mutable_data(handle) if self._writable
-                             else lib.memd_buffer_data(handle)) or 0
-        else:
-            self._device = lib.memd_buffer_device(handle)
-            self._address = lib.memd_buffer_device_pointer(handle)
+        self._facts: Optional[_Facts] = None
+        self._size: Optional[int] = None  # Kept when the lease ends unread.
         return self
 
     def __del__(self) -> None:
         # Views hold a reference to this object, so none is alive here.
-        handle = getattr(self, "_handle", None)
+        handle = self._handle
         lib = _capi.lib
         if handle is not None and lib is not None:
             self._handle = None
             lib.memd_buffer_release(handle, None)
+
+    def _known(self) -> "_Facts":
+        facts = self._facts
+        if facts is None:
+            with self._lock:
+                if self._facts is None:
+                    if self._handle is None:
+                        raise ValueError(f"buffer {self._name!r} is released")
+                    self._facts = _Facts(self._handle)
+                facts = self._facts
+        return facts
 
     # ---- What the lease says ----
 
@@ -93,7 +100,8 @@ class Buffer(_native.Exportable):
     @property
     def size(self) -> int:
         """Bytes, as created."""
-        return self._size
+        size = self._size
+        return size if size is not None else self._known().size
 
     @property
     def location(self) -> str:
@@ -104,17 +112,20 @@ class Buffer(_native.Exportable):
     def writable(self) -> bool:
         """Whether this is a read-write lease (from create, or
         open(writable=True) of a buffer being written)."""
-        return self._writable
+        return self._known().writable
 
     @property
     def readonly(self) -> bool:
         """Whether views of it are read-only now: a read lease, or a sealed
         buffer (or one being sealed)."""
-        return not self._writable or self._sealed or self._sealing
+        return not self._known().writable or self.sealed or self._sealing
 
     @property
     def sealed(self) -> bool:
-        return self._sealed
+        sealed = self._sealed
+        if sealed is None:
+            sealed = self._sealed = self.info.state == "sealed"
+        return sealed
 
     @property
     def released(self) -> bool:
@@ -123,11 +134,11 @@ class Buffer(_native.Exportable):
     @property
     def created(self) -> bool:
         """open_or_create: whether this call created the buffer."""
-        return self._lease_value(_capi.lib.memd_buffer_created, False)
+        return self._known().created
 
     @property
     def lease_id(self) -> int:
-        return self._lease_value(_capi.lib.memd_buffer_lease_id, 0)
+        return self._known().lease_id
 
     @property
     def attrs(self) -> Dict[str, str]:
@@ -140,7 +151,7 @@ class Buffer(_native.Exportable):
         Client.stat() is fresh."""
         info = self._info
         if info is None:
-            with self._lease_lock:
+            with self._lock:
                 if self._info is None and self._handle is not None:
                     self._info = _records.buffer_info(
                         _capi.lib.memd_buffer_get_info(self._handle).contents)
@@ -153,21 +164,18 @@ class Buffer(_native.Exportable):
     def device(self) -> int:
         """This process's CUDA (or Level Zero) ordinal of a device buffer's
         GPU, -1 for host memory."""
-        return self._device
+        return self._known().device
 
     @property
     def device_pointer(self) -> int:
         """A device buffer's address in this process's GPU address space
         (a CUdeviceptr), 0 for host memory."""
-        return self._address if self._device_type != _capi.DL_CPU else 0
+        facts = self._known()
+        return facts.address if facts.device_type != _capi.DL_CPU else 0
 
     @property
     def is_device(self) -> bool:
-        return self._device_type != _capi.DL_CPU
-
-    def _lease_value(self, getter: Any, default: Any) -> Any:
-        with self._lease_lock:
-            return default if self._handle is None else type(default)(getter(self._handle))
+        return self._known().device_type != _capi.DL_CPU
 
     # ---- Views: what keeps the lease ----
 
@@ -176,7 +184,7 @@ class Buffer(_native.Exportable):
             raise ValueError(f"buffer {self._name!r} is released")
 
     def _begin_view(self, writable: bool) -> None:
-        with self._state:
+        with self._lock:
             self._views += 1
             if writable:
                 self._writable_views += 1
@@ -185,7 +193,7 @@ class Buffer(_native.Exportable):
         """A view was let go (buffer protocol, DLPack deleter, a call that
         used the lease). The last one after release() ends the lease; its
         errors are dropped, as __del__ drops them."""
-        with self._state:
+        with self._lock:
             self._views -= 1
             if writable:
                 self._writable_views -= 1
@@ -207,10 +215,11 @@ class Buffer(_native.Exportable):
         readonly = self.readonly
         if readonly and want_writable:
             raise BufferError(f"buffer {self._name!r} is read-only here (" +
-                              ("sealed: its contents are final" if self._writable
+                              ("sealed: its contents are final" if self.writable
                                else "a read lease") + ")")
+        facts = self._known()
         self._begin_view(not readonly)
-        return self._address, self._size, readonly
+        return facts.address, facts.size, readonly
 
     class _Use:
         """A call that uses the lease counts as a read-only view, so that a
@@ -223,18 +232,26 @@ class Buffer(_native.Exportable):
             self.buffer = buffer
 
         def __enter__(self) -> _capi.BufferP:
-            self.buffer._lease_lock.acquire()
+            self.buffer._lock.acquire()
             return self.buffer._handle
 
         def __exit__(self, *exc: Any) -> None:
-            self.buffer._lease_lock.release()
+            self.buffer._lock.release()
             self.buffer._release_view(False)
 
+    def _take_handle(self) -> Optional[_capi.BufferP]:
+        """The lease's handle, taken for ending it (with _lock held and no
+        view alive, so no call is using it)."""
+        handle, self._handle = self._handle, None
+        if handle is not None and self._facts is None:
+            self._size = _capi.lib.memd_buffer_size(handle)  # size stays readable.
+        return handle
+
     def _end_lease(self) -> None:
-        with self._lease_lock:
-            handle, self._handle = self._handle, None
-            if handle is not None:
-                _capi.call(_capi.lib.memd_buffer_release, handle)
+        with self._lock:
+            handle = self._take_handle()
+        if handle is not None:
+            _capi.call(_capi.lib.memd_buffer_release, handle)
 
     # ---- Calls ----
 
@@ -243,7 +260,7 @@ class Buffer(_native.Exportable):
         while writable views (memoryviews, arrays, DLPack exports) are alive;
         FailedPreconditionError for a read lease or a second seal."""
         self._check_usable()
-        with self._state:
+        with self._lock:
             writable_views = self._writable_views
             if writable_views == 0:
                 self._sealing = True  # Views handed out meanwhile are read-only.
@@ -263,13 +280,13 @@ class Buffer(_native.Exportable):
     def release(self) -> None:
         """Ends the lease; idempotent. With views alive, the lease and mapping
         end with the last view (the Buffer counts as released at once)."""
-        with self._state:
+        with self._lock:
             if self._released:
                 return
             self._released = True
-            end = self._views == 0
-        if end:
-            self._end_lease()
+            handle = None if self._views else self._take_handle()
+        if handle is not None:
+            _capi.call(_capi.lib.memd_buffer_release, handle)
 
     close = release
 
@@ -281,9 +298,15 @@ class Buffer(_native.Exportable):
         return False
 
     def __repr__(self) -> str:
-        location = self._info.location if self._info else ("device" if self.is_device else "host")
-        return (f"<memd.Buffer {self._name!r} {self._size} bytes {location}"
-                f"{' read-write' if self._writable else ' read-only'}"
+        facts = self._facts
+        if facts is None and not self._released:
+            facts = self._known()
+        if facts is None:
+            return f"<memd.Buffer {self._name!r} released>"
+        location = self._info.location if self._info else (
+            "host" if facts.device_type == _capi.DL_CPU else f"GPU {facts.device}")
+        return (f"<memd.Buffer {self._name!r} {facts.size} bytes {location}"
+                f"{' read-write' if facts.writable else ' read-only'}"
                 f"{' sealed' if self._sealed else ''}{' released' if self._released else ''}>")
 
     def __reduce__(self) -> Any:
@@ -295,9 +318,10 @@ class Buffer(_native.Exportable):
     def __dlpack_device__(self) -> Tuple[int, int]:
         """(kDLCPU=1, 0) for host memory, (kDLCUDA=2, device) for CUDA GPU
         memory, (kDLOneAPI=14, device) for Level Zero GPU memory."""
-        if self._device_type == _capi.DL_CPU:
+        facts = self._known()
+        if facts.device_type == _capi.DL_CPU:
             return (_capi.DL_CPU, 0)
-        return (self._device_type, self._device)
+        return (facts.device_type, facts.device)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
@@ -340,14 +364,14 @@ class Buffer(_native.Exportable):
         if readonly and not versioned and not allow_read_only:
             raise BufferError(
                 f"buffer {name!r} is read-only ("
-                f"{'sealed' if self._writable else 'a read lease'}), and a legacy DLPack "
+                f"{'sealed' if self.writable else 'a read lease'}), and a legacy DLPack "
                 "capsule cannot say so: its consumer could write through it. Use "
                 "np.asarray(buf), memoryview(buf) or buf.numpy(), buf.torch(), or pass "
                 "max_version=(1, 0) for a read-only versioned capsule")
-        layout = _layout.resolve(self.attrs, self._size, dtype, shape)
+        layout = _layout.resolve(self.attrs, self.size, dtype, shape)
         self._begin_view(not readonly)
         # From here the capsule's deleter ends the view, also if this fails.
-        return _native.dlpack(self, self._address, own[0], own[1], layout.dtype.dl_code,
+        return _native.dlpack(self, self._known().address, own[0], own[1], layout.dtype.dl_code,
                               layout.dtype.bits, tuple(layout.shape), readonly, versioned)
 
     @property
@@ -359,18 +383,18 @@ class Buffer(_native.Exportable):
         if not self.is_device:
             raise AttributeError(f"buffer {self._name!r} is host memory: it has no "
                                  "__cuda_array_interface__ (use the buffer protocol or DLPack)")
-        if self._device_type != _capi.DL_CUDA:
+        if self._known().device_type != _capi.DL_CUDA:
             raise AttributeError(f"buffer {self._name!r} is Level Zero GPU memory: it has no "
                                  "__cuda_array_interface__ (use DLPack: kDLOneAPI)")
         self._check_usable()
-        layout = _layout.resolve(self.attrs, self._size)
+        layout = _layout.resolve(self.attrs, self.size)
         if layout.dtype.typestr is None:
             raise ValueError(f"buffer {self._name!r}: dtype {layout.dtype.name} has no "
                              "__cuda_array_interface__ typestr; use DLPack")
         # stream None: no synchronisation needed (memd memory has no pending
         # work on a stream of this process).
         return {"shape": tuple(layout.shape), "typestr": layout.dtype.typestr,
-                "data": (self._address, self.readonly), "version": 3, "strides": None,
+                "data": (self._known().address, self.readonly), "version": 3, "strides": None,
                 "stream": None}
 
     def numpy(self, dtype: Any = None, shape: Any = None) -> Any:
@@ -397,6 +421,28 @@ class Buffer(_native.Exportable):
         process. Other processes' data is never changed. Take copy=True for a
         private writable copy (host or device)."""
         return _arrays.torch(self, dtype, shape, copy)
+
+
+class _Facts:
+    """What libmemd knows of a lease without asking the daemon; stable while
+    the lease lives (read under Buffer._lock, with the handle alive)."""
+
+    __slots__ = ("size", "writable", "created", "lease_id", "device_type", "device", "address")
+
+    def __init__(self, handle: _capi.BufferP) -> None:
+        lib = _capi.lib
+        self.size = lib.memd_buffer_size(handle)
+        self.writable = bool(lib.memd_buffer_writable(handle))
+        self.created = bool(lib.memd_buffer_created(handle))
+        self.lease_id = lib.memd_buffer_lease_id(handle)
+        self.device_type = lib.memd_buffer_device_type(handle)
+        if self.device_type == _capi.DL_CPU:
+            self.device = -1
+            self.address = (lib.memd_buffer_mutable_data(handle) if self.writable
+                            else lib.memd_buffer_data(handle)) or 0
+        else:
+            self.device = lib.memd_buffer_device(handle)
+            self.address = lib.memd_buffer_device_pointer(handle)
 
 
 def _pair(value: Any, what: str) -> Tuple[int, int]:

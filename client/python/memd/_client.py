@@ -54,6 +54,25 @@ class _CreateOptions:
             self.struct.attr_count = len(attrs)
 
 
+class _Session:
+    """Owns a memd_client. Calls hold a reference while they run, so the
+    last of Client.close() and the calls in flight ends the session
+    (CPython frees an object when its last reference goes)."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: _capi.ClientP) -> None:
+        self.handle = handle
+
+    def __del__(self) -> None:
+        if _capi.lib is not None:
+            _capi.lib.memd_client_close(self.handle)
+
+
+# memd_open's options when every argument is left at its default.
+_DEFAULT_OPEN = _capi.OpenOptions(_capi.OPEN_OPTIONS_SIZE, 0, 0, 0, -1)
+
+
 class Client:
     """A connection to the local memd (memd.connect()).
 
@@ -94,53 +113,38 @@ class Client:
         handle = _capi.ClientP()
         _capi.call(_lib.memd_connect, byref(options), byref(handle))
         client = object.__new__(Client)
-        client._handle = handle
-        client._lock = threading.Lock()
-        client._calls = 0  # In flight: close() waits for the last to end.
-        client._closed = False
+        client._session = _Session(handle)
         client._socket_dir = _capi.text(_lib.memd_client_socket_dir(handle))
         return client
 
-    # ---- One call at a time may not close the client under another ----
+    # ---- A call in flight holds the session, so close() never ends it under
+    # ---- the call: the session ends when its last reference goes.
 
-    def _enter(self) -> _capi.ClientP:
-        with self._lock:
-            if self._closed:
-                raise ValueError("this memd.Client is closed")
-            self._calls += 1
-            return self._handle
-
-    def _exit(self) -> None:
-        with self._lock:
-            self._calls -= 1
-            handle = self._handle if self._closed and self._calls == 0 else None
-            if handle is not None:
-                self._handle = None
-        if handle is not None:
-            _lib.memd_client_close(handle)
+    def _handle(self) -> _capi.ClientP:
+        session = self._session
+        if session is None:
+            raise ValueError("this memd.Client is closed")
+        return session.handle
 
     def _call(self, function: Any, *args: Any) -> None:
-        handle = self._enter()
-        try:
-            _capi.call(function, handle, *args)
-        finally:
-            self._exit()
+        session = self._session
+        if session is None:
+            raise ValueError("this memd.Client is closed")
+        _capi.call(function, session.handle, *args)
 
     def _json(self, function: Any, *args: Any) -> Any:
-        handle = self._enter()
-        try:
-            return _capi.call_json(function, handle, *args)
-        finally:
-            self._exit()
+        session = self._session
+        if session is None:
+            raise ValueError("this memd.Client is closed")
+        return _capi.call_json(function, session.handle, *args)
 
-    def _buffer(self, function: Any, *args: Any) -> Buffer:
-        handle = self._enter()
+    def _buffer(self, function: Any, name: str, sealed: Optional[bool], *args: Any) -> Buffer:
+        session = self._session
+        if session is None:
+            raise ValueError("this memd.Client is closed")
         buffer = _capi.BufferP()
-        try:
-            _capi.call(function, handle, *args, byref(buffer))
-        finally:
-            self._exit()
-        return Buffer._wrap(buffer)
+        _capi.call(function, session.handle, _capi.encode(name, "name"), *args, byref(buffer))
+        return Buffer._wrap(buffer, name, sealed)
 
     # ---- Names and leases ----
 
@@ -158,8 +162,7 @@ class Client:
         Raises AlreadyExistsError, InvalidArgumentError (name, size, mode,
         location, attrs), ResourceExhaustedError (pool, quota)."""
         options = _CreateOptions(location, mode, persistent, attrs, populate)
-        return self._buffer(_lib.memd_create, _capi.encode(name, "name"), _size(nbytes),
-                            byref(options.struct))
+        return self._buffer(_lib.memd_create, name, False, _size(nbytes), byref(options.struct))
 
     def create_array(self, name: str, shape: Any, dtype: Any, **kwargs: Any) -> Buffer:
         """create_array(name, shape, dtype, **create_kwargs) -> Buffer
@@ -183,11 +186,15 @@ class Client:
         that trusts one producer says which. Raises NotFoundError,
         DeadlineExceededError (the wait ran out), PermissionDeniedError,
         FailedPreconditionError."""
-        options = _capi.OpenOptions(
-            _capi.OPEN_OPTIONS_SIZE, 1 if writable else 0,
-            0 if timeout is None else _milliseconds(timeout, "timeout"),
-            1 if populate else 0, -1 if owner is None else int(owner))
-        return self._buffer(_lib.memd_open, _capi.encode(name, "name"), byref(options))
+        if timeout is None and not writable and owner is None and not populate:
+            options = _DEFAULT_OPEN  # The common case, without building a struct.
+        else:
+            options = _capi.OpenOptions(
+                _capi.OPEN_OPTIONS_SIZE, 1 if writable else 0,
+                0 if timeout is None else _milliseconds(timeout, "timeout"),
+                1 if populate else 0, -1 if owner is None else int(owner))
+        # A read lease is of a sealed buffer; a writable one of an unsealed one.
+        return self._buffer(_lib.memd_open, name, not writable, byref(options))
 
     def open_or_create(self, name: str, nbytes: int, *, timeout: Optional[float] = None,
                        owner: Optional[int] = None, location: str = "host",
@@ -200,8 +207,8 @@ class Client:
         as create()."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, owner)
         wait = 0 if timeout is None else _milliseconds(timeout, "timeout")
-        return self._buffer(_lib.memd_open_or_create, _capi.encode(name, "name"),
-                            _size(nbytes), byref(options.struct), wait)
+        return self._buffer(_lib.memd_open_or_create, name, None, _size(nbytes),
+                            byref(options.struct), wait)
 
     def unlink(self, name: str) -> None:
         """Removes the name; leased memory lives until its last lease ends."""
@@ -307,7 +314,7 @@ class Client:
                            byref(transfer))
             finally:
                 for use in reversed(ordered):
-                    use.buffer._lease_lock.release()
+                    use.buffer._lock.release()
         finally:
             for use in uses:
                 use.buffer._release_view(False)
@@ -321,33 +328,18 @@ class Client:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._session is None
 
     @property
     def session_id(self) -> int:
         """This connection's session id (0 when the daemon is unreachable)."""
-        handle = self._enter()
-        try:
-            return _lib.memd_client_session_id(handle)
-        finally:
-            self._exit()
+        return _lib.memd_client_session_id(self._handle())
 
     def close(self) -> None:
         """Closes the connection; idempotent. Buffers and Transfers stay
-        valid."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            handle = self._handle if self._calls == 0 else None
-            if handle is not None:
-                self._handle = None
-        if handle is not None:
-            _lib.memd_client_close(handle)
-
-    def __del__(self) -> None:
-        if getattr(self, "_lock", None) is not None and _capi.lib is not None:
-            self.close()
+        valid. A call still running on another thread finishes first: the
+        session ends with it."""
+        self._session = None
 
     def __enter__(self) -> "Client":
         return self
@@ -357,7 +349,7 @@ class Client:
         return False
 
     def __repr__(self) -> str:
-        return f"<memd.Client socket_dir={self._socket_dir!r}{' closed' if self._closed else ''}>"
+        return f"<memd.Client socket_dir={self._socket_dir!r}{' closed' if self.closed else ''}>"
 
 
 def connect(socket_dir: Optional[str] = None, *, call_timeout: Optional[float] = None,
