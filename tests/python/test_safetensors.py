@@ -266,6 +266,8 @@ def test_hostile_headers_are_refused(entries, message):
     (b'{"x": NaN}', "not JSON"),
     (b'{"x": "\xff"}', "not UTF-8"),
     (b'{"a\x00": 1}', "NUL"),
+    (b'{"\\ud800": 1}', "lone surrogate"),
+    (b'\xef\xbb\xbf{}', "not UTF-8 JSON"),
     (b"[" * 200000 + b"]" * 200000, "nests too deeply|not a JSON object|not UTF-8 JSON"),
 ])
 def test_malformed_json_is_refused(header, message):

@@ -89,6 +89,23 @@ def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _strict_text(value: Any) -> None:
+    """Every string is text UTF-8 can hold (JSON's \\ud800 escapes give
+    lone surrogates that it cannot)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            _refuse(f"the header holds a lone surrogate in {value!r}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _strict_text(key)
+            _strict_text(item)
+    elif isinstance(value, list):
+        for item in value:
+            _strict_text(item)
+
+
 def parse_header(header: bytes, file_size: int) -> Header:
     """Validates the N header bytes of a file of `file_size` bytes (see
     docs/safetensors.md "What a reader refuses"); ValueError naming the
@@ -104,6 +121,7 @@ def parse_header(header: bytes, file_size: int) -> Header:
         _refuse(f"the header is not UTF-8 JSON: {error}")
     if not isinstance(parsed, dict):
         _refuse("the header is not a JSON object")
+    _strict_text(parsed)
     data_bytes = file_size - 8 - len(header)
     metadata = parsed.pop("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
