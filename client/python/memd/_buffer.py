@@ -45,10 +45,15 @@ class Buffer(_native.Exportable):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("memd.Buffer objects come from Client.create, open and open_or_create")
 
-    # The lease's facts libmemd knows without asking the daemon, read from it
-    # once, on first use (a wrap right after the RPC stays cheap).
-    __slots__ = ("_handle", "_lock", "_views", "_writable_views", "_released", "_sealing",
-                 "_name", "_sealed", "_info", "_facts", "_size", "__weakref__")
+    # Until set on an instance: the state of a fresh lease (a wrap right
+    # after the RPC stays cheap: it sets only what differs).
+    _views = 0                      # Live views, calls in flight included.
+    _writable_views = 0
+    _released = False
+    _sealing = False
+    _info: Optional[BufferInfo] = None
+    _facts: Optional["_Facts"] = None   # Read from libmemd on first use.
+    _size: Optional[int] = None         # Kept when the lease ends unread.
 
     @classmethod
     def _wrap(cls, handle: _capi.BufferP, name: str, sealed: Optional[bool]) -> "Buffer":
@@ -57,19 +62,12 @@ class Buffer(_native.Exportable):
         does not say."""
         self = cls.__new__(cls)
         self._handle = handle                # None once the lease ended.
-        # Guards the counters and flags below, and the lease across the calls
-        # that use it (seal, info, copy, release: memd_buffer is for one
-        # thread at a time). Never held while waiting for anything else.
+        # Guards the counters and flags, and the lease across the calls that
+        # use it (seal, info, copy, release: memd_buffer is for one thread at
+        # a time). Never held while waiting for anything else.
         self._lock = threading.Lock()
-        self._views = 0                      # Live views, calls in flight included.
-        self._writable_views = 0
-        self._released = False
-        self._sealing = False
         self._name = name
         self._sealed = sealed
-        self._info: Optional[BufferInfo] = None
-        self._facts: Optional[_Facts] = None
-        self._size: Optional[int] = None  # Kept when the lease ends unread.
         return self
 
     def __del__(self) -> None:
