@@ -15,7 +15,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class BufferInfo:
     """What the daemon says about a buffer (Client.stat, Buffer.info)."""
     name: str
@@ -35,14 +35,14 @@ class BufferInfo:
     attrs: Dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class SizeClassStats:
     bytes: int
     allocations: int
     cached: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class PoolStats:
     location: str
     reserved_bytes: int
@@ -61,7 +61,7 @@ class PoolStats:
     size_classes: Tuple[SizeClassStats, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class DeviceInfo:
     ordinal: int
     uuid: str
@@ -78,7 +78,7 @@ class DeviceInfo:
     ipc: bool               # Level Zero: memory passes between processes.
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class TransferStats:
     active: int
     active_bytes: int
@@ -89,7 +89,7 @@ class TransferStats:
     rejected: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class DurabilityStats:
     """Whether buffers outlive the daemon, and what its start took back."""
     recording: bool
@@ -105,7 +105,7 @@ class DurabilityStats:
     lost_segments: int      # All stored when the previous state was unreadable.
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class DaemonStats:
     version: str
     backend: str
@@ -124,7 +124,7 @@ class DaemonStats:
     durability: DurabilityStats
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class SessionInfo:
     id: int
     pid: int
@@ -136,7 +136,7 @@ class SessionInfo:
     created_bytes: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class UidUsage:
     uid: int
     location: str
@@ -145,13 +145,13 @@ class UidUsage:
     quota_bytes: int        # 0: no quota.
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class TrimmedPool:
     location: str
     released_bytes: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class TransferProgress:
     """Where a copy stands (Transfer.progress())."""
     id: int
