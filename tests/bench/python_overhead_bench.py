@@ -5,16 +5,21 @@ through memd.Client.open and through the C API itself (ctypes, the same
 library in the same process), interleaved so that both see the same noise.
 
     PYTHONPATH=build/python python3 tests/bench/python_overhead_bench.py \
-        --socket-dir DIR [--rounds 20000]
+        (--memd build/bin/memd | --socket-dir DIR) [--rounds 20000]
 
-Needs a running memd at DIR (or $MEMD_SOCKET_DIR). Prints p50/p99 of each
+Starts a host-backend memd of its own with --memd, else uses the one at DIR
+(or $MEMD_SOCKET_DIR). Prints p50/p99 of each
 path and of the difference, in microseconds (docs/benchmarks.md records
 them)."""
 
 import argparse
 import ctypes
+import shutil
 import statistics
+import tempfile
 import time
+
+from bench_daemon import BenchDaemon
 
 import memd
 from memd import _capi
@@ -28,10 +33,23 @@ def percentile(values, q):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--socket-dir", default=None)
+    parser.add_argument("--memd", default=None, help="start this memd (host backend)")
     parser.add_argument("--rounds", type=int, default=20000)
     args = parser.parse_args()
+    if args.memd:
+        directory = tempfile.mkdtemp(prefix="memd-overhead-")
+        daemon = BenchDaemon(args.memd, directory, "host")
+        try:
+            measure(daemon.socket_dir, args.rounds)
+        finally:
+            daemon.stop()
+            shutil.rmtree(directory, ignore_errors=True)
+    else:
+        measure(args.socket_dir, args.rounds)
 
-    client = memd.connect(args.socket_dir)
+
+def measure(socket_dir, rounds):
+    client = memd.connect(socket_dir)
     name = f"bench/python-overhead/{time.time_ns()}"
     with client.create(name, 1 << 20, persistent=False) as writer:
         writer.seal()
@@ -64,7 +82,7 @@ def main():
             c_open_release()
             python_open_release()
         c_times, python_times = [], []
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             c_times.append(c_open_release())
             python_times.append(python_open_release())
     client.close()
@@ -72,7 +90,7 @@ def main():
     def us(ns):
         return ns / 1000.0
 
-    print(f"rounds {args.rounds}; a sealed 1 MiB host buffer whose mapping the client caches")
+    print(f"rounds {rounds}; a sealed 1 MiB host buffer whose mapping the client caches")
     for index, call in ((0, "open"), (1, "release")):
         c = [t[index] for t in c_times]
         p = [t[index] for t in python_times]

@@ -23,13 +23,13 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench_daemon import BenchDaemon
 
 
 def write_model(path, gib, tensors):
@@ -107,21 +107,6 @@ def run(mode, workers, path, socket_dir, device):
             "exit_codes": [p.exitcode for p in procs]}
 
 
-def start_memd(memd_bin, directory, backend):
-    notify_path = os.path.join(directory, "notify")
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(notify_path)
-    socket_dir = os.path.join(directory, "run")
-    log = open(os.path.join(directory, "memd.log"), "wb")
-    daemon = subprocess.Popen([memd_bin, "--socket-dir", socket_dir, "--backend", backend,
-                               "--metrics-address", ""], stderr=log,
-                              env=dict(os.environ, NOTIFY_SOCKET=notify_path))
-    notify.settimeout(60)
-    while b"READY=1" not in notify.recv(4096):
-        pass
-    return daemon, socket_dir
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memd", required=True)
@@ -150,8 +135,8 @@ def main():
         path = os.path.join(directory, "model.safetensors")
         write_model(path, args.gib, args.tensors)
         subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # Page cache.
-        daemon, socket_dir = start_memd(args.memd, directory,
-                                        "host" if args.device == "cpu" else "cuda")
+        daemon = BenchDaemon(args.memd, directory, "host" if args.device == "cpu" else "cuda")
+        socket_dir = daemon.socket_dir
         for workers in [int(n) for n in args.workers.split(",")]:
             for mode in modes:
                 for name in _buffers(args.memctl, socket_dir):
@@ -173,8 +158,7 @@ def main():
                 report["runs"].append(result)
     finally:
         if daemon is not None:
-            daemon.send_signal(signal.SIGTERM)
-            daemon.wait(timeout=60)
+            daemon.stop()
         shutil.rmtree(directory, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:
