@@ -225,9 +225,12 @@ def test_another_users_buffer_of_the_name_is_refused(files):
             os.chmod(d, 0o755)
         path = write_file(os.path.join(files, "m.safetensors"), {"x": np.ones(4, np.float32)})
         os.chmod(path, 0o644)
-        squat = subprocess.run([MEMCTL, "--socket-dir", daemon.socket_dir, "put", "--format",
-                                "safetensors", "--mode", "0644", path], user=mallory,
-                               capture_output=True, text=True, timeout=60)
+        try:
+            squat = subprocess.run([MEMCTL, "--socket-dir", daemon.socket_dir, "put",
+                                    "--format", "safetensors", "--mode", "0644", path],
+                                   user=mallory, capture_output=True, text=True, timeout=60)
+        except PermissionError:
+            pytest.skip(f"{MEMCTL} is not executable by uid {mallory} here")
         assert squat.returncode == 0, squat.stderr
         with memd.connect(daemon.socket_dir) as c:
             with pytest.raises(memd.PermissionDeniedError, match=f"uid {mallory}"):
