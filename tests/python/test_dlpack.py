@@ -34,8 +34,20 @@ def test_read_lease_refuses_a_legacy_capsule(client, sealed):
         assert "np.asarray" in str(caught.value)
         with pytest.raises(BufferError):
             reader.__dlpack__(max_version=(0, 8))
-        with pytest.raises(BufferError):  # numpy 1.24 asks for a legacy capsule.
+        _numpy_import_of_read_only_memory(reader)
+
+
+def _numpy_import_of_read_only_memory(reader):
+    """numpy 1.x asks for a legacy capsule: refused. numpy 2 asks with
+    max_version=(1, 0) and takes the read-only capsule: a read-only,
+    zero-copy array."""
+    if int(np.__version__.split(".")[0]) < 2:
+        with pytest.raises(BufferError):
             np.from_dlpack(reader)
+        return
+    array = np.from_dlpack(reader)
+    assert not array.flags.writeable
+    assert array.__array_interface__["data"][0] == address_of(reader)
 
 
 def test_read_lease_exports_a_read_only_versioned_capsule(client, sealed):

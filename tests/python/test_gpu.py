@@ -121,7 +121,9 @@ def test_safetensors_load_on_cuda(gpu_daemon):
     with tempfile.TemporaryDirectory() as files:
         path = os.path.join(files, "model.safetensors")
         _write_safetensors(path, 4, 1 << 20)
-        weights = st.load(path, device="cuda:0")
+        # Its own client: the process's default one would outlive this daemon.
+        client = memd.connect(daemon.socket_dir)
+        weights = st.load(path, device="cuda:0", client=client)
         assert [t.device.type for t in weights.values()] == ["cuda"] * 4
         for i, t in enumerate(weights.values()):
             assert float(t.float().sum()) == float(
@@ -138,9 +140,10 @@ def test_safetensors_load_on_cuda(gpu_daemon):
         assert out.returncode == 0, out.stderr
         calls, total = out.stdout.split()
         assert calls == "0" and float(total) == float(weights["layer.1"].float().sum())
-        with memd.connect(daemon.socket_dir) as client:
-            for info in client.list(prefix="safetensors/"):
-                client.unlink(info.name)
+        for info in client.list(prefix="safetensors/"):
+            client.unlink(info.name)
+        del weights
+        client.close()
 
 
 def test_a_write_through_a_read_only_device_tensor_faults_the_writer_not_the_buffer(

@@ -34,11 +34,16 @@ def test_read_only_memory_is_a_zero_copy_tensor(client, name):
         assert tensor.shape == (2, 2) and float(tensor.sum()) == 6.0
         # The same memory: no copy was made.
         assert tensor.data_ptr() == reader.numpy().__array_interface__["data"][0]
-        # torch's own import asks for a legacy capsule, which cannot say
-        # "read-only": refused, so that nobody gets writable-looking shared
-        # memory without asking through torch().
-        with pytest.raises(BufferError):
-            torch.from_dlpack(reader)
+        # torch before 2.x asks for a legacy capsule, which cannot say
+        # "read-only": refused. A torch that asks with max_version (1, 0)
+        # gets the read-only capsule: the same zero-copy tensor as torch().
+        try:
+            imported = torch.from_dlpack(reader)
+        except BufferError:
+            assert not _asks_for_versioned_capsules(reader)
+        else:
+            assert imported.data_ptr() == tensor.data_ptr()
+            del imported
         copy = reader.torch(copy=True)
         copy += 1
         assert float(copy.sum()) == 10.0 and copy.data_ptr() != tensor.data_ptr()
@@ -76,3 +81,22 @@ def test_bfloat16_copy(client, name):
         copy = buf.torch(copy=True)
         assert copy.dtype == torch.bfloat16
         assert copy.float().tolist() == [1.0, -2.0, 0.5, 0.0]
+
+
+def _asks_for_versioned_capsules(buf):
+    """Whether this torch's from_dlpack passes max_version to __dlpack__."""
+    asked = {}
+
+    class Probe:
+        def __dlpack_device__(self):
+            return buf.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            asked.update(kwargs)
+            raise BufferError("probe")
+
+    try:
+        torch.from_dlpack(Probe())
+    except BufferError:
+        pass
+    return asked.get("max_version") is not None
