@@ -47,6 +47,7 @@ class Buffer(_native.Exportable):
 
     # Until set on an instance: the state of a fresh lease (a wrap right
     # after the RPC stays cheap: it sets only what differs).
+    _handle: Optional[_capi.BufferP] = None  # None once the lease ended.
     _views = 0                      # Live views, calls in flight included.
     _writable_views = 0
     _released = False
