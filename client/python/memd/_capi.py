@@ -164,8 +164,8 @@ def _candidates() -> List[str]:
         found.append(explicit)
     here = os.path.dirname(os.path.abspath(__file__))
     found.extend(sorted(glob.glob(os.path.join(here, ".libs", "libmemd.so.*"))))
-    if _build.LIBRARY:
-        found.append(_build.LIBRARY)
+    if _build.LIBRARY:  # Relative: to this package (an install under one prefix).
+        found.append(os.path.normpath(os.path.join(here, _build.LIBRARY)))
     found.append(_build.SONAME)
     return found
 
