@@ -14,12 +14,15 @@ them)."""
 
 import argparse
 import ctypes
-import shutil
+import os
 import statistics
-import tempfile
+import sys
 import time
 
-from bench_daemon import BenchDaemon
+# The memd starter of the Python tests (beside this directory, here and in
+# the GPU bundle).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from memd_daemon import Daemon  # noqa: E402
 
 import memd
 from memd import _capi
@@ -37,13 +40,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=20000)
     args = parser.parse_args()
     if args.memd:
-        directory = tempfile.mkdtemp(prefix="memd-overhead-")
-        daemon = BenchDaemon(args.memd, directory, "host")
+        daemon = Daemon("--backend", "host", memd_bin=args.memd)
         try:
             measure(daemon.socket_dir, args.rounds)
         finally:
             daemon.stop()
-            shutil.rmtree(directory, ignore_errors=True)
     else:
         measure(args.socket_dir, args.rounds)
 

@@ -29,7 +29,10 @@ import sys
 import tempfile
 import time
 
-from bench_daemon import BenchDaemon
+# The memd starter of the Python tests (beside this directory, here and in
+# the GPU bundle).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from memd_daemon import Daemon  # noqa: E402
 
 
 def write_model(path, gib, tensors):
@@ -135,7 +138,8 @@ def main():
         path = os.path.join(directory, "model.safetensors")
         write_model(path, args.gib, args.tensors)
         subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # Page cache.
-        daemon = BenchDaemon(args.memd, directory, "host" if args.device == "cpu" else "cuda")
+        daemon = Daemon("--backend", "host" if args.device == "cpu" else "cuda",
+                        memd_bin=args.memd)
         socket_dir = daemon.socket_dir
         for workers in [int(n) for n in args.workers.split(",")]:
             for mode in modes:

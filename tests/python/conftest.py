@@ -14,13 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 
@@ -31,68 +25,13 @@ FAKE_CUDA = os.environ.get("MEMD_FAKE_CUDA") or os.path.join(
     REPO, "build", "lib", "libmemd_fake_cuda.so")
 EXAMPLES = os.path.join(REPO, "client", "python", "examples")
 
+from memd_daemon import Daemon  # noqa: E402,F401  (the tests import it from here)
+
 try:
     import memd  # noqa: F401
 except ImportError:  # By hand without PYTHONPATH: the build tree's package.
     sys.path.insert(0, os.path.join(REPO, "build", "python"))
     import memd  # noqa: F401
-
-
-class Daemon:
-    """build/bin/memd as a child process on a private socket directory,
-    without metrics. stop() ends it (SIGTERM) and removes its files."""
-
-    def __init__(self, *args: str, env: dict | None = None, timeout: float = 20.0):
-        self.dir = tempfile.mkdtemp(prefix="memd-py-")
-        self.socket_dir = os.path.join(self.dir, "run")
-        self.log_path = os.path.join(self.dir, "memd.log")
-        notify_path = os.path.join(self.dir, "notify")
-        self._notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._notify.bind(notify_path)
-        child_env = dict(os.environ)
-        child_env.update(env or {})
-        child_env["NOTIFY_SOCKET"] = notify_path
-        # Metrics off: nothing here reads them, and the metrics server alone
-        # makes memd's stop take 2 s (per daemon, per test file).
-        command = [MEMD_BIN, "--socket-dir", self.socket_dir, "--metrics-address", "", *args]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=log,
-                                            env=child_env)
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.stop()
-                raise RuntimeError(f"memd did not report READY=1 in time:\n{self.log()}")
-            self._notify.settimeout(min(remaining, 0.05))
-            try:
-                note = self._notify.recv(4096)
-            except socket.timeout:
-                note = b""
-            if b"READY=1" in note:
-                return
-            if self.process.poll() is not None:
-                log = self.log()
-                self.stop()
-                raise RuntimeError(f"memd exited during start-up:\n{log}")
-
-    def log(self) -> str:
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def stop(self) -> int | None:
-        code = self.process.poll()
-        if code is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                code = self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                code = self.process.wait()
-        self._notify.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return code
 
 
 @pytest.fixture(scope="session")

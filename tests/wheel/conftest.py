@@ -11,13 +11,8 @@ temporary directory):
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -49,62 +44,15 @@ def wheel(tmp_path_factory) -> Path:
     return wheels[0]
 
 
-class Daemon:
-    """build/bin/memd as a child process on a private socket directory, host
-    backend, no metrics; returns once it reports READY=1 on NOTIFY_SOCKET
-    (the test plays systemd, as tests/support/daemon_process.h does)."""
-
-    def __init__(self, timeout: float = 20.0):
-        self.dir = tempfile.mkdtemp(prefix="memd-wheel-")
-        self.socket_dir = os.path.join(self.dir, "run")
-        self.log_path = os.path.join(self.dir, "memd.log")
-        notify_path = os.path.join(self.dir, "notify")
-        self._notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._notify.bind(notify_path)
-        command = [MEMD_BIN, "--socket-dir", self.socket_dir, "--metrics-address", "",
-                   "--backend", "host"]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=log,
-                                            env=dict(os.environ, NOTIFY_SOCKET=notify_path))
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.stop()
-                raise RuntimeError(f"memd did not report READY=1 in time:\n{self.log()}")
-            self._notify.settimeout(min(remaining, 0.05))
-            try:
-                note = self._notify.recv(4096)
-            except socket.timeout:
-                note = b""
-            if b"READY=1" in note:
-                return
-            if self.process.poll() is not None:
-                log = self.log()
-                self.stop()
-                raise RuntimeError(f"memd exited during start-up:\n{log}")
-
-    def log(self) -> str:
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._notify.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+# The memd starter the Python tests use.
+sys.path.insert(0, str(REPO / "tests" / "python"))
+from memd_daemon import Daemon  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def daemon():
     if not os.access(MEMD_BIN, os.X_OK):
         pytest.fail(f"{MEMD_BIN} is missing: build memd first (tools/dev build)")
-    d = Daemon()
+    d = Daemon("--backend", "host", memd_bin=MEMD_BIN)
     yield d
     d.stop()
