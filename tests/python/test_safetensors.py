@@ -319,3 +319,40 @@ def test_numpy_refuses_what_it_lacks(client, clean, files):
         st.load(path, framework="numpy", client=client)
     with pytest.raises(ValueError, match="host memory only"):
         st.load(path, device="device:0", framework="numpy", client=client)
+
+
+def test_dtypes_this_torch_lacks_are_refused_by_name(client, clean, files):
+    torch = pytest.importorskip("torch")
+    header = json.dumps({"f8": {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [0, 4]},
+                         "u16": {"dtype": "U16", "shape": [2], "data_offsets": [4, 8]}})
+    path = write_file(os.path.join(files, "f8.safetensors"), {},
+                      header_override=header.encode())
+    with open(path, "ab") as f:
+        f.write(bytes([0x38, 0x40, 0, 0]) + struct.pack("<2H", 7, 9))
+    missing = [name for name, attr in (("f8", "float8_e4m3fn"), ("u16", "uint16"))
+               if not hasattr(torch, attr)]
+    if missing:  # Debian's torch 1.13 has neither.
+        with pytest.raises(ValueError, match=f"tensor '{missing[0]}': this torch"):
+            st.load(path, client=client)
+    else:  # torch >= 2.3 has both: zero-copy views.
+        loaded = st.load(path, client=client)
+        assert loaded["f8"].dtype == torch.float8_e4m3fn
+        assert loaded["u16"].tolist() == [7, 9]
+    # numpy has U16, and no F8.
+    with pytest.raises(ValueError, match="tensor 'f8': numpy has no F8_E4M3"):
+        st.load(path, framework="numpy", client=client)
+
+
+def test_a_header_at_the_100_mb_limit_loads_and_one_past_it_is_refused(client, clean, files):
+    limit = st.MAX_HEADER_BYTES
+    prefix, suffix = b'{"__metadata__": {"pad": "', b'"}}'
+    header = prefix + b"x" * (limit - len(prefix) - len(suffix)) + suffix
+    path = os.path.join(files, "big.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+    assert len(header) == limit
+    assert st.load(path, framework="numpy", client=client) == {}
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", limit + 1) + header + b" ")
+    with pytest.raises(ValueError, match="limit"):
+        st.load(path, framework="numpy", client=client)
