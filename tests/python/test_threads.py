@@ -60,3 +60,38 @@ def test_a_thread_may_release_a_buffer_while_another_seals_it(client, name):
             info = client.stat(f"{name}/{i}")
             assert info.state == "sealed" and info.lease_count == 0
             client.unlink(f"{name}/{i}")
+
+
+def _poll(condition, what, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_close_while_a_call_waits_ends_the_session_after_that_call(client, daemon, name):
+    closing = memd.connect(daemon.socket_dir)
+    session = closing.session_id
+    outcome = {}
+
+    def wait_for_the_name():
+        try:
+            with closing.open(name, timeout=30.0) as buf:
+                outcome["read"] = bytes(memoryview(buf)[:2])
+        except Exception as error:  # noqa: BLE001 - reported below.
+            outcome["error"] = error
+
+    waiter = threading.Thread(target=wait_for_the_name)
+    waiter.start()
+    _poll(lambda: client.stats().waits >= 1, "the open to wait in the daemon")
+    closing.close()  # The call in flight holds the session.
+    with pytest.raises(ValueError, match="closed"):
+        closing.ping()
+    assert session in [s.id for s in client.sessions()]
+    with client.create(name, 64) as buf:
+        memoryview(buf)[:2] = b"ok"
+        buf.seal()
+    waiter.join(timeout=30)
+    assert outcome == {"read": b"ok"}
+    # The last call returned: the session ends with it.
+    _poll(lambda: session not in [s.id for s in client.sessions()], "the session to end")
