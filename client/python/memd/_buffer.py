@@ -278,7 +278,9 @@ class Buffer(_native.Exportable):
 
     def release(self) -> None:
         """Ends the lease; idempotent. With views alive, the lease and mapping
-        end with the last view (the Buffer counts as released at once)."""
+        end with the last view (the Buffer counts as released at once).
+        Afterwards name and size stay readable, and whatever else was read
+        before; the rest raises ValueError."""
         with self._lock:
             if self._released:
                 return
