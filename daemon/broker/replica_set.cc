@@ -91,8 +91,8 @@ std::size_t ReplicaSet::CurrentCount() const {
 absl::Status ReplicaSet::RoomForOneMore(const Location& at) const {
   if (replicas_.size() < max_replicas_) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "a replica at ", at.ToString(), " would be this buffer's ",
-      replicas_.size() + 1, "th; it may have at most ", max_replicas_,
+      "a replica at ", at.ToString(), " would make ", replicas_.size() + 1,
+      " replicas of this buffer; it may have at most ", max_replicas_,
       " (drop one nobody holds first)"));
 }
 

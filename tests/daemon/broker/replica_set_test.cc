@@ -258,7 +258,7 @@ TEST(ReplicaSetTest, TheCapIsResourceExhaustedWithTheNumbers) {
   Fill(set, kDev0);
   absl::Status plan = set.PlanOpen(kDev1, false).status();
   EXPECT_EQ(plan.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(plan.message(), HasSubstr("device:1 would be this buffer's 3th; it may have at most 2"));
+  EXPECT_THAT(plan.message(), HasSubstr("device:1 would make 3 replicas of this buffer; it may have at most 2"));
   absl::Status begin = set.BeginFill(kDev1).status();
   EXPECT_EQ(begin.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(set.size(), 2u);
