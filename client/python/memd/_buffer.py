@@ -74,7 +74,7 @@ class Buffer(_native.Exportable):
     def __del__(self) -> None:
         # Views hold a reference to this object, so none is alive here.
         handle = self._handle
-        lib = _capi.lib
+        lib = getattr(_capi, "lib", None)  # At exit the module may be gone first.
         if handle is not None and lib is not None:
             self._handle = None
             lib.memd_buffer_release(handle, None)

@@ -65,8 +65,10 @@ class _Session:
         self.handle = handle
 
     def __del__(self) -> None:
-        if _capi.lib is not None:
-            _capi.lib.memd_client_close(self.handle)
+        # At interpreter exit the module may be torn down first.
+        lib = getattr(_capi, "lib", None)
+        if lib is not None:
+            lib.memd_client_close(self.handle)
 
 
 # memd_open's options when every argument is left at its default.
@@ -402,9 +404,10 @@ class Transfer:
 
     def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
-        if handle is not None and _capi.lib is not None:
+        lib = getattr(_capi, "lib", None)
+        if handle is not None and lib is not None:
             self._handle = None
-            _capi.lib.memd_transfer_free(handle)
+            lib.memd_transfer_free(handle)
 
     def __repr__(self) -> str:
         return f"<memd.Transfer id={self._id}>"
