@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace memd::broker {
 namespace {
@@ -73,6 +74,14 @@ ReplicaSet::Replica* ReplicaSet::Find(const Location& at) {
     if (r.report.location == at) return &r;
   }
   return nullptr;
+}
+
+absl::StatusOr<ReplicaSet::Replica*> ReplicaSet::Existing(const Location& at) {
+  Replica* r = Find(at);
+  if (r == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
+  }
+  return r;
 }
 
 const ReplicaSet::Replica* ReplicaSet::Find(const Location& at) const {
@@ -206,10 +215,7 @@ absl::StatusOr<FillResult> ReplicaSet::FinishFill(const FillTicket& ticket,
 }
 
 absl::Status ReplicaSet::AddReader(const Location& at) {
-  Replica* r = Find(at);
-  if (r == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
-  }
+  MEMD_ASSIGN_OR_RETURN(Replica* r, Existing(at));
   if (r->report.state != ReplicaState::kCurrent) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the replica at ", at.ToString(), " is ", Name(r->report.state),
@@ -221,10 +227,7 @@ absl::Status ReplicaSet::AddReader(const Location& at) {
 }
 
 absl::Status ReplicaSet::AddWriter(const Location& at) {
-  Replica* r = Find(at);
-  if (r == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
-  }
+  MEMD_ASSIGN_OR_RETURN(Replica* r, Existing(at));
   if (r->report.state != ReplicaState::kCurrent) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the replica at ", at.ToString(), " is ", Name(r->report.state),
@@ -241,36 +244,27 @@ absl::Status ReplicaSet::AddWriter(const Location& at) {
 }
 
 absl::Status ReplicaSet::RemoveReader(const Location& at) {
-  Replica* r = Find(at);
-  if (r == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
-  }
-  if (r->report.readers == 0) {
-    return absl::InternalError(absl::StrCat("the replica at ", at.ToString(),
-                                            " has 0 read leases to remove"));
-  }
-  --r->report.readers;
-  return absl::OkStatus();
+  return RemoveLease(at, &ReplicaReport::readers, "read leases");
 }
 
 absl::Status ReplicaSet::RemoveWriter(const Location& at) {
-  Replica* r = Find(at);
-  if (r == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
+  return RemoveLease(at, &ReplicaReport::writers, "writable leases");
+}
+
+absl::Status ReplicaSet::RemoveLease(const Location& at, std::uint32_t ReplicaReport::*count,
+                                     std::string_view what) {
+  MEMD_ASSIGN_OR_RETURN(Replica* r, Existing(at));
+  std::uint32_t& leases = r->report.*count;
+  if (leases == 0) {
+    return absl::InternalError(
+        absl::StrCat("the replica at ", at.ToString(), " has 0 ", std::string(what), " to remove"));
   }
-  if (r->report.writers == 0) {
-    return absl::InternalError(absl::StrCat("the replica at ", at.ToString(),
-                                            " has 0 writable leases to remove"));
-  }
-  --r->report.writers;
+  --leases;
   return absl::OkStatus();
 }
 
 absl::Status ReplicaSet::Written(const Location& at) {
-  Replica* r = Find(at);
-  if (r == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
-  }
+  MEMD_ASSIGN_OR_RETURN(Replica* r, Existing(at));
   if (r->report.state != ReplicaState::kCurrent) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the replica at ", at.ToString(), " is ", Name(r->report.state),
@@ -301,10 +295,7 @@ std::vector<Location> ReplicaSet::SyncTargets() const {
 }
 
 absl::Status ReplicaSet::Drop(const Location& at) {
-  Replica* r = Find(at);
-  if (r == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
-  }
+  MEMD_ASSIGN_OR_RETURN(Replica* r, Existing(at));
   if (r->report.readers > 0 || r->report.writers > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the replica at ", at.ToString(), " has ", Leases(r->report)));

@@ -170,6 +170,11 @@ class ReplicaSet {
   ReplicaSet(const Location& primary, std::size_t max_replicas);
   Replica* Find(const Location& at);
   const Replica* Find(const Location& at) const;
+  // Find, or NOT_FOUND naming the location.
+  absl::StatusOr<Replica*> Existing(const Location& at);
+  // One lease fewer on `count` of the replica at `at`; INTERNAL below zero.
+  absl::Status RemoveLease(const Location& at, std::uint32_t ReplicaReport::*count,
+                           std::string_view what);
   absl::Status RoomForOneMore(const Location& at) const;
   std::optional<Location> SourceFor(const Location& at) const;
   std::size_t CurrentCount() const;
