@@ -27,6 +27,7 @@
 #include "daemon/pool/trace_format.h"
 #include "daemon/pool/tracing_pool.h"
 #include "daemon/service/memd_service.h"
+#include "daemon/service/replica_copier.h"
 #include "daemon/session/session_ender.h"
 #include "daemon/session/session_server.h"
 #include "daemon/session/token_digest.h"
@@ -75,6 +76,9 @@ struct Daemon::Parts {
   // Holds segments of the pools while copies run: goes before them.
   std::unique_ptr<transfer::Engine> engine;
   std::unique_ptr<broker::Broker> broker;
+  // Makes the broker's replica copies with the engine; goes after the
+  // engine (whose end reports each copy's end to it) and before the broker.
+  std::unique_ptr<service::EngineReplicaCopier> copier;
   std::uint64_t descriptor_limit = 0;  // RLIMIT_NOFILE, raised at start.
   ControlHandOff control;
   // Ends sessions (their transfers, then their leases: the service's
@@ -358,6 +362,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   // Nobody can read a buffer freed while copies still write it: they stop.
   parts->broker->SetFreedWhileWritten(
       [engine = parts->engine.get()](broker::BufferId id) { engine->CancelWritesTo(id); });
+  parts->copier = std::make_unique<service::EngineReplicaCopier>(*parts->engine);
+  parts->broker->SetReplicaCopier(parts->copier.get());
   // Before anyone is served: what the previous memd left comes back first.
   parts->durability->Recover(*parts->backend, parts->pools, *parts->broker, parts->clock);
   parts->ender = std::make_unique<session::SessionEnder>(
@@ -424,7 +430,9 @@ void Daemon::Shutdown() {
   parts_->sessions.reset();
   parts_->ender.reset();
   parts_->broker->SetFreedWhileWritten(nullptr);  // It names the engine.
+  parts_->broker->SetReplicaCopier(nullptr);      // So does this.
   parts_->engine.reset();  // Cancels what is left and waits for the GPUs.
+  parts_->copier.reset();  // Ends the fills the engine's end reported.
   parts_->broker.reset();
   parts_->trimmer.reset();
   parts_->pools = pool::PoolSet();

@@ -58,6 +58,13 @@ absl::Status Buffer::Seal() {
   return core_->Seal(*ticket_, &info_);
 }
 
+absl::StatusOr<BufferInfo> Buffer::Sync() {
+  if (core_ == nullptr) {
+    return absl::FailedPreconditionError("this Buffer holds no lease");
+  }
+  return core_->Sync(*ticket_);
+}
+
 absl::Status Buffer::Release() {
   if (core_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -176,20 +183,27 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
                                                           : v1::READ);
   request.set_wait_timeout_ms(WaitMillis(options.wait));
   if (options.owner.has_value()) request.set_owner_uid(*options.owner);
-  // A read-only mapping this process still has for the name spares the
-  // descriptor and the mmap if the name still means the same buffer; held
-  // here so that it cannot be dropped before the reply.
+  request.set_location(options.location);
+  // A read-only mapping this process still has for the name (at that
+  // location: each copy is memory of its own) spares the descriptor and the
+  // mmap if the name still means the same buffer; held here so that it
+  // cannot be dropped before the reply.
+  const std::string cached_as = options.location.empty()
+                                    ? request.name()
+                                    : absl::StrCat(request.name(), "@", options.location);
   std::shared_ptr<internal::Mapping> mapped;
   if (options.access == Access::kRead) {
-    mapped = core_->mappings().FindReadOnly((*connection)->generation,
-                                            request.name());
+    mapped = core_->mappings().FindReadOnly((*connection)->generation, cached_as);
     if (mapped != nullptr) request.set_mapped_buffer_id(mapped->buffer_id);
   }
+  // Without a wait, an open at a location still waits for its copy.
+  const absl::Duration wait =
+      options.location.empty() || options.wait > absl::ZeroDuration() ? options.wait : kCopyWait;
   v1::Lease lease;
   absl::Status status = CallOn(*core_, **connection, &v1::Memd::Stub::Open,
-                               request, &lease, options.wait);
+                               request, &lease, wait);
   if (!status.ok()) return status;
-  return core_->Adopt(**connection, lease, options.populate, std::move(mapped));
+  return core_->Adopt(**connection, lease, options.populate, std::move(mapped), cached_as);
 }
 
 absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
@@ -215,6 +229,31 @@ absl::Status Client::Unlink(std::string_view name) {
   request.set_name(std::string(name));
   v1::UnlinkReply reply;
   return Call(*core_, &v1::Memd::Stub::Unlink, request, &reply);
+}
+
+absl::StatusOr<BufferInfo> Client::Prefetch(std::string_view name, std::string_view location,
+                                            const PrefetchOptions& options) {
+  v1::PrefetchRequest request;
+  request.set_name(std::string(name));
+  request.set_location(std::string(location));
+  request.set_wait_timeout_ms(WaitMillis(options.wait));
+  if (options.owner.has_value()) request.set_owner_uid(*options.owner);
+  v1::BufferInfo reply;
+  absl::Status status =
+      Call(*core_, &v1::Memd::Stub::Prefetch, request, &reply, nullptr, options.wait);
+  if (!status.ok()) return status;
+  return internal::FromProto(reply);
+}
+
+absl::StatusOr<BufferInfo> Client::DropReplica(std::string_view name,
+                                               std::string_view location) {
+  v1::DropReplicaRequest request;
+  request.set_name(std::string(name));
+  request.set_location(std::string(location));
+  v1::BufferInfo reply;
+  absl::Status status = Call(*core_, &v1::Memd::Stub::DropReplica, request, &reply);
+  if (!status.ok()) return status;
+  return internal::FromProto(reply);
 }
 
 absl::StatusOr<BufferInfo> Client::Stat(std::string_view name) {

@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "client/src/convert.h"
 #include "common/errno_status.h"
 #include "common/paths.h"
@@ -255,7 +256,9 @@ void ClientCore::Prepare(const Connection& connection,
 
 absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
                                          const v1::Lease& lease, bool populate,
-                                         std::shared_ptr<Mapping> mapped) {
+                                         std::shared_ptr<Mapping> mapped,
+                                         const std::string& cached_as) {
+  const std::string& cache_name = cached_as.empty() ? lease.buffer().name() : cached_as;
   const v1::Handle& handle = lease.handle();
   const bool writable = lease.access() == v1::READ_WRITE;
   Buffer buffer;
@@ -312,13 +315,13 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
           "', which this client does not map")));
     }
     mapping = std::move(mapped);
-    mappings_.Touch(key, lease.buffer().name(), mapping);
+    mappings_.Touch(key, cache_name, mapping);
   } else {
     auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
     if (!fd.ok()) return give_back(fd.status());
     // The mapping holds the memory; the descriptor closes at the end of
     // this block.
-    auto shared = mappings_.MapOrShare(key, lease.buffer().name(), fd->get(),
+    auto shared = mappings_.MapOrShare(key, cache_name, fd->get(),
                                        handle.offset(), handle.mapped_bytes(),
                                        populate);
     if (!shared.ok()) return give_back(shared.status());
@@ -328,7 +331,8 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
   return buffer;
 }
 
-absl::Status ClientCore::Seal(const LeaseTicket& ticket, BufferInfo* info) {
+absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectionOf(
+    const LeaseTicket& ticket) {
   // Current first: a reconnect it makes reclaims before the ticket is read.
   auto connection = Current();
   if (!connection.ok()) return connection.status();
@@ -336,14 +340,30 @@ absl::Status ClientCore::Seal(const LeaseTicket& ticket, BufferInfo* info) {
     return absl::NotFoundError(absl::StrCat(
         "lease ", ticket.lease_id, " ended with its session (the daemon restarted)"));
   }
+  return connection;
+}
+
+absl::Status ClientCore::Seal(const LeaseTicket& ticket, BufferInfo* info) {
+  MEMD_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection, ConnectionOf(ticket));
   grpc::ClientContext context;
-  Prepare(**connection, context);
+  Prepare(*connection, context);
   v1::SealRequest request;
   request.set_lease_id(ticket.lease_id);
   v1::SealReply reply;
-  absl::Status status = FromGrpc((*connection)->stub->Seal(&context, request, &reply));
+  absl::Status status = FromGrpc(connection->stub->Seal(&context, request, &reply));
   if (status.ok()) *info = FromProto(reply.buffer());
   return status;
+}
+
+absl::StatusOr<BufferInfo> ClientCore::Sync(const LeaseTicket& ticket) {
+  MEMD_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection, ConnectionOf(ticket));
+  grpc::ClientContext context;
+  Prepare(*connection, context);
+  v1::SyncRequest request;
+  request.set_lease_id(ticket.lease_id);
+  v1::BufferInfo reply;
+  MEMD_RETURN_IF_ERROR(FromGrpc(connection->stub->Sync(&context, request, &reply)));
+  return FromProto(reply);
 }
 
 absl::Status ClientCore::Release(const std::shared_ptr<LeaseTicket>& ticket) {

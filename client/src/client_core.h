@@ -88,9 +88,13 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // of the same memory) and makes the Buffer. `mapped` is the mapping the
   // request named in mapped_buffer_id, used when the daemon sent no
   // descriptor.
+  // `cached_as`: the name the mapping is kept under for later opens (the
+  // buffer's name, or name@location for an open at a location); empty: the
+  // buffer's name.
   absl::StatusOr<Buffer> Adopt(const Connection& connection,
                                const v1::Lease& lease, bool populate,
-                               std::shared_ptr<Mapping> mapped = nullptr);
+                               std::shared_ptr<Mapping> mapped = nullptr,
+                               const std::string& cached_as = {});
 
   MappingCache& mappings() { return mappings_; }
   DeviceImports& device_imports() { return device_imports_; }
@@ -99,6 +103,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // NOT_FOUND when the ticket's lease ended with its session (the daemon
   // restarted and did not hand it on), and the daemon's errors.
   absl::Status Seal(const LeaseTicket& ticket, BufferInfo* info);
+  absl::StatusOr<BufferInfo> Sync(const LeaseTicket& ticket);
+  // The current connection, when the ticket's lease lives on it: NOT_FOUND
+  // when it ended with its session.
+  absl::StatusOr<std::shared_ptr<Connection>> ConnectionOf(const LeaseTicket& ticket);
   // Ends the lease: tells the daemon when the current session holds it;
   // one that ended with its session needs nothing. Forgets the ticket.
   absl::Status Release(const std::shared_ptr<LeaseTicket>& ticket);

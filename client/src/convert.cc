@@ -25,6 +25,15 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   }
   out.creator_pid = static_cast<pid_t>(info.creator_pid());
   for (const v1::Attr& attr : info.attrs()) out.attrs.emplace(attr.key(), attr.value());
+  for (const v1::Replica& replica : info.replicas()) {
+    out.replicas.push_back(ReplicaInfo{replica.location(), replica.state(),
+                                       replica.generation(), replica.readers(),
+                                       replica.writers(), replica.bytes(),
+                                       static_cast<uid_t>(replica.charged_uid())});
+  }
+  out.sync_state = info.sync_state();
+  out.generation = info.generation();
+  out.fill_failure = info.fill_failure();
   return out;
 }
 

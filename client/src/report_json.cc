@@ -48,6 +48,19 @@ Json BufferJson(const BufferInfo& info) {
   json["creator_pid"] = info.creator_pid;
   json["attrs"] = Json::object();
   for (const auto& [key, value] : info.attrs) json["attrs"][key] = value;
+  json["replicas"] = Json::array();
+  for (const ReplicaInfo& replica : info.replicas) {
+    json["replicas"].push_back(Json{{"location", replica.location},
+                                    {"state", replica.state},
+                                    {"generation", replica.generation},
+                                    {"readers", replica.readers},
+                                    {"writers", replica.writers},
+                                    {"bytes", replica.bytes},
+                                    {"charged_uid", replica.charged_uid}});
+  }
+  json["sync_state"] = info.sync_state;
+  json["generation"] = info.generation;
+  json["fill_failure"] = info.fill_failure;
   return json;
 }
 

@@ -56,6 +56,8 @@ std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status) {
 void Broker::AfterUnlock::Run() && {
   for (auto& [pool, buffer] : freed) pool->Free(std::move(buffer->allocation));
   freed.clear();
+  for (FillStart& fill : fills) broker->StartFill(std::move(fill));
+  fills.clear();
   for (auto& wake : wakes) wake();
   wakes.clear();
   if (on_freed_while_written) {
@@ -130,6 +132,8 @@ void Broker::EndSession(SessionId session) {
     std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
     for (LeaseId lease : leases) ReleaseLocked(lease, after, /*journal=*/false);
     usage_.ForgetSession(session);
+    absl::erase_if(failed_fills_,
+                   [&](const auto& entry) { return entry.second.session == session; });
     // Woken, their opens try again and fail: the session is gone.
     after.Wake(waiters_.TakeSession(session));
     for (auto& [id, segment] : it->second.replayable) {
@@ -304,6 +308,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   info.creator_pid = peer.pid;
   info.attrs = params.attrs;
   buffer->pin = std::make_shared<CopyPin>([this, id = info.id] { CopiesLetGo(id); });
+  buffer->replicas = ReplicaSet::Created(params.location, kMaxReplicas).value();
   Buffer& stored = *buffer;
   auto grant = GrantLocked(session, **caller, stored, Access::kReadWrite);
   if (!grant.ok()) return give_back(grant.status());
@@ -345,6 +350,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
   ++buffer.info.lease_count;
+  CountLeaseLocked(buffer, access, /*added=*/true);
   // Taken while the buffer lives, so that its segment, idle or not, never
   // gains a holder once idle (PoolSegment::HeldElsewhere).
   if (handle.replayable()) {
@@ -377,16 +383,33 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrWatch(
     SessionId session, const OpenParams& params, WatchId watch,
     std::function<void()> wake) {
   MEMD_RETURN_IF_ERROR(ValidateBufferName(params.name));
-  absl::MutexLock lock(&mu_);
-  MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-  return OpenLocked(session, *caller, params, watch, &wake);
+  // A new copy's memory is allocated outside the mutex; should the buffer
+  // change meanwhile (another opener made the copy first), the open looks
+  // again, a few times at most.
+  constexpr int kTries = 3;
+  for (int tried = 1;; ++tried) {
+    std::optional<NewCopy> need;
+    auto opened = WithLock([&](AfterUnlock& after) -> absl::StatusOr<std::optional<Grant>> {
+      MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+      return OpenLocked(session, *caller, params, watch, &wake, &after, &need);
+    });
+    if (!opened.ok() || !need.has_value()) return opened;
+    MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
+                          need->pool->Allocate(need->size, need->domain));
+    absl::Status added = WithLock([&](AfterUnlock& after) -> absl::Status {
+      return AddCopyLocked(session, *need, std::move(allocation), watch, wake, after);
+    });
+    if (added.ok()) return std::nullopt;  // Waits for the fill it started.
+    if (!absl::IsAborted(added) || tried == kTries) return added;
+  }
 }
 
 absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
     SessionId session, Session& caller, const OpenParams& params,
-    WatchId watch, std::function<void()>* wake) {
-  const bool may_wait =
-      wake != nullptr && *wake && params.access == Access::kRead;
+    WatchId watch, std::function<void()>* wake, AfterUnlock* after,
+    std::optional<NewCopy>* need) {
+  const bool may_wait = wake != nullptr && *wake && params.access == Access::kRead &&
+                        params.wait_for_seal;
   auto wait = [&]() -> absl::StatusOr<std::optional<Grant>> {
     MEMD_RETURN_IF_ERROR(waiters_.Add(watch, session, caller.peer.uid,
                                       params.name, std::move(*wake), limits_));
@@ -412,9 +435,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
         "buffer ", Quoted(params.name),
         " is sealed; sealed buffers open read-only"));
   }
-  MEMD_ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, *buffer, params.access));
-  JournalLeaseLocked(grant, session);
-  return std::optional<Grant>(std::move(grant));
+  return OpenAtLocked(session, caller, *buffer, params, watch, wake, after, need);
 }
 
 absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
@@ -487,13 +508,17 @@ WatchId Broker::NewWatchId() {
 
 bool Broker::CancelWatch(WatchId id) {
   absl::MutexLock lock(&mu_);
+  failed_fills_.erase(id);
   return waiters_.Cancel(id);
 }
 
 absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
   return WithLock([&](AfterUnlock& after) -> absl::StatusOr<BufferInfo> {
     MEMD_ASSIGN_OR_RETURN(Lease * lease, FindLeaseLocked(session, lease_id));
-    Buffer& buffer = *buffers_.at(lease->buffer);
+    Buffer& record = *buffers_.at(lease->buffer);
+    // The buffer is its home's record; an orphaned copy is unlinked.
+    Buffer* home = HomeOfLocked(record);
+    Buffer& buffer = home != nullptr ? *home : record;
     if (lease->access != Access::kReadWrite) {
       return absl::FailedPreconditionError(absl::StrCat(
           "lease ", lease_id, " on buffer ", Quoted(buffer.info.name),
@@ -509,8 +534,10 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
           absl::StrCat("buffer ", Quoted(buffer.info.name), " is sealed already"));
     }
     // A claim is taken under mu_ before its copy is queued, so none can
-    // start writing after this check.
-    if (const int writers = buffer.pin->writers(); writers > 0) {
+    // start writing after this check. Clients' copies write only copies
+    // they hold writable leases on; fills of other copies make no bytes
+    // anyone reads change.
+    if (const int writers = ClientWritersLocked(buffer); writers > 0) {
       absl::Status refusal = absl::FailedPreconditionError(absl::StrCat(
           "buffer ", Quoted(buffer.info.name), " cannot be sealed: ", writers,
           writers == 1 ? " copy" : " copies",
@@ -520,9 +547,19 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
     }
     buffer.info.state = BufferState::kSealed;
     buffer.info.sealed = clock_.Now();
+    for (auto& [at, id] : buffer.copies) {
+      BufferInfo& copy = buffers_.at(id)->info;
+      copy.state = buffer.info.state;
+      copy.sealed = buffer.info.sealed;
+    }
+    // What a writer sealed through one copy is the others' next generation.
+    if (buffer.replicas.has_value() && buffer.replicas->size() > 1) {
+      MEMD_RETURN_IF_ERROR(buffer.replicas->Written(record.info.location));
+      RefreshStaleLocked(buffer, session, lease->uid, after);
+    }
     JournalLocked(buffer);
     after.Wake(waiters_.TakeName(buffer.info.name));
-    return buffer.info;
+    return ViewLocked(buffer);
   });
 }
 
@@ -542,9 +579,17 @@ void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after, bool journal) {
   auto session = sessions_.find(released.session);
   if (session != sessions_.end()) session->second.leases.erase(lease_id);
   uid_counts_.Remove(released.uid, UidCounts::Kind::kLeases);
-  Buffer& buffer = *buffers_.at(released.buffer);
-  if (--buffer.info.lease_count > 0) return;
-  LastLeaseEndedLocked(buffer, after);
+  Buffer& record = *buffers_.at(released.buffer);
+  --record.info.lease_count;
+  CountLeaseLocked(record, released.access, /*added=*/false);
+  // What the last lease does is the buffer's: its leases at every copy.
+  Buffer* home = HomeOfLocked(record);
+  if (home == nullptr) {  // An orphaned copy.
+    if (record.info.lease_count == 0) FreeIfUnusedLocked(record.info.id, after);
+    return;
+  }
+  if (TotalLeasesLocked(*home) > 0) return;
+  LastLeaseEndedLocked(*home, after);
 }
 
 void Broker::LastLeaseEndedLocked(Buffer& buffer, AfterUnlock& after) {
@@ -562,12 +607,35 @@ void Broker::LastLeaseEndedLocked(Buffer& buffer, AfterUnlock& after) {
 void Broker::UnlinkLocked(Buffer& buffer, AfterUnlock& after) {
   names_.erase(buffer.info.name);
   buffer.info.unlinked = true;
+  // Its copies go as the home does: when nothing holds them any more.
+  for (auto& [at, id] : buffer.copies) OrphanLocked(*buffers_.at(id), after);
+  buffer.copies.clear();
   JournalLocked(buffer);
   FreeIfUnusedLocked(buffer.info.id, after);
 }
 
 void Broker::JournalLocked(const Buffer& buffer) {
-  if (journal_ != nullptr) journal_->BufferChanged(buffer.info, buffer.allocation);
+  if (journal_ == nullptr) return;
+  if (buffer.is_copy) {
+    // A restart keeps a copy only for holders who re-claim its leases: as
+    // an unlinked buffer, which goes with its last lease.
+    BufferInfo info = buffer.info;
+    info.unlinked = true;
+    journal_->BufferChanged(info, buffer.allocation);
+    return;
+  }
+  if (buffer.info.state == BufferState::kSealed && !HomeCurrentLocked(buffer)) {
+    // Sealed through a copy whose bytes the home has not caught up with: a
+    // restart now must not serve the home's old bytes under the sealed
+    // name, so the state calls it unsealed (a restart drops it) until the
+    // home's refresh ends (FinishFill journals it again).
+    BufferInfo info = buffer.info;
+    info.state = BufferState::kCreating;
+    info.sealed.reset();
+    journal_->BufferChanged(info, buffer.allocation);
+    return;
+  }
+  journal_->BufferChanged(buffer.info, buffer.allocation);
 }
 
 void Broker::JournalLeaseLocked(const Grant& grant, SessionId session) {
@@ -597,8 +665,8 @@ void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
   if (journal_ != nullptr) journal_->BufferFreed(id);
   pool::Pool* pool = it->second->pool;
   usage_.Remove(it->second->charge);
-  const uid_t owner = it->second->info.owner_uid;
-  uid_counts_.Remove(owner, UidCounts::Kind::kBuffers);
+  // The uid it was counted against: the owner, or for a copy whoever asked.
+  uid_counts_.Remove(it->second->charge.uid, UidCounts::Kind::kBuffers);
   after.freed.emplace_back(pool, std::move(it->second));
   buffers_.erase(it);
 }
@@ -636,7 +704,7 @@ absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
   if (!MayAccess(caller->peer, buffer->info, Access::kRead)) {
     return PermissionDenied(caller->peer, buffer->info, "inspect");
   }
-  return buffer->info;
+  return ViewLocked(*buffer);
 }
 
 void Broker::SetLimits(const BrokerLimits& limits) {

@@ -18,6 +18,8 @@
 #include "daemon/broker/buffer_journal.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
+#include "daemon/broker/replica_copier.h"
+#include "daemon/broker/replica_set.h"
 #include "daemon/broker/types.h"
 #include "daemon/broker/uid_counts.h"
 #include "daemon/broker/usage_ledger.h"
@@ -64,9 +66,22 @@ namespace memd::broker {
 /// pool),
 /// UNAUTHENTICATED (the session is unknown or has ended), ABORTED
 /// (OpenOrCreate lost a race with a create and unlink of the name: retry).
+///
+/// Replicas (docs/design.md, "Replicas"): a named buffer lives at its home
+/// (where it was created) and may have one copy at each other location.
+/// Each copy is a record of its own (its allocation, charge, pin and
+/// leases; journaled as an unlinked buffer, so that a restart keeps a copy
+/// only for the holders who re-claim it) that the home's ReplicaSet
+/// decides about. An open at a location without a current copy starts a
+/// fill through the ReplicaCopier and waits for it with every other opener
+/// there; the copy is charged to the uid that asked for it. An unlink
+/// orphans the copies: each goes when its last lease and copy do.
 // The most lease ids one Reclaim names: what one call does under the
 // broker's mutex, and its reply, stay small. libmemd asks 256 at a time.
 inline constexpr std::uint64_t kMaxLeasesPerReclaim = 1024;
+// Copies one buffer may have, its home included: more than a node has
+// locations (host, pinned and its GPUs), so that only memory bounds them.
+inline constexpr std::size_t kMaxReplicas = 64;
 
 class Broker {
  public:
@@ -255,6 +270,26 @@ class Broker {
   // buffers went. Later calls do nothing.
   std::uint64_t EndGrace();
 
+  // Removes the copy of `name` at `at`: the buffer's owner, root or the uid
+  // the copy is charged to. Returns the buffer as it is then. Errors:
+  // NOT_FOUND (no such name, or no copy there), PERMISSION_DENIED,
+  // FAILED_PRECONDITION (the home, a leased or filling copy, the only
+  // current one), INVALID_ARGUMENT (a location this node lacks).
+  absl::StatusOr<BufferInfo> DropReplica(SessionId session, const std::string& name,
+                                         const Location& at);
+
+  // A writer publishes its bytes: the copy its READ_WRITE lease maps
+  // becomes the buffer's new generation, every other copy stale, and the
+  // stale copies nobody holds are refreshed now (charged to the caller's
+  // transfer admission). Returns the buffer. Errors: NOT_FOUND (lease),
+  // FAILED_PRECONDITION (read-only lease, sealed or unlinked buffer).
+  absl::StatusOr<BufferInfo> Sync(SessionId session, LeaseId lease);
+
+  // What makes copies (nullptr: none; opens away from the home are then
+  // FAILED_PRECONDITION). Borrowed: must outlive the broker or be replaced
+  // first.
+  void SetReplicaCopier(ReplicaCopier* copier);
+
   // Called, outside the broker's mutex, with each buffer freed while copies
   // may still write it (the daemon cancels them: transfer::Engine::
   // CancelWritesTo). Empty: nothing is called. Must not call the broker.
@@ -273,6 +308,32 @@ class Broker {
     // Adopted from a previous memd and not yet re-claimed: it waits for
     // EndGrace before its lack of leases counts.
     bool awaiting_holders = false;
+    // A copy of the named buffer `home` at info.location; `home` is 0 once
+    // an unlink orphaned it (it goes with its last lease and copy).
+    bool is_copy = false;
+    BufferId home = 0;
+    // Homes: the state of every copy, the home's own included, and the
+    // records of the copies away from home.
+    std::optional<ReplicaSet> replicas;
+    absl::flat_hash_map<Location, BufferId> copies;
+  };
+  // A fill the broker decided on under its mutex, started after it.
+  struct FillStart {
+    BufferId home = 0;
+    FillTicket ticket;
+    SessionId session = 0;  // Whose transfer admission it counts against.
+    uid_t uid = 0;
+    WatchId starter = 0;  // The open that started it; 0: a Seal or Sync.
+    CopyEnds ends;
+  };
+  // An open that needs a copy where the buffer has none: memory to
+  // allocate outside the mutex, then AddCopyLocked.
+  struct NewCopy {
+    BufferId home = 0;
+    Location at;
+    pool::Pool* pool = nullptr;
+    pool::Domain domain;
+    std::uint64_t size = 0;
   };
   struct Lease {
     SessionId session = 0;
@@ -301,11 +362,16 @@ class Broker {
     std::function<void(BufferId)> on_freed_while_written;
     // Segments an ended session held (Session::replayable); let go last.
     std::vector<pool::SegmentHold> let_go;
+    // Fills to hand to the copier, and the broker that finishes them.
+    std::vector<FillStart> fills;
+    Broker* broker = nullptr;
     void Wake(std::vector<std::function<void()>> more);
-    // Gives the memory back, then wakes, then lets go, in that order.
+    // Gives the memory back, starts the fills, then wakes, then lets go,
+    // in that order.
     void Run() &&;
     bool empty() const {
-      return freed.empty() && wakes.empty() && let_go.empty() && freed_while_written.empty();
+      return freed.empty() && wakes.empty() && let_go.empty() &&
+             freed_while_written.empty() && fills.empty();
     }
     // A filled AfterUnlock that was never run is a bug: asserted.
     ~AfterUnlock();
@@ -334,11 +400,68 @@ class Broker {
                                                    AfterUnlock& after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Open under the lock. Returns std::nullopt when it would wait (and then
-  // registers `wake` if given).
+  // registers `wake` if given). A fill it starts goes to `after` (nullptr:
+  // it may start none); a copy it needs where the buffer has no memory yet
+  // goes to `need` (nullptr: refused), and std::nullopt comes back.
   absl::StatusOr<std::optional<Grant>> OpenLocked(
       SessionId session, Session& caller, const OpenParams& params,
-      WatchId watch, std::function<void()>* wake)
+      WatchId watch, std::function<void()>* wake, AfterUnlock* after = nullptr,
+      std::optional<NewCopy>* need = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Serves an open at a location (the home or a copy) of a buffer the
+  // caller may open: a grant, a wait, a fill or a NewCopy (OpenLocked).
+  absl::StatusOr<std::optional<Grant>> OpenAtLocked(
+      SessionId session, Session& caller, Buffer& home, const OpenParams& params,
+      WatchId watch, std::function<void()>* wake, AfterUnlock* after,
+      std::optional<NewCopy>* need) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registers the copy `need` asked for around `allocation` (freed through
+  // `after` when the buffer changed meanwhile) and starts its fill; then
+  // the caller waits for it. Errors: as Create's admission.
+  absl::Status AddCopyLocked(SessionId session, const NewCopy& need,
+                             pool::Allocation allocation, WatchId watch,
+                             std::function<void()>& wake, AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the fill `ticket` began of `destination` (a record of `home`)
+  // from the copy at ticket.source in `after`.
+  void QueueFillLocked(Buffer& home, Buffer& destination, FillTicket ticket, SessionId session, uid_t uid, WatchId starter,
+                       AfterUnlock& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the stale copies of `home` nobody holds refreshing.
+  void RefreshStaleLocked(Buffer& home, SessionId session, uid_t uid, AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Outside the mutex: hands a fill to the copier.
+  void StartFill(FillStart fill) ABSL_LOCKS_EXCLUDED(mu_);
+  // The copier's end of a fill: the copy becomes current or goes, and
+  // whoever waits on the name tries again.
+  void FinishFill(BufferId home, const FillTicket& ticket, WatchId starter,
+                  SessionId session, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // The record of `home`'s copy at `at` (the home itself at its location).
+  Buffer* RecordAtLocked(Buffer& home, const Location& at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The named buffer a record belongs to: itself for a home, nullptr for an
+  // orphaned copy.
+  Buffer* HomeOfLocked(Buffer& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A lease more (or fewer) on `record`, in its home's ReplicaSet.
+  void CountLeaseLocked(Buffer& record, Access access, bool added)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases on the buffer at every location.
+  std::uint32_t TotalLeasesLocked(const Buffer& home) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cuts a copy loose from its buffer (an unlink, a drop, a failed first
+  // fill): it goes when nothing holds it any more.
+  void OrphanLocked(Buffer& copy, AfterUnlock& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fill's end under the mutex: FinishFill's, or a fill that could
+  // not even be handed over.
+  void SettleFillLocked(BufferId home, const FillTicket& ticket, WatchId starter,
+                        SessionId session, const absl::Status& status, AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One end of a fill: the whole of `record`, claimed for the copy.
+  absl::StatusOr<CopyEnd> FillEndLocked(Buffer& record, bool destination)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies of clients that may still write the buffer at any of its copies
+  // (what keeps it from being sealed); fills are not among them.
+  int ClientWritersLocked(const Buffer& home) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the home's own copy holds the current generation.
+  static bool HomeCurrentLocked(const Buffer& home);
+  // What Stat shows of a home: its info with every copy and the state.
+  BufferInfo ViewLocked(const Buffer& home) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Grant> GrantLocked(SessionId session, Session& holder,
                                     Buffer& buffer, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -411,6 +534,15 @@ class Broker {
   // that nobody has re-claimed (Adopt, Reclaim). New ids skip theirs.
   absl::flat_hash_map<SessionId, AdoptedSession> dead_sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LeaseId, AdoptedLease> reclaimable_ ABSL_GUARDED_BY(mu_);
+  ReplicaCopier* copier_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Fills that failed, by the waiting open that started them: its next try
+  // ends with the failure instead of starting another. Dropped with the
+  // watch (CancelWatch) or the session.
+  struct FailedFill {
+    SessionId session = 0;
+    absl::Status status;
+  };
+  absl::flat_hash_map<WatchId, FailedFill> failed_fills_ ABSL_GUARDED_BY(mu_);
 };
 
 // The buffer a Seal refusal is about when copies may still write it, so

@@ -105,7 +105,11 @@ absl::Status Broker::Adopt(std::vector<AdoptedBuffer> buffers,
                               buffer->allocation.bytes};
       usage_.Add(buffer->charge);
       uid_counts_.Add(info.owner_uid, UidCounts::Kind::kBuffers);
-      if (!info.unlinked) names_.emplace(info.name, info.id);
+      if (!info.unlinked) {
+        names_.emplace(info.name, info.id);
+        // Copies do not survive a restart as copies: the home starts alone.
+        buffer->replicas = ReplicaSet::Created(info.location, kMaxReplicas).value();
+      }
       in_grace_ = in_grace_ || buffer->awaiting_holders;
       buffers_.emplace(info.id, std::move(buffer));
     }
@@ -178,7 +182,9 @@ absl::StatusOr<std::vector<Broker::ReclaimOutcome>> Broker::Reclaim(
     leases_.emplace(id, Lease{session, claimed.buffer, claimed.access, uid});
     uid_counts_.Add(uid, UidCounts::Kind::kLeases);
     caller->leases.insert(id);
-    ++buffers_.at(claimed.buffer)->info.lease_count;
+    Buffer& record = *buffers_.at(claimed.buffer);
+    ++record.info.lease_count;
+    CountLeaseLocked(record, claimed.access, /*added=*/true);
     if (journal_ != nullptr) journal_->LeaseGranted(id, session, claimed.buffer, claimed.access);
     outcomes.push_back({id, absl::OkStatus()});
   }

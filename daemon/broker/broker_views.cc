@@ -45,8 +45,10 @@ absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     for (const auto& [name, id] : names_) {
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      const BufferInfo& info = buffers_.at(id)->info;
-      if (MayAccess(caller->peer, info, Access::kRead)) listed.push_back(info);
+      const Buffer& buffer = *buffers_.at(id);
+      if (MayAccess(caller->peer, buffer.info, Access::kRead)) {
+        listed.push_back(ViewLocked(buffer));
+      }
     }
   }
   std::sort(listed.begin(), listed.end(),
@@ -125,8 +127,12 @@ BrokerSnapshot Broker::Snapshot() const {
 
 BrokerCounts Broker::CountsLocked() const {
   BrokerCounts counts;
-  counts.buffers = buffers_.size();
   for (const auto& [id, buffer] : buffers_) {
+    if (buffer->is_copy) {
+      ++counts.replicas;
+      continue;
+    }
+    ++counts.buffers;
     if (buffer->info.unlinked) {
       ++counts.unlinked;
     } else if (buffer->info.state == BufferState::kSealed) {

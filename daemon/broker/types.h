@@ -15,6 +15,7 @@
 #include "common/location.h"
 #include "common/unique_fd.h"
 #include "daemon/broker/quota.h"
+#include "daemon/broker/replica_set.h"
 #include "daemon/pool/pool.h"
 
 namespace memd::broker {
@@ -29,6 +30,13 @@ enum class BufferState { kCreating, kSealed };
 enum class Persistence { kPersistent, kEphemeral };
 
 inline constexpr std::uint32_t kDefaultMode = 0600;
+
+// One copy of a buffer as Stat shows it: its state and what it takes.
+struct ReplicaInfo {
+  ReplicaReport report;
+  std::uint64_t bytes = 0;  // What its allocation takes where it lives,
+  uid_t charged_uid = 0;    // charged to this uid.
+};
 
 // What anyone allowed to see a buffer may know about it.
 struct BufferInfo {
@@ -47,6 +55,12 @@ struct BufferInfo {
   std::optional<absl::Time> sealed;
   pid_t creator_pid = 0;
   BufferAttrs attrs = {};
+  // Views only (Stat, List, Prefetch, DropReplica, Sync): every copy, the
+  // buffer's sync state and generation, and the last fill that failed.
+  std::vector<ReplicaInfo> replicas = {};
+  std::string sync_state = {};
+  Generation generation = 0;
+  std::string fill_failure = {};
 };
 
 struct CreateParams {
@@ -68,6 +82,16 @@ struct OpenParams {
   // them first, so a consumer that waits for one producer says which.
   // Another owner is PERMISSION_DENIED (after the read check).
   std::optional<uid_t> expected_owner = std::nullopt;
+  // Where to lease it; unset: its home. A location without a current copy
+  // gets one (a fill), which the open waits for: only with a wake.
+  std::optional<Location> location = std::nullopt;
+  // False: make the copy at `location` current and grant nothing (Prefetch:
+  // the grant that comes back has lease 0 and only the buffer's info).
+  bool lease = true;
+  // With a wake: whether a missing or unsealed buffer is waited for. False
+  // (an open without a wait timeout that waits only for a fill): NOT_FOUND
+  // and FAILED_PRECONDITION at once, as without a wake.
+  bool wait_for_seal = true;
 };
 
 // A lease the broker granted, with a descriptor for the caller to pass on.
@@ -130,6 +154,9 @@ struct BrokerCounts {
   std::uint64_t creating = 0;  // Of those: not sealed yet,
   std::uint64_t sealed = 0;    // sealed,
   std::uint64_t unlinked = 0;  // unlinked but still leased, or parked under copies.
+  // Copies of named buffers away from their homes (not among `buffers`),
+  // and copies orphaned by an unlink that leases or copies still hold.
+  std::uint64_t replicas = 0;
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
   std::uint64_t waits = 0;     // Calls waiting: opens (for a seal), WaitTransfer.

@@ -61,6 +61,9 @@ class Waiters {
   // Forgets every watch without handing back any callback.
   void Clear();
 
+  // Whether `id` is registered (not taken, not cancelled).
+  bool Has(WatchId id) const { return watches_.contains(id); }
+
   std::size_t size() const { return watches_.size(); }
   std::uint64_t waits_of_session(SessionId session) const;
   std::uint64_t waits_of_uid(uid_t uid) const;

@@ -38,7 +38,19 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
     v1::Attr* attr = out->add_attrs();
     attr->set_key(key);
     attr->set_value(value);
+  }  for (const broker::ReplicaInfo& replica : info.replicas) {
+    v1::Replica* copy = out->add_replicas();
+    copy->set_location(replica.report.location.ToString());
+    copy->set_state(std::string(broker::ReplicaStateName(replica.report.state)));
+    copy->set_generation(replica.report.generation);
+    copy->set_readers(replica.report.readers);
+    copy->set_writers(replica.report.writers);
+    copy->set_bytes(replica.bytes);
+    copy->set_charged_uid(replica.charged_uid);
   }
+  out->set_sync_state(info.sync_state);
+  out->set_generation(info.generation);
+  out->set_fill_failure(info.fill_failure);
 }
 
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out) {
@@ -277,6 +289,27 @@ absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request) {
   params.name = request.name();
   MEMD_ASSIGN_OR_RETURN(params.access, FromProto(request.access()));
   if (request.has_owner_uid()) params.expected_owner = request.owner_uid();
+  if (!request.location().empty()) {
+    MEMD_ASSIGN_OR_RETURN(params.location, ReplicaLocation(request.location()));
+  }
+  return params;
+}
+
+absl::StatusOr<Location> ReplicaLocation(const std::string& text) {
+  if (text.empty()) {
+    return absl::InvalidArgumentError(
+        "no location given: name one (\"host\", \"pinned\" or \"device:N\")");
+  }
+  return Location::Parse(text);
+}
+
+absl::StatusOr<broker::OpenParams> FromProto(const v1::PrefetchRequest& request) {
+  broker::OpenParams params;
+  params.name = request.name();
+  MEMD_ASSIGN_OR_RETURN(params.location, ReplicaLocation(request.location()));
+  if (request.has_owner_uid()) params.expected_owner = request.owner_uid();
+  params.lease = false;
+  params.wait_for_seal = request.wait_timeout_ms() > 0;
   return params;
 }
 

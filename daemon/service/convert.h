@@ -61,6 +61,11 @@ absl::StatusOr<broker::Access> FromProto(v1::Access access);
 
 // Name, access and expected owner of an Open. Errors: as FromProto(Access).
 absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request);
+// A Prefetch is an open at its location that grants nothing.
+absl::StatusOr<broker::OpenParams> FromProto(const v1::PrefetchRequest& request);
+// The location a replica call names: INVALID_ARGUMENT when empty or not
+// "host", "pinned" or "device:N".
+absl::StatusOr<Location> ReplicaLocation(const std::string& text);
 
 // The create part, with the expected owner of an existing buffer. Errors:
 // as FromProto(CreateRequest).

@@ -183,14 +183,12 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
                                        public WaitingOpen::Call {
  public:
   WaitingCall(MemdService& service, const char* method,
-              std::shared_ptr<session::Session> session,
-              std::uint64_t mapped_buffer_id, v1::Lease* reply)
+              std::shared_ptr<session::Session> session, GrantDelivery deliver)
       : service_(service),
         method_(method),
         start_(absl::Now()),
         session_(std::move(session)),
-        mapped_buffer_id_(mapped_buffer_id),
-        reply_(reply) {}
+        deliver_(std::move(deliver)) {}
 
   // Waits for `request` until `wait` has passed.
   void Wait(OpenRequest request, absl::Duration wait) {
@@ -212,7 +210,7 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
                });
   }
   absl::Status Deliver(broker::Grant grant) override {
-    return service_.Deliver(*session_, std::move(grant), mapped_buffer_id_, reply_);
+    return deliver_(*session_, std::move(grant));
   }
   void End(const absl::Status& status) override {
     if (alarm_set_) alarm_.Cancel();
@@ -230,8 +228,7 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
   const char* const method_;
   const absl::Time start_;
   const std::shared_ptr<session::Session> session_;
-  const std::uint64_t mapped_buffer_id_;
-  v1::Lease* const reply_;
+  const GrantDelivery deliver_;
   std::weak_ptr<WaitingOpen> wait_;
   // Set and cancelled only under the wait's mutex (WaitingOpen::Call).
   bool alarm_set_ = false;
@@ -240,22 +237,32 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
 
 grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
     grpc::CallbackServerContext* context, const char* method, OpenRequest request,
-    std::uint64_t wait_ms, std::uint64_t mapped_buffer_id, v1::Lease* reply) {
+    std::uint64_t wait_ms, bool for_copy, GrantDelivery deliver) {
   auto session = Authenticate(context);
   absl::Status valid = session.ok() ? ValidateWait(wait_ms) : session.status();
-  if (!valid.ok() || wait_ms == 0) {
+  if (!valid.ok() || (wait_ms == 0 && !for_copy)) {
     return Respond(context, method, [&]() -> absl::Status {
       MEMD_RETURN_IF_ERROR(valid);
       MEMD_ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
                        AskBroker(broker_, (*session)->id(), request, 0, nullptr));
       // Without a wake the broker answers at once.
-      return Deliver(**session, std::move(*grant), mapped_buffer_id, reply);
+      return deliver(**session, std::move(*grant));
     });
   }
-  auto* call = new WaitingCall(*this, method, std::move(*session), mapped_buffer_id,
-                               reply);
-  call->Wait(std::move(request), absl::Milliseconds(wait_ms));
+  // An open at a location waits for the copy there to be made however long
+  // the copy takes (the engine fails a copy that stalls): without a wait
+  // timeout it waits for nothing else (OpenParams::wait_for_seal).
+  const absl::Duration wait = wait_ms == 0 ? kMaxOpenWait : absl::Milliseconds(wait_ms);
+  auto* call = new WaitingCall(*this, method, std::move(*session), std::move(deliver));
+  call->Wait(std::move(request), wait);
   return call;
+}
+
+MemdService::GrantDelivery MemdService::LeaseDelivery(std::uint64_t mapped_buffer_id,
+                                                      v1::Lease* reply) {
+  return [this, mapped_buffer_id, reply](session::Session& session, broker::Grant grant) {
+    return Deliver(session, std::move(grant), mapped_buffer_id, reply);
+  };
 }
 
 grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context,
@@ -265,9 +272,10 @@ grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context
   if (!params.ok()) {
     return Respond(context, "Open", [&] { return params.status(); });
   }
-  return OpenMaybeWaiting(context, "Open", std::move(*params),
-                          request->wait_timeout_ms(), request->mapped_buffer_id(),
-                          reply);
+  const bool for_copy = params->location.has_value();
+  params->wait_for_seal = request->wait_timeout_ms() > 0;
+  return OpenMaybeWaiting(context, "Open", std::move(*params), request->wait_timeout_ms(),
+                          for_copy, LeaseDelivery(request->mapped_buffer_id(), reply));
 }
 
 grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
@@ -278,7 +286,7 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
     return Respond(context, "OpenOrCreate", [&] { return params.status(); });
   }
   return OpenMaybeWaiting(context, "OpenOrCreate", std::move(*params),
-                          request->wait_timeout_ms(), 0, reply);
+                          request->wait_timeout_ms(), /*for_copy=*/false, LeaseDelivery(0, reply));
 }
 
 grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context,

@@ -121,6 +121,16 @@ class MemdService final : public v1::Memd::CallbackService {
   grpc::ServerUnaryReactor* WaitTransfer(grpc::CallbackServerContext* context,
                                          const v1::WaitTransferRequest* request,
                                          v1::TransferProgress* reply) override;
+  // Replicas (replica_calls.cc).
+  grpc::ServerUnaryReactor* Prefetch(grpc::CallbackServerContext* context,
+                                     const v1::PrefetchRequest* request,
+                                     v1::BufferInfo* reply) override;
+  grpc::ServerUnaryReactor* DropReplica(grpc::CallbackServerContext* context,
+                                        const v1::DropReplicaRequest* request,
+                                        v1::BufferInfo* reply) override;
+  grpc::ServerUnaryReactor* Sync(grpc::CallbackServerContext* context,
+                                 const v1::SyncRequest* request,
+                                 v1::BufferInfo* reply) override;
   grpc::ServerUnaryReactor* CancelTransfer(grpc::CallbackServerContext* context,
                                            const v1::CancelTransferRequest* request,
                                            v1::TransferProgress* reply) override;
@@ -166,12 +176,18 @@ class MemdService final : public v1::Memd::CallbackService {
                                     absl::FunctionRef<absl::Status()> body);
   void Observe(const char* method, absl::StatusCode code, absl::Time start) const;
 
-  // Finishes an Open-like call now (wait == 0) or after waiting.
+  // What an Open-like call does with its grant: fills its reply.
+  using GrantDelivery = std::function<absl::Status(session::Session&, broker::Grant)>;
+  // Deliver into a Lease reply.
+  GrantDelivery LeaseDelivery(std::uint64_t mapped_buffer_id, v1::Lease* reply);
+
+  // Finishes an Open-like call now (wait == 0) or after waiting; one that
+  // may need a copy made (`for_copy`: it names a location) always waits,
+  // without a wait timeout for the copy only.
   grpc::ServerUnaryReactor* OpenMaybeWaiting(grpc::CallbackServerContext* context,
                                              const char* method, OpenRequest request,
-                                             std::uint64_t wait_ms,
-                                             std::uint64_t mapped_buffer_id,
-                                             v1::Lease* reply);
+                                             std::uint64_t wait_ms, bool for_copy,
+                                             GrantDelivery deliver);
 
   broker::Broker& broker_;
   const pool::PoolSet& pools_;

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "daemon/service/convert.h"
 #include "daemon/service/memd_service.h"
+#include "daemon/service/replica_copier.h"
 #include "daemon/service/transfer_wait.h"
 #include "grpcpp/alarm.h"
 
@@ -25,19 +26,6 @@ absl::Status ValidateTransferWait(std::uint64_t wait_ms) {
         " ms; wait again for longer waits"));
   }
   return absl::OkStatus();
-}
-
-transfer::Endpoint EndpointOf(broker::CopyEnd end) {
-  transfer::Endpoint endpoint;
-  endpoint.memory = end.memory;
-  endpoint.length = end.length;
-  endpoint.hold = std::move(end.hold);
-  // A no-op for a source: its claim never counted among the writers.
-  if (end.pin != nullptr) endpoint.written = [claim = end.pin] { claim->Written(); };
-  endpoint.pin = std::move(end.pin);
-  endpoint.buffer_id = end.buffer.id;
-  endpoint.offset = end.offset;
-  return endpoint;
 }
 
 // 0: none. Beyond what a duration holds it is as good as none.

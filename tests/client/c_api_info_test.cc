@@ -16,7 +16,8 @@ namespace {
 BufferInfo EveryFieldSet(int n) {
   BufferInfo info;
   auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence, lease_count,
-         unlinked, created, sealed, creator_pid, attrs] = info;
+         unlinked, created, sealed, creator_pid, attrs, replicas, sync_state, generation,
+         fill_failure] = info;
   name = "buffers/" + std::to_string(n);
   id = 100 + n;
   size = 4096 * (n + 1);
@@ -32,6 +33,11 @@ BufferInfo EveryFieldSet(int n) {
   sealed = absl::FromUnixNanos(1'700'000'000'500'000'000 + n);
   creator_pid = 4242 + n;
   attrs = {{"dtype", "float16"}, {"shape", std::to_string(n) + ",4096"}};
+  // Not in memd_buffer_info yet: the C API's replica fields are to come.
+  replicas = {};
+  sync_state = "host_only";
+  generation = 1;
+  fill_failure = "";
   return info;
 }
 

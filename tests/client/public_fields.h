@@ -74,12 +74,21 @@ struct Fields<TransferProgress> {
   }
 };
 template <>
+struct Fields<ReplicaInfo> {
+  static auto Of(auto& s) {
+    auto& [location, state, generation, readers, writers, bytes, charged_uid] = s;
+    return std::tie(location, state, generation, readers, writers, bytes, charged_uid);
+  }
+};
+template <>
 struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
-           lease_count, unlinked, created, sealed, creator_pid, attrs] = s;
+           lease_count, unlinked, created, sealed, creator_pid, attrs, replicas, sync_state,
+           generation, fill_failure] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
-                    persistence, lease_count, unlinked, created, sealed, creator_pid, attrs);
+                    persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
+                    replicas, sync_state, generation, fill_failure);
   }
 };
 template <>

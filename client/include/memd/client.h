@@ -40,6 +40,19 @@ enum class BufferState { kCreating, kSealed };
 enum class Persistence { kPersistent, kEphemeral };
 enum class Access { kRead, kReadWrite };
 
+// One copy of a buffer (BufferInfo::replicas): where, and how current.
+struct ReplicaInfo {
+  std::string location;  // "host", "pinned", "device:N".
+  // "current" (holds the buffer's generation; may be leased), "stale" (an
+  // older one, kept for those who hold it), "filling" (a copy into it runs).
+  std::string state;
+  std::uint64_t generation = 0;
+  std::uint32_t readers = 0;
+  std::uint32_t writers = 0;
+  std::uint64_t bytes = 0;  // What it takes where it lives,
+  uid_t charged_uid = 0;    // charged to this uid.
+};
+
 // What the daemon says about a buffer.
 struct BufferInfo {
   std::string name;
@@ -58,6 +71,15 @@ struct BufferInfo {
   pid_t creator_pid = 0;
   // Set at Create (CreateOptions::attrs), sorted by key.
   std::map<std::string, std::string> attrs = {};
+  // Stat and List: every copy (host, pinned, then devices), the buffer's
+  // state in unified-memory words ("host_only", "device_only",
+  // "synchronized", "host_dirty", "device_dirty", "mixed"), its content's
+  // generation, and the last copy that failed ("" none). `location` is the
+  // home; in a Buffer's info, where that lease's copy lives.
+  std::vector<ReplicaInfo> replicas = {};
+  std::string sync_state = {};
+  std::uint64_t generation = 0;
+  std::string fill_failure = {};
 };
 
 struct CreateOptions {
@@ -94,6 +116,24 @@ struct OpenOptions {
   // name first, so a consumer that trusts only one producer says which.
   // A buffer owned by anyone else is PERMISSION_DENIED, also one sealed
   // while this open waits. Unset: any owner whose mode lets this user read.
+  std::optional<uid_t> owner = std::nullopt;
+  // Where to map it: "host", "pinned", "device:N"; empty: its home. Where
+  // the buffer has no current copy the daemon makes one (through its
+  // transfer engine, once for every opener there, charged to this user's
+  // quota) and the open waits for it: with a zero `wait`, as long as the
+  // copy takes (up to kCopyWait).
+  std::string location = {};
+};
+
+// How long an open at a location, or a Prefetch that waits, waits for the
+// copy when no wait was given.
+inline constexpr absl::Duration kCopyWait = absl::Minutes(10);
+
+struct PrefetchOptions {
+  // Zero: start the copy and return at once (BufferInfo shows it
+  // "filling"); else wait up to this long for it to be current.
+  absl::Duration wait = absl::ZeroDuration();
+  // As OpenOptions::owner.
   std::optional<uid_t> owner = std::nullopt;
 };
 
@@ -402,6 +442,13 @@ class Buffer {
   // not hand it back: see Client).
   absl::Status Seal();
 
+  // Publishes what this writer wrote to the buffer's other copies: this
+  // lease's copy becomes the buffer's new generation; the others are
+  // refreshed now, or when next opened if someone holds them. Returns the
+  // buffer. Errors: FAILED_PRECONDITION (read-only lease, sealed, unlinked),
+  // NOT_FOUND (lease gone).
+  absl::StatusOr<BufferInfo> Sync();
+
   // Ends the lease and unmaps (when no other Buffer here shares the
   // mapping). Releasing an empty or released Buffer is FAILED_PRECONDITION.
   absl::Status Release();
@@ -468,6 +515,18 @@ class Client {
 
   // Removes the name; leased memory lives until its last lease ends.
   absl::Status Unlink(std::string_view name);
+
+  // Replicas. Prefetch makes (or refreshes) the buffer's copy at
+  // `location` without a lease; DropReplica removes one nobody holds (its
+  // owner, root, or the user it is charged to). Both return the buffer as
+  // it is then. Errors: NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (a
+  // location this node lacks), FAILED_PRECONDITION (DropReplica: the home,
+  // a held, filling or only current copy), RESOURCE_EXHAUSTED (this
+  // user's quota at `location`, its transfers in flight), and the copy's
+  // own failure when Prefetch waits.
+  absl::StatusOr<BufferInfo> Prefetch(std::string_view name, std::string_view location,
+                                      const PrefetchOptions& options = {});
+  absl::StatusOr<BufferInfo> DropReplica(std::string_view name, std::string_view location);
 
   absl::StatusOr<BufferInfo> Stat(std::string_view name);
   // Buffers this user may read, by name.

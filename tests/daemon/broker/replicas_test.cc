@@ -1,0 +1,551 @@
+// The broker's replicas: copies of a named buffer at other locations, made
+// by the first open there through a ReplicaCopier (a fake here, which
+// copies when the test says so), shared by later openers, charged to
+// whoever asked, refreshed after a writer publishes, and gone with the
+// buffer.
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "daemon/broker/broker.h"
+#include "daemon/pool/carving_pool.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/fake_backend.h"
+#include "tests/support/fake_clock.h"
+
+namespace memd::broker {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+constexpr uid_t kAlice = 1000;
+constexpr uid_t kBob = 1001;
+const Location kHost = Location::Host();
+const Location kDev0 = Location::Device(0);
+const Location kDev1 = Location::Device(1);
+
+PeerCredentials Peer(uid_t uid) {
+  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, uid, {}};
+}
+
+// Fills wait here until the test finishes them, oldest first: then the
+// bytes are copied (both ends are host-mapped on the fake backend) and the
+// broker told.
+class FakeCopier : public ReplicaCopier {
+ public:
+  absl::Status Start(SessionId session, uid_t uid, CopyEnds ends,
+                     std::function<void(const absl::Status&)> done) override {
+    absl::MutexLock lock(&mu_);
+    if (!refusal_.ok()) return refusal_;
+    pending_.push_back(Fill{session, uid, std::move(ends), std::move(done)});
+    ++started_;
+    return absl::OkStatus();
+  }
+  void Refuse(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    refusal_ = std::move(status);
+  }
+  // Ends the oldest fill with `status` (copying its bytes when OK).
+  void Finish(absl::Status status = absl::OkStatus()) {
+    Fill fill;
+    {
+      absl::MutexLock lock(&mu_);
+      ASSERT_FALSE(pending_.empty());
+      fill = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    if (status.ok()) {
+      std::memcpy(fill.ends.destination.memory.host, fill.ends.source.memory.host,
+                  fill.ends.source.length);
+    }
+    fill.ends.destination.pin->Written();
+    fill.ends = {};  // The engine lets go of both ends before it reports.
+    fill.done(status);
+  }
+  int pending() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(pending_.size());
+  }
+  int started() {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
+  uid_t last_uid() {
+    absl::MutexLock lock(&mu_);
+    return pending_.empty() ? 0 : pending_.back().uid;
+  }
+
+ private:
+  struct Fill {
+    SessionId session = 0;
+    uid_t uid = 0;
+    CopyEnds ends;
+    std::function<void(const absl::Status&)> done;
+  };
+  absl::Mutex mu_;
+  std::deque<Fill> pending_ ABSL_GUARDED_BY(mu_);
+  int started_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+};
+
+// Records what the broker journals of each buffer, last state wins.
+class LastStates : public BufferJournal {
+ public:
+  void BufferChanged(const BufferInfo& info, const pool::Allocation&) override {
+    absl::MutexLock lock(&mu_);
+    last_[info.id] = info;
+  }
+  void BufferFreed(BufferId id) override {
+    absl::MutexLock lock(&mu_);
+    last_.erase(id);
+  }
+  std::optional<BufferInfo> Of(BufferId id) {
+    absl::MutexLock lock(&mu_);
+    auto it = last_.find(id);
+    if (it == last_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<BufferId, BufferInfo> last_ ABSL_GUARDED_BY(mu_);
+};
+
+class ReplicasTest : public ::testing::Test {
+ protected:
+  ReplicasTest() { MakeBroker(BrokerLimits{}); }
+
+  void MakeBroker(BrokerLimits limits) {
+    broker_.reset();
+    pools_ = std::make_unique<pool::PoolSet>();
+    pool::CarvingPoolOptions options;
+    options.limit_bytes = 64 * kMiB;
+    for (const Location& at : {kHost, kDev0, kDev1}) {
+      pools_->Add(std::make_unique<pool::CarvingPool>(backend_, at, options, clock_));
+    }
+    broker_ = std::make_unique<Broker>(*pools_, limits, clock_);
+    broker_->SetReplicaCopier(&copier_);
+    broker_->SetJournal(&journal_);
+    alice_ = Start(kAlice);
+    bob_ = Start(kBob);
+  }
+  ~ReplicasTest() override {
+    while (copier_.pending() > 0) copier_.Finish(absl::CancelledError("test over"));
+  }
+
+  SessionId Start(uid_t uid) {
+    auto session = broker_->StartSession(Peer(uid), "test");
+    EXPECT_TRUE(session.ok()) << session.status();
+    return *session;
+  }
+
+  // Creates `name` on the host with `text`, mode `mode`, and seals it.
+  Grant Publish(const std::string& name, const std::string& text,
+                std::uint32_t mode = 0644) {
+    auto grant = broker_->Create(alice_, CreateParams{name, text.size(), kHost, mode});
+    EXPECT_TRUE(grant.ok()) << grant.status();
+    Write(*grant, text);
+    EXPECT_TRUE(broker_->Seal(alice_, grant->lease).ok());
+    return std::move(*grant);
+  }
+
+  static void Write(const Grant& grant, const std::string& text) {
+    void* map = ::mmap(nullptr, grant.mapped_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                       grant.handle.fd, grant.offset);
+    ASSERT_NE(map, MAP_FAILED);
+    std::memcpy(map, text.data(), text.size());
+    ::munmap(map, grant.mapped_bytes);
+  }
+  static std::string Read(const Grant& grant, std::size_t size) {
+    void* map = ::mmap(nullptr, grant.mapped_bytes, PROT_READ, MAP_SHARED, grant.handle.fd,
+                       grant.offset);
+    EXPECT_NE(map, MAP_FAILED);
+    std::string text(static_cast<const char*>(map), size);
+    ::munmap(map, grant.mapped_bytes);
+    return text;
+  }
+
+  // One open at `at` by `session` that may wait: the grant, or nullopt
+  // with `woken` set once the broker wakes it.
+  absl::StatusOr<std::optional<Grant>> OpenAt(SessionId session, const std::string& name,
+                                              const Location& at, WatchId watch, bool* woken,
+                                              Access access = Access::kRead) {
+    OpenParams params{name, access};
+    params.location = at;
+    return broker_->OpenOrWatch(session, params, watch, [woken] { *woken = true; });
+  }
+
+  // Opens at `at` and, when a fill is needed, finishes it and opens again.
+  Grant OpenThere(SessionId session, const std::string& name, const Location& at) {
+    bool woken = false;
+    const WatchId watch = broker_->NewWatchId();
+    auto first = OpenAt(session, name, at, watch, &woken);
+    EXPECT_TRUE(first.ok()) << first.status();
+    if (first.ok() && first->has_value()) return std::move(**first);
+    copier_.Finish();
+    EXPECT_TRUE(woken);
+    auto again = OpenAt(session, name, at, watch, &woken);
+    EXPECT_TRUE(again.ok() && again->has_value()) << again.status();
+    return again.ok() && again->has_value() ? std::move(**again) : Grant{};
+  }
+
+  std::uint64_t UsageOf(uid_t uid, const Location& at) {
+    auto usage = broker_->Usage(0);
+    EXPECT_TRUE(usage.ok());
+    for (const UidUsage& u : *usage) {
+      if (u.uid == uid && u.location == at) return u.bytes;
+    }
+    return 0;
+  }
+
+  test::FakeClock clock_;
+  test::FakeBackend backend_;
+  FakeCopier copier_;
+  LastStates journal_;
+  std::unique_ptr<pool::PoolSet> pools_;
+  std::unique_ptr<Broker> broker_;
+  SessionId alice_ = 0;
+  SessionId bob_ = 0;
+};
+
+TEST_F(ReplicasTest, TheFirstOpenAtALocationMakesOneCopyThatEveryOpenerThereShares) {
+  Publish("weights", "the model's bytes");
+  bool first_woken = false;
+  bool second_woken = false;
+  const WatchId first_watch = broker_->NewWatchId();
+  const WatchId second_watch = broker_->NewWatchId();
+  auto first = OpenAt(alice_, "weights", kDev0, first_watch, &first_woken);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->has_value());  // Waits for the fill it started.
+  auto second = OpenAt(bob_, "weights", kDev0, second_watch, &second_woken);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(second->has_value());  // Waits for the same fill.
+  EXPECT_EQ(copier_.started(), 1);
+
+  auto filling = broker_->Stat(alice_, "weights");
+  ASSERT_TRUE(filling.ok());
+  ASSERT_EQ(filling->replicas.size(), 2u);
+  EXPECT_EQ(filling->replicas[1].report.location, kDev0);
+  EXPECT_EQ(filling->replicas[1].report.state, ReplicaState::kFilling);
+
+  copier_.Finish();
+  EXPECT_TRUE(first_woken);
+  EXPECT_TRUE(second_woken);
+  auto alice_grant = OpenAt(alice_, "weights", kDev0, first_watch, &first_woken);
+  auto bob_grant = OpenAt(bob_, "weights", kDev0, second_watch, &second_woken);
+  ASSERT_TRUE(alice_grant.ok() && alice_grant->has_value()) << alice_grant.status();
+  ASSERT_TRUE(bob_grant.ok() && bob_grant->has_value()) << bob_grant.status();
+  const Grant& a = **alice_grant;
+  const Grant& b = **bob_grant;
+  EXPECT_EQ(a.buffer.location, kDev0);
+  EXPECT_EQ(a.buffer.id, b.buffer.id);  // One copy, both map it.
+  EXPECT_EQ(a.access, Access::kRead);
+  EXPECT_EQ(Read(a, 17), "the model's bytes");
+  EXPECT_EQ(Read(b, 17), "the model's bytes");
+  EXPECT_EQ(copier_.started(), 1);
+
+  // A third opener is served at once.
+  Grant third = OpenThere(alice_, "weights", kDev0);
+  EXPECT_EQ(third.buffer.id, a.buffer.id);
+  EXPECT_EQ(copier_.started(), 1);
+
+  auto info = broker_->Stat(alice_, "weights");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->location, kHost);  // The home.
+  EXPECT_EQ(info->sync_state, "synchronized");
+  EXPECT_EQ(info->lease_count, 4u);  // Alice's writer's and 3 at device:0.
+  ASSERT_EQ(info->replicas.size(), 2u);
+  EXPECT_EQ(info->replicas[1].report.state, ReplicaState::kCurrent);
+  EXPECT_EQ(info->replicas[1].report.readers, 3u);
+  EXPECT_EQ(broker_->Counts().buffers, 1u);
+  EXPECT_EQ(broker_->Counts().replicas, 1u);
+}
+
+TEST_F(ReplicasTest, ACopyIsChargedToTheUidThatAskedForItNotToTheOwner) {
+  Publish("weights", std::string(100000, 'w'));
+  OpenThere(bob_, "weights", kDev0);
+  EXPECT_GT(UsageOf(kBob, kDev0), 0u);
+  EXPECT_EQ(UsageOf(kAlice, kDev0), 0u);
+  auto info = broker_->Stat(alice_, "weights");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->replicas[1].charged_uid, kBob);
+  EXPECT_EQ(copier_.last_uid(), 0u);  // Nothing pending.
+}
+
+TEST_F(ReplicasTest, ACopyBeyondTheAskersQuotaIsRefusedBeforeAnythingIsAllocated) {
+  BrokerLimits limits;
+  auto quota = Quota::Parse("device:0=64KiB");
+  ASSERT_TRUE(quota.ok()) << quota.status();
+  limits.max_uid_bytes = *quota;
+  MakeBroker(limits);
+  Publish("weights", std::string(1 << 20, 'w'));
+  const int reserved = backend_.reserved();
+  bool woken = false;
+  auto refused = OpenAt(bob_, "weights", kDev0, broker_->NewWatchId(), &woken);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("max_uid_bytes"));
+  EXPECT_EQ(backend_.reserved(), reserved);
+  EXPECT_EQ(copier_.started(), 0);
+}
+
+TEST_F(ReplicasTest, AReaderWhoMayNotReadStartsNoCopyAndLearnsNothing) {
+  Publish("private", "secret", 0600);
+  bool woken = false;
+  auto refused = OpenAt(bob_, "private", kDev0, broker_->NewWatchId(), &woken);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(copier_.started(), 0);
+  auto drop = broker_->DropReplica(bob_, "private", kDev0);
+  EXPECT_EQ(drop.status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(ReplicasTest, ASealedBufferOpensReadOnlyAtEveryLocation) {
+  Publish("weights", "bytes");
+  bool woken = false;
+  auto writer = OpenAt(bob_, "weights", kDev0, broker_->NewWatchId(), &woken,
+                       Access::kReadWrite);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kPermissionDenied);
+  auto own = OpenAt(alice_, "weights", kDev0, broker_->NewWatchId(), &woken, Access::kReadWrite);
+  ASSERT_FALSE(own.ok());
+  EXPECT_EQ(own.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(copier_.started(), 0);
+}
+
+TEST_F(ReplicasTest, AnOpenThatCannotWaitIsToldHowToHaveACopyMade) {
+  Publish("weights", "bytes");
+  OpenParams params{"weights", Access::kRead};
+  params.location = kDev0;
+  auto refused = broker_->Open(alice_, params);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("no current copy at device:0"));
+  params.location = Location::Pinned();  // No pinned pool here.
+  EXPECT_EQ(broker_->Open(alice_, params).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ReplicasTest, AFailedFillEndsItsStartersOpenWithTheReasonAndTheBufferStaysUsable) {
+  Publish("weights", "bytes");
+  bool starter_woken = false;
+  bool other_woken = false;
+  const WatchId starter = broker_->NewWatchId();
+  const WatchId other = broker_->NewWatchId();
+  ASSERT_TRUE(OpenAt(alice_, "weights", kDev0, starter, &starter_woken).ok());
+  ASSERT_TRUE(OpenAt(bob_, "weights", kDev0, other, &other_woken).ok());
+  copier_.Finish(absl::InternalError("cuMemcpyHtoDAsync: CUDA_ERROR_ILLEGAL_ADDRESS"));
+  ASSERT_TRUE(starter_woken);
+  auto failed = OpenAt(alice_, "weights", kDev0, starter, &starter_woken);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("copying buffer 'weights' to device:0 failed: cuMemcpyHtoDAsync"));
+  auto info = broker_->Stat(alice_, "weights");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->replicas.size(), 1u);
+  EXPECT_THAT(info->fill_failure, HasSubstr("copy to device:0 (generation 1) failed"));
+  EXPECT_EQ(broker_->Counts().replicas, 0u);
+  // The other opener tries again: its own fill.
+  ASSERT_TRUE(other_woken);
+  auto retried = OpenAt(bob_, "weights", kDev0, other, &other_woken);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_FALSE(retried->has_value());
+  EXPECT_EQ(copier_.started(), 2);
+  // And the home serves all along.
+  OpenParams home{"weights", Access::kRead};
+  EXPECT_TRUE(broker_->Open(bob_, home).ok());
+}
+
+TEST_F(ReplicasTest, ACopierThatRefusesFailsTheOpenAtOnceAndFreesTheCopy) {
+  Publish("weights", "bytes");
+  copier_.Refuse(absl::ResourceExhaustedError("transfer_max_uid_bytes"));
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  auto first = OpenAt(bob_, "weights", kDev0, watch, &woken);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(woken);
+  auto failed = OpenAt(bob_, "weights", kDev0, watch, &woken);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(broker_->Counts().replicas, 0u);
+  EXPECT_EQ(UsageOf(kBob, kDev0), 0u);
+}
+
+TEST_F(ReplicasTest, UnlinkOrphansTheCopiesWhichGoWithTheirLastLease) {
+  Publish("weights", "bytes");
+  Grant copy = OpenThere(bob_, "weights", kDev0);
+  ASSERT_TRUE(broker_->Unlink(alice_, "weights").ok());
+  EXPECT_EQ(broker_->Counts().replicas, 1u);  // Bob still maps it.
+  EXPECT_GT(UsageOf(kBob, kDev0), 0u);
+  ASSERT_TRUE(broker_->Release(bob_, copy.lease).ok());
+  EXPECT_EQ(broker_->Counts().replicas, 0u);
+  EXPECT_EQ(UsageOf(kBob, kDev0), 0u);
+}
+
+TEST_F(ReplicasTest, AnUnlinkDuringAFillCancelsItAndFreesTheCopyWhenTheCopyLetsGo) {
+  std::vector<BufferId> cancelled;
+  broker_->SetFreedWhileWritten([&](BufferId id) { cancelled.push_back(id); });
+  Publish("weights", "bytes");
+  bool woken = false;
+  ASSERT_TRUE(OpenAt(bob_, "weights", kDev0, broker_->NewWatchId(), &woken).ok());
+  ASSERT_TRUE(broker_->Unlink(alice_, "weights").ok());
+  EXPECT_EQ(cancelled.size(), 1u);  // The copy nobody can open any more.
+  EXPECT_EQ(broker_->Counts().replicas, 1u);  // Parked under the fill.
+  copier_.Finish(absl::CancelledError("cancelled"));
+  EXPECT_EQ(broker_->Counts().replicas, 0u);
+  EXPECT_EQ(UsageOf(kBob, kDev0), 0u);
+}
+
+TEST_F(ReplicasTest, DropRemovesAnUnheldCopyAndRefusesEverythingElse) {
+  Publish("weights", "bytes");
+  Grant held = OpenThere(bob_, "weights", kDev0);
+  EXPECT_EQ(broker_->DropReplica(alice_, "weights", kHost).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // The home.
+  EXPECT_EQ(broker_->DropReplica(alice_, "weights", kDev1).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(broker_->DropReplica(alice_, "weights", kDev0).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // Leased.
+  SessionId carol = Start(1002);
+  auto stranger = broker_->DropReplica(carol, "weights", kDev0);
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(stranger.status().message(), HasSubstr("charged to (uid 1001)"));
+  ASSERT_TRUE(broker_->Release(bob_, held.lease).ok());
+  auto dropped = broker_->DropReplica(bob_, "weights", kDev0);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->replicas.size(), 1u);
+  EXPECT_EQ(dropped->sync_state, "host_only");
+  EXPECT_EQ(UsageOf(kBob, kDev0), 0u);
+  EXPECT_EQ(broker_->Counts().replicas, 0u);
+}
+
+TEST_F(ReplicasTest, APrefetchMakesTheCopyAndGrantsNothing) {
+  Publish("weights", "bytes");
+  OpenParams params{"weights", Access::kRead};
+  params.location = kDev1;
+  params.lease = false;
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  auto started = broker_->OpenOrWatch(bob_, params, watch, [&] { woken = true; });
+  ASSERT_TRUE(started.ok());
+  EXPECT_FALSE(started->has_value());
+  copier_.Finish();
+  ASSERT_TRUE(woken);
+  auto made = broker_->OpenOrWatch(bob_, params, watch, [&] { woken = true; });
+  ASSERT_TRUE(made.ok() && made->has_value()) << made.status();
+  EXPECT_EQ((*made)->lease, 0u);
+  ASSERT_EQ((*made)->buffer.replicas.size(), 2u);
+  EXPECT_EQ((*made)->buffer.replicas[1].report.location, kDev1);
+  EXPECT_EQ((*made)->buffer.replicas[1].report.readers, 0u);
+  EXPECT_EQ(broker_->Counts().leases, 1u);  // Alice's writer's only.
+}
+
+TEST_F(ReplicasTest, AWritersSyncMakesTheOtherCopiesStaleAndRefreshesThoseNobodyHolds) {
+  auto created = broker_->Create(alice_, CreateParams{"frame", 5, kHost, 0644});
+  ASSERT_TRUE(created.ok());
+  Write(*created, "first");
+  // A second writer, on device:0: a copy of what the home holds.
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  ASSERT_TRUE(OpenAt(alice_, "frame", kDev0, watch, &woken, Access::kReadWrite).ok());
+  copier_.Finish();
+  auto device = OpenAt(alice_, "frame", kDev0, watch, &woken, Access::kReadWrite);
+  ASSERT_TRUE(device.ok() && device->has_value()) << device.status();
+  EXPECT_EQ(Read(**device, 5), "first");
+  ASSERT_TRUE(broker_->Release(alice_, created->lease).ok());  // The home is unheld.
+  Write(**device, "later");
+  auto synced = broker_->Sync(alice_, (*device)->lease);
+  ASSERT_TRUE(synced.ok()) << synced.status();
+  EXPECT_EQ(synced->generation, 2u);
+  EXPECT_EQ(synced->sync_state, "device_dirty");  // The host's refresh runs.
+  ASSERT_EQ(copier_.pending(), 1);
+  copier_.Finish();
+  auto info = broker_->Stat(alice_, "frame");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->sync_state, "synchronized");
+  auto home = OpenAt(alice_, "frame", kHost, watch, &woken, Access::kReadWrite);
+  ASSERT_TRUE(home.ok() && home->has_value()) << home.status();
+  EXPECT_EQ(Read(**home, 5), "later");
+}
+
+TEST_F(ReplicasTest, ASealThroughACopyIsDurableOnlyOnceTheHomeHasCaughtUp) {
+  auto created = broker_->Create(alice_, CreateParams{"frame", 5, kHost, 0644});
+  ASSERT_TRUE(created.ok());
+  const BufferId home_id = created->buffer.id;
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  ASSERT_TRUE(OpenAt(alice_, "frame", kDev0, watch, &woken, Access::kReadWrite).ok());
+  copier_.Finish();
+  auto device = OpenAt(alice_, "frame", kDev0, watch, &woken, Access::kReadWrite);
+  ASSERT_TRUE(device.ok() && device->has_value());
+  ASSERT_TRUE(broker_->Release(alice_, created->lease).ok());
+  Write(**device, "final");
+  auto sealed = broker_->Seal(alice_, (*device)->lease);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_EQ(sealed->state, BufferState::kSealed);
+  // The state must not offer the home's old bytes as sealed after a crash.
+  ASSERT_TRUE(journal_.Of(home_id).has_value());
+  EXPECT_EQ(journal_.Of(home_id)->state, BufferState::kCreating);
+  copier_.Finish();
+  EXPECT_EQ(journal_.Of(home_id)->state, BufferState::kSealed);
+  // And copies are journaled as unlinked buffers: a restart keeps them only
+  // for holders.
+  auto copy_state = journal_.Of((*device)->buffer.id);
+  ASSERT_TRUE(copy_state.has_value());
+  EXPECT_TRUE(copy_state->unlinked);
+}
+
+TEST_F(ReplicasTest, AStaleCopyThatIsHeldIsNeverRefreshedUnderItsReader) {
+  auto created = broker_->Create(alice_, CreateParams{"frame", 5, kHost, 0644});
+  ASSERT_TRUE(created.ok());
+  Write(*created, "one..");
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  ASSERT_TRUE(OpenAt(alice_, "frame", kDev0, watch, &woken, Access::kReadWrite).ok());
+  copier_.Finish();
+  auto device = OpenAt(alice_, "frame", kDev0, watch, &woken, Access::kReadWrite);
+  ASSERT_TRUE(device.ok() && device->has_value());
+  // The home's writer publishes: device:0 is stale, but its writer holds it.
+  Write(*created, "two..");
+  ASSERT_TRUE(broker_->Sync(alice_, created->lease).ok());
+  EXPECT_EQ(copier_.pending(), 0);
+  EXPECT_EQ(Read(**device, 5), "one..");
+  auto info = broker_->Stat(alice_, "frame");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->replicas[1].report.state, ReplicaState::kStale);
+  EXPECT_EQ(info->sync_state, "host_dirty");
+}
+
+TEST_F(ReplicasTest, EndingTheSessionOfAWaitingStarterLetsAnotherOpenerFillAgain) {
+  Publish("weights", "bytes");
+  SessionId carol = Start(1002);
+  bool carol_woken = false;
+  bool bob_woken = false;
+  const WatchId bob_watch = broker_->NewWatchId();
+  ASSERT_TRUE(OpenAt(carol, "weights", kDev0, broker_->NewWatchId(), &carol_woken).ok());
+  ASSERT_TRUE(OpenAt(bob_, "weights", kDev0, bob_watch, &bob_woken).ok());
+  broker_->EndSession(carol);
+  // The engine cancels the session's transfers: the fill ends cancelled.
+  copier_.Finish(absl::CancelledError("session ended"));
+  ASSERT_TRUE(bob_woken);
+  auto again = OpenAt(bob_, "weights", kDev0, bob_watch, &bob_woken);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->has_value());
+  EXPECT_EQ(copier_.started(), 2);
+  copier_.Finish();
+  auto served = OpenAt(bob_, "weights", kDev0, bob_watch, &bob_woken);
+  ASSERT_TRUE(served.ok() && served->has_value());
+  EXPECT_EQ(Read(**served, 5), "bytes");
+}
+
+}  // namespace
+}  // namespace memd::broker
