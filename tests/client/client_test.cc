@@ -620,9 +620,6 @@ TEST_F(ClientTest, ConnectWithoutADaemonIsUnavailableAndSaysWhere) {
   EXPECT_THAT(std::string(client.status().message()), HasSubstr("nothing-here"));
 }
 
-}  // namespace
-}  // namespace memd
-
 // End to end once the broker counts usage and answers Advise (issue 25).
 // Expects a daemon whose advice rules call a buffer idle at once
 // (unlink_idle 0): a sealed buffer nobody opened is an unlink candidate.
@@ -643,3 +640,6 @@ TEST_F(ClientTest, AdviseNamesASealedBufferNobodyOpens) {
   EXPECT_FALSE(info->usage.last_used.has_value()) << "the creator's lease is not an open";
   EXPECT_TRUE(client_->Advise("nothing-here/")->empty());
 }
+
+}  // namespace
+}  // namespace memd
