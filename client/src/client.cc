@@ -333,6 +333,19 @@ absl::StatusOr<std::vector<UidUsage>> Client::Usage() {
   return usage;
 }
 
+absl::StatusOr<std::vector<Recommendation>> Client::Advise(std::string_view prefix) {
+  v1::AdviseRequest request;
+  request.set_prefix(std::string(prefix));
+  v1::AdviseReply reply;
+  if (absl::Status status = Call(*core_, &v1::Memd::Stub::Advise, request, &reply);
+      !status.ok()) {
+    return status;
+  }
+  std::vector<Recommendation> recommendations;
+  for (const auto& r : reply.recommendations()) recommendations.push_back(internal::FromProto(r));
+  return recommendations;
+}
+
 absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
   v1::ListSessionsRequest request;
   v1::ListSessionsReply reply;

@@ -34,7 +34,27 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   out.sync_state = info.sync_state();
   out.generation = info.generation();
   out.fill_failure = info.fill_failure();
+  out.usage = FromProto(info.usage());
   return out;
+}
+
+BufferUsage FromProto(const v1::BufferUsage& usage) {
+  BufferUsage out;
+  out.opens_by_location.insert(usage.opens_by_location().begin(),
+                               usage.opens_by_location().end());
+  out.opens_by_uid.insert(usage.opens_by_uid().begin(), usage.opens_by_uid().end());
+  out.lazy_copies = usage.lazy_copies();
+  out.bytes_copied.insert(usage.bytes_copied().begin(), usage.bytes_copied().end());
+  out.copies_avoided = usage.copies_avoided();
+  // 0: never opened since the daemon started.
+  if (usage.last_used_unix_ns() != 0) out.last_used = absl::FromUnixNanos(usage.last_used_unix_ns());
+  return out;
+}
+
+Recommendation FromProto(const v1::Recommendation& recommendation) {
+  return Recommendation{recommendation.subject(), recommendation.action(),
+                        {recommendation.locations().begin(), recommendation.locations().end()},
+                        recommendation.evidence(), recommendation.bytes()};
 }
 
 SizeClassStats FromProto(const v1::SizeClassStats& size_class) {

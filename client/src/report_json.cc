@@ -1,5 +1,6 @@
 #include "client/src/report_json.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -61,6 +62,31 @@ Json BufferJson(const BufferInfo& info) {
   json["sync_state"] = info.sync_state;
   json["generation"] = info.generation;
   json["fill_failure"] = info.fill_failure;
+  json["usage"] = BufferUsageJson(info.usage);
+  return json;
+}
+
+Json BufferUsageJson(const BufferUsage& usage) {
+  Json json;
+  json["opens_by_location"] = usage.opens_by_location;  // std::map<std::string, ...>: an object.
+  // JSON keys are strings: the uid in decimal, as the protocol's JSON
+  // mapping writes it (a map with number keys would become an array).
+  json["opens_by_uid"] = Json::object();
+  for (const auto& [uid, n] : usage.opens_by_uid) json["opens_by_uid"][std::to_string(uid)] = n;
+  json["lazy_copies"] = usage.lazy_copies;
+  json["bytes_copied"] = usage.bytes_copied;
+  json["copies_avoided"] = usage.copies_avoided;
+  json["last_used_unix_ns"] = usage.last_used.has_value() ? UnixNanos(*usage.last_used) : 0;
+  return json;
+}
+
+Json RecommendationJson(const Recommendation& recommendation) {
+  Json json;
+  json["subject"] = recommendation.subject;
+  json["action"] = recommendation.action;
+  json["locations"] = recommendation.locations;
+  json["evidence"] = recommendation.evidence;
+  json["bytes"] = recommendation.bytes;
   return json;
 }
 

@@ -34,8 +34,15 @@ std::int64_t UnixNanos(absl::Time time);
 
 // Fields: name, id, size_bytes, location, owner_uid, owner_gid, mode
 // ("0600"), state, persistence, lease_count, unlinked, created_unix_ns,
-// sealed_unix_ns (null until sealed), creator_pid, attrs (an object).
+// sealed_unix_ns (null until sealed), creator_pid, attrs (an object),
+// usage (BufferUsageJson).
 Json BufferJson(const BufferInfo& info);
+// Fields: opens_by_location (an object), opens_by_uid (an object keyed by
+// the uid in decimal), lazy_copies, bytes_copied (an object keyed by
+// direction), copies_avoided, last_used_unix_ns (0: never).
+Json BufferUsageJson(const BufferUsage& usage);
+// Fields: subject, action, locations[], evidence, bytes.
+Json RecommendationJson(const Recommendation& recommendation);
 // Fields: id, pid, uid, gid, command, lease_count, started_unix_ns,
 // created_bytes.
 Json SessionJson(const SessionInfo& session);

@@ -17,7 +17,7 @@ BufferInfo EveryFieldSet(int n) {
   BufferInfo info;
   auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence, lease_count,
          unlinked, created, sealed, creator_pid, attrs, replicas, sync_state, generation,
-         fill_failure] = info;
+         fill_failure, usage] = info;
   name = "buffers/" + std::to_string(n);
   id = 100 + n;
   size = 4096 * (n + 1);
@@ -38,6 +38,7 @@ BufferInfo EveryFieldSet(int n) {
   sync_state = "host_only";
   generation = 1;
   fill_failure = "";
+  usage = {};
   return info;
 }
 

@@ -620,5 +620,26 @@ TEST_F(ClientTest, ConnectWithoutADaemonIsUnavailableAndSaysWhere) {
   EXPECT_THAT(std::string(client.status().message()), HasSubstr("nothing-here"));
 }
 
+// End to end once the broker counts usage and answers Advise (issue 25).
+// Expects a daemon whose advice rules call a buffer idle at once
+// (unlink_idle 0): a sealed buffer nobody opened is an unlink candidate.
+TEST_F(ClientTest, AdviseNamesASealedBufferNobodyOpens) {
+  GTEST_SKIP() << "needs the Advise RPC wired";
+  Publish("advice-e2e/0", 4096, 1);
+  auto advice = client_->Advise("advice-e2e/");
+  ASSERT_TRUE(advice.ok()) << advice.status();
+  ASSERT_EQ(advice->size(), 1u);
+  EXPECT_EQ(advice->front().subject, "advice-e2e/");
+  EXPECT_EQ(advice->front().action, "unlink");
+  EXPECT_EQ(advice->front().locations, std::vector<std::string>{"host"});
+  EXPECT_GE(advice->front().bytes, 4096u);
+  EXPECT_NE(advice->front().evidence.find("1 buffer, "), std::string::npos)
+      << advice->front().evidence;
+  auto info = client_->Stat("advice-e2e/0");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->usage.last_used.has_value()) << "the creator's lease is not an open";
+  EXPECT_TRUE(client_->Advise("nothing-here/")->empty());
+}
+
 }  // namespace
 }  // namespace memd

@@ -40,6 +40,10 @@ TEST(ConvertTest, EveryPoolStatisticArrives) { ExpectEveryFieldArrives<v1::PoolS
 TEST(ConvertTest, EveryDeviceFieldArrives) { ExpectEveryFieldArrives<v1::DeviceInfo>(); }
 TEST(ConvertTest, EveryDaemonStatisticArrives) { ExpectEveryFieldArrives<v1::StatsReply>(); }
 TEST(ConvertTest, EveryBufferFieldArrives) { ExpectEveryFieldArrives<v1::BufferInfo>(); }
+TEST(ConvertTest, EveryBufferUsageFieldArrives) { ExpectEveryFieldArrives<v1::BufferUsage>(); }
+TEST(ConvertTest, EveryRecommendationFieldArrives) {
+  ExpectEveryFieldArrives<v1::Recommendation>();
+}
 TEST(ConvertTest, EverySessionFieldArrives) { ExpectEveryFieldArrives<v1::SessionInfo>(); }
 TEST(ConvertTest, EveryUsageFieldArrives) { ExpectEveryFieldArrives<v1::UidUsage>(); }
 TEST(ConvertTest, EveryTransferStatisticArrives) {
@@ -87,6 +91,14 @@ TEST(ConvertTest, ABufferNotSealedHasNoSealTime) {
   v1::BufferInfo info;
   info.set_state(v1::CREATING);
   EXPECT_FALSE(FromProto(info).sealed.has_value());
+}
+
+TEST(ConvertTest, ABufferNeverUsedHasNoLastUse) {
+  v1::BufferInfo info;
+  info.mutable_usage()->set_lazy_copies(2);
+  EXPECT_FALSE(FromProto(info).usage.last_used.has_value());
+  info.mutable_usage()->set_last_used_unix_ns(1'000'000'000);
+  EXPECT_EQ(FromProto(info).usage.last_used, absl::FromUnixSeconds(1));
 }
 
 TEST(ConvertTest, DevicesNameTheirHandleType) {

@@ -85,10 +85,26 @@ struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
            lease_count, unlinked, created, sealed, creator_pid, attrs, replicas, sync_state,
-           generation, fill_failure] = s;
+           generation, fill_failure, usage] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
-                    replicas, sync_state, generation, fill_failure);
+                    replicas, sync_state, generation, fill_failure, usage);
+  }
+};
+template <>
+struct Fields<BufferUsage> {
+  static auto Of(auto& s) {
+    auto& [opens_by_location, opens_by_uid, lazy_copies, bytes_copied, copies_avoided,
+           last_used] = s;
+    return std::tie(opens_by_location, opens_by_uid, lazy_copies, bytes_copied,
+                    copies_avoided, last_used);
+  }
+};
+template <>
+struct Fields<Recommendation> {
+  static auto Of(auto& s) {
+    auto& [subject, action, locations, evidence, bytes] = s;
+    return std::tie(subject, action, locations, evidence, bytes);
   }
 };
 template <>

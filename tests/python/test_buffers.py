@@ -236,3 +236,18 @@ def test_torch_without_torch_is_import_error(client, name):
         with pytest.raises(ValueError, match="bfloat16 has no numpy dtype"):
             buf.numpy()
         assert buf.numpy(dtype="uint16").shape == (4,)
+
+
+def test_advise_names_a_sealed_buffer_nobody_opens(client, name):
+    """End to end once the broker counts usage and answers Advise (issue 25),
+    through memd_advise_json. Expects a daemon whose advice rules call a
+    buffer idle at once (unlink_idle 0)."""
+    pytest.skip("needs the Advise RPC wired")
+    prefix = name + "/"
+    with client.create(prefix + "0", 4096) as buf:
+        buf.seal()
+    advice = client.advise(prefix)
+    assert [(r.subject, r.action, r.locations) for r in advice] == [
+        (prefix, "unlink", ("host",))]
+    assert advice[0].bytes >= 4096 and advice[0].evidence.startswith("1 buffer, ")
+    assert client.advise(prefix + "nothing/") == []

@@ -95,7 +95,11 @@ inline void PerturbMessage(google::protobuf::Message& message,
       }
       return;
     }
-    // No repeated scalars in the messages these tests walk yet.
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+      reflection.AddString(&message, field, "added'");
+      return;
+    }
+    // No other repeated scalars in the messages these tests walk yet.
     ADD_FAILURE_AT(__FILE__, __LINE__) << "teach PerturbMessage repeated " << field->name();
     return;
   }

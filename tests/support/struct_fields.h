@@ -46,9 +46,18 @@ constexpr bool kIsVectorOfStructs = false;
 template <HasFields E>
 constexpr bool kIsVectorOfStructs<std::vector<E>> = true;
 template <typename T>
-struct IsStringMap : std::false_type {};
-template <>
-struct IsStringMap<std::map<std::string, std::string>> : std::true_type {};
+struct IsMap : std::false_type {};
+template <typename K, typename V>
+struct IsMap<std::map<K, V>> : std::true_type {};
+// A key no other FillDistinct gives: "k<n>", or n.
+template <typename K>
+K DistinctKey(int next) {
+  if constexpr (std::is_same_v<K, std::string>) {
+    return "k" + std::to_string(next);
+  } else {
+    return static_cast<K>(next);
+  }
+}
 template <typename T>
 struct IsOptional : std::false_type {};
 template <typename E>
@@ -76,8 +85,8 @@ void FillDistinct(T& value, int& next) {
     FillDistinct(value.emplace_back(), next);
   } else if constexpr (IsOptional<T>::value) {
     FillDistinct(value.emplace(), next);
-  } else if constexpr (IsStringMap<T>::value) {
-    value.emplace("k" + std::to_string(next), "v" + std::to_string(next));
+  } else if constexpr (IsMap<T>::value) {
+    FillDistinct(value[DistinctKey<typename T::key_type>(next)], next);
   } else if constexpr (std::is_same_v<T, std::string>) {
     value = "v" + std::to_string(next);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -114,8 +123,9 @@ void Perturb(T& value) {
     value.push_back(value.empty() ? typename T::value_type{} : value.front());
   } else if constexpr (IsOptional<T>::value) {
     value = value.has_value() ? std::nullopt : std::make_optional(absl::UnixEpoch());
-  } else if constexpr (IsStringMap<T>::value) {
-    value["k'"] += "'";  // One entry more (or a value changed).
+  } else if constexpr (IsMap<T>::value) {
+    // One entry more (or a value changed), under a key FillDistinct never gives.
+    Perturb(value[DistinctKey<typename T::key_type>(1'000'000)]);
   } else if constexpr (std::is_same_v<T, std::string>) {
     value += "'";
   } else if constexpr (std::is_same_v<T, bool>) {

@@ -128,6 +128,53 @@ TEST(FormatTest, BufferJsonShowsEveryField) {
   ExpectEveryFieldShows<BufferInfo>(BufferJson, *v1::BufferInfo::descriptor());
 }
 
+TEST(FormatTest, BufferUsageJsonShowsEveryField) {
+  ExpectEveryFieldShows<BufferUsage>(internal::BufferUsageJson, *v1::BufferUsage::descriptor());
+}
+
+TEST(FormatTest, RecommendationJsonShowsEveryField) {
+  ExpectEveryFieldShows<Recommendation>(internal::RecommendationJson,
+                                        *v1::Recommendation::descriptor());
+}
+
+TEST(FormatTest, ARecommendationReadsAsTheIssueWrites) {
+  Recommendation prefetch{"weights/llama/", "prefetch", {"device:0", "device:1"},
+                          "opened 412 times on device:0 and device:1, lives on host, 96 GiB "
+                          "copied in the last hour",
+                          std::uint64_t{96} << 30};
+  EXPECT_EQ(FormatRecommendation(prefetch),
+            "weights/llama/: opened 412 times on device:0 and device:1, lives on host, 96 GiB "
+            "copied in the last hour -> prefetch to device:0,device:1 (96 GiB to copy)");
+  Recommendation unlink{"scratch/", "unlink", {"host"},
+                        "12 buffers, 3 GiB, not opened for 2 days", std::uint64_t{3} << 30};
+  EXPECT_EQ(FormatRecommendation(unlink),
+            "scratch/: 12 buffers, 3 GiB, not opened for 2 days -> unlink on host (3 GiB to "
+            "free)");
+}
+
+TEST(FormatTest, InspectShowsTheUsageCounters) {
+  BufferUsage usage;
+  EXPECT_THAT(UsageRows(usage),
+              ::testing::ElementsAre(::testing::Pair("opens", "-"),
+                                     ::testing::Pair("opens by user", "-"),
+                                     ::testing::Pair("copies", "0"),
+                                     ::testing::Pair("copies avoided", "0"),
+                                     ::testing::Pair("last used", "never since memd started")));
+  usage.opens_by_location = {{"device:0", 412}, {"host", 3}};
+  usage.opens_by_uid = {{4242424, 400}, {static_cast<uid_t>(-1), 15}};
+  usage.lazy_copies = 5;
+  usage.bytes_copied = {{"host_to_device", std::uint64_t{96} << 30}, {"device_to_host", 512}};
+  usage.copies_avoided = 407;
+  usage.last_used = absl::UnixEpoch() + absl::Hours(1);
+  const auto rows = UsageRows(usage);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].second, "device:0 412, host 3");
+  EXPECT_EQ(rows[1].second, "4242424 400, other users 15") << "a uid with no name shows its number";
+  EXPECT_EQ(rows[2].second, "5 (512 B device_to_host, 96 GiB host_to_device)");
+  EXPECT_EQ(rows[3].second, "407");
+  EXPECT_EQ(rows[4].second, FormatLocalTime(absl::UnixEpoch() + absl::Hours(1)));
+}
+
 TEST(FormatTest, SessionJsonShowsEveryField) {
   ExpectEveryFieldShows<SessionInfo>(SessionJson, *v1::SessionInfo::descriptor());
 }

@@ -40,6 +40,7 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
   table.AddRow({"sealed", info.sealed ? FormatLocalTime(*info.sealed) : "not yet"});
   if (info.unlinked) table.AddRow({"unlinked", "yes: memory lives until the last lease ends"});
   for (const auto& [key, value] : info.attrs) table.AddRow({absl::StrCat("attr ", key), value});
+  for (auto& [field, value] : UsageRows(info.usage)) table.AddRow({field, value});
   table.Print(out);
 }
 

@@ -306,6 +306,22 @@ CLI::App* DeclareUsage(CLI::App& app, Invocation& invocation, OptionTexts&) {
       invocation.json);
 }
 
+CLI::App* DeclareAdvise(CLI::App& app, Invocation& invocation, OptionTexts&) {
+  CLI::App* advise = AddSubcommand(
+      app, "advise", "Recommend prefetches, moves, replicas to drop and buffers to unlink",
+      "From what memd counted of your buffers' use (every buffer's as root),\n"
+      "grouped by name up to the last '/': one line each, the numbers behind\n"
+      "it, then what to do and the bytes it would copy or free. Nothing is\n"
+      "changed: each line is a suggestion to act on.",
+      "  memctl advise\n"
+      "  memctl advise weights/\n"
+      "  memctl advise --json | jq '.[] | select(.action == \"unlink\")'\n",
+      invocation.json);
+  advise->add_option("PREFIX", invocation.prefix, "Only names that start with this")
+      ->type_name("");
+  return advise;
+}
+
 CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
   CLI::App* put = AddSubcommand(
       app, "put",
@@ -546,7 +562,8 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {DeclareStats, Command::kStats},       {DeclareList, Command::kList},
     {DeclareInspect, Command::kInspect},   {DeclareSessions, Command::kSessions},
-    {DeclareUsage, Command::kUsage},       {DeclarePut, Command::kPut},
+    {DeclareUsage, Command::kUsage},       {DeclareAdvise, Command::kAdvise},
+    {DeclarePut, Command::kPut},
     {DeclareGet, Command::kGet},           {DeclareCopy, Command::kCopy},
     {DeclareUnlink, Command::kUnlink},
     {DeclarePing, Command::kPing},         {DeclareDevices, Command::kDevices},

@@ -16,7 +16,7 @@ namespace memd::memctl {
 
 enum class Command {
   kStats, kList, kInspect, kSessions, kUsage, kPut, kGet, kUnlink, kPing, kTrim,
-  kDevices, kCopy
+  kDevices, kCopy, kAdvise
 };
 
 // What the command line asked for.
@@ -25,7 +25,7 @@ struct Invocation {
   bool json = false;
   Command command = Command::kStats;
   std::string name;    // inspect, unlink.
-  std::string prefix;  // ls.
+  std::string prefix;  // ls, advise.
   std::string location;  // trim.
   // stats --watch: redraw every `watch` (zero: once); --count frames
   // (zero: until interrupted).

@@ -103,6 +103,9 @@ absl::Status RunStatsWatch(Client& client, absl::Duration every, int count,
                            const Output& output, bool terminal);
 absl::Status RunSessions(Client& client, const Output& output);
 absl::Status RunUsage(Client& client, const Output& output);
+// Recommendations for the buffers whose names start with `prefix`, one line
+// each (FormatRecommendation).
+absl::Status RunAdvise(Client& client, const std::string& prefix, const Output& output);
 absl::Status RunPing(Client& client, const Output& output);
 // The GPUs the daemon serves.
 absl::Status RunDevices(Client& client, const Output& output);

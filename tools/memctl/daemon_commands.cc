@@ -218,6 +218,25 @@ absl::Status RunUsage(Client& client, const Output& output) {
   return absl::OkStatus();
 }
 
+absl::Status RunAdvise(Client& client, const std::string& prefix, const Output& output) {
+  absl::StatusOr<std::vector<Recommendation>> advice = client.Advise(prefix);
+  if (!advice.ok()) return Failed("advise", advice.status());
+  if (output.json) {
+    Json json = Json::array();
+    for (const Recommendation& r : *advice) json.push_back(RecommendationJson(r));
+    PrintJson(output.out, json);
+    return absl::OkStatus();
+  }
+  if (advice->empty()) {
+    output.out << (prefix.empty() ? std::string("no advice")
+                                  : absl::StrCat("no advice for ", prefix, "*"))
+               << '\n';
+    return absl::OkStatus();
+  }
+  for (const Recommendation& r : *advice) output.out << FormatRecommendation(r) << '\n';
+  return absl::OkStatus();
+}
+
 absl::Status RunPing(Client& client, const Output& output) {
   const absl::Time start = absl::Now();
   if (absl::Status status = client.Ping(); !status.ok()) return Failed("ping", status);

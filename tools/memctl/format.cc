@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/bytes.h"
 #include "tools/memctl/progress.h"
 
@@ -33,6 +34,46 @@ std::string FormatLocalTime(absl::Time time) {
 std::string FormatAge(absl::Duration age) {
   if (age < absl::ZeroDuration()) age = absl::ZeroDuration();
   return absl::FormatDuration(absl::Trunc(age, absl::Seconds(1)));
+}
+
+std::string FormatRecommendation(const Recommendation& recommendation) {
+  const bool copies = recommendation.action == "prefetch" || recommendation.action == "move";
+  std::string line = absl::StrCat(recommendation.subject, ": ", recommendation.evidence, " -> ",
+                                  recommendation.action);
+  if (!recommendation.locations.empty()) {
+    absl::StrAppend(&line, copies ? " to " : " on ",
+                    absl::StrJoin(recommendation.locations, ","));
+  }
+  absl::StrAppend(&line, " (", FormatBytes(recommendation.bytes),
+                  copies ? " to copy)" : " to free)");
+  return line;
+}
+
+std::vector<std::pair<std::string, std::string>> UsageRows(const BufferUsage& usage) {
+  // "host 3, device:0 412"; "-" when empty.
+  auto counts = [](const auto& by, auto name) {
+    std::vector<std::string> parts;
+    for (const auto& [key, n] : by) parts.push_back(absl::StrCat(name(key), " ", n));
+    return parts.empty() ? std::string("-") : absl::StrJoin(parts, ", ");
+  };
+  auto same = [](const std::string& key) { return key; };
+  auto user = [](uid_t uid) {
+    // The daemon's key for every uid past its per-buffer cap.
+    return uid == static_cast<uid_t>(-1) ? std::string("other users") : UserName(uid);
+  };
+  std::vector<std::string> moved;
+  for (const auto& [direction, bytes] : usage.bytes_copied) {
+    moved.push_back(absl::StrCat(FormatBytes(bytes), " ", direction));
+  }
+  return {
+      {"opens", counts(usage.opens_by_location, same)},
+      {"opens by user", counts(usage.opens_by_uid, user)},
+      {"copies", absl::StrCat(usage.lazy_copies, moved.empty() ? "" : " (",
+                              absl::StrJoin(moved, ", "), moved.empty() ? "" : ")")},
+      {"copies avoided", absl::StrCat(usage.copies_avoided)},
+      {"last used", usage.last_used.has_value() ? FormatLocalTime(*usage.last_used)
+                                                : "never since memd started"},
+  };
 }
 
 std::string UserName(uid_t uid) {

@@ -10,6 +10,8 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "client/src/report_json.h"
@@ -33,6 +35,8 @@ using internal::DeviceJson;
 using internal::TransferStatsJson;
 using internal::DurabilityJson;
 using internal::TrimmedPoolJson;
+using internal::BufferUsageJson;
+using internal::RecommendationJson;
 
 // Local time to the second, "2024-05-01 12:00:00 CEST"; "-" for the Unix
 // epoch, which the daemon sends for "never".
@@ -44,6 +48,17 @@ std::string UserName(uid_t uid);
 // A uid from a number or a user name; std::nullopt when it is neither.
 std::optional<uid_t> ParseUser(const std::string& text);
 std::string GroupName(gid_t gid);
+
+// One line of `memctl advise`: the subject, the evidence, then what to do,
+//   weights/llama/: 2 buffers, opened 412 times on device:0 and device:1,
+//   lives on host, 96 GiB copied in the last hour -> prefetch to
+//   device:0,device:1 (96 GiB to copy)
+// (one line); drop_replica and unlink say the bytes they free.
+std::string FormatRecommendation(const Recommendation& recommendation);
+
+// The rows `memctl inspect` shows of a buffer's usage counters, as (field,
+// value): opens by location and by user, copies, copies avoided, last use.
+std::vector<std::pair<std::string, std::string>> UsageRows(const BufferUsage& usage);
 
 // Two lines for `memctl stats`: whether buffers outlive the daemon (and why
 // not), then its generation and what its start took back, e.g.

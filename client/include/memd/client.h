@@ -53,6 +53,25 @@ struct ReplicaInfo {
   uid_t charged_uid = 0;    // charged to this uid.
 };
 
+// What the daemon counted of one buffer's use since it was created or the
+// daemon started (Stat and List only; empty elsewhere).
+struct BufferUsage {
+  // Leases granted by location ("host", "device:0", ...; "other" past the
+  // daemon's per-buffer cap) and by uid ((uid_t)-1 counts every uid past
+  // the cap of 32 named ones).
+  std::map<std::string, std::uint64_t> opens_by_location = {};
+  std::map<uid_t, std::uint64_t> opens_by_uid = {};
+  // Copies into replicas (made, or brought up to date), and the bytes they
+  // moved by direction ("host_to_device", "device_to_host",
+  // "device_to_device", "host_to_host").
+  std::uint64_t lazy_copies = 0;
+  std::map<std::string, std::uint64_t> bytes_copied = {};
+  // Opens away from the home served by a replica that was there already.
+  std::uint64_t copies_avoided = 0;
+  // Unset: never opened since the daemon started.
+  std::optional<absl::Time> last_used;
+};
+
 // What the daemon says about a buffer.
 struct BufferInfo {
   std::string name;
@@ -80,6 +99,23 @@ struct BufferInfo {
   std::string sync_state = {};
   std::uint64_t generation = 0;
   std::string fill_failure = {};
+  BufferUsage usage = {};
+};
+
+// One piece of advice (Client::Advise), with the numbers behind it.
+struct Recommendation {
+  // A buffer name, or a prefix ending in "/" for a group of buffers.
+  std::string subject;
+  // "prefetch", "move", "drop_replica", "unlink".
+  std::string action;
+  // Where to copy to (prefetch, move) or where memory would be freed
+  // (drop_replica, unlink).
+  std::vector<std::string> locations;
+  // "opened 412 times on device:0 and device:1, lives on host, 96 GiB
+  // copied in the last hour".
+  std::string evidence;
+  // Bytes it would copy (prefetch, move) or free (drop_replica, unlink).
+  std::uint64_t bytes = 0;
 };
 
 struct CreateOptions {
@@ -538,6 +574,11 @@ class Client {
   // the buffers take in the pools (each at least a page, or a GPU granule),
   // which is what the quota counts.
   absl::StatusOr<std::vector<UidUsage>> Usage();
+  // What the daemon recommends for this user's buffers (every buffer for
+  // root) whose names start with `prefix`: prefetch, move, drop_replica,
+  // unlink, by subject then action (docs/design.md, "Usage and advice").
+  // Empty for a quiet node. UNIMPLEMENTED from a daemon without advice.
+  absl::StatusOr<std::vector<Recommendation>> Advise(std::string_view prefix = "");
 
   // Gives idle pool memory back to the system now: one location ("host",
   // "pinned", "device:N") or, empty, all. Root or the daemon's user only

@@ -179,6 +179,13 @@ memd_code memd_sessions_json(memd_client* client, char** json, memd_error** erro
  * buffers, quota_bytes (0: none), by uid then location; this user's
  * (every user's for root). */
 memd_code memd_usage_json(memd_client* client, char** json, memd_error** error);
+/* An array, as `memctl advise --json`: objects of subject, action
+ * ("prefetch", "move", "drop_replica", "unlink"), locations[], evidence,
+ * bytes, for this user's buffers (every buffer for root) whose names start
+ * with `prefix` (NULL or "": all), by subject then action. Errors:
+ * UNIMPLEMENTED (a daemon without advice). */
+memd_code memd_advise_json(memd_client* client, const char* prefix, char** json,
+                           memd_error** error);
 /* Gives idle pool memory back to the system now: the pool at `location`
  * ("host", "pinned", "device:N"), or every pool for NULL or "". An array,
  * as `memctl trim --json`: objects of location, released_bytes. Errors:

@@ -10,7 +10,8 @@ from typing import Any, List, Mapping, Optional
 
 from . import _capi, _records
 from ._buffer import Buffer
-from ._types import BufferInfo, DaemonStats, SessionInfo, TransferProgress, TrimmedPool, UidUsage
+from ._types import (BufferInfo, DaemonStats, Recommendation, SessionInfo, TransferProgress,
+                     TrimmedPool, UidUsage)
 
 _lib = _capi.lib
 
@@ -254,6 +255,12 @@ class Client:
         user only)."""
         return _records.trimmed(self._json(_lib.memd_trim_json,
                                            _capi.encode(location, "location")))
+
+    def advise(self, prefix: str = "") -> List[Recommendation]:
+        """Recommendations (prefetch, move, drop_replica, unlink) for the
+        buffers whose names start with prefix, with the numbers behind each."""
+        return _records.recommendations(self._json(_lib.memd_advise_json,
+                                                   _capi.encode(prefix, "prefix")))
 
     def ping(self) -> None:
         """One round trip to the daemon."""

@@ -10,8 +10,8 @@ from typing import Any, Dict, List
 from . import _capi
 from ._errors import error_for_code
 from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, PoolStats,
-                     SessionInfo, SizeClassStats, TransferProgress, TransferStats, TrimmedPool,
-                     UidUsage)
+                     Recommendation, SessionInfo, SizeClassStats, TransferProgress,
+                     TransferStats, TrimmedPool, UidUsage)
 
 
 def _make(cls: Any, fields: Dict[str, Any]) -> Any:
@@ -73,6 +73,15 @@ def sessions(json: List[Dict[str, Any]]) -> List[SessionInfo]:
 
 def usage(json: List[Dict[str, Any]]) -> List[UidUsage]:
     return [_make(UidUsage, u) for u in json]
+
+
+def recommendations(json: List[Dict[str, Any]]) -> List[Recommendation]:
+    out = []
+    for r in json:
+        fields = dict(r)
+        fields["locations"] = tuple(fields["locations"])
+        out.append(_make(Recommendation, fields))
+    return out
 
 
 def trimmed(json: List[Dict[str, Any]]) -> List[TrimmedPool]:

@@ -11,7 +11,7 @@ from typing import Dict, Optional, Tuple
 
 __all__ = [
     "BufferInfo", "SizeClassStats", "PoolStats", "DeviceInfo", "TransferStats",
-    "DurabilityStats", "DaemonStats", "SessionInfo", "UidUsage", "TrimmedPool", "TransferProgress",
+    "DurabilityStats", "DaemonStats", "SessionInfo", "UidUsage", "Recommendation", "TrimmedPool", "TransferProgress",
 ]
 
 
@@ -143,6 +143,15 @@ class UidUsage:
     bytes: int
     buffers: int
     quota_bytes: int        # 0: no quota.
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    subject: str            # A buffer name, or a prefix ending in "/".
+    action: str             # "prefetch", "move", "drop_replica", "unlink".
+    locations: Tuple[str, ...]
+    evidence: str           # The numbers behind it, in words.
+    bytes: int              # To copy (prefetch, move) or free (the others).
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,16 @@ memd_code memd_trim_json(memd_client* client, const char* location, char** json,
   });
 }
 
+memd_code memd_advise_json(memd_client* client, const char* prefix, char** json,
+                           memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));
+    MEMD_ASSIGN_OR_RETURN(auto advice, client->client->Advise(prefix == nullptr ? "" : prefix));
+    *json = NewString(DumpJson(ArrayOf(advice, memd::internal::RecommendationJson)));
+    return absl::OkStatus();
+  });
+}
+
 memd_code memd_cuda_device(memd_client* client, const char* location, int* cuda_device,
                            memd_error** error) {
   return Guarded(error, [&]() -> absl::Status {
