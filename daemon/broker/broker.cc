@@ -76,7 +76,7 @@ Broker::AfterUnlock::~AfterUnlock() {
 }
 
 Broker::Broker(pool::PoolSet& pools, BrokerLimits limits, const Clock& clock)
-    : pools_(pools), limits_(limits), clock_(clock) {}
+    : pools_(pools), limits_(limits), clock_(clock), started_(clock.Now()) {}
 
 Broker::~Broker() {
   std::vector<std::unique_ptr<Buffer>> buffers;
@@ -663,6 +663,7 @@ void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
   // Adopted buffers wait for their holders until the grace period ends.
   if (buffer.awaiting_holders) return;
   if (journal_ != nullptr) journal_->BufferFreed(id);
+  if (!buffer.is_copy) tracker_.Forget(id);
   pool::Pool* pool = it->second->pool;
   usage_.Remove(it->second->charge);
   // The uid it was counted against: the owner, or for a copy whoever asked.

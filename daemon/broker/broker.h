@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/opaque_ids.h"
 #include "common/unix_socket.h"
+#include "daemon/broker/advice.h"
 #include "daemon/broker/buffer_journal.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
@@ -285,6 +286,14 @@ class Broker {
   // FAILED_PRECONDITION (read-only lease, sealed or unlinked buffer).
   absl::StatusOr<BufferInfo> Sync(SessionId session, LeaseId lease);
 
+  // Recommendations from the recorded usage (advice.h) for the buffers
+  // whose names start with `prefix`: the caller's own, every buffer for
+  // root. Errors: UNAUTHENTICATED, INVALID_ARGUMENT (prefix).
+  absl::StatusOr<std::vector<Recommendation>> Advise(SessionId session,
+                                                     const std::string& prefix);
+  // The thresholds Advise judges by (a configuration reload).
+  void SetAdviceRules(const AdviceRules& rules);
+
   // What makes copies (nullptr: none; opens away from the home are then
   // FAILED_PRECONDITION). Borrowed: must outlive the broker or be replaced
   // first.
@@ -316,6 +325,9 @@ class Broker {
     // records of the copies away from home.
     std::optional<ReplicaSet> replicas;
     absl::flat_hash_map<Location, BufferId> copies;
+    // Copies: the open whose fill last made it current; its own open there
+    // is no copy avoided (usage).
+    WatchId filled_for = 0;
   };
   // A fill the broker decided on under its mutex, started after it.
   struct FillStart {
@@ -535,6 +547,10 @@ class Broker {
   absl::flat_hash_map<SessionId, AdoptedSession> dead_sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LeaseId, AdoptedLease> reclaimable_ ABSL_GUARDED_BY(mu_);
   ReplicaCopier* copier_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Opens and copies per named buffer, for Stat and Advise.
+  UsageTracker tracker_ ABSL_GUARDED_BY(mu_);
+  AdviceRules advice_rules_ ABSL_GUARDED_BY(mu_);
+  const absl::Time started_;
   // Fills that failed, by the waiting open that started them: its next try
   // ends with the failure instead of starting another. Dropped with the
   // watch (CancelWatch) or the session.

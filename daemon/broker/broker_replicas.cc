@@ -91,6 +91,7 @@ void Broker::OrphanLocked(Buffer& copy, AfterUnlock& after) {
 BufferInfo Broker::ViewLocked(const Buffer& home) const {
   BufferInfo view = home.info;
   view.lease_count = TotalLeasesLocked(home);
+  view.usage = tracker_.Of(home.info.id);
   if (!home.replicas.has_value()) return view;
   const ReplicaSet& set = *home.replicas;
   for (const ReplicaReport& report : set.Replicas()) {
@@ -152,6 +153,10 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenAtLocked(
       }
       MEMD_ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, record, params.access));
       JournalLeaseLocked(grant, session);
+      // Away from home, a copy that was there already (not the one this
+      // open's own fill made) spared a copy.
+      const bool avoided = &record != &home && (watch == 0 || record.filled_for != watch);
+      tracker_.Opened(home.info.id, at, caller.peer.uid, clock_.Now(), avoided);
       return std::optional<Grant>(std::move(grant));
     }
     case OpenPlan::Action::kWait:
@@ -362,6 +367,12 @@ void Broker::SettleFillLocked(BufferId home_id, const FillTicket& ticket, WatchI
         session, absl::Status(status.code(), absl::StrCat("copying buffer ", Quoted(home.info.name),
                                                           " to ", ticket.at.ToString(),
                                                           " failed: ", status.message()))};
+  }
+  if (status.ok()) {
+    tracker_.Copied(home.info.id, ticket.source, ticket.at, home.info.size, clock_.Now());
+    if (Buffer* filled = RecordAtLocked(home, ticket.at); filled != nullptr) {
+      filled->filled_for = starter;
+    }
   }
   if (*result == FillResult::kRemoved) {
     auto copy = home.copies.find(ticket.at);

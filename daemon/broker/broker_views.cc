@@ -56,6 +56,46 @@ absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
   return listed;
 }
 
+absl::StatusOr<std::vector<Recommendation>> Broker::Advise(SessionId session,
+                                                           const std::string& prefix) {
+  MEMD_RETURN_IF_ERROR(ValidatePrefix(prefix));
+  std::vector<BufferFacts> facts;
+  AdviceRules rules;
+  absl::Time now;
+  {
+    absl::MutexLock lock(&mu_);
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    const uid_t uid = caller->peer.uid;
+    now = clock_.Now();
+    rules = advice_rules_;
+    for (const auto& [name, id] : names_) {
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      const Buffer& home = *buffers_.at(id);
+      // Advice tells what others do with a buffer: only its owner (and
+      // root) hear it.
+      if (uid != 0 && home.info.owner_uid != uid) continue;
+      BufferFacts& fact = facts.emplace_back();
+      fact.name = name;
+      fact.size = home.info.size;
+      fact.home = home.info.location;
+      fact.sealed = home.info.state == BufferState::kSealed;
+      fact.counted_since = std::max(home.info.created, started_);
+      fact.usage = tracker_.Of(id);
+      fact.activity = tracker_.Activity(id, now);
+      for (const ReplicaInfo& copy : ViewLocked(home).replicas) {
+        fact.replicas.push_back(ReplicaFacts{copy.report.location, copy.bytes,
+                                             copy.report.readers + copy.report.writers > 0});
+      }
+    }
+  }
+  return broker::Advise(facts, prefix, now, rules);
+}
+
+void Broker::SetAdviceRules(const AdviceRules& rules) {
+  absl::MutexLock lock(&mu_);
+  advice_rules_ = rules;
+}
+
 absl::StatusOr<std::vector<SessionInfo>> Broker::Sessions(SessionId session) {
   std::vector<SessionInfo> listed;
   {

@@ -16,6 +16,7 @@
 #include "common/unique_fd.h"
 #include "daemon/broker/quota.h"
 #include "daemon/broker/replica_set.h"
+#include "daemon/broker/usage_tracker.h"
 #include "daemon/pool/pool.h"
 
 namespace memd::broker {
@@ -61,6 +62,7 @@ struct BufferInfo {
   std::string sync_state = {};
   Generation generation = 0;
   std::string fill_failure = {};
+  BufferUsage usage = {};  // What memd counted of its use (UsageTracker).
 };
 
 struct CreateParams {

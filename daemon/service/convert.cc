@@ -48,9 +48,32 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
     copy->set_bytes(replica.bytes);
     copy->set_charged_uid(replica.charged_uid);
   }
+  ToProto(info.usage, out->mutable_usage());
   out->set_sync_state(info.sync_state);
   out->set_generation(info.generation);
   out->set_fill_failure(info.fill_failure);
+}
+
+void ToProto(const broker::BufferUsage& usage, v1::BufferUsage* out) {
+  for (const auto& [location, n] : usage.opens_by_location) {
+    (*out->mutable_opens_by_location())[location] = n;
+  }
+  for (const auto& [uid, n] : usage.opens_by_uid) (*out->mutable_opens_by_uid())[uid] = n;
+  out->set_lazy_copies(usage.lazy_copies);
+  for (const auto& [direction, bytes] : usage.bytes_copied) {
+    (*out->mutable_bytes_copied())[direction] = bytes;
+  }
+  out->set_copies_avoided(usage.copies_avoided);
+  out->set_last_used_unix_ns(usage.last_used.has_value() ? absl::ToUnixNanos(*usage.last_used)
+                                                         : 0);
+}
+
+void ToProto(const broker::Recommendation& recommendation, v1::Recommendation* out) {
+  out->set_subject(recommendation.subject);
+  out->set_action(recommendation.action);
+  for (const std::string& location : recommendation.locations) out->add_locations(location);
+  out->set_evidence(recommendation.evidence);
+  out->set_bytes(recommendation.bytes);
 }
 
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/broker/advice.h"
 #include "daemon/broker/copy_regions.h"
 #include "daemon/broker/types.h"
 #include "daemon/durable/report.h"
@@ -61,6 +62,9 @@ absl::StatusOr<broker::Access> FromProto(v1::Access access);
 
 // Name, access and expected owner of an Open. Errors: as FromProto(Access).
 absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request);
+void ToProto(const broker::BufferUsage& usage, v1::BufferUsage* out);
+void ToProto(const broker::Recommendation& recommendation, v1::Recommendation* out);
+
 // A Prefetch is an open at its location that grants nothing.
 absl::StatusOr<broker::OpenParams> FromProto(const v1::PrefetchRequest& request);
 // The location a replica call names: INVALID_ARGUMENT when empty or not

@@ -131,6 +131,9 @@ class MemdService final : public v1::Memd::CallbackService {
   grpc::ServerUnaryReactor* Sync(grpc::CallbackServerContext* context,
                                  const v1::SyncRequest* request,
                                  v1::BufferInfo* reply) override;
+  grpc::ServerUnaryReactor* Advise(grpc::CallbackServerContext* context,
+                                   const v1::AdviseRequest* request,
+                                   v1::AdviseReply* reply) override;
   grpc::ServerUnaryReactor* CancelTransfer(grpc::CallbackServerContext* context,
                                            const v1::CancelTransferRequest* request,
                                            v1::TransferProgress* reply) override;

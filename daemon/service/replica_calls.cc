@@ -1,4 +1,4 @@
-// MemdService's replica calls: Prefetch, DropReplica and Sync. Opens at a
+// MemdService's replica calls: Prefetch, DropReplica, Sync, and Advise. Opens at a
 // location are Open's (memd_service.cc).
 
 #include <optional>
@@ -62,6 +62,18 @@ grpc::ServerUnaryReactor* MemdService::Sync(grpc::CallbackServerContext* context
     MEMD_ASSIGN_OR_RETURN(broker::BufferInfo info,
                           broker_.Sync(session->id(), request->lease_id()));
     ToProto(info, reply);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* MemdService::Advise(grpc::CallbackServerContext* context,
+                                              const v1::AdviseRequest* request,
+                                              v1::AdviseReply* reply) {
+  return Respond(context, "Advise", [&]() -> absl::Status {
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(std::vector<broker::Recommendation> advice,
+                          broker_.Advise(session->id(), request->prefix()));
+    for (const broker::Recommendation& one : advice) ToProto(one, reply->add_recommendations());
     return absl::OkStatus();
   });
 }

@@ -549,3 +549,43 @@ TEST_F(ReplicasTest, EndingTheSessionOfAWaitingStarterLetsAnotherOpenerFillAgain
 
 }  // namespace
 }  // namespace memd::broker
+
+namespace memd::broker {
+namespace {
+
+TEST_F(ReplicasTest, UsageCountsOpensCopiesAndCopiesAvoided) {
+  Publish("weights", std::string(4096, 'w'));
+  OpenThere(alice_, "weights", kDev0);  // Made the copy: nothing avoided.
+  OpenThere(bob_, "weights", kDev0);    // Served by it: one copy avoided.
+  OpenThere(bob_, "weights", kHost);    // At home.
+  auto info = broker_->Stat(alice_, "weights");
+  ASSERT_TRUE(info.ok());
+  const BufferUsage& usage = info->usage;
+  EXPECT_EQ(usage.opens_by_location.at("device:0"), 2u);
+  EXPECT_EQ(usage.opens_by_location.at("host"), 1u);
+  EXPECT_EQ(usage.opens_by_uid.at(kBob), 2u);
+  EXPECT_EQ(usage.lazy_copies, 1u);
+  EXPECT_EQ(usage.copies_avoided, 1u);
+  EXPECT_EQ(usage.bytes_copied.at("host_to_device"), 4096u);
+  EXPECT_TRUE(usage.last_used.has_value());
+}
+
+TEST_F(ReplicasTest, AdviceComesFromWhatTheBrokerCountedAndOnlyToTheOwner) {
+  Publish("weights/llama", std::string(4096, 'w'));
+  for (int i = 0; i < 16; ++i) OpenThere(bob_, "weights/llama", kDev1);
+  auto advice = broker_->Advise(alice_, "weights/");
+  ASSERT_TRUE(advice.ok()) << advice.status();
+  ASSERT_EQ(advice->size(), 1u);
+  EXPECT_EQ((*advice)[0].action, "move");
+  EXPECT_EQ((*advice)[0].locations, std::vector<std::string>{"device:1"});
+  EXPECT_THAT((*advice)[0].evidence, HasSubstr("16"));
+  // Bob opened it, but what others do with Alice's buffer is hers to hear.
+  auto bobs = broker_->Advise(bob_, "weights/");
+  ASSERT_TRUE(bobs.ok());
+  EXPECT_TRUE(bobs->empty());
+  EXPECT_EQ(broker_->Advise(alice_, "bad prefix!").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace memd::broker
