@@ -565,4 +565,8 @@ class Broker {
 // that the caller can name its own copies; nullopt for any other status.
 std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status);
 
+// Whether an open refused with `status` was refused only because it had
+// no wake to wait with: for a copy being made, or one to make, there.
+bool OpenWouldWait(const absl::Status& status);
+
 }  // namespace memd::broker

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/names.h"
 #include "common/status_macros.h"
@@ -20,7 +21,19 @@ namespace {
 
 std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
 
+// The payload of an open refused only for want of a wake (OpenWouldWait).
+constexpr char kWouldWait[] = "type.memd.dev/broker.OpenWouldWait";
+
+absl::Status WouldWait(absl::Status status) {
+  status.SetPayload(kWouldWait, absl::Cord("1"));
+  return status;
+}
+
 }  // namespace
+
+bool OpenWouldWait(const absl::Status& status) {
+  return status.GetPayload(kWouldWait).has_value();
+}
 
 void Broker::SetReplicaCopier(ReplicaCopier* copier) {
   absl::MutexLock lock(&mu_);
@@ -161,26 +174,26 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenAtLocked(
     }
     case OpenPlan::Action::kWait:
       if (!may_wait) {
-        return absl::UnavailableError(absl::StrCat(
+        return WouldWait(absl::UnavailableError(absl::StrCat(
             "a copy of buffer ", Quoted(name), " to ", at.ToString(),
-            " is being made; open it with a wait timeout to wait for it"));
+            " is being made; open it with a wait timeout to wait for it")));
       }
       return wait();
     case OpenPlan::Action::kBusy:
       if (!may_wait) {
-        return absl::UnavailableError(absl::StrCat(
+        return WouldWait(absl::UnavailableError(absl::StrCat(
             "the copy of buffer ", Quoted(name), " at ", at.ToString(),
             " is out of date and others hold it, so it cannot be refreshed under them; "
-            "open it with a wait timeout, or at a location whose copy is current"));
+            "open it with a wait timeout, or at a location whose copy is current")));
       }
       return wait();
     case OpenPlan::Action::kFill:
       break;
   }
   if (!may_wait || after == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return WouldWait(absl::FailedPreconditionError(absl::StrCat(
         "buffer ", Quoted(name), " has no current copy at ", at.ToString(),
-        "; open it there with a wait timeout (or prefetch it) to have one made"));
+        "; open it there with a wait timeout (or prefetch it) to have one made")));
   }
   if (copier_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

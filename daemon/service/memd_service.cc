@@ -240,14 +240,19 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
     std::uint64_t wait_ms, bool for_copy, GrantDelivery deliver) {
   auto session = Authenticate(context);
   absl::Status valid = session.ok() ? ValidateWait(wait_ms) : session.status();
-  if (!valid.ok() || (wait_ms == 0 && !for_copy)) {
-    return Respond(context, method, [&]() -> absl::Status {
-      MEMD_RETURN_IF_ERROR(valid);
-      MEMD_ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
-                       AskBroker(broker_, (*session)->id(), request, 0, nullptr));
-      // Without a wake the broker answers at once.
-      return deliver(**session, std::move(*grant));
-    });
+  if (!valid.ok() || wait_ms == 0) {
+    // Without a wake the broker answers at once: a grant, or why not. An
+    // open at a location that would only wait for a copy goes on waiting
+    // below; the rest (a copy that is there: the common case) is answered
+    // here, without a waiting call's cost.
+    absl::StatusOr<std::optional<broker::Grant>> grant =
+        valid.ok() ? AskBroker(broker_, (*session)->id(), request, 0, nullptr) : valid;
+    if (!for_copy || !valid.ok() || !broker::OpenWouldWait(grant.status())) {
+      return Respond(context, method, [&]() -> absl::Status {
+        MEMD_RETURN_IF_ERROR(grant.status());
+        return deliver(**session, std::move(**grant));
+      });
+    }
   }
   // An open at a location waits for the copy there to be made however long
   // the copy takes (the engine fails a copy that stalls): without a wait
