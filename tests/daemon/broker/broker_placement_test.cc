@@ -81,6 +81,13 @@ class BrokerPlacementTest : public ::testing::Test {
     params.mappable = std::move(mappable);
     return params;
   }
+  static CreateParams Named(std::string name, std::uint64_t size, Location location) {
+    CreateParams params;
+    params.name = std::move(name);
+    params.size = size;
+    params.location = location;
+    return params;
+  }
   static std::vector<Location> Everywhere() {
     return {Location::Host(), Location::Pinned(), Location::Device(0), Location::Device(1)};
   }
@@ -121,11 +128,7 @@ TEST_F(BrokerPlacementTest, AMediumBufferGoesToTheDeviceWithTheMostFree) {
 }
 
 TEST_F(BrokerPlacementTest, ANamedLocationHasNoPlacementText) {
-  CreateParams named;
-  named.name = "named";
-  named.size = 8 * kMiB;
-  named.location = Location::Device(0);
-  const BufferInfo info = CreateAndStat(named);
+  const BufferInfo info = CreateAndStat(Named("named", 8 * kMiB, Location::Device(0)));
   EXPECT_EQ(info.location, Location::Device(0));
   EXPECT_THAT(info.placement, IsEmpty());
   EXPECT_THAT(capacity_.asked, IsEmpty()) << "a named location asks for no free memory";
@@ -208,11 +211,7 @@ TEST_F(BrokerPlacementTest, ThePoolLimitAndItsIdleBytesCount) {
 
   // Memory device:0's pool keeps idle is free to it although its driver
   // reports none.
-  CreateParams named;
-  named.name = "was";
-  named.size = 8 * kMiB;
-  named.location = Location::Device(0);
-  auto grant = broker_->Create(session_, named);
+  auto grant = broker_->Create(session_, Named("was", 8 * kMiB, Location::Device(0)));
   ASSERT_TRUE(grant.ok()) << grant.status();
   ASSERT_TRUE(broker_->Unlink(session_, "was").ok());
   ASSERT_TRUE(broker_->Release(session_, grant->lease).ok());
@@ -226,11 +225,7 @@ TEST_F(BrokerPlacementTest, WithoutASourceThePoolLimitsAreTheOnlyBound) {
 }
 
 TEST_F(BrokerPlacementTest, OpenOrCreateAutoOpensAnExistingNameWhereverItLives) {
-  CreateParams named;
-  named.name = "shared";
-  named.size = 8 * kMiB;
-  named.location = Location::Device(0);
-  auto created = broker_->Create(session_, named);
+  auto created = broker_->Create(session_, Named("shared", 8 * kMiB, Location::Device(0)));
   ASSERT_TRUE(created.ok()) << created.status();
   ASSERT_TRUE(broker_->Seal(session_, created->lease).ok());
 
