@@ -25,6 +25,7 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   }
   out.creator_pid = static_cast<pid_t>(info.creator_pid());
   for (const v1::Attr& attr : info.attrs()) out.attrs.emplace(attr.key(), attr.value());
+  out.placement = info.placement();
   return out;
 }
 

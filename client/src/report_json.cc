@@ -48,6 +48,7 @@ Json BufferJson(const BufferInfo& info) {
   json["creator_pid"] = info.creator_pid;
   json["attrs"] = Json::object();
   for (const auto& [key, value] : info.attrs) json["attrs"][key] = value;
+  json["placement"] = info.placement;
   return json;
 }
 

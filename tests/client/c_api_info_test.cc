@@ -16,7 +16,7 @@ namespace {
 BufferInfo EveryFieldSet(int n) {
   BufferInfo info;
   auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence, lease_count,
-         unlinked, created, sealed, creator_pid, attrs] = info;
+         unlinked, created, sealed, creator_pid, attrs, placement] = info;
   name = "buffers/" + std::to_string(n);
   id = 100 + n;
   size = 4096 * (n + 1);
@@ -32,6 +32,10 @@ BufferInfo EveryFieldSet(int n) {
   sealed = absl::FromUnixNanos(1'700'000'000'500'000'000 + n);
   creator_pid = 4242 + n;
   attrs = {{"dtype", "float16"}, {"shape", std::to_string(n) + ",4096"}};
+  // Not in memd_buffer_info, whose size ABI 0.2 fixes (it is an array
+  // element of memd_buffer_list): memd_buffer_placement and memd_stat_json
+  // carry it (c_api_test.c).
+  placement = "rule " + std::to_string(n);
   return info;
 }
 

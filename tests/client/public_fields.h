@@ -77,9 +77,10 @@ template <>
 struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
-           lease_count, unlinked, created, sealed, creator_pid, attrs] = s;
+           lease_count, unlinked, created, sealed, creator_pid, attrs, placement] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
-                    persistence, lease_count, unlinked, created, sealed, creator_pid, attrs);
+                    persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
+                    placement);
   }
 };
 template <>
