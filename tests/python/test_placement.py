@@ -2,7 +2,10 @@
 (info.placement), refuses bad hints and locations, and never chooses a GPU
 this process cannot map (fake CUDA with two GPUs, this process seeing one)."""
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -47,42 +50,48 @@ def test_bad_hints_and_locations_are_invalid_argument(client, name):
     assert client.list(prefix=name) == []
 
 
-@pytest.fixture(scope="module")
-def one_of_two_gpus():
-    """A CUDA memd over two fake GPUs; this process's CUDA sees only the
-    second (memd's device:1), as its own device 0."""
+# Run in a child: CUDA reads CUDA_VISIBLE_DEVICES when it first loads, and
+# this process may have loaded the fake driver already (the GPU bundle runs
+# every test file in one pytest process).
+_ONE_OF_TWO = """
+import json, sys
+import memd
+MiB = 1 << 20
+client = memd.connect(sys.argv[1])
+out = {"cuda_device": client.cuda_device("device:1")}
+with client.create("two/medium", 8 * MiB, location="auto") as buf:
+    out["medium"] = [buf.location, buf.info.placement]
+with client.create("two/gpu", 4096, location="auto", hint="device_frequent") as buf:
+    out["gpu"] = buf.location
+with client.create("two/none", 8 * MiB, location="auto", hint="device_frequent",
+                   mappable=["host"]) as buf:
+    out["none"] = buf.location
+print(json.dumps(out))
+"""
+
+
+def test_auto_never_chooses_a_gpu_this_process_does_not_see():
+    """Two fake GPUs; this process's CUDA sees only the second (memd's
+    device:1) as its device 0."""
     if not os.path.exists(FAKE_CUDA):
         pytest.skip(f"no fake CUDA driver at {FAKE_CUDA}")
     daemon = Daemon("--backend", "cuda", "--cuda-driver", FAKE_CUDA,
                     env={"MEMD_FAKE_CUDA_DEVICES": "2"})
-    saved = {k: os.environ.get(k)
-             for k in ("MEMD_CUDA_DRIVER", "MEMD_FAKE_CUDA_DEVICES", "CUDA_VISIBLE_DEVICES")}
-    # Read when libmemd first loads the driver: this file runs in a process
-    # of its own, so nothing loaded it before.
-    os.environ.update(MEMD_CUDA_DRIVER=FAKE_CUDA, MEMD_FAKE_CUDA_DEVICES="2",
-                      CUDA_VISIBLE_DEVICES="1")
-    client = memd.connect(daemon.socket_dir)
-    yield client
-    client.close()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    daemon.stop()
-
-
-def test_auto_never_chooses_a_gpu_this_process_does_not_see(one_of_two_gpus):
-    client = one_of_two_gpus
-    assert client.cuda_device("device:1") == 0
+    try:
+        env = dict(os.environ, MEMD_CUDA_DRIVER=FAKE_CUDA, MEMD_FAKE_CUDA_DEVICES="2",
+                   CUDA_VISIBLE_DEVICES="1")
+        child = subprocess.run([sys.executable, "-c", _ONE_OF_TWO, daemon.socket_dir],
+                               env=env, capture_output=True, text=True, timeout=60)
+        assert child.returncode == 0, child.stderr
+        out = json.loads(child.stdout)
+    finally:
+        daemon.stop()
+    assert out["cuda_device"] == 0
     # Both GPUs have the same free memory: the tie would go to device:0,
-    # which this process cannot map.
-    with client.create("two/medium", 8 * MiB, location="auto") as buf:
-        assert buf.location == "device:1"
-        assert "device:1 has the most free" in buf.info.placement
-    with client.create("two/gpu", 4096, location="auto", hint="device_frequent") as buf:
-        assert buf.location == "device:1"
+    # which the child cannot map.
+    location, placement = out["medium"]
+    assert location == "device:1"
+    assert "device:1 has the most free" in placement
+    assert out["gpu"] == "device:1"
     # A list the caller gives is what counts.
-    with client.create("two/none", 8 * MiB, location="auto", hint="device_frequent",
-                       mappable=["host"]) as buf:
-        assert buf.location == "host"
+    assert out["none"] == "host"
