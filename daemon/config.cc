@@ -13,6 +13,7 @@
 #include "common/bytes.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "daemon/broker/placement.h"
 #include "daemon/broker/quota.h"
 #include "toml++/toml.h"
 
@@ -22,7 +23,7 @@ namespace {
 constexpr std::uint64_t kMaxRecoveryGraceSeconds = 7 * 24 * 3600;
 
 // How an option's text becomes a value.
-enum class Kind { kText, kBytes, kCount, kMode, kRatio, kQuota };
+enum class Kind { kText, kBytes, kCount, kMode, kRatio, kQuota, kPlacement };
 
 struct Option {
   const char* key;  // TOML key; the flag is --key with '-' for '_'.
@@ -165,6 +166,10 @@ const std::vector<Option>& Options() {
        "most bytes of buffers one session may have created in each location, "
        "written as max_uid_bytes (default: none)",
        &Config::max_session_bytes},
+      {"placement", Kind::kPlacement,
+       "tunables of location auto: small=64KiB,medium=16MiB,headroom=25%, any "
+       "subset (default: those)",
+       &Config::placement},
       {"transfer_chunk_bytes", Kind::kBytes,
        "bytes a copy moves per chunk unless it asks otherwise, 1MiB up to "
        "transfer_slot_bytes (default 4MiB)",
@@ -225,6 +230,12 @@ absl::Status Apply(const Option& option, const std::string& text,
     case Kind::kQuota: {
       auto quota = broker::Quota::Parse(text);
       if (!quota.ok()) return invalid(std::string(quota.status().message()));
+      config.*option.text = text;
+      return absl::OkStatus();
+    }
+    case Kind::kPlacement: {
+      auto rules = broker::PlacementRules::Parse(text);
+      if (!rules.ok()) return invalid(std::string(rules.status().message()));
       config.*option.text = text;
       return absl::OkStatus();
     }

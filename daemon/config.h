@@ -90,6 +90,10 @@ struct Config {
   // "host=16GiB,device=40GiB,device:1=8GiB"; empty: none.
   std::string max_uid_bytes;
   std::string max_session_bytes;
+  // Automatic placement's tunables (broker::PlacementRules::Parse):
+  // "small=64KiB,medium=16MiB,headroom=25%", any subset; empty: defaults.
+  // Applied again on reload.
+  std::string placement;
   // The transfer engine (transfer/engine.h, EngineOptions): the default
   // chunk and the staging slot size (the largest chunk a copy may ask
   // for), pinned staging slots per GPU (the ring depth) and the CPU threads
@@ -127,7 +131,7 @@ absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv);
 
 // The settings (by their config-file keys) that differ between `running` and
 // `next` but take effect only when memd restarts: everything except the log
-// level and the max_* limits, which SIGHUP applies.
+// level, the max_* limits and placement, which SIGHUP applies.
 std::vector<std::string> SettingsNeedingRestart(const Config& running,
                                                 const Config& next);
 

@@ -21,6 +21,7 @@
 #include "daemon/metrics/daemon_collectable.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/metrics/rpc_metrics.h"
+#include "daemon/placement_capacity.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/pool/carving_pool.h"
 #include "daemon/pool/periodic_trimmer.h"
@@ -68,6 +69,8 @@ struct Daemon::Parts {
   std::unique_ptr<SocketDir> socket_dir;
   std::unique_ptr<backend::Backend> backend;
   std::string backend_name;
+  // What location auto reads of free memory; the broker borrows it.
+  std::unique_ptr<PlacementCapacity> capacity;
   std::shared_ptr<pool::TraceWriter> trace;  // When --trace-file is set.
   // The pools report their segments to it: it goes after them.
   std::unique_ptr<Durability> durability;
@@ -153,6 +156,11 @@ broker::BrokerLimits LimitsOf(const Config& config, const DescriptorCaps& caps) 
   limits.max_session_bytes =
       broker::Quota::Parse(config.max_session_bytes).value_or(broker::Quota());
   return limits;
+}
+
+// `config` has passed ParseConfig, which checked that placement parses.
+broker::PlacementRules PlacementRulesOf(const Config& config) {
+  return broker::PlacementRules::Parse(config.placement).value_or(broker::PlacementRules());
 }
 
 // How long a session's end waits for its transfers' chunks on the GPUs
@@ -314,6 +322,7 @@ std::vector<std::string> Daemon::Reload(const Config& config) {
     return {};
   }
   parts_->broker->SetLimits(LimitsOf(config, *caps));
+  parts_->broker->SetPlacementRules(PlacementRulesOf(config));
   // Cannot fail: the config takes positive counts only.
   (void)parts_->engine->SetMaxSessionWatches(EngineOptionsOf(config).max_session_watches);
   parts_->sessions->SetLimits(FdsInFlightOf(*caps), ConnectionLimitsOf(*caps));
@@ -359,6 +368,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
 
   parts->broker =
       std::make_unique<broker::Broker>(parts->pools, LimitsOf(config, caps), parts->clock);
+  parts->capacity = std::make_unique<PlacementCapacity>(*parts->backend);
+  parts->broker->SetCapacitySource(parts->capacity.get());
+  parts->broker->SetPlacementRules(PlacementRulesOf(config));
   // Nobody can read a buffer freed while copies still write it: they stop.
   parts->broker->SetFreedWhileWritten(
       [engine = parts->engine.get()](broker::BufferId id) { engine->CancelWritesTo(id); });

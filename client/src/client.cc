@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -117,11 +118,14 @@ const std::string& Client::socket_dir() const { return core_->socket_dir(); }
 
 namespace {
 
-void SetCreate(std::string_view name, std::uint64_t size,
-               const CreateOptions& options, v1::CreateRequest* request) {
+// `mappable`: the list to send with location auto (MappableLocations).
+void SetCreate(std::string_view name, std::uint64_t size, const CreateOptions& options,
+               const std::vector<std::string>& mappable, v1::CreateRequest* request) {
   request->set_name(std::string(name));
   request->set_size_bytes(size);
   request->set_location(options.location);
+  request->set_access_hint(options.access_hint);
+  for (const std::string& location : mappable) request->add_mappable_locations(location);
   request->set_mode(options.mode);
   request->set_persistence(options.persistence == Persistence::kEphemeral
                                ? v1::EPHEMERAL
@@ -159,12 +163,38 @@ absl::Status Call(ClientCore& core, Method method, const Request& request,
   return CallOn(core, **connection, method, request, reply, extra);
 }
 
+// Where this process can map a buffer, for location auto: the caller's
+// list when it gave one (and for any other location, where the daemon
+// refuses a list); else host, pinned and every GPU of memd's (`stats`,
+// asked only when needed) that this process's CUDA sees, by UUID, since
+// its numbering may differ from memd's. Without a CUDA driver here, or
+// for a GPU this process does not see (a Level Zero one too, for now),
+// nothing more: a buffer placed there could not be mapped.
+absl::StatusOr<std::vector<std::string>> MappableLocations(
+    const CreateOptions& options, internal::DeviceImports& devices,
+    const std::function<absl::StatusOr<DaemonStats>()>& stats) {
+  if (options.location != "auto" || !options.mappable_locations.empty()) {
+    return options.mappable_locations;
+  }
+  std::vector<std::string> mappable = {"host", "pinned"};
+  MEMD_ASSIGN_OR_RETURN(const DaemonStats daemon, stats());
+  for (const DeviceInfo& device : daemon.devices) {
+    absl::StatusOr<int> local = devices.OrdinalOf(device.uuid);
+    if (absl::IsUnavailable(local.status())) break;  // No CUDA driver here.
+    if (local.ok()) mappable.push_back(absl::StrCat("device:", device.ordinal));
+  }
+  return mappable;
+}
+
 }  // namespace
 
 absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
                                       const CreateOptions& options) {
+  MEMD_ASSIGN_OR_RETURN(const std::vector<std::string> mappable,
+                        MappableLocations(options, core_->device_imports(),
+                                          [this] { return Stats(); }));
   v1::CreateRequest request;
-  SetCreate(name, size, options, &request);
+  SetCreate(name, size, options, mappable, &request);
   v1::Lease lease;
   std::shared_ptr<Connection> connection;
   absl::Status status = Call(*core_, &v1::Memd::Stub::Create, request, &lease,
@@ -210,8 +240,11 @@ absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
                                             std::uint64_t size,
                                             const CreateOptions& options,
                                             absl::Duration wait) {
+  MEMD_ASSIGN_OR_RETURN(const std::vector<std::string> mappable,
+                        MappableLocations(options, core_->device_imports(),
+                                          [this] { return Stats(); }));
   v1::OpenOrCreateRequest request;
-  SetCreate(name, size, options, request.mutable_create());
+  SetCreate(name, size, options, mappable, request.mutable_create());
   request.set_wait_timeout_ms(WaitMillis(wait));
   if (options.existing_owner.has_value()) {
     request.set_owner_uid(*options.existing_owner);

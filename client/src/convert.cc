@@ -35,6 +35,7 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   out.generation = info.generation();
   out.fill_failure = info.fill_failure();
   out.usage = FromProto(info.usage());
+  out.placement = info.placement();
   return out;
 }
 

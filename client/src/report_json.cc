@@ -63,6 +63,7 @@ Json BufferJson(const BufferInfo& info) {
   json["generation"] = info.generation;
   json["fill_failure"] = info.fill_failure;
   json["usage"] = BufferUsageJson(info.usage);
+  json["placement"] = info.placement;
   return json;
 }
 

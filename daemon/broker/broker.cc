@@ -242,7 +242,8 @@ absl::StatusOr<pool::Pool*> Broker::ValidateCreate(
 }
 
 absl::StatusOr<Grant> Broker::Create(SessionId session,
-                                     const CreateParams& params) {
+                                     const CreateParams& asked) {
+  MEMD_ASSIGN_OR_RETURN(const CreateParams params, ResolvePlacement(asked));
   MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
   pool::Domain domain;
@@ -307,6 +308,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   info.created = clock_.Now();
   info.creator_pid = peer.pid;
   info.attrs = params.attrs;
+  info.placement = params.placement;
   buffer->pin = std::make_shared<CopyPin>([this, id = info.id] { CopiesLetGo(id); });
   buffer->replicas = ReplicaSet::Created(params.location, kMaxReplicas).value();
   Buffer& stored = *buffer;
@@ -439,8 +441,9 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
 }
 
 absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
-    SessionId session, const CreateParams& params, WatchId watch,
+    SessionId session, const CreateParams& asked, WatchId watch,
     std::function<void()> wake) {
+  MEMD_ASSIGN_OR_RETURN(const CreateParams params, ResolvePlacement(asked, /*may_open=*/true));
   MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
   const OpenParams open{params.name, Access::kRead, params.expected_owner};
@@ -452,11 +455,12 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     // nothing of it, not even whether it guessed its size.
     MEMD_RETURN_IF_ERROR(MayOpenLocked(caller, existing.info, open));
     if (existing.info.size != params.size ||
-        !(existing.info.location == params.location)) {
+        (!params.auto_location && !(existing.info.location == params.location))) {
       return absl::FailedPreconditionError(absl::StrCat(
           "buffer ", Quoted(params.name), " exists with size ",
           existing.info.size, " at ", existing.info.location.ToString(),
-          "; asked for size ", params.size, " at ", params.location.ToString()));
+          "; asked for size ", params.size, " at ",
+          params.auto_location ? "auto" : params.location.ToString()));
     }
     return OpenLocked(session, caller, open, watch, &wake);
   };

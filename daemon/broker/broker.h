@@ -17,6 +17,7 @@
 #include "common/unix_socket.h"
 #include "daemon/broker/advice.h"
 #include "daemon/broker/buffer_journal.h"
+#include "daemon/broker/capacity.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
 #include "daemon/broker/replica_copier.h"
@@ -559,6 +560,29 @@ class Broker {
     absl::Status status;
   };
   absl::flat_hash_map<WatchId, FailedFill> failed_fills_ ABSL_GUARDED_BY(mu_);
+
+  // Automatic placement (broker_placement.cc), kept together.
+ public:
+  // Resolves `location = auto` (CreateParams::auto_location): chooses the
+  // location among the node's pools the caller listed as mappable, from the
+  // size, the hint, the rules and each pool's free bytes (its idle bytes
+  // plus what the capacity source reports free, within the pool's limit),
+  // and sets params.placement to the rule that chose it. `may_open`
+  // (OpenOrCreate): when the name exists at a location the caller may map,
+  // that location, without asking for free memory. Other params come back
+  // as they are. Errors: RESOURCE_EXHAUSTED (nothing the caller may map has
+  // room: each location's free bytes), INVALID_ARGUMENT (nothing mappable).
+  absl::StatusOr<CreateParams> ResolvePlacement(const CreateParams& params,
+                                                bool may_open = false) const;
+  // For the next creates (a configuration reload).
+  void SetPlacementRules(const PlacementRules& rules);
+  // Borrowed; nullptr (the default): the pool limits are the only bound.
+  // Must outlive the broker or be replaced first.
+  void SetCapacitySource(const CapacitySource* source);
+
+ private:
+  PlacementRules placement_rules_ ABSL_GUARDED_BY(mu_);
+  const CapacitySource* capacity_source_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 // The buffer a Seal refusal is about when copies may still write it, so

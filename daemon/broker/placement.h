@@ -17,7 +17,8 @@
 // (ties: the lowest ordinal), which spreads buffers over GPUs as they fill.
 // A candidate the caller's process cannot map is never chosen.
 //
-// Pure policy: no broker state, no locks, no clock. Not yet wired into Create.
+// Pure policy: no broker state, no locks, no clock. Broker::ResolvePlacement
+// (broker_placement.cc) builds the candidates and calls it.
 
 #include <cstdint>
 #include <string>

@@ -14,6 +14,7 @@
 #include "common/attrs.h"
 #include "common/location.h"
 #include "common/unique_fd.h"
+#include "daemon/broker/placement.h"
 #include "daemon/broker/quota.h"
 #include "daemon/broker/replica_set.h"
 #include "daemon/broker/usage_tracker.h"
@@ -63,6 +64,10 @@ struct BufferInfo {
   Generation generation = 0;
   std::string fill_failure = {};
   BufferUsage usage = {};  // What memd counted of its use (UsageTracker).
+  // Which rule of automatic placement chose `location`, with its numbers
+  // (PlacementDecision::rule); empty when the creator named the location.
+  // Not journaled: a buffer adopted after a restart has none.
+  std::string placement = {};
 };
 
 struct CreateParams {
@@ -75,6 +80,15 @@ struct CreateParams {
   // OpenOrCreate only: when the name exists, the uid that must own it (as
   // OpenParams::expected_owner). What a call creates is the caller's.
   std::optional<uid_t> expected_owner = std::nullopt;
+  // `location = auto`: the broker chooses `location` (Place, placement.h)
+  // among the pools in `mappable` (empty: host and pinned, the memory every
+  // process can map) from the size, `hint` and each one's free memory, and
+  // writes the rule that chose it in `placement` (Broker::ResolvePlacement).
+  // OpenOrCreate opens an existing buffer of the name wherever it lives.
+  bool auto_location = false;
+  AccessHint hint = AccessHint::kNone;
+  std::vector<Location> mappable = {};
+  std::string placement = {};  // Set by ResolvePlacement only.
 };
 
 struct OpenParams {

@@ -52,6 +52,7 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
   out->set_sync_state(info.sync_state);
   out->set_generation(info.generation);
   out->set_fill_failure(info.fill_failure);
+  out->set_placement(info.placement);
 }
 
 void ToProto(const broker::BufferUsage& usage, v1::BufferUsage* out) {
@@ -273,11 +274,63 @@ absl::StatusOr<BufferAttrs> FromProto(
   return out;
 }
 
+namespace {
+
+// Longer than any hint's name, short enough to quote in a message.
+constexpr std::size_t kMaxHintBytes = 32;
+
+// The locations a client says its process can map, for location auto:
+// each well formed, a bounded number (duplicates are harmless).
+absl::StatusOr<std::vector<Location>> MappableFromProto(
+    const google::protobuf::RepeatedPtrField<std::string>& texts) {
+  if (static_cast<std::size_t>(texts.size()) > kMaxMappableLocations) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        texts.size(), " mappable locations given; the limit is ", kMaxMappableLocations));
+  }
+  std::vector<Location> out;
+  out.reserve(texts.size());
+  for (const std::string& text : texts) {
+    // Empty parses as host elsewhere; here it is a client's mistake.
+    auto location = text.empty() ? absl::InvalidArgumentError("an empty location")
+                                 : Location::Parse(text);
+    if (!location.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mappable location ", QuotedForMessage(text), ": ", location.status().message()));
+    }
+    out.push_back(*location);
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request) {
   broker::CreateParams params;
   params.name = request.name();
   params.size = request.size_bytes();
-  MEMD_ASSIGN_OR_RETURN(params.location, Location::Parse(request.location()));
+  params.auto_location = request.location() == kAutoLocation;
+  if (params.auto_location) {
+    auto hint = broker::ParseAccessHint(request.access_hint());
+    // The parser quotes what it got: a hostile hint of a megabyte is not
+    // echoed back.
+    if (!hint.ok() && request.access_hint().size() > kMaxHintBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "an access hint of ", request.access_hint().size(),
+          " bytes is not one memd knows (", QuotedForMessage(request.access_hint()), ")"));
+    }
+    if (!hint.ok()) return hint.status();
+    params.hint = *hint;
+    MEMD_ASSIGN_OR_RETURN(params.mappable, MappableFromProto(request.mappable_locations()));
+  } else {
+    MEMD_ASSIGN_OR_RETURN(params.location, Location::Parse(request.location()));
+    // What only auto reads, given with a named location, is a client's
+    // mistake worth telling rather than a wish silently ignored.
+    if (!request.access_hint().empty() || !request.mappable_locations().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "an access hint and mappable locations go with location auto, not with ",
+          QuotedForMessage(request.location())));
+    }
+  }
   params.mode = request.has_mode() ? request.mode() : broker::kDefaultMode;
   switch (request.persistence()) {
     case v1::PERSISTENCE_UNSPECIFIED:

@@ -53,8 +53,16 @@ void ToProto(const durable::DurabilityStatus& status, v1::DurabilityStats* out);
 absl::StatusOr<transfer::Priority> FromProto(v1::TransferPriority priority);
 broker::CopyRegion FromProto(const v1::Region& region);
 
-// Validates and converts a CreateRequest. Errors: INVALID_ARGUMENT (unknown
-// location or persistence); names and sizes are the broker's to check.
+// The location that asks memd to choose (broker::Place).
+inline constexpr char kAutoLocation[] = "auto";
+// Most mappable locations a create lists: host, pinned and 62 GPUs.
+inline constexpr std::size_t kMaxMappableLocations = 64;
+
+// Validates and converts a CreateRequest: location "auto" with its access
+// hint and mappable locations. Errors: INVALID_ARGUMENT naming the bad text
+// (unknown location, persistence or hint; a malformed or empty mappable
+// location, more than kMaxMappableLocations; a hint or mappable list with a
+// named location); names and sizes are the broker's to check.
 absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request);
 
 // Errors: INVALID_ARGUMENT for an access value outside the enum.

@@ -17,7 +17,7 @@ BufferInfo EveryFieldSet(int n) {
   BufferInfo info;
   auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence, lease_count,
          unlinked, created, sealed, creator_pid, attrs, replicas, sync_state, generation,
-         fill_failure, usage] = info;
+         fill_failure, usage, placement] = info;
   name = "buffers/" + std::to_string(n);
   id = 100 + n;
   size = 4096 * (n + 1);
@@ -39,6 +39,10 @@ BufferInfo EveryFieldSet(int n) {
   generation = 1;
   fill_failure = "";
   usage = {};
+  // Not in memd_buffer_info, whose size ABI 0.2 fixes (it is an array
+  // element of memd_buffer_list): memd_buffer_placement and memd_stat_json
+  // carry it (c_api_test.c).
+  placement = "rule " + std::to_string(n);
   return info;
 }
 

@@ -330,6 +330,57 @@ static void older_and_newer_option_structs(memd_client* client) {
   pass();
 }
 
+static void location_auto(memd_client* client) {
+  memd_create_options create;
+  memd_buffer* buffer = NULL;
+  memd_buffer* refused = NULL;
+  char* json = NULL;
+  const char* only_host[] = {"host"};
+  const char* bogus[] = {"host", "device:x"};
+  const char* null_entry[] = {"host", NULL};
+  char name[128];
+  keep(name, "auto");
+
+  begin("location auto takes a hint and says which rule chose");
+  memd_create_options_init(&create);
+  create.location = "auto";
+  create.access_hint = "read_mostly";
+  create.mappable_locations = only_host;
+  create.mappable_location_count = 1;
+  OK(memd_create(client, name, 100, &create, &buffer, &error));
+  CHECK(strcmp(memd_buffer_get_info(buffer)->location, "host") == 0);
+  CHECK(strncmp(memd_buffer_placement(buffer), "100 B with hint read_mostly: ", 29) == 0);
+  CHECK(strstr(memd_buffer_placement(buffer), "so host") != NULL);
+  CHECK(memd_buffer_placement(NULL) == NULL);
+  OK(memd_stat_json(client, name, &json, &error));
+  CHECK(json_has(json, "\"placement\":\"100 B with hint read_mostly"));
+  memd_string_free(json);
+  OK(memd_buffer_release(buffer, &error));
+
+  create.access_hint = "gpu_please";
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "unknown access hint 'gpu_please'",
+              memd_create(client, named("auto-bad"), 100, &create, &refused, &error));
+  create.access_hint = NULL;
+  create.mappable_locations = bogus;
+  create.mappable_location_count = 2;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "mappable location 'device:x'",
+              memd_create(client, named("auto-bad"), 100, &create, &refused, &error));
+  create.mappable_locations = null_entry;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "mappable_locations[1] is NULL",
+              memd_create(client, named("auto-bad"), 100, &create, &refused, &error));
+  create.mappable_location_count = 65;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "mappable_location_count is 65; the limit is 64",
+              memd_create(client, named("auto-bad"), 100, &create, &refused, &error));
+  memd_create_options_init(&create);
+  create.access_hint = "streaming"; /* Without auto. */
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "go with location auto",
+              memd_create(client, named("auto-bad"), 100, &create, &refused, &error));
+  EXPECT_CODE(MEMD_NOT_FOUND, "", memd_stat_json(client, named("auto-bad"), &json, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "name is NULL", memd_stat_json(client, NULL, &json, &error));
+  CHECK(refused == NULL);
+  pass();
+}
+
 static void open_or_create_stat_list(memd_client* client) {
   memd_buffer* first = NULL;
   memd_buffer* second = NULL;
@@ -995,6 +1046,7 @@ int main(int argc, char** argv) {
     create_write_seal_open(client);
     open_and_create_errors(client);
     older_and_newer_option_structs(client);
+    location_auto(client);
     open_or_create_stat_list(client);
     dlpack_host(client);
     host_copies(client);

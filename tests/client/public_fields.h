@@ -85,10 +85,10 @@ struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
            lease_count, unlinked, created, sealed, creator_pid, attrs, replicas, sync_state,
-           generation, fill_failure, usage] = s;
+           generation, fill_failure, usage, placement] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
-                    replicas, sync_state, generation, fill_failure, usage);
+                    replicas, sync_state, generation, fill_failure, usage, placement);
   }
 };
 template <>

@@ -187,6 +187,26 @@ TEST(ConfigTest, FileErrorsSayWhereAndWhat) {
   EXPECT_THAT(std::string(table.status().message()), HasSubstr("unknown key 'pool'"));
 }
 
+TEST(ConfigTest, PlacementIsCheckedByItsParserInTheFileAndAsAFlag) {
+  auto flag = Parse({"--placement", "small=4KiB,headroom=10%"});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->placement, "small=4KiB,headroom=10%");
+  EXPECT_EQ(Parse({})->placement, "");
+
+  auto bad = Parse({"--placement", "headroom=150%"});
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--placement: "));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("150"));
+
+  test::TempDir dir;
+  const std::string path = dir.Join("memd.toml");
+  std::ofstream(path) << "placement = \"tiny=1\"\n";
+  auto file = Parse({"--config", path});
+  EXPECT_TRUE(absl::IsInvalidArgument(file.status())) << file.status();
+  EXPECT_THAT(std::string(file.status().message()), HasSubstr("placement"));
+  EXPECT_THAT(std::string(file.status().message()), HasSubstr("tiny"));
+}
+
 TEST(ConfigTest, ShippedExampleConfigParses) {
   auto config = Parse({"--config", MEMD_SOURCE_DIR "/deploy/memd.toml"});
   ASSERT_TRUE(config.ok()) << config.status();
@@ -203,6 +223,7 @@ TEST(ConfigTest, OnlyLimitsAndLogLevelChangeWithoutRestart) {
   next.max_waits = 5;
   next.max_uid_bytes = "16GiB";
   next.max_session_bytes = "host=1GiB";
+  next.placement = "headroom=10%";
   EXPECT_TRUE(SettingsNeedingRestart(running, next).empty());
 
   next.socket_mode = 0600;

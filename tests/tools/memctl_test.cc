@@ -276,6 +276,30 @@ TEST_F(MemctlTest, AdvisePrintsOneLinePerRecommendationAndInspectTheCounters) {
   EXPECT_THAT(inspect.out, AllOf(HasSubstr("opens"), HasSubstr("host 1")));
 }
 
+TEST_F(MemctlTest, PutAtLocationAutoSaysInInspectWhichRuleChose) {
+  Put("auto/host", "12345678", {"--location", "auto", "--hint", "host_frequent"});
+  ProgramResult inspect = Run({"inspect", "auto/host"});
+  ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
+  EXPECT_THAT(inspect.out, HasSubstr("placement"));
+  EXPECT_THAT(inspect.out, HasSubstr("8 B with hint host_frequent: host"));
+  Json json = RunJson({"inspect", "auto/host", "--json"});
+  EXPECT_EQ(json.at("location"), "host");
+  EXPECT_EQ(json.at("placement"), "8 B with hint host_frequent: host");
+
+  // A named location has no placement line.
+  Put("named", "x");
+  EXPECT_THAT(Run({"inspect", "named"}).out, Not(HasSubstr("placement")));
+  EXPECT_EQ(RunJson({"inspect", "named", "--json"}).at("placement"), "");
+
+  const std::string file = WriteFile("in", "x");
+  ProgramResult bad_hint = Run({"put", "--location", "auto", "--hint", "gpu_please", "bad", file});
+  EXPECT_NE(bad_hint.exit_code, 0);
+  EXPECT_THAT(bad_hint.err, HasSubstr("unknown access hint 'gpu_please'"));
+  ProgramResult hint_alone = Run({"put", "--hint", "streaming", "bad2", file});
+  EXPECT_NE(hint_alone.exit_code, 0);
+  EXPECT_THAT(hint_alone.err, HasSubstr("go with location auto"));
+}
+
 TEST_F(MemctlTest, LsAndInspectShowNameSizeModeAndState) {
   Put("frames/0", std::string(1536, 'x'));
   Put("other", "abc");

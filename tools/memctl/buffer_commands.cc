@@ -27,6 +27,7 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
   table.AddRow({"id", absl::StrCat(info.id)});
   table.AddRow({"size", SizeWithBytes(info.size)});
   table.AddRow({"location", info.location});
+  if (!info.placement.empty()) table.AddRow({"placement", info.placement});
   table.AddRow({"owner", absl::StrCat(UserName(info.owner_uid), " (uid ",
                                       info.owner_uid, ")")});
   table.AddRow({"group", absl::StrCat(GroupName(info.owner_gid), " (gid ",
@@ -111,6 +112,7 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   request.file = options.file;
   request.name = options.name;
   request.create.location = options.location;
+  request.create.access_hint = options.hint;
   request.create.mode = options.mode;
   request.create.persistence =
       options.ephemeral ? Persistence::kEphemeral : Persistence::kPersistent;

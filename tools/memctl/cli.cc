@@ -387,9 +387,15 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       ->capture_default_str();
   put->add_option("--location", invocation.put.location,
                   "Where the memory lives: host, pinned, device:N (device "
-                  "buffers are filled by the daemon's transfer engine)")
+                  "buffers are filled by the daemon's transfer engine), or auto: "
+                  "memd chooses from the size, --hint and free memory, among the "
+                  "locations this process can map (inspect shows why)")
       ->type_name("LOCATION")
       ->capture_default_str();
+  put->add_option("--hint", invocation.put.hint,
+                  "With --location auto: device_frequent, host_frequent, "
+                  "read_mostly or streaming")
+      ->type_name("HINT");
   put->add_option("--attr", texts.attrs,
                   "An attribute the buffer carries for its readers, KEY=VALUE; "
                   "repeat for more (at most 16: dtype=float16, shape=4096,4096)")

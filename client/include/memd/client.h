@@ -100,6 +100,10 @@ struct BufferInfo {
   std::uint64_t generation = 0;
   std::string fill_failure = {};
   BufferUsage usage = {};
+  // Location "auto": which rule chose `location`, with its numbers ("8 MiB
+  // is in 64 KiB-16 MiB: device; device:1 has the most free (12 GiB of 16
+  // GiB)"). Empty for a named location, and after memd restarted.
+  std::string placement = {};
 };
 
 // One piece of advice (Client::Advise), with the numbers behind it.
@@ -119,7 +123,18 @@ struct Recommendation {
 };
 
 struct CreateOptions {
+  // "host", "pinned", "device:N", or "auto": memd chooses from the size,
+  // `access_hint` and each location's free memory now, only among
+  // `mappable_locations` (BufferInfo::placement says which rule chose).
   std::string location = "host";
+  // Location "auto" only (INVALID_ARGUMENT with another): "",
+  // "device_frequent", "host_frequent", "read_mostly" or "streaming".
+  std::string access_hint = {};
+  // Location "auto" only: where this process can map a buffer. Empty:
+  // libmemd lists "host", "pinned" and "device:N" for every GPU of memd's
+  // that this process's CUDA sees (one Stats call, and the CUDA driver
+  // loaded if memd has GPUs); host and pinned alone without a CUDA driver.
+  std::vector<std::string> mappable_locations = {};
   // Permission bits like a file's: 0600 owner only, 0640 group may read,
   // 0666 everyone may read and write.
   std::uint32_t mode = 0600;

@@ -227,7 +227,10 @@ typedef struct memd_attr {
 
 typedef struct memd_create_options {
   size_t struct_size; /* sizeof(memd_create_options) */
-  const char* location; /* "host" (default, NULL), "pinned", "device:N" */
+  /* "host" (default, NULL), "pinned", "device:N", or "auto": memd chooses
+   * from the size, access_hint and each location's free memory now, only
+   * among mappable_locations (memd_buffer_placement says which rule). */
+  const char* location;
   /* Permission bits like a file's: 0600 (default) owner only, 0640 group
    * may read, 0666 everyone may read and write. */
   uint32_t mode;
@@ -239,6 +242,15 @@ typedef struct memd_create_options {
   /* memd_open_or_create only: the uid that must own an existing buffer
    * (PERMISSION_DENIED otherwise); -1 (default): any. */
   int64_t existing_owner;
+  /* Location "auto" only (INVALID_ARGUMENT otherwise). NULL or "" (default),
+   * "device_frequent", "host_frequent", "read_mostly", "streaming". */
+  const char* access_hint;
+  /* Location "auto" only: where this process can map the buffer ("host",
+   * "pinned", "device:N"; at most 64, copied by the call). None (default):
+   * libmemd lists host, pinned and every GPU of memd's this process's CUDA
+   * sees. */
+  const char* const* mappable_locations;
+  size_t mappable_location_count;
 } memd_create_options;
 
 void memd_create_options_init(memd_create_options* options);
@@ -351,6 +363,17 @@ typedef struct memd_buffer_info {
 const memd_buffer_info* memd_buffer_get_info(const memd_buffer* buffer);
 /* The value of attribute `key`, or NULL. Owned by `buffer`. */
 const char* memd_buffer_attr(const memd_buffer* buffer, const char* key);
+/* Location "auto": which rule chose the buffer's location, with its numbers;
+ * "" for a named location (or after memd restarted), NULL for NULL. Owned
+ * by `buffer`. A function rather than a memd_buffer_info field: that struct
+ * is an array element of memd_buffer_list, which cannot grow within 0.2. */
+const char* memd_buffer_placement(const memd_buffer* buffer);
+
+/* The buffer's info as memctl inspect --json prints it (with "placement"),
+ * fresh from the daemon; the caller frees *json with memd_string_free.
+ * Errors: as memd_stat. */
+memd_code memd_stat_json(memd_client* client, const char* name, char** json,
+                         memd_error** error);
 
 /* Fresh from the daemon. On MEMD_OK *info is one allocation the caller
  * frees with memd_buffer_info_free. Errors: NOT_FOUND, PERMISSION_DENIED,

@@ -1,6 +1,6 @@
 # Type stubs for the memd package (see the docstrings in memd/_client.py, _buffer.py).
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Type
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type
 
 from ._errors import (
     AbortedError as AbortedError,
@@ -106,7 +106,8 @@ class Client:
                 daemon_uid: Optional[int] = None) -> Client: ...
     def create(self, name: str, nbytes: int, *, location: str = "host", mode: int = 0o600,
                persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
-               populate: bool = False) -> Buffer: ...
+               populate: bool = False, hint: str = "",
+               mappable: Optional[Sequence[str]] = None) -> Buffer: ...
     def create_array(self, name: str, shape: Any, dtype: Any, *, location: str = "host",
                      mode: int = 0o600, persistent: bool = True,
                      attrs: Optional[Mapping[str, str]] = None,
@@ -117,7 +118,8 @@ class Client:
                        owner: Optional[int] = None, location: str = "host",
                        mode: int = 0o600, persistent: bool = True,
                        attrs: Optional[Mapping[str, str]] = None,
-                       populate: bool = False) -> Buffer: ...
+                       populate: bool = False, hint: str = "",
+                       mappable: Optional[Sequence[str]] = None) -> Buffer: ...
     def unlink(self, name: str) -> None: ...
     def stat(self, name: str) -> BufferInfo: ...
     def list(self, prefix: str = "") -> List[BufferInfo]: ...

@@ -68,7 +68,9 @@ class ConnectOptions(Structure):
 class CreateOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("location", c_char_p), ("mode", c_uint32),
                 ("ephemeral", c_int), ("populate", c_int), ("attrs", POINTER(Attr)),
-                ("attr_count", c_size_t), ("existing_owner", c_int64)]
+                ("attr_count", c_size_t), ("existing_owner", c_int64),
+                ("access_hint", c_char_p), ("mappable_locations", POINTER(c_char_p)),
+                ("mappable_location_count", c_size_t)]
 
 
 class OpenOptions(Structure):
@@ -137,6 +139,8 @@ _SIGNATURES = {
     "memd_buffer_created": (c_int, [BufferP]),
     "memd_buffer_lease_id": (c_uint64, [BufferP]),
     "memd_buffer_get_info": (POINTER(BufferInfo), [BufferP]),
+    "memd_buffer_placement": (c_char_p, [BufferP]),
+    "memd_stat_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_stat": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferInfo)), _E]),
     "memd_buffer_info_free": (None, [POINTER(BufferInfo)]),
     "memd_list": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferList)), _E]),

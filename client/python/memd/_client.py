@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import threading
 from ctypes import byref, c_int, c_void_p, pointer
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional, Sequence
 
 from . import _capi, _records
 from ._buffer import Buffer
@@ -36,7 +36,8 @@ class _CreateOptions:
 
     def __init__(self, location: str, mode: int, persistent: bool,
                  attrs: Optional[Mapping[str, str]], populate: bool,
-                 existing_owner: Optional[int] = None) -> None:
+                 existing_owner: Optional[int] = None, hint: str = "",
+                 mappable: Optional[Sequence[str]] = None) -> None:
         self._keep = []
         self.struct = _capi.CreateOptions()
         self.struct.struct_size = _capi.ctypes.sizeof(_capi.CreateOptions)
@@ -53,6 +54,13 @@ class _CreateOptions:
             self._keep.append(array)
             self.struct.attrs = array
             self.struct.attr_count = len(attrs)
+        self.struct.access_hint = _capi.encode(hint, "hint")
+        if mappable:
+            places = (_capi.c_char_p * len(mappable))(
+                *(_capi.encode(where, "mappable location") for where in mappable))
+            self._keep.append(places)
+            self.struct.mappable_locations = places
+            self.struct.mappable_location_count = len(mappable)
 
 
 class _Session:
@@ -153,10 +161,15 @@ class Client:
 
     def create(self, name: str, nbytes: int, *, location: str = "host", mode: int = 0o600,
                persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
-               populate: bool = False) -> Buffer:
+               populate: bool = False, hint: str = "",
+               mappable: Optional[Sequence[str]] = None) -> Buffer:
         """Creates a buffer and returns a writable lease on it (not sealed yet).
 
-        location: "host", "pinned" or "device:N". mode: permission bits like a
+        location: "host", "pinned", "device:N" or "auto": memd chooses from
+        the size, `hint` ("device_frequent", "host_frequent", "read_mostly",
+        "streaming") and each location's free memory, only among `mappable`
+        (default: host, pinned and the GPUs this process's CUDA sees); the
+        buffer's info.placement says which rule chose. mode: permission bits like a
         file's (0o600 owner only, 0o640 group may read, 0o666 everyone).
         persistent=False: the buffer goes with its last lease even once sealed
         (a buffer never sealed goes with its last lease either way). attrs: up
@@ -164,7 +177,8 @@ class Client:
         read by Buffer.numpy/torch/__dlpack__). populate: map every page now.
         Raises AlreadyExistsError, InvalidArgumentError (name, size, mode,
         location, attrs), ResourceExhaustedError (pool, quota)."""
-        options = _CreateOptions(location, mode, persistent, attrs, populate)
+        options = _CreateOptions(location, mode, persistent, attrs, populate, None, hint,
+                                 mappable)
         return self._buffer(_lib.memd_create, name, False, _size(nbytes), byref(options.struct))
 
     def create_array(self, name: str, shape: Any, dtype: Any, **kwargs: Any) -> Buffer:
@@ -203,12 +217,14 @@ class Client:
                        owner: Optional[int] = None, location: str = "host",
                        mode: int = 0o600, persistent: bool = True,
                        attrs: Optional[Mapping[str, str]] = None,
-                       populate: bool = False) -> Buffer:
+                       populate: bool = False, hint: str = "",
+                       mappable: Optional[Sequence[str]] = None) -> Buffer:
         """Creates the buffer if the name is free (writable lease, .created
         True), else opens it read-only, waiting up to `timeout` seconds for
         its seal (and only if `owner`, when given, owns it). Other arguments
         as create()."""
-        options = _CreateOptions(location, mode, persistent, attrs, populate, owner)
+        options = _CreateOptions(location, mode, persistent, attrs, populate, owner, hint,
+                                 mappable)
         wait = 0 if timeout is None else _milliseconds(timeout, "timeout")
         return self._buffer(_lib.memd_open_or_create, name, None, _size(nbytes),
                             byref(options.struct), wait)
@@ -220,13 +236,11 @@ class Client:
     # ---- Queries ----
 
     def stat(self, name: str) -> BufferInfo:
-        """A fresh BufferInfo."""
-        info = pointer(_capi.BufferInfo())
-        self._call(_lib.memd_stat, _capi.encode(name, "name"), byref(info))
-        try:
-            return _records.buffer_info(info.contents)
-        finally:
-            _lib.memd_buffer_info_free(info)
+        """A fresh BufferInfo, with its placement."""
+        # The JSON document carries placement; memd_buffer_info cannot grow
+        # within ABI 0.2 (it is an array element of memd_buffer_list).
+        return _records.buffer_info_json(self._json(_lib.memd_stat_json,
+                                                    _capi.encode(name, "name")))
 
     def list(self, prefix: str = "") -> List[BufferInfo]:
         """BufferInfo of the buffers this user may read, by name."""

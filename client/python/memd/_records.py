@@ -25,7 +25,7 @@ def seconds(unix_ns: int) -> float:
     return unix_ns / 1e9
 
 
-def buffer_info(info: _capi.BufferInfo) -> BufferInfo:
+def buffer_info(info: _capi.BufferInfo, placement: str = "") -> BufferInfo:
     return BufferInfo(
         name=_capi.text(info.name), id=info.id, size=info.size,
         location=_capi.text(info.location), owner_uid=info.owner_uid,
@@ -34,7 +34,20 @@ def buffer_info(info: _capi.BufferInfo) -> BufferInfo:
         lease_count=info.lease_count, unlinked=bool(info.unlinked),
         created=seconds(info.created_unix_ns),
         sealed=seconds(info.sealed_unix_ns) if info.sealed else None,
-        creator_pid=info.creator_pid, attrs=_capi.attrs_of(info))
+        creator_pid=info.creator_pid, attrs=_capi.attrs_of(info), placement=placement)
+
+
+def buffer_info_json(json: Dict[str, Any]) -> BufferInfo:
+    """From memd_stat_json's document (memctl inspect --json's)."""
+    return BufferInfo(
+        name=json["name"], id=json["id"], size=json["size_bytes"], location=json["location"],
+        owner_uid=json["owner_uid"], owner_gid=json["owner_gid"], mode=int(json["mode"], 8),
+        state=json["state"], persistent=json["persistence"] == "persistent",
+        lease_count=json["lease_count"], unlinked=json["unlinked"],
+        created=seconds(json["created_unix_ns"]),
+        sealed=None if json["sealed_unix_ns"] is None else seconds(json["sealed_unix_ns"]),
+        creator_pid=json["creator_pid"], attrs=dict(json["attrs"]),
+        placement=json.get("placement", ""))
 
 
 def _pool(json: Dict[str, Any]) -> PoolStats:

@@ -33,6 +33,9 @@ class BufferInfo:
     sealed: Optional[float]
     creator_pid: int
     attrs: Dict[str, str] = field(default_factory=dict)
+    # location="auto": which rule chose `location`, with its numbers; "" for
+    # a named location (and in Client.list(), which does not carry it).
+    placement: str = ""
 
 
 @dataclass(frozen=True)

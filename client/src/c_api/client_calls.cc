@@ -72,6 +72,26 @@ absl::StatusOr<std::map<std::string, std::string>> ToAttrs(const memd_attr* attr
   return out;
 }
 
+// The daemon checks each location; this reads no more than its limit's
+// worth of the caller's array.
+absl::StatusOr<std::vector<std::string>> ToLocations(const char* const* locations,
+                                                     size_t count) {
+  constexpr size_t kMaxLocations = 64;  // The daemon's limit.
+  if (count > kMaxLocations) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mappable_location_count is ", count, "; the limit is ", kMaxLocations));
+  }
+  std::vector<std::string> out;
+  if (count > 0) MEMD_RETURN_IF_ERROR(Required(locations, "mappable_locations"));
+  for (size_t i = 0; i < count; ++i) {
+    if (locations[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("mappable_locations[", i, "] is NULL"));
+    }
+    out.emplace_back(locations[i]);
+  }
+  return out;
+}
+
 absl::StatusOr<CreateOptions> ToCreateOptions(const memd_create_options* given) {
   MEMD_ASSIGN_OR_RETURN(memd_create_options options,
                         ReadOptions(given, memd_create_options_init, "memd_create_options"));
@@ -82,6 +102,9 @@ absl::StatusOr<CreateOptions> ToCreateOptions(const memd_create_options* given) 
   out.populate = options.populate != 0;
   MEMD_ASSIGN_OR_RETURN(out.attrs, ToAttrs(options.attrs, options.attr_count));
   MEMD_ASSIGN_OR_RETURN(out.existing_owner, Uid(options.existing_owner, "existing_owner"));
+  if (options.access_hint != nullptr) out.access_hint = options.access_hint;
+  MEMD_ASSIGN_OR_RETURN(out.mappable_locations,
+                        ToLocations(options.mappable_locations, options.mappable_location_count));
   return out;
 }
 

@@ -54,6 +54,17 @@ memd_code memd_stats_json(memd_client* client, char** json, memd_error** error) 
   });
 }
 
+memd_code memd_stat_json(memd_client* client, const char* name, char** json,
+                         memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));
+    MEMD_RETURN_IF_ERROR(Required(name, "name"));
+    MEMD_ASSIGN_OR_RETURN(memd::BufferInfo info, client->client->Stat(name));
+    *json = NewString(DumpJson(memd::internal::BufferJson(info)));
+    return absl::OkStatus();
+  });
+}
+
 memd_code memd_sessions_json(memd_client* client, char** json, memd_error** error) {
   return Guarded(error, [&]() -> absl::Status {
     MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));

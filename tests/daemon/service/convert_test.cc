@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -55,10 +56,10 @@ struct Fields<broker::BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
            lease_count, unlinked, created, sealed, creator_pid, attrs, replicas, sync_state,
-           generation, fill_failure, usage] = s;
+           generation, fill_failure, usage, placement] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
-                    replicas, sync_state, generation, fill_failure, usage);
+                    replicas, sync_state, generation, fill_failure, usage, placement);
   }
 };
 template <>
@@ -245,6 +246,91 @@ TEST(ConvertTest, CreateAttributesMustBeUniqueAndFew) {
   auto flooded = FromProto(flood);
   EXPECT_TRUE(absl::IsInvalidArgument(flooded.status()));
   EXPECT_THAT(flooded.status().message(), HasSubstr("100002 attributes given; the limit is 16"));
+}
+
+v1::CreateRequest AutoRequest() {
+  v1::CreateRequest request;
+  request.set_name("a");
+  request.set_size_bytes(4096);
+  request.set_location("auto");
+  return request;
+}
+
+TEST(ConvertTest, AutoCarriesTheHintAndTheMappableLocations) {
+  v1::CreateRequest request = AutoRequest();
+  request.set_access_hint("read_mostly");
+  for (const char* where : {"host", "pinned", "device:1"}) request.add_mappable_locations(where);
+  auto params = FromProto(request);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_TRUE(params->auto_location);
+  EXPECT_EQ(params->hint, broker::AccessHint::kReadMostly);
+  EXPECT_EQ(params->mappable,
+            (std::vector<Location>{Location::Host(), Location::Pinned(), Location::Device(1)}));
+
+  // No hint is none; no list stays empty (the broker reads host and pinned).
+  auto plain = FromProto(AutoRequest());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->hint, broker::AccessHint::kNone);
+  EXPECT_THAT(plain->mappable, IsEmpty());
+
+  // A named location is not auto.
+  v1::CreateRequest named = AutoRequest();
+  named.set_location("pinned");
+  auto pinned = FromProto(named);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_FALSE(pinned->auto_location);
+  EXPECT_EQ(pinned->location, Location::Pinned());
+}
+
+TEST(ConvertTest, AnUnknownHintIsInvalidArgumentNamingIt) {
+  v1::CreateRequest request = AutoRequest();
+  request.set_access_hint("gpu_please");
+  auto refused = FromProto(request);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("'gpu_please'"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("read_mostly"));
+}
+
+TEST(ConvertTest, AMalformedMappableLocationIsInvalidArgumentNamingIt) {
+  for (const char* bad : {"device:x", "gpu0", ""}) {
+    v1::CreateRequest request = AutoRequest();
+    request.add_mappable_locations("host");
+    request.add_mappable_locations(bad);
+    auto refused = FromProto(request);
+    EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << bad << ": " << refused.status();
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr(absl::StrCat("mappable location '", bad, "'")));
+  }
+}
+
+TEST(ConvertTest, MoreThan64MappableLocationsAreRefusedWithTheNumbers) {
+  v1::CreateRequest request = AutoRequest();
+  for (int i = 0; i < 64; ++i) request.add_mappable_locations(absl::StrCat("device:", i));
+  EXPECT_TRUE(FromProto(request).ok());
+  request.add_mappable_locations("host");
+  auto refused = FromProto(request);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("65 mappable locations given; the limit is 64"));
+}
+
+TEST(ConvertTest, AHintOrMappableListWithoutAutoIsInvalidArgument) {
+  v1::CreateRequest hinted = AutoRequest();
+  hinted.set_location("host");
+  hinted.set_access_hint("streaming");
+  auto refused = FromProto(hinted);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("go with location auto, not with 'host'"));
+
+  v1::CreateRequest listed = AutoRequest();
+  listed.set_location("device:0");
+  listed.add_mappable_locations("device:0");
+  EXPECT_TRUE(absl::IsInvalidArgument(FromProto(listed).status()));
+
+  // And through OpenOrCreate's create part.
+  v1::OpenOrCreateRequest open_or_create;
+  *open_or_create.mutable_create() = hinted;
+  EXPECT_TRUE(absl::IsInvalidArgument(FromProto(open_or_create).status()));
 }
 
 TEST(ConvertTest, EverySessionFieldIsSent) {
