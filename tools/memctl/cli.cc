@@ -526,6 +526,14 @@ CLI::App* DeclareUnlink(CLI::App& app, Invocation& invocation, OptionTexts&) {
   return unlink;
 }
 
+// NAME LOCATION, both required: a buffer's copy (prefetch, drop).
+void AddNameAndLocation(CLI::App* sub, Invocation& invocation) {
+  sub->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
+  sub->add_option("LOCATION", invocation.location, "host, pinned or device:N")
+      ->required()
+      ->type_name("");
+}
+
 CLI::App* DeclarePrefetch(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
   CLI::App* prefetch = AddSubcommand(
       app, "prefetch", "Make a buffer's copy at a location ahead of its readers",
@@ -536,10 +544,7 @@ CLI::App* DeclarePrefetch(CLI::App& app, Invocation& invocation, OptionTexts& te
       "  memctl prefetch model/w device:1\n"
       "  memctl prefetch --wait 60 model/w device:1\n",
       invocation.json);
-  prefetch->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
-  prefetch->add_option("LOCATION", invocation.location, "host, pinned or device:N")
-      ->required()
-      ->type_name("");
+  AddNameAndLocation(prefetch, invocation);
   prefetch->add_option("--wait", texts.wait, "Wait up to this long for the copy to be current")
       ->check(WaitValidator())
       ->type_name("SECONDS")
@@ -554,10 +559,7 @@ CLI::App* DeclareDrop(CLI::App& app, Invocation& invocation, OptionTexts&) {
       "back to its pool and off its owner's quota.",
       "  memctl drop model/w device:1\n",
       invocation.json);
-  drop->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
-  drop->add_option("LOCATION", invocation.location, "host, pinned or device:N")
-      ->required()
-      ->type_name("");
+  AddNameAndLocation(drop, invocation);
   return drop;
 }
 
