@@ -33,11 +33,12 @@ BufferInfo EveryFieldSet(int n) {
   sealed = absl::FromUnixNanos(1'700'000'000'500'000'000 + n);
   creator_pid = 4242 + n;
   attrs = {{"dtype", "float16"}, {"shape", std::to_string(n) + ",4096"}};
-  // Not in memd_buffer_info yet: the C API's replica fields are to come.
-  replicas = {};
-  sync_state = "host_only";
-  generation = 1;
-  fill_failure = "";
+  replicas = {{"host", "current", 7 + std::uint64_t(n), 2, 0, size, owner_uid},
+              {"device:" + std::to_string(n), "filling", 6, 0, 1, 2 * size, 3000u + n}};
+  sync_state = "host_dirty";
+  generation = 7 + n;
+  fill_failure = "device:" + std::to_string(n) + ": out of memory";
+  // memd_buffer_info carries no per-buffer counters.
   usage = {};
   // Not in memd_buffer_info, whose size ABI 0.2 fixes (it is an array
   // element of memd_buffer_list): memd_buffer_placement and memd_stat_json
@@ -49,7 +50,8 @@ BufferInfo EveryFieldSet(int n) {
 void ExpectSame(const BufferInfo& info, const memd_buffer_info& out) {
   const auto& [struct_size, name, id, size, location, owner_uid, owner_gid, mode, sealed,
                ephemeral, unlinked, lease_count, creator_pid, created_unix_ns, sealed_unix_ns,
-               attrs, attr_count] = out;
+               attrs, attr_count, sync_state, generation, fill_failure, replicas,
+               replica_count] = out;
   EXPECT_EQ(struct_size, sizeof(memd_buffer_info));
   EXPECT_EQ(name, info.name);
   EXPECT_EQ(id, info.id);
@@ -71,6 +73,22 @@ void ExpectSame(const BufferInfo& info, const memd_buffer_info& out) {
     EXPECT_EQ(attrs[i].key, key);
     EXPECT_EQ(attrs[i].value, value);
     ++i;
+  }
+  EXPECT_EQ(sync_state, info.sync_state);
+  EXPECT_EQ(generation, info.generation);
+  EXPECT_EQ(fill_failure, info.fill_failure);
+  ASSERT_EQ(replica_count, info.replicas.size());
+  for (size_t r = 0; r < replica_count; ++r) {
+    const auto& [where, state, copy_generation, readers, writers, bytes, charged_uid] =
+        replicas[r];
+    const ReplicaInfo& want = info.replicas[r];
+    EXPECT_EQ(where, want.location);
+    EXPECT_EQ(state, want.state);
+    EXPECT_EQ(copy_generation, want.generation);
+    EXPECT_EQ(readers, want.readers);
+    EXPECT_EQ(writers, want.writers);
+    EXPECT_EQ(bytes, want.bytes);
+    EXPECT_EQ(charged_uid, want.charged_uid);
   }
 }
 
@@ -94,6 +112,7 @@ TEST(CApiInfoTest, AListIsOneBlockOfIndependentItems) {
   std::vector<BufferInfo> infos;
   for (int n = 0; n < 5; ++n) infos.push_back(EveryFieldSet(n));
   infos[3].attrs.clear();
+  infos[2].replicas.clear();
   ListBlock list = FlatList(infos);
   ASSERT_EQ(list->count, infos.size());
   for (size_t n = 0; n < infos.size(); ++n) ExpectSame(infos[n], list->items[n]);

@@ -58,7 +58,9 @@ TEST(CApiTest, DeviceBuffersExportCudaTensorsFromC) {
   EXPECT_EQ(result.exit_code, 0) << Describe(result);
   EXPECT_NE(result.out.find("ok - device buffers"), std::string::npos) << Describe(result);
   for (const char* passed : {"ok - GPU numbering: memd's device:0 is this process's CUDA device 0",
-                             "ok - copies to and from a device buffer"}) {
+                             "ok - copies to and from a device buffer",
+                             "ok - an open at a location, a prefetch and a drop",
+                             "ok - a writer's sync publishes a new generation"}) {
     EXPECT_NE(result.out.find(passed), std::string::npos) << passed << "\n" << Describe(result);
   }
 }

@@ -4,8 +4,9 @@
  *
  *   memd-c-api-test host       host buffers (every call but device pointers),
  *                              reports, host-to-host copies
- *   memd-c-api-test device     a device:0 buffer, GPU numbering and copies
- *                              to and from it (daemon on the fake CUDA)
+ *   memd-c-api-test device     a device:0 buffer, GPU numbering, copies
+ *                              to and from it, replicas (daemon on the
+ *                              fake CUDA)
  *   memd-c-api-test level_zero a device:0 buffer (daemon on the fake Level Zero)
  *   memd-c-api-test slow_copy  waits that run out, cancel and a copy's own
  *                              deadline (daemon on the fake CUDA, its link
@@ -958,6 +959,74 @@ static void device_copies(memd_client* client) {
   pass();
 }
 
+/* The replica of `info` at `location`, or NULL. */
+static const memd_replica* replica_at(const memd_buffer_info* info, const char* location) {
+  size_t i;
+  for (i = 0; i < info->replica_count; ++i) {
+    if (strcmp(info->replicas[i].location, location) == 0) return &info->replicas[i];
+  }
+  return NULL;
+}
+
+/* A sealed host buffer opened at device:0 (the daemon copies it there),
+ * dropped, prefetched back; a writer's sync. */
+static void replicas(memd_client* client) {
+  memd_open_options open;
+  memd_buffer* host = NULL;
+  memd_buffer* gpu = NULL;
+  memd_buffer_info* info = NULL;
+  char name[128];
+  keep(name, "replicas");
+
+  begin("an open at a location, a prefetch and a drop");
+  OK(memd_create(client, name, 1 << 20, NULL, &host, &error));
+  fill(memd_buffer_mutable_data(host), 1 << 20);
+  OK(memd_buffer_seal(host, &error));
+  OK(memd_buffer_release(host, &error));
+  memd_open_options_init(&open);
+  open.location = "device:0";
+  OK(memd_open(client, name, &open, &gpu, &error));
+  CHECK(strcmp(memd_buffer_get_info(gpu)->location, "device:0") == 0);
+  CHECK(memd_buffer_device_pointer(gpu) != 0);
+  OK(memd_stat(client, name, &info, &error));
+  CHECK(strcmp(info->location, "host") == 0 && info->replica_count == 2);
+  CHECK(strcmp(info->sync_state, "synchronized") == 0 && strcmp(info->fill_failure, "") == 0);
+  CHECK(replica_at(info, "device:0") != NULL && replica_at(info, "device:0")->readers == 1);
+  CHECK(strcmp(replica_at(info, "device:0")->state, "current") == 0);
+  CHECK(replica_at(info, "device:0")->generation == info->generation);
+  CHECK(replica_at(info, "device:0")->bytes >= (1 << 20));
+  CHECK(replica_at(info, "device:0")->charged_uid == (uint32_t)getuid());
+  memd_buffer_info_free(info);
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "",
+              memd_drop_replica(client, name, "device:0", NULL, &error));
+  OK(memd_buffer_release(gpu, &error));
+  OK(memd_drop_replica(client, name, "device:0", &info, &error));
+  CHECK(info->replica_count == 1 && replica_at(info, "device:0") == NULL);
+  memd_buffer_info_free(info);
+  OK(memd_prefetch(client, name, "device:0", 60000, &info, &error));
+  CHECK(info->replica_count == 2 && strcmp(replica_at(info, "device:0")->state, "current") == 0);
+  CHECK(replica_at(info, "device:0")->readers == 0);
+  memd_buffer_info_free(info);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "location is NULL",
+              memd_prefetch(client, name, NULL, 0, &info, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "wait_ms", memd_prefetch(client, name, "device:0", -1,
+                                                              &info, &error));
+  OK(memd_unlink(client, name, &error));
+  pass();
+
+  begin("a writer's sync publishes a new generation");
+  OK(memd_create(client, name, 4096, NULL, &host, &error));
+  OK(memd_buffer_sync(host, &info, &error));
+  CHECK(info->generation >= 1 && strcmp(info->location, "host") == 0);
+  memd_buffer_info_free(info);
+  OK(memd_buffer_seal(host, &error));
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "", memd_buffer_sync(host, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "buffer is NULL", memd_buffer_sync(NULL, NULL, &error));
+  OK(memd_buffer_release(host, &error));
+  OK(memd_unlink(client, name, &error));
+  pass();
+}
+
 /* The daemon's fake link moves 20 MB/s: a 32 MiB copy takes over a second,
  * longer than any wait here lets it. */
 static void slow_copies(memd_client* client) {
@@ -1030,6 +1099,7 @@ int main(int argc, char** argv) {
     device_buffer(client, kDLCUDA, "device buffers: a device pointer and a kDLCUDA tensor");
     device_numbering(client);
     device_copies(client);
+    replicas(client);
   } else if (strcmp(argv[1], "slow_copy") == 0) {
     make_cuda_context_current();
     slow_copies(client);

@@ -14,6 +14,8 @@
 //   memd-test-client device-consume NAME SIZE SEED [WAIT_MS]
 //       open a device buffer (context on its device), read it through the
 //       driver, check the pattern; exit 0 if it matches
+//   memd-test-client device-consume-at NAME SIZE SEED LOCATION
+//       the same, opened at LOCATION (device:N): the daemon's copy there
 //   memd-test-client device-numbering -
 //       print "device:N cuda K" for each GPU memd serves (K: this process's
 //       ordinal, or the status code), then "cuda K device:N" for each GPU
@@ -286,6 +288,8 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
   std::string location = "device:0";
   if (command == "device-produce" && args.size() >= 5) {
     location = "device:" + args[4];
+  } else if (command == "device-consume-at" && args.size() >= 5) {
+    location = args[4];
   } else if (auto info = client.Stat(name); info.ok()) {
     location = info->location;
   }
@@ -309,9 +313,13 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
     std::printf("OK\n");
     return 0;
   }
-  if (command == "device-consume" && args.size() >= 4) {
+  if ((command == "device-consume" || command == "device-consume-at") && args.size() >= 4) {
     memd::OpenOptions options;
-    if (args.size() >= 5) options.wait = absl::Milliseconds(std::stoll(args[4]));
+    if (command == "device-consume-at") {
+      options.location = location;
+    } else if (args.size() >= 5) {
+      options.wait = absl::Milliseconds(std::stoll(args[4]));
+    }
     auto buffer = client.Open(name, options);
     if (!buffer.ok()) return Fail(buffer.status());
     std::vector<std::byte> bytes(buffer->size());
@@ -324,6 +332,15 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
     if (buffer->size() != std::stoull(args[2]) || buffer->device() != *cuda_device ||
         !memd::test::MatchesPattern(bytes, std::stoul(args[3]))) {
       std::printf("MISMATCH\n");
+      std::size_t first = 0;
+      while (first < bytes.size() &&
+             bytes[first] == memd::test::PatternByte(first, std::stoul(args[3]))) {
+        ++first;
+      }
+      std::fprintf(stderr, "size %llu, device %d (CUDA %d), location %s, first wrong byte %zu (%d)\n",
+                   static_cast<unsigned long long>(buffer->size()), buffer->device(),
+                   *cuda_device, buffer->info().location.c_str(), first,
+                   first < bytes.size() ? static_cast<int>(bytes[first]) : -1);
       return 4;
     }
     std::printf("OK\n");

@@ -129,6 +129,28 @@ class RawCalls {
   const test::RawSession& session_;
 };
 
+// Creates NAME (SIZE bytes, MODE) and seals it, keeping no lease.
+inline grpc::Status CreateSealed(const test::RawSession& raw, const std::string& name,
+                                 std::uint64_t size, std::uint32_t mode) {
+  v1::CreateRequest create;
+  create.set_name(name);
+  create.set_size_bytes(size);
+  create.set_mode(mode);
+  v1::Lease lease;
+  grpc::Status status = raw.Call(&v1::Memd::Stub::Create, create, &lease);
+  raw.Drain();
+  if (!status.ok()) return status;
+  v1::SealRequest seal;
+  seal.set_lease_id(lease.lease_id());
+  v1::SealReply sealed;
+  status = raw.Call(&v1::Memd::Stub::Seal, seal, &sealed);
+  if (!status.ok()) return status;
+  v1::ReleaseRequest release;
+  release.set_lease_id(lease.lease_id());
+  v1::ReleaseReply released;
+  return raw.Call(&v1::Memd::Stub::Release, release, &released);
+}
+
 /// Calls a step leaves waiting in the daemon (opens waiting for a seal,
 /// WaitTransfer calls), counting those the daemon refuses at once
 /// (RESOURCE_EXHAUSTED). The destructor cancels what still waits and waits

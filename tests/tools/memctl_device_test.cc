@@ -37,6 +37,7 @@ using ::memd::test::TempDir;
 using ::memd::test::WriteWholeFile;
 using ::testing::AllOf;
 using ::testing::AnyOf;
+using ::testing::ContainsRegex;
 using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -57,14 +58,20 @@ class MemctlDeviceTest : public ::testing::Test {
     auto daemon = DaemonProcess::StartWithEnvironment(args, {fake_env.begin(), fake_env.end()});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = std::move(*daemon);
+    for (const auto& [key, value] : fake_env) {
+      if (key == "MEMD_FAKE_CUDA_DEVICES") fake_env_[key] = value;
+    }
     auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
 
+  // memctl's own fake sees as many GPUs as the daemon's.
   std::map<std::string, std::string> Environment() const {
-    return {{"MEMD_SOCKET_DIR", daemon_->socket_dir()},
-            {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}};
+    std::map<std::string, std::string> env = {{"MEMD_SOCKET_DIR", daemon_->socket_dir()},
+                                              {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}};
+    env.insert(fake_env_.begin(), fake_env_.end());
+    return env;
   }
 
   ProgramResult Run(const std::vector<std::string>& args, const std::string& input = "") {
@@ -98,6 +105,7 @@ class MemctlDeviceTest : public ::testing::Test {
   TempDir files_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<Client> client_;
+  std::map<std::string, std::string> fake_env_;  // The GPU count, when given.
 };
 
 TEST_F(MemctlDeviceTest, PutAndGetRoundTripFilesOfAnySizeThroughStaging) {
@@ -179,6 +187,43 @@ TEST_F(MemctlDeviceTest, GetOfADeviceBufferWritesStdout) {
   ProgramResult cp = Run({"cp", "d", "-"});
   ASSERT_EQ(cp.exit_code, 0) << Describe(cp);
   EXPECT_TRUE(cp.out == bytes);
+}
+
+// get --location reads (and makes) the copy at a device; prefetch and drop
+// manage copies; inspect and ls show them.
+TEST_F(MemctlDeviceTest, ReplicasThroughGetPrefetchDropInspectAndLs) {
+  StartDaemon({{"MEMD_FAKE_CUDA_DEVICES", "2"}});
+  const std::string bytes = RandomBytes(1 << 20, 25);
+  ASSERT_EQ(Run({"put", "w", WriteFile("in", bytes)}).exit_code, 0);
+  const std::string out = files_.Join("at-device-1");
+  ProgramResult get = Run({"get", "--location", "device:1", "w", "-o", out});
+  ASSERT_EQ(get.exit_code, 0) << Describe(get);
+  EXPECT_TRUE(ReadWholeFile(out) == bytes) << "the copy at device:1 differs";
+
+  ProgramResult inspect = Run({"inspect", "w"});
+  ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
+  EXPECT_THAT(inspect.out, ContainsRegex("sync state +synchronized"));
+  EXPECT_THAT(inspect.out, ContainsRegex("LOCATION +STATE +GENERATION"));
+  EXPECT_THAT(inspect.out, ContainsRegex("device:1 +current"));
+  EXPECT_THAT(inspect.out, Not(HasSubstr("fill failure")));
+  ProgramResult ls = Run({"ls"});
+  ASSERT_EQ(ls.exit_code, 0) << Describe(ls);
+  EXPECT_THAT(ls.out, AllOf(HasSubstr("SYNC"), HasSubstr("synchronized")));
+
+  ProgramResult prefetch = Run({"prefetch", "--wait", "60", "w", "device:0"});
+  ASSERT_EQ(prefetch.exit_code, 0) << Describe(prefetch);
+  EXPECT_THAT(prefetch.out, AllOf(HasSubstr("prefetch w to device:0: synchronized"),
+                                  ContainsRegex("device:0 +current")));
+  ProgramResult drop = Run({"drop", "--json", "w", "device:1"});
+  ASSERT_EQ(drop.exit_code, 0) << Describe(drop);
+  Json replicas = Json::parse(drop.out).at("replicas");
+  ASSERT_EQ(replicas.size(), 2u) << drop.out;
+  EXPECT_EQ(replicas[0].at("location"), "host");
+  EXPECT_EQ(replicas[1].at("location"), "device:0");
+  ProgramResult home = Run({"drop", "w", "host"});
+  EXPECT_EQ(home.exit_code, kExitFailed) << Describe(home);
+  EXPECT_THAT(home.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(home.out, IsEmpty());
 }
 
 TEST_F(MemctlDeviceTest, CpMovesBytesBetweenHostAndDeviceBuffers) {

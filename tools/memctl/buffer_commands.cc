@@ -1,4 +1,4 @@
-// ls, inspect, put, get, unlink: named buffers one at a time.
+// ls, inspect, put, get, unlink, prefetch, drop: named buffers one at a time.
 
 #include <optional>
 #include <utility>
@@ -41,8 +41,45 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
   table.AddRow({"sealed", info.sealed ? FormatLocalTime(*info.sealed) : "not yet"});
   if (info.unlinked) table.AddRow({"unlinked", "yes: memory lives until the last lease ends"});
   for (const auto& [key, value] : info.attrs) table.AddRow({absl::StrCat("attr ", key), value});
+  table.AddRow({"sync state", info.sync_state});
+  table.AddRow({"generation", absl::StrCat(info.generation)});
+  if (!info.fill_failure.empty()) table.AddRow({"fill failure", info.fill_failure});
   for (auto& [field, value] : UsageRows(info.usage)) table.AddRow({field, value});
   table.Print(out);
+}
+
+// One row per copy of the buffer, the home first.
+void PrintReplicas(std::ostream& out, const BufferInfo& info) {
+  Table table({{"LOCATION"},
+               {"STATE"},
+               {"GENERATION", true},
+               {"READERS", true},
+               {"WRITERS", true},
+               {"BYTES", true},
+               {"CHARGED TO"}});
+  for (const ReplicaInfo& replica : info.replicas) {
+    table.AddRow({replica.location, replica.state, absl::StrCat(replica.generation),
+                  absl::StrCat(replica.readers), absl::StrCat(replica.writers),
+                  FormatBytes(replica.bytes),
+                  absl::StrCat(UserName(replica.charged_uid), " (uid ", replica.charged_uid,
+                               ")")});
+  }
+  out << '\n';
+  table.Print(out);
+}
+
+// What prefetch and drop print: the buffer as it is after the call.
+absl::Status PrintReplicaChange(const std::string& step, absl::StatusOr<BufferInfo> info,
+                                const Output& output) {
+  if (!info.ok()) return Failed(step, info.status());
+  if (output.json) {
+    PrintJson(output.out, BufferJson(*info));
+    return absl::OkStatus();
+  }
+  output.out << step << ": " << info->sync_state << ", generation " << info->generation
+             << '\n';
+  PrintReplicas(output.out, *info);
+  return absl::OkStatus();
 }
 
 // "; 5 MiB in 1.2 s, ..." for copies the daemon ran; nothing when memctl
@@ -72,13 +109,14 @@ absl::Status RunList(Client& client, const std::string& prefix, const Output& ou
   Table table({{"NAME"},
                {"SIZE", true},
                {"LOCATION"},
+               {"SYNC"},
                {"MODE"},
                {"OWNER"},
                {"STATE"},
                {"LEASES", true},
                {"CREATED"}});
   for (const BufferInfo& info : *buffers) {
-    table.AddRow({info.name, FormatBytes(info.size), info.location,
+    table.AddRow({info.name, FormatBytes(info.size), info.location, info.sync_state,
                   FormatMode(info.mode), UserName(info.owner_uid),
                   StateName(info.state), absl::StrCat(info.lease_count),
                   FormatLocalTime(info.created)});
@@ -100,6 +138,7 @@ absl::Status RunInspect(Client& client, const std::string& name, const Output& o
     PrintJson(output.out, json);
   } else {
     PrintInspect(output.out, *info);
+    PrintReplicas(output.out, *info);
     if (header.has_value()) PrintTensors(output.out, *header);
   }
   return absl::OkStatus();
@@ -143,6 +182,7 @@ absl::Status RunGet(Client& client, const GetOptions& options, const Output& out
   request.open.access = Access::kRead;
   request.open.wait = options.wait;
   request.open.owner = options.owner;
+  request.open.location = options.location;
   request.transfer = options.transfer;
   request.files = options.files;
   absl::StatusOr<BufferToFileResult> result =
@@ -176,6 +216,20 @@ absl::Status RunUnlink(Client& client, const std::string& name, const Output& ou
     output.out << "unlinked " << name << '\n';
   }
   return absl::OkStatus();
+}
+
+absl::Status RunPrefetch(Client& client, const std::string& name, const std::string& location,
+                         absl::Duration wait, const Output& output) {
+  PrefetchOptions options;
+  options.wait = wait;
+  return PrintReplicaChange(absl::StrCat("prefetch ", name, " to ", location),
+                            client.Prefetch(name, location, options), output);
+}
+
+absl::Status RunDrop(Client& client, const std::string& name, const std::string& location,
+                     const Output& output) {
+  return PrintReplicaChange(absl::StrCat("drop ", name, " at ", location),
+                            client.DropReplica(name, location), output);
 }
 
 }  // namespace memd::memctl

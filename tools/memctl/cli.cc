@@ -38,6 +38,7 @@ constexpr char kMainFooter[] = R"(Examples:
                                         a model's weights, named by file and header
   memctl cp w w/gpu1 --location device:1  copy a buffer; the daemon moves the bytes
   memctl cp ./w.bin w                   files start with /, ./ or ../
+  memctl prefetch w device:1            copy a buffer to a GPU ahead of its readers
 
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
@@ -428,7 +429,8 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "  memctl get frames/0 > frame.raw\n"
       "  memctl get frames/0 -o frame.raw\n"
       "  memctl get --wait 10 frames/1 -o next.raw   # wait for the producer's seal\n"
-      "  memctl get --wait 10 --owner camera frames/1 -o next.raw  # from user camera only\n",
+      "  memctl get --wait 10 --owner camera frames/1 -o next.raw  # from user camera only\n"
+      "  memctl get --location device:1 w -o w.bin  # through (or making) its device:1 copy\n",
       invocation.json);
   get->add_option("NAME", invocation.get.name, "Buffer name")->required()->type_name("");
   get->add_option("-o,--output", invocation.get.output,
@@ -443,6 +445,10 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                   "Accept the buffer only if this user (name or uid) owns it")
       ->check(UserValidator())
       ->type_name("USER");
+  get->add_option("--location", invocation.get.location,
+                  "Read the buffer's copy at host, pinned or device:N (memd makes one "
+                  "there, charged to you, where there is none); default: its home")
+      ->type_name("LOCATION");
   AddTransferOptions(get, texts, /*reads_files=*/false);
   AddFileOptions(get, texts, /*writes_files=*/true);
   return get;
@@ -526,6 +532,43 @@ CLI::App* DeclareUnlink(CLI::App& app, Invocation& invocation, OptionTexts&) {
   return unlink;
 }
 
+// NAME LOCATION, both required: a buffer's copy (prefetch, drop).
+void AddNameAndLocation(CLI::App* sub, Invocation& invocation) {
+  sub->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
+  sub->add_option("LOCATION", invocation.location, "host, pinned or device:N")
+      ->required()
+      ->type_name("");
+}
+
+CLI::App* DeclarePrefetch(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
+  CLI::App* prefetch = AddSubcommand(
+      app, "prefetch", "Make a buffer's copy at a location ahead of its readers",
+      "memd copies the buffer there through its transfer engine, once, charged\n"
+      "to you; later opens there (memctl get --location, a client's open at a\n"
+      "location) share it. Without --wait memctl returns once the copy started\n"
+      "(its replica reads filling); memctl inspect shows the replicas.",
+      "  memctl prefetch model/w device:1\n"
+      "  memctl prefetch --wait 60 model/w device:1\n",
+      invocation.json);
+  AddNameAndLocation(prefetch, invocation);
+  prefetch->add_option("--wait", texts.wait, "Wait up to this long for the copy to be current")
+      ->check(WaitValidator())
+      ->type_name("SECONDS")
+      ->capture_default_str();
+  return prefetch;
+}
+
+CLI::App* DeclareDrop(CLI::App& app, Invocation& invocation, OptionTexts&) {
+  CLI::App* drop = AddSubcommand(
+      app, "drop", "Remove a buffer's copy at a location (never its home)",
+      "Nobody may hold the copy (FAILED_PRECONDITION otherwise); its memory goes\n"
+      "back to its pool and off its owner's quota.",
+      "  memctl drop model/w device:1\n",
+      invocation.json);
+  AddNameAndLocation(drop, invocation);
+  return drop;
+}
+
 CLI::App* DeclarePing(CLI::App& app, Invocation& invocation, OptionTexts&) {
   return AddSubcommand(app, "ping", "Check that memd answers, and how fast", "",
                        "  memctl ping\n"
@@ -572,6 +615,7 @@ constexpr Subcommand kSubcommands[] = {
     {DeclarePut, Command::kPut},
     {DeclareGet, Command::kGet},           {DeclareCopy, Command::kCopy},
     {DeclareUnlink, Command::kUnlink},
+    {DeclarePrefetch, Command::kPrefetch}, {DeclareDrop, Command::kDrop},
     {DeclarePing, Command::kPing},         {DeclareDevices, Command::kDevices},
     {DeclareTrim, Command::kTrim},
 };
@@ -708,6 +752,7 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
   invocation.put.max_stream_bytes =
       ParseBytes(texts.max_stream).value_or(kDefaultMaxStreamBytes);
   invocation.get.wait = absl::Seconds(ParseWait(texts.wait).value_or(0));
+  invocation.wait = invocation.get.wait;
   if (!texts.owner.empty()) invocation.get.owner = ParseUser(texts.owner);
 
   TransferFlags transfer;

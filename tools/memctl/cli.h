@@ -16,7 +16,7 @@ namespace memd::memctl {
 
 enum class Command {
   kStats, kList, kInspect, kSessions, kUsage, kPut, kGet, kUnlink, kPing, kTrim,
-  kDevices, kCopy, kAdvise
+  kDevices, kCopy, kAdvise, kPrefetch, kDrop
 };
 
 // What the command line asked for.
@@ -24,9 +24,10 @@ struct Invocation {
   std::string socket_dir;  // Empty: the client's default.
   bool json = false;
   Command command = Command::kStats;
-  std::string name;    // inspect, unlink.
+  std::string name;    // inspect, unlink, prefetch, drop.
   std::string prefix;  // ls, advise.
-  std::string location;  // trim.
+  std::string location;  // trim, prefetch, drop.
+  absl::Duration wait = absl::ZeroDuration();  // prefetch --wait.
   // stats --watch: redraw every `watch` (zero: once); --count frames
   // (zero: until interrupted).
   absl::Duration watch = absl::ZeroDuration();

@@ -70,6 +70,9 @@ struct GetOptions {
   absl::Duration wait = absl::ZeroDuration();
   // --owner: the uid that must own the buffer (OpenOptions::owner).
   std::optional<uid_t> owner;
+  // --location: read the buffer's copy there (OpenOptions::location: the
+  // daemon makes one where there is none); empty: its home.
+  std::string location;
   TransferFlags transfer;
   FileOptions files;  // --follow-symlinks, --fifo-timeout.
 };
@@ -122,6 +125,12 @@ absl::Status RunInspect(Client& client, const std::string& name, const Output& o
 absl::Status RunPut(Client& client, const PutOptions& options, const Output& output);
 absl::Status RunGet(Client& client, const GetOptions& options, const Output& output);
 absl::Status RunUnlink(Client& client, const std::string& name, const Output& output);
+// A buffer's copy at `location`: made (waiting up to `wait`, zero: not at
+// all) or dropped; each prints the buffer's replicas after.
+absl::Status RunPrefetch(Client& client, const std::string& name, const std::string& location,
+                         absl::Duration wait, const Output& output);
+absl::Status RunDrop(Client& client, const std::string& name, const std::string& location,
+                     const Output& output);
 
 // cp (copy_command.cc): buffer to buffer through Client::Copy; a file to a
 // buffer as put, a buffer to a file as get.

@@ -191,11 +191,14 @@ absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
                                                     const BufferToFile& request,
                                                     std::ostream* progress) {
   // A device buffer is opened in a context on its device: find out which
-  // first (a buffer still being waited for is not on any device yet).
+  // first (a buffer still being waited for is not on any device yet). An
+  // open at a location maps the copy there, wherever the buffer lives.
   bool on_device = false;
   if (absl::StatusOr<BufferInfo> info = client.Stat(request.name); info.ok()) {
-    on_device = info->location.starts_with("device:");
-    if (absl::Status used = UseDeviceOf(client, info->location); !used.ok()) {
+    const std::string& location =
+        request.open.location.empty() ? info->location : request.open.location;
+    on_device = location.starts_with("device:");
+    if (absl::Status used = UseDeviceOf(client, location); !used.ok()) {
       return Failed(request.step, used);
     }
   }

@@ -37,6 +37,9 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
     case Command::kTrim: return RunTrim(client, invocation.location, output);
     case Command::kDevices: return RunDevices(client, output);
     case Command::kCopy: return RunCopy(client, invocation.copy, output);
+    case Command::kPrefetch:
+      return RunPrefetch(client, invocation.name, invocation.location, invocation.wait, output);
+    case Command::kDrop: return RunDrop(client, invocation.name, invocation.location, output);
   }
   return absl::InternalError("unknown subcommand");
 }

@@ -58,12 +58,12 @@ extern "C" {
 #define MEMD_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor)))
 #define MEMD_VERSION_MAJOR(version) ((uint32_t)(version) >> 16)
 #define MEMD_VERSION_MINOR(version) ((uint32_t)(version)&0xffffu)
-#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 2)
+#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 3)
 
 /* The ABI of the library loaded at run time: compare with MEMD_ABI_VERSION
  * (the same major, a minor at least the header's). */
 uint32_t memd_abi_version(void);
-/* The library's release, "0.2.0". Static storage. */
+/* The library's release, "0.3.0". Static storage. */
 const char* memd_version_string(void);
 
 /* ---- Errors ---- */
@@ -267,6 +267,12 @@ typedef struct memd_open_options {
   /* The uid that must own the buffer (anyone may create a name first);
    * -1 (default): any owner whose mode lets this user read. */
   int64_t owner;
+  /* Where to map it: "host", "pinned", "device:N"; NULL or "" (default):
+   * its home. Where the buffer has no current copy the daemon makes one
+   * (once for every opener there, charged to this user's quota) and the
+   * open waits for it: with wait_ms 0, as long as the copy takes (up to
+   * ten minutes). Copied by the call. */
+  const char* location;
 } memd_open_options;
 
 void memd_open_options_init(memd_open_options* options);
@@ -283,7 +289,9 @@ memd_code memd_create(memd_client* client, const char* name, uint64_t size,
 
 /* Opens an existing buffer. Errors: NOT_FOUND, PERMISSION_DENIED (mode, or
  * another owner than options->owner), FAILED_PRECONDITION (a writable open
- * of a sealed buffer), DEADLINE_EXCEEDED (not sealed within wait_ms),
+ * of a sealed buffer), DEADLINE_EXCEEDED (not sealed within wait_ms, or
+ * the copy at options->location not done), RESOURCE_EXHAUSTED (the copy
+ * at options->location: memory, this user's quota there),
  * INVALID_ARGUMENT, UNAVAILABLE, UNAUTHENTICATED. */
 memd_code memd_open(memd_client* client, const char* name, const memd_open_options* options,
                     memd_buffer** buffer, memd_error** error);
@@ -337,7 +345,22 @@ int memd_buffer_created(const memd_buffer* buffer);
 /* The daemon's id of this lease (unique for its lifetime); 0 for NULL. */
 uint64_t memd_buffer_lease_id(const memd_buffer* buffer);
 
-/* What the daemon says about a buffer. Strings are NUL-terminated. */
+/* One copy of a buffer (memd_buffer_info.replicas). */
+typedef struct memd_replica {
+  const char* location; /* "host", "pinned", "device:N" */
+  /* "current" (holds the buffer's generation; may be leased), "stale" (an
+   * older one, kept for those who hold it), "filling" (a copy into it runs). */
+  const char* state;
+  uint64_t generation;
+  uint32_t readers;
+  uint32_t writers;
+  uint64_t bytes; /* What it takes where it lives, */
+  uint32_t charged_uid; /* charged to this uid. */
+} memd_replica;
+
+/* What the daemon says about a buffer. Strings are NUL-terminated. The
+ * library may append fields: read one past the fields of an older header
+ * only where struct_size covers it. */
 typedef struct memd_buffer_info {
   size_t struct_size; /* sizeof(memd_buffer_info) of the library */
   const char* name;
@@ -356,6 +379,18 @@ typedef struct memd_buffer_info {
   int64_t sealed_unix_ns; /* 0 while not sealed */
   const memd_attr* attrs; /* Sorted by key. */
   size_t attr_count;
+  /* memd_stat, memd_list, memd_prefetch, memd_drop_replica and
+   * memd_buffer_sync fill these (memd_buffer_get_info's may be empty).
+   * The buffer's state in unified-memory words ("host_only",
+   * "device_only", "synchronized", "host_dirty", "device_dirty", "mixed"),
+   * its content's generation, and the last copy that failed ("" none).
+   * `location` above is the home; in memd_buffer_get_info, where that
+   * lease's copy lives. */
+  const char* sync_state;
+  uint64_t generation;
+  const char* fill_failure;
+  const memd_replica* replicas; /* Host, pinned, then devices. */
+  size_t replica_count;
 } memd_buffer_info;
 
 /* As of the call that granted the lease (and the seal). Owned by `buffer`,
@@ -365,8 +400,8 @@ const memd_buffer_info* memd_buffer_get_info(const memd_buffer* buffer);
 const char* memd_buffer_attr(const memd_buffer* buffer, const char* key);
 /* Location "auto": which rule chose the buffer's location, with its numbers;
  * "" for a named location (or after memd restarted), NULL for NULL. Owned
- * by `buffer`. A function rather than a memd_buffer_info field: that struct
- * is an array element of memd_buffer_list, which cannot grow within 0.2. */
+ * by `buffer`. (A function since 0.2, when memd_buffer_info, an array
+ * element of memd_buffer_list, could not grow; it grew in 0.3.) */
 const char* memd_buffer_placement(const memd_buffer* buffer);
 
 /* The buffer's info as memctl inspect --json prints it (with "placement"),
@@ -381,6 +416,32 @@ memd_code memd_stat_json(memd_client* client, const char* name, char** json,
 memd_code memd_stat(memd_client* client, const char* name, memd_buffer_info** info,
                     memd_error** error);
 void memd_buffer_info_free(memd_buffer_info* info); /* NULL: nothing */
+
+/* Makes (or refreshes) the buffer's copy at `location` ("host", "pinned",
+ * "device:N") without a lease, charged to this user. wait_ms 0 starts the
+ * copy and returns (the replica reads "filling"); else waits up to wait_ms
+ * for it to be current. On MEMD_OK *info is as memd_stat's (NULL info: not
+ * wanted). Errors: NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (a
+ * location this node lacks, a negative wait_ms), RESOURCE_EXHAUSTED
+ * (memory, this user's quota at `location`, its transfers in flight),
+ * DEADLINE_EXCEEDED (not current within wait_ms), the copy's own failure,
+ * UNAVAILABLE. */
+memd_code memd_prefetch(memd_client* client, const char* name, const char* location,
+                        int64_t wait_ms, memd_buffer_info** info, memd_error** error);
+/* Removes the buffer's copy at `location`, which nobody may hold. On
+ * MEMD_OK *info as memd_stat's (NULL info: not wanted). Errors: NOT_FOUND
+ * (no such buffer or copy), PERMISSION_DENIED, FAILED_PRECONDITION (the
+ * home, or a copy someone holds), INVALID_ARGUMENT, UNAVAILABLE. */
+memd_code memd_drop_replica(memd_client* client, const char* name, const char* location,
+                            memd_buffer_info** info, memd_error** error);
+
+/* Publishes what this writer wrote to the buffer's other copies: this
+ * lease's copy becomes the buffer's new generation; the others are
+ * refreshed now, or when next opened if someone holds them. On MEMD_OK
+ * *info as memd_stat's (NULL info: not wanted), freed with
+ * memd_buffer_info_free. Errors: FAILED_PRECONDITION (a read-only lease,
+ * sealed, unlinked), NOT_FOUND (the lease is gone), UNAVAILABLE. */
+memd_code memd_buffer_sync(memd_buffer* buffer, memd_buffer_info** info, memd_error** error);
 
 /* Buffers this user may read whose names start with `prefix` (NULL: all),
  * by name. */

@@ -255,6 +255,14 @@ class Buffer(_native.Exportable):
 
     # ---- Calls ----
 
+    def sync(self) -> BufferInfo:
+        """Publishes what this writer wrote to the buffer's other copies:
+        this lease's copy becomes the buffer's new generation, the others are
+        refreshed now or when next opened. Returns the buffer's BufferInfo.
+        FailedPreconditionError for a read lease, or a sealed buffer."""
+        with Buffer._Use(self) as handle:
+            return _records.call_info(_capi.lib.memd_buffer_sync, handle)
+
     def seal(self) -> None:
         """Makes the contents final and wakes waiting readers. BufferError
         while writable views (memoryviews, arrays, DLPack exports) are alive;

@@ -75,7 +75,13 @@ class CreateOptions(Structure):
 
 class OpenOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("writable", c_int), ("wait_ms", c_int64),
-                ("populate", c_int), ("owner", c_int64)]
+                ("populate", c_int), ("owner", c_int64), ("location", c_char_p)]
+
+
+class Replica(Structure):
+    _fields_ = [("location", c_char_p), ("state", c_char_p), ("generation", c_uint64),
+                ("readers", c_uint32), ("writers", c_uint32), ("bytes", c_uint64),
+                ("charged_uid", c_uint32)]
 
 
 class BufferInfo(Structure):
@@ -85,7 +91,9 @@ class BufferInfo(Structure):
                 ("ephemeral", c_int), ("unlinked", c_int), ("lease_count", c_uint32),
                 ("creator_pid", c_int32), ("created_unix_ns", c_int64),
                 ("sealed_unix_ns", c_int64), ("attrs", POINTER(Attr)),
-                ("attr_count", c_size_t)]
+                ("attr_count", c_size_t), ("sync_state", c_char_p), ("generation", c_uint64),
+                ("fill_failure", c_char_p), ("replicas", POINTER(Replica)),
+                ("replica_count", c_size_t)]
 
 
 class BufferList(Structure):
@@ -143,6 +151,11 @@ _SIGNATURES = {
     "memd_stat_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_stat": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferInfo)), _E]),
     "memd_buffer_info_free": (None, [POINTER(BufferInfo)]),
+    "memd_prefetch": (c_int, [ClientP, c_char_p, c_char_p, c_int64,
+                              POINTER(POINTER(BufferInfo)), _E]),
+    "memd_drop_replica": (c_int, [ClientP, c_char_p, c_char_p, POINTER(POINTER(BufferInfo)),
+                                  _E]),
+    "memd_buffer_sync": (c_int, [BufferP, POINTER(POINTER(BufferInfo)), _E]),
     "memd_list": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferList)), _E]),
     "memd_buffer_list_free": (None, [POINTER(BufferList)]),
     "memd_stats_json": (c_int, [ClientP, POINTER(c_void_p), _E]),

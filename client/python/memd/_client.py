@@ -81,7 +81,7 @@ class _Session:
 
 
 # memd_open's options when every argument is left at its default.
-_DEFAULT_OPEN = _capi.OpenOptions(_capi.OPEN_OPTIONS_SIZE, 0, 0, 0, -1)
+_DEFAULT_OPEN = _capi.OpenOptions(_capi.OPEN_OPTIONS_SIZE, 0, 0, 0, -1, None)
 
 
 class Client:
@@ -149,6 +149,12 @@ class Client:
             raise ValueError("this memd.Client is closed")
         return _capi.call_json(function, session.handle, *args)
 
+    def _info(self, function: Any, *args: Any) -> BufferInfo:
+        session = self._session
+        if session is None:
+            raise ValueError("this memd.Client is closed")
+        return _records.call_info(function, session.handle, *args)
+
     def _buffer(self, function: Any, name: str, sealed: Optional[bool], *args: Any) -> Buffer:
         session = self._session
         if session is None:
@@ -193,23 +199,31 @@ class Client:
         return _arrays.create_array(self, name, shape, dtype, **kwargs)
 
     def open(self, name: str, *, timeout: Optional[float] = None, writable: bool = False,
-             owner: Optional[int] = None, populate: bool = False) -> Buffer:
+             owner: Optional[int] = None, populate: bool = False,
+             location: Optional[str] = None) -> Buffer:
         """Opens a buffer by name.
 
         Read-only (the default) opens sealed buffers, waiting up to `timeout`
         seconds for the name to exist and be sealed (None or 0: fail at once);
         writable=True joins a buffer still being written. owner: the uid that
         must own the buffer (PermissionDeniedError otherwise) - a consumer
-        that trusts one producer says which. Raises NotFoundError,
+        that trusts one producer says which. location: where to map it
+        ("host", "pinned", "device:N"; None: its home); where the buffer has
+        no current copy the daemon makes one (once for every opener there,
+        charged to this user) and the open waits for it (with no timeout, as
+        long as the copy takes, up to ten minutes). Raises NotFoundError,
         DeadlineExceededError (the wait ran out), PermissionDeniedError,
-        FailedPreconditionError."""
-        if timeout is None and not writable and owner is None and not populate:
+        FailedPreconditionError, ResourceExhaustedError (the copy: memory,
+        quota)."""
+        if (timeout is None and not writable and owner is None and not populate
+                and location is None):
             options = _DEFAULT_OPEN  # The common case, without building a struct.
         else:
             options = _capi.OpenOptions(
                 _capi.OPEN_OPTIONS_SIZE, 1 if writable else 0,
                 0 if timeout is None else _milliseconds(timeout, "timeout"),
-                1 if populate else 0, -1 if owner is None else int(owner))
+                1 if populate else 0, -1 if owner is None else int(owner),
+                None if location is None else _capi.encode(location, "location"))
         # A read lease is of a sealed buffer; a writable one of an unsealed one.
         return self._buffer(_lib.memd_open, name, not writable, byref(options))
 
@@ -232,6 +246,29 @@ class Client:
     def unlink(self, name: str) -> None:
         """Removes the name; leased memory lives until its last lease ends."""
         self._call(_lib.memd_unlink, _capi.encode(name, "name"))
+
+    # ---- Replicas ----
+
+    def prefetch(self, name: str, location: str, *, wait: Optional[float] = None) -> BufferInfo:
+        """Makes (or refreshes) the buffer's copy at `location` ("host",
+        "pinned", "device:N") without a lease, charged to this user, and
+        returns the buffer's BufferInfo. wait: None or 0 starts the copy and
+        returns (its replica "filling"); else seconds to wait for it to be
+        current. Raises NotFoundError, PermissionDeniedError,
+        InvalidArgumentError (a location this node lacks),
+        ResourceExhaustedError (memory, quota at `location`, transfers in
+        flight), DeadlineExceededError, the copy's own failure."""
+        wait_ms = 0 if wait is None else _milliseconds(wait, "wait")
+        return self._info(_lib.memd_prefetch, _capi.encode(name, "name"),
+                          _capi.encode(location, "location"), wait_ms)
+
+    def drop_replica(self, name: str, location: str) -> BufferInfo:
+        """Removes the buffer's copy at `location`, which nobody may hold,
+        and returns the buffer's BufferInfo. Raises NotFoundError,
+        PermissionDeniedError, FailedPreconditionError (the home, or a copy
+        someone holds)."""
+        return self._info(_lib.memd_drop_replica, _capi.encode(name, "name"),
+                          _capi.encode(location, "location"))
 
     # ---- Queries ----
 

@@ -4,14 +4,15 @@ from the JSON documents the C API returns (memctl --json's fields)."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 from typing import Any, Dict, List
 
 from . import _capi
 from ._errors import error_for_code
 from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, PoolStats,
-                     Recommendation, SessionInfo, SizeClassStats, TransferProgress,
-                     TransferStats, TrimmedPool, UidUsage)
+                     Recommendation, ReplicaInfo, SessionInfo, SizeClassStats,
+                     TransferProgress, TransferStats, TrimmedPool, UidUsage)
 
 
 def _make(cls: Any, fields: Dict[str, Any]) -> Any:
@@ -25,6 +26,13 @@ def seconds(unix_ns: int) -> float:
     return unix_ns / 1e9
 
 
+def _replica(replica: _capi.Replica) -> ReplicaInfo:
+    return ReplicaInfo(
+        location=_capi.text(replica.location), state=_capi.text(replica.state),
+        generation=replica.generation, readers=replica.readers, writers=replica.writers,
+        bytes=replica.bytes, charged_uid=replica.charged_uid)
+
+
 def buffer_info(info: _capi.BufferInfo, placement: str = "") -> BufferInfo:
     return BufferInfo(
         name=_capi.text(info.name), id=info.id, size=info.size,
@@ -34,7 +42,10 @@ def buffer_info(info: _capi.BufferInfo, placement: str = "") -> BufferInfo:
         lease_count=info.lease_count, unlinked=bool(info.unlinked),
         created=seconds(info.created_unix_ns),
         sealed=seconds(info.sealed_unix_ns) if info.sealed else None,
-        creator_pid=info.creator_pid, attrs=_capi.attrs_of(info), placement=placement)
+        creator_pid=info.creator_pid, attrs=_capi.attrs_of(info), placement=placement,
+        replicas=tuple(_replica(info.replicas[i]) for i in range(info.replica_count)),
+        sync_state=_capi.text(info.sync_state), generation=info.generation,
+        fill_failure=_capi.text(info.fill_failure))
 
 
 def buffer_info_json(json: Dict[str, Any]) -> BufferInfo:
@@ -47,7 +58,24 @@ def buffer_info_json(json: Dict[str, Any]) -> BufferInfo:
         created=seconds(json["created_unix_ns"]),
         sealed=None if json["sealed_unix_ns"] is None else seconds(json["sealed_unix_ns"]),
         creator_pid=json["creator_pid"], attrs=dict(json["attrs"]),
-        placement=json.get("placement", ""))
+        placement=json.get("placement", ""),
+        replicas=tuple(ReplicaInfo(
+            location=r["location"], state=r["state"], generation=r["generation"],
+            readers=r["readers"], writers=r["writers"], bytes=r["bytes"],
+            charged_uid=r["charged_uid"]) for r in json.get("replicas", ())),
+        sync_state=json.get("sync_state", ""), generation=json.get("generation", 0),
+        fill_failure=json.get("fill_failure", ""))
+
+
+def call_info(function: Any, *args: Any) -> BufferInfo:
+    """Calls a libmemd function that hands out a memd_buffer_info (its
+    last arguments memd_buffer_info** and memd_error**), and frees it."""
+    info = ctypes.pointer(_capi.BufferInfo())
+    _capi.call(function, *args, ctypes.byref(info))
+    try:
+        return buffer_info(info.contents)
+    finally:
+        _capi.lib.memd_buffer_info_free(info)
 
 
 def _pool(json: Dict[str, Any]) -> PoolStats:

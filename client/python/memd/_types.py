@@ -10,9 +10,21 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 __all__ = [
-    "BufferInfo", "SizeClassStats", "PoolStats", "DeviceInfo", "TransferStats",
+    "BufferInfo", "ReplicaInfo", "SizeClassStats", "PoolStats", "DeviceInfo", "TransferStats",
     "DurabilityStats", "DaemonStats", "SessionInfo", "UidUsage", "Recommendation", "TrimmedPool", "TransferProgress",
 ]
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """One copy of a buffer (BufferInfo.replicas)."""
+    location: str           # "host", "pinned", "device:N".
+    state: str              # "current", "stale" (kept for its holders), "filling".
+    generation: int
+    readers: int
+    writers: int
+    bytes: int              # What it takes where it lives,
+    charged_uid: int        # charged to this uid.
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,16 @@ class BufferInfo:
     # location="auto": which rule chose `location`, with its numbers; "" for
     # a named location (and in Client.list(), which does not carry it).
     placement: str = ""
+    # Client.stat, list, prefetch, drop_replica and Buffer.sync: every copy
+    # (host, pinned, then devices), the state in unified-memory words
+    # ("host_only", "device_only", "synchronized", "host_dirty",
+    # "device_dirty", "mixed"), the content's generation and the last copy
+    # that failed ("" none). `location` is the home; in a Buffer's info,
+    # where that lease's copy lives (and these are empty).
+    replicas: Tuple[ReplicaInfo, ...] = ()
+    sync_state: str = ""
+    generation: int = 0
+    fill_failure: str = ""
 
 
 @dataclass(frozen=True)

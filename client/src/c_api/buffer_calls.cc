@@ -5,6 +5,7 @@
 
 #include "client/src/c_api/dlpack.h"
 #include "client/src/c_api/errors.h"
+#include "client/src/c_api/flat_info.h"
 #include "client/src/c_api/handles.h"
 #include "client/src/c_api/options.h"
 #include "common/status_macros.h"
@@ -21,6 +22,13 @@ memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error) {
     MEMD_RETURN_IF_ERROR(buffer->lease->Seal());
     buffer->info = memd::c_api::FlatInfo(buffer->lease->info());
     return absl::OkStatus();
+  });
+}
+
+memd_code memd_buffer_sync(memd_buffer* buffer, memd_buffer_info** info, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
+    return memd::c_api::HandInfo(buffer->lease->Sync(), info);
   });
 }
 

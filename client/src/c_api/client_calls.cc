@@ -116,6 +116,7 @@ absl::StatusOr<OpenOptions> ToOpenOptions(const memd_open_options* given) {
   MEMD_ASSIGN_OR_RETURN(out.wait, Milliseconds(options.wait_ms, "wait_ms"));
   out.populate = options.populate != 0;
   MEMD_ASSIGN_OR_RETURN(out.owner, Uid(options.owner, "owner"));
+  if (options.location != nullptr) out.location = options.location;
   return out;
 }
 
@@ -255,6 +256,26 @@ memd_code memd_stat(memd_client* client, const char* name, memd_buffer_info** in
 }
 
 void memd_buffer_info_free(memd_buffer_info* info) { std::free(info); }
+
+memd_code memd_prefetch(memd_client* client, const char* name, const char* location,
+                        int64_t wait_ms, memd_buffer_info** info, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(ClientAndName(client, name));
+    MEMD_RETURN_IF_ERROR(Required(location, "location"));
+    memd::PrefetchOptions options;
+    MEMD_ASSIGN_OR_RETURN(options.wait, memd::c_api::Milliseconds(wait_ms, "wait_ms"));
+    return memd::c_api::HandInfo(client->client->Prefetch(name, location, options), info);
+  });
+}
+
+memd_code memd_drop_replica(memd_client* client, const char* name, const char* location,
+                            memd_buffer_info** info, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(ClientAndName(client, name));
+    MEMD_RETURN_IF_ERROR(Required(location, "location"));
+    return memd::c_api::HandInfo(client->client->DropReplica(name, location), info);
+  });
+}
 
 memd_code memd_list(memd_client* client, const char* prefix, memd_buffer_list** list,
                     memd_error** error) {

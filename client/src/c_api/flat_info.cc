@@ -15,8 +15,12 @@ constexpr std::size_t kAlign = alignof(std::max_align_t);
 std::size_t RoundUp(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 std::size_t StringBytes(const BufferInfo& info) {
-  std::size_t bytes = info.name.size() + 1 + info.location.size() + 1;
+  std::size_t bytes = info.name.size() + 1 + info.location.size() + 1 +
+                      info.sync_state.size() + 1 + info.fill_failure.size() + 1;
   for (const auto& [key, value] : info.attrs) bytes += key.size() + 1 + value.size() + 1;
+  for (const ReplicaInfo& replica : info.replicas) {
+    bytes += replica.location.size() + 1 + replica.state.size() + 1;
+  }
   return bytes;
 }
 
@@ -25,19 +29,23 @@ std::size_t StringBytes(const BufferInfo& info) {
 void* Lay(std::span<const BufferInfo> infos, std::size_t header_bytes,
           memd_buffer_info** items) {
   std::size_t attrs = 0;
+  std::size_t replicas = 0;
   std::size_t chars = 0;
   for (const BufferInfo& info : infos) {
     attrs += info.attrs.size();
+    replicas += info.replicas.size();
     chars += StringBytes(info);
   }
   const std::size_t infos_at = RoundUp(header_bytes);
   const std::size_t attrs_at = RoundUp(infos_at + infos.size() * sizeof(memd_buffer_info));
-  const std::size_t chars_at = attrs_at + attrs * sizeof(memd_attr);
+  const std::size_t replicas_at = RoundUp(attrs_at + attrs * sizeof(memd_attr));
+  const std::size_t chars_at = replicas_at + replicas * sizeof(memd_replica);
   void* block = std::calloc(1, chars_at + chars);
   if (block == nullptr) throw std::bad_alloc();
   auto* base = static_cast<char*>(block);
   *items = reinterpret_cast<memd_buffer_info*>(base + infos_at);
   auto* attr = reinterpret_cast<memd_attr*>(base + attrs_at);
+  auto* replica = reinterpret_cast<memd_replica*>(base + replicas_at);
   char* next = base + chars_at;
   auto copy = [&next](const std::string& text) {
     std::memcpy(next, text.data(), text.size());
@@ -70,6 +78,21 @@ void* Lay(std::span<const BufferInfo> infos, std::size_t header_bytes,
       attr->value = copy(value);
       ++attr;
     }
+    out.sync_state = copy(info.sync_state);
+    out.generation = info.generation;
+    out.fill_failure = copy(info.fill_failure);
+    out.replicas = replica;
+    out.replica_count = info.replicas.size();
+    for (const ReplicaInfo& from : info.replicas) {
+      replica->location = copy(from.location);
+      replica->state = copy(from.state);
+      replica->generation = from.generation;
+      replica->readers = from.readers;
+      replica->writers = from.writers;
+      replica->bytes = from.bytes;
+      replica->charged_uid = from.charged_uid;
+      ++replica;
+    }
   }
   return block;
 }
@@ -88,6 +111,12 @@ ListBlock FlatList(std::span<const BufferInfo> infos) {
   list->count = infos.size();
   list->items = items;
   return ListBlock(list);
+}
+
+absl::Status HandInfo(absl::StatusOr<BufferInfo> info, memd_buffer_info** out) {
+  if (!info.ok()) return info.status();
+  if (out != nullptr) *out = FlatInfo(*info).release();
+  return absl::OkStatus();
 }
 
 }  // namespace memd::c_api
