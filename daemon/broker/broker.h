@@ -550,6 +550,10 @@ class Broker {
   ReplicaCopier* copier_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Opens and copies per named buffer, for Stat and Advise.
   UsageTracker tracker_ ABSL_GUARDED_BY(mu_);
+  // The same, daemon-wide since start, for metrics (BrokerCounts).
+  std::uint64_t replica_copies_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::uint64_t> replica_bytes_copied_ ABSL_GUARDED_BY(mu_);
+  std::uint64_t copies_avoided_ ABSL_GUARDED_BY(mu_) = 0;
   AdviceRules advice_rules_ ABSL_GUARDED_BY(mu_);
   const absl::Time started_;
   // Fills that failed, by the waiting open that started them: its next try

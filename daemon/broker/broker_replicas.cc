@@ -170,6 +170,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenAtLocked(
       // open's own fill made) spared a copy.
       const bool avoided = &record != &home && (watch == 0 || record.filled_for != watch);
       tracker_.Opened(home.info.id, at, caller.peer.uid, clock_.Now(), avoided);
+      if (avoided) ++copies_avoided_;
       return std::optional<Grant>(std::move(grant));
     }
     case OpenPlan::Action::kWait:
@@ -383,6 +384,9 @@ void Broker::SettleFillLocked(BufferId home_id, const FillTicket& ticket, WatchI
   }
   if (status.ok()) {
     tracker_.Copied(home.info.id, ticket.source, ticket.at, home.info.size, clock_.Now());
+    ++replica_copies_;
+    replica_bytes_copied_[std::string(CopyDirectionName(DirectionOf(ticket.source, ticket.at)))] +=
+        home.info.size;
     if (Buffer* filled = RecordAtLocked(home, ticket.at); filled != nullptr) {
       filled->filled_for = starter;
     }

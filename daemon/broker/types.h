@@ -173,6 +173,12 @@ struct BrokerCounts {
   // Copies of named buffers away from their homes (not among `buffers`),
   // and copies orphaned by an unlink that leases or copies still hold.
   std::uint64_t replicas = 0;
+  // Since start: copies made into replicas (first fills and refreshes),
+  // their bytes by direction ("host_to_device", ...), and opens away from
+  // a home served by a copy that was there already.
+  std::uint64_t replica_copies = 0;
+  std::map<std::string, std::uint64_t> replica_bytes_copied;
+  std::uint64_t copies_avoided = 0;
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
   std::uint64_t waits = 0;     // Calls waiting: opens (for a seal), WaitTransfer.

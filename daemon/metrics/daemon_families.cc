@@ -108,6 +108,12 @@ void Buffers(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   out.push_back({{{"state", "unlinked"}}, Number(snapshot.counts.unlinked)});
 }
 
+void ReplicaBytes(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  for (const auto& [direction, bytes] : snapshot.counts.replica_bytes_copied) {
+    out.push_back({{{"direction", direction}}, Number(bytes)});
+  }
+}
+
 void UidBytes(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   for (const broker::UidUsage& entry : snapshot.usage) {
     out.push_back({{{"uid", std::to_string(entry.uid)}, {"location", entry.location.ToString()}},
@@ -166,6 +172,22 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
        "Buffers alive, by state: creating (not sealed yet), sealed, unlinked (no name, "
        "still leased).",
        kGauge, Buffers},
+      {"memd_replicas",
+       "Copies of named buffers away from their homes (and copies an unlink orphaned that "
+       "leases or copies still hold).",
+       kGauge, Single([](const DaemonSnapshot& s) { return Number(s.counts.replicas); })},
+      {"memd_replica_copies_total",
+       "Copies made into replicas: first fills of a location and refreshes of stale ones.",
+       kCounter,
+       Single([](const DaemonSnapshot& s) { return Number(s.counts.replica_copies); })},
+      {"memd_replica_bytes_copied_total",
+       "Bytes copied into replicas, by direction (host_to_device, device_to_host, "
+       "device_to_device, host_to_host; pinned counts as host).",
+       kCounter, ReplicaBytes},
+      {"memd_replica_copies_avoided_total",
+       "Opens away from a buffer's home served by a copy that was there already.",
+       kCounter,
+       Single([](const DaemonSnapshot& s) { return Number(s.counts.copies_avoided); })},
       {"memd_uid_bytes",
        "Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids "
        "without buffers are absent.",

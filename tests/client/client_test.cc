@@ -623,21 +623,30 @@ TEST_F(ClientTest, ConnectWithoutADaemonIsUnavailableAndSaysWhere) {
 // End to end once the broker counts usage and answers Advise (issue 25).
 // Expects a daemon whose advice rules call a buffer idle at once
 // (unlink_idle 0): a sealed buffer nobody opened is an unlink candidate.
-TEST_F(ClientTest, AdviseNamesASealedBufferNobodyOpens) {
-  GTEST_SKIP() << "needs the Advise RPC wired";
+// A host buffer opened only in pinned memory, 16 times: memd counted it
+// (the creator's lease is no open) and advises moving it there.
+TEST_F(ClientTest, AdviseMovesABufferOpenedOnlyAwayFromItsHome) {
   Publish("advice-e2e/0", 4096, 1);
+  auto quiet = client_->Stat("advice-e2e/0");
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_FALSE(quiet->usage.last_used.has_value()) << "the creator's lease is not an open";
+  EXPECT_TRUE(client_->Advise("advice-e2e/")->empty());
+  for (int i = 0; i < 16; ++i) {
+    auto opened = client_->Open("advice-e2e/0", {.location = "pinned"});
+    ASSERT_TRUE(opened.ok()) << opened.status();
+  }
   auto advice = client_->Advise("advice-e2e/");
   ASSERT_TRUE(advice.ok()) << advice.status();
   ASSERT_EQ(advice->size(), 1u);
   EXPECT_EQ(advice->front().subject, "advice-e2e/");
-  EXPECT_EQ(advice->front().action, "unlink");
-  EXPECT_EQ(advice->front().locations, std::vector<std::string>{"host"});
-  EXPECT_GE(advice->front().bytes, 4096u);
-  EXPECT_NE(advice->front().evidence.find("1 buffer, "), std::string::npos)
-      << advice->front().evidence;
+  EXPECT_EQ(advice->front().action, "move");
+  EXPECT_EQ(advice->front().locations, std::vector<std::string>{"pinned"});
+  EXPECT_NE(advice->front().evidence.find("16"), std::string::npos) << advice->front().evidence;
   auto info = client_->Stat("advice-e2e/0");
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_FALSE(info->usage.last_used.has_value()) << "the creator's lease is not an open";
+  EXPECT_EQ(info->usage.opens_by_location.at("pinned"), 16u);
+  EXPECT_EQ(info->usage.lazy_copies, 1u);
+  EXPECT_EQ(info->usage.copies_avoided, 15u);
   EXPECT_TRUE(client_->Advise("nothing-here/")->empty());
 }
 

@@ -18,8 +18,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/cuda/driver.h"
 #include "daemon/backend/cuda/cuda_backend.h"
@@ -103,6 +105,48 @@ TEST_F(RealGpuTest, AFreshProcessOpensADeviceBufferWithoutMakingAContext) {
         RunProgram(BinDir() + "/memd-test-client",
                    {"device-open-fresh", "gpu/fresh", "8000000", "13"}, "", env);
     EXPECT_EQ(fresh.out, "OK\n") << fresh.err;
+  }
+}
+
+// Replicas on the real driver (issue 25): a sealed host buffer opened at
+// device:0 by three processes at once is copied there once, through the
+// transfer engine, and every opener reads the host's bytes from the GPU;
+// sizes of a page plus one byte and of several staging chunks plus one.
+TEST_F(RealGpuTest, AHostBufferOpenedAtTheGpuIsCopiedThereOnceForEveryOpener) {
+  auto daemon = DaemonProcess::Start({"--backend", "cuda", "--cuda-driver", "libcuda.so.1"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Client::Connect({.socket_dir = (*daemon)->socket_dir()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto env = ClientEnvironment(**daemon);
+  for (std::uint64_t size : {std::uint64_t{4097}, (std::uint64_t{1} << 20) + 1,
+                             (std::uint64_t{64} << 20) + 1}) {
+    SCOPED_TRACE(size);
+    const std::string name = absl::StrCat("gpu/replica-", size);
+    ProgramResult produced = RunProgram(BinDir() + "/memd-test-client",
+                                        {"produce", name, absl::StrCat(size), "21"}, "", env);
+    ASSERT_EQ(produced.exit_code, 0) << produced.out << produced.err;
+    std::vector<pid_t> openers;
+    std::vector<ProgramResult> results(3);
+    std::vector<std::thread> threads;
+    for (ProgramResult& result : results) {
+      threads.emplace_back([&, name, size] {
+        result = RunProgram(BinDir() + "/memd-test-client",
+                            {"device-consume-at", name, absl::StrCat(size), "21", "device:0"},
+                            "", env);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    for (const ProgramResult& result : results) {
+      EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+    }
+    auto info = (*client)->Stat(name);
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_EQ(info->replicas.size(), 2u);
+    EXPECT_EQ(info->replicas[1].location, "device:0");
+    EXPECT_EQ(info->replicas[1].state, "current");
+    EXPECT_EQ(info->sync_state, "synchronized");
+    EXPECT_EQ(info->usage.lazy_copies, 1u);
+    EXPECT_EQ(info->usage.opens_by_location.at("device:0"), 3u);
   }
 }
 

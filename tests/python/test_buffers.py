@@ -238,16 +238,17 @@ def test_torch_without_torch_is_import_error(client, name):
         assert buf.numpy(dtype="uint16").shape == (4,)
 
 
-def test_advise_names_a_sealed_buffer_nobody_opens(client, name):
-    """End to end once the broker counts usage and answers Advise (issue 25),
-    through memd_advise_json. Expects a daemon whose advice rules call a
-    buffer idle at once (unlink_idle 0)."""
-    pytest.skip("needs the Advise RPC wired")
+def test_advise_moves_a_buffer_opened_only_away_from_its_home(client, name):
+    """Usage and advice end to end (issue 25), through memd_advise_json: a
+    host buffer opened 16 times in pinned memory only is a move there."""
     prefix = name + "/"
     with client.create(prefix + "0", 4096) as buf:
         buf.seal()
+    assert client.advise(prefix) == []
+    for _ in range(16):
+        client.open(prefix + "0", location="pinned").release()
     advice = client.advise(prefix)
     assert [(r.subject, r.action, r.locations) for r in advice] == [
-        (prefix, "unlink", ("host",))]
-    assert advice[0].bytes >= 4096 and advice[0].evidence.startswith("1 buffer, ")
+        (prefix, "move", ("pinned",))]
+    assert "16" in advice[0].evidence
     assert client.advise(prefix + "nothing/") == []

@@ -177,6 +177,9 @@ struct OptionTexts {
   std::string size;
   std::string max_stream = "1GiB";
   std::string wait = "0";
+  // prefetch's own: its copy is a transfer of memctl's session, which ends
+  // with memctl, so by default it waits for the copy (10 minutes at most).
+  std::string prefetch_wait = "600";
   std::string owner;
   std::string priority = "normal";
   std::string chunk_size;
@@ -545,13 +548,15 @@ CLI::App* DeclarePrefetch(CLI::App& app, Invocation& invocation, OptionTexts& te
       app, "prefetch", "Make a buffer's copy at a location ahead of its readers",
       "memd copies the buffer there through its transfer engine, once, charged\n"
       "to you; later opens there (memctl get --location, a client's open at a\n"
-      "location) share it. Without --wait memctl returns once the copy started\n"
-      "(its replica reads filling); memctl inspect shows the replicas.",
+      "location) share it. memctl waits until the copy is current (--wait, 600\n"
+      "seconds by default): the copy runs as a transfer of memctl's session and\n"
+      "is cancelled if memctl exits first. memctl inspect shows the replicas.",
       "  memctl prefetch model/w device:1\n"
       "  memctl prefetch --wait 60 model/w device:1\n",
       invocation.json);
   AddNameAndLocation(prefetch, invocation);
-  prefetch->add_option("--wait", texts.wait, "Wait up to this long for the copy to be current")
+  prefetch->add_option("--wait", texts.prefetch_wait,
+                       "Wait up to this long for the copy to be current")
       ->check(WaitValidator())
       ->type_name("SECONDS")
       ->capture_default_str();
@@ -753,6 +758,9 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
       ParseBytes(texts.max_stream).value_or(kDefaultMaxStreamBytes);
   invocation.get.wait = absl::Seconds(ParseWait(texts.wait).value_or(0));
   invocation.wait = invocation.get.wait;
+  if (invocation.command == Command::kPrefetch) {
+    invocation.wait = absl::Seconds(ParseWait(texts.prefetch_wait).value_or(0));
+  }
   if (!texts.owner.empty()) invocation.get.owner = ParseUser(texts.owner);
 
   TransferFlags transfer;

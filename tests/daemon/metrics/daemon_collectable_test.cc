@@ -181,6 +181,17 @@ memd_quota_rejections_total{limit="max_waits"} 0
 memd_buffers{state="creating"} 2
 memd_buffers{state="sealed"} 1
 memd_buffers{state="unlinked"} 0
+# HELP memd_replicas Copies of named buffers away from their homes (and copies an unlink orphaned that leases or copies still hold).
+# TYPE memd_replicas gauge
+memd_replicas 0
+# HELP memd_replica_copies_total Copies made into replicas: first fills of a location and refreshes of stale ones.
+# TYPE memd_replica_copies_total counter
+memd_replica_copies_total 0
+# HELP memd_replica_bytes_copied_total Bytes copied into replicas, by direction (host_to_device, device_to_host, device_to_device, host_to_host; pinned counts as host).
+# TYPE memd_replica_bytes_copied_total counter
+# HELP memd_replica_copies_avoided_total Opens away from a buffer's home served by a copy that was there already.
+# TYPE memd_replica_copies_avoided_total counter
+memd_replica_copies_avoided_total 0
 # HELP memd_uid_bytes Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids without buffers are absent.
 # TYPE memd_uid_bytes gauge
 memd_uid_bytes{uid="1000",location="host"} 12288
