@@ -1,6 +1,7 @@
 #include "daemon/transfer/copy_threads.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace memd::transfer {
 namespace {
@@ -38,7 +39,12 @@ void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uin
     return;
   }
   const std::uint64_t parts = helpers_.size() + 1;
-  const std::uint64_t share = (bytes / parts + kLine - 1) / kLine * kLine;
+  // A part of every byte: bytes / parts rounded up, then up to a line. (Rounded
+  // down first, the shares fell short of `bytes` by up to parts - 1 bytes
+  // whenever bytes / parts was a whole number of lines: 1 MiB + 1 on two
+  // threads was two shares of 512 KiB, and its last byte was never copied.)
+  // The last parts may be shorter, or empty.
+  const std::uint64_t share = ((bytes + parts - 1) / parts + kLine - 1) / kLine * kLine;
   Part mine;
   {
     absl::MutexLock lock(&mu_);
@@ -48,6 +54,7 @@ void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uin
       parts_[i] = Part{destination + offset, source + offset, length, stores};
       offset += length;
     }
+    assert(offset == bytes);
     mine = parts_[0];
     pending_ = static_cast<int>(helpers_.size());
     ++generation_;

@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -116,6 +118,42 @@ TEST_F(CudaTransferTest, HostToDeviceAndBackMovesEveryByte) {
   EXPECT_EQ(stats.devices[0].health_error, "");
   EXPECT_EQ(stats.transfers.completed, 2u);
   EXPECT_EQ(stats.transfers.bytes, 2 * size);
+}
+
+// Sizes of whole pages and a byte, up to and past the daemon's 4 MiB chunk,
+// host to device and back through the daemon's staging: every byte, the last
+// included (the copy threads' split once left it behind).
+TEST_F(CudaTransferTest, SizesOfWholePagesAndAByteCopyEveryByteBothWays) {
+  StartDaemon();
+  for (std::uint64_t size : {kMiB + 1, 2 * kMiB + 4097, 4 * kMiB - 4095, 5 * kMiB + 1,
+                             std::uint64_t{4097}, 3 * kMiB + 8191, std::uint64_t{5000001}}) {
+    SCOPED_TRACE(testing::Message() << size << " bytes");
+    const std::string tag = std::to_string(size);
+    Buffer source = Make("src-" + tag, size, "host", 11);
+    Buffer device = Make("dev-" + tag, size, "device:0");
+    Buffer back = Make("back-" + tag, size, "host");
+    // Every byte other than the source's (another seed's pattern shares
+    // most of its bytes: the seed barely moves a byte's top bits).
+    const std::span<std::byte> fill = back.mutable_data();
+    for (std::uint64_t i = 0; i < size; ++i) fill[i] = ~test::PatternByte(i, 11);
+    auto up = client_->Copy({&source}, {&device});
+    ASSERT_TRUE(up.ok()) << up.status();
+    ASSERT_TRUE(up->Wait().ok());
+    auto down = client_->Copy({&device}, {&back});
+    ASSERT_TRUE(down.ok()) << down.status();
+    ASSERT_TRUE(down->Wait().ok());
+    const std::span<const std::byte> bytes = back.data();
+    ASSERT_EQ(bytes.size(), size);
+    std::uint64_t wrong = 0;
+    std::uint64_t first = size;
+    for (std::uint64_t i = 0; i < size; ++i) {
+      if (bytes[i] != test::PatternByte(i, 11)) {
+        ++wrong;
+        first = std::min(first, i);
+      }
+    }
+    EXPECT_EQ(wrong, 0u) << "first wrong byte at " << first;
+  }
 }
 
 // The daemon's driver fails the first async host-to-device copy with

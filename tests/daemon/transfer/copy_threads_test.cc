@@ -97,5 +97,28 @@ INSTANTIATE_TEST_SUITE_P(
                                      (std::uint64_t{4} << 20) + 12345),
                      testing::Values(std::uint64_t{0}, std::uint64_t{5})));
 
+// Whole pages and a byte or three, split across 2..4 threads: a share of
+// bytes / parts rounded up to a cache line fell short of the length whenever
+// bytes / parts was already a whole number of lines (1 MiB + 1 on 2 or 4
+// threads: 4 * 262144 = 1 MiB), and the last bytes were never copied.
+TEST(CopyThreadsSplitTest, CopiesTheLastBytesOfLengthsJustPastEvenShares) {
+  constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+  constexpr std::uint64_t kLines = std::uint64_t{64} * 4096;  // Shares of whole lines on 3 threads.
+  for (int threads : {2, 3, 4}) {
+    CopyThreads copy(threads);
+    for (std::uint64_t bytes :
+         {(std::uint64_t{512} << 10) + 1, kMiB + 1, kMiB + 2, kMiB + 3, 2 * kMiB + 4097,
+          3 * kMiB + 1, 4 * kMiB - 4095, 4 * kMiB + 1, 3 * kLines + 1, 3 * kLines + 2}) {
+      for (Stores stores : {Stores::kCached, Stores::kStreaming}) {
+        Buffers buffers(bytes, 0, 0);
+        copy.Copy(buffers.destination, buffers.source, bytes, stores);
+        EXPECT_EQ(CheckCopy(buffers, bytes), "")
+            << threads << " threads, " << bytes << " bytes, stores "
+            << static_cast<int>(stores);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memd::transfer

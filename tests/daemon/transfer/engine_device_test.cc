@@ -162,6 +162,41 @@ TEST_F(EngineDeviceTest, RingOfOneSlotAndOneChunkInFlightStillMovesEverything) {
   EXPECT_EQ(devices_->states[0]->reused_too_early(), 0);
 }
 
+// The daemon's own chunk size (4 MiB) and 2..4 copy threads: a chunk of whole
+// pages and a byte, staged both ways and copied host to host, arrives whole.
+// The copy threads' split once left its last byte behind (1 MiB + 1 on two
+// threads: two shares of 512 KiB).
+TEST_F(EngineDeviceTest, ChunksOfWholePagesAndAByteArriveWholeThroughStagingAndTheCpu) {
+  for (int threads : {2, 4}) {
+    transfer::EngineOptions options = SmallOptions();
+    options.chunk_bytes = 4 * kMiB;
+    options.slot_bytes = 4 * kMiB;
+    options.copy_threads = threads;
+    Start(options, 1);
+    for (std::uint64_t size :
+         {kMiB + 1, 2 * kMiB + 4097, 4 * kMiB - 4095, 4 * kMiB + kMiB + 1}) {
+      SCOPED_TRACE(testing::Message() << threads << " copy threads, " << size << " bytes");
+      TestBuffer host(size, 1, 1);
+      TestBuffer device(size, 2, 2);
+      TestBuffer back(size, 3, 3);
+      TestBuffer other(size, 4, 4);
+      const transfer::TransferProgress up = Copy(Host(host), Device(0, device));
+      EXPECT_EQ(up.state, TransferState::kDone) << up.status;
+      EXPECT_EQ(up.path, DataPath::kStaged);
+      EXPECT_TRUE(SameBytes(host, 0, device, 0, size)) << "host to device";
+      const transfer::TransferProgress down = Copy(Device(0, device), Host(back));
+      EXPECT_EQ(down.state, TransferState::kDone) << down.status;
+      EXPECT_EQ(down.path, DataPath::kStaged);
+      EXPECT_TRUE(SameBytes(device, 0, back, 0, size)) << "device to host";
+      const transfer::TransferProgress cpu = Copy(Host(host), Host(other));
+      EXPECT_EQ(cpu.state, TransferState::kDone) << cpu.status;
+      EXPECT_EQ(cpu.path, DataPath::kCpu);
+      EXPECT_TRUE(SameBytes(host, 0, other, 0, size)) << "host to host";
+    }
+    engine_.reset();
+  }
+}
+
 TEST_F(EngineDeviceTest, ManyConcurrentCopiesReuseSlotsOnlyAfterTheirMarkers) {
   transfer::EngineOptions options = SmallOptions();
   options.staging_slots = 2;
