@@ -167,10 +167,17 @@ BrokerSnapshot Broker::Snapshot() const {
 
 BrokerCounts Broker::CountsLocked() const {
   BrokerCounts counts;
+  for (SyncState state : {SyncState::kHostOnly, SyncState::kDeviceOnly, SyncState::kSynchronized,
+                          SyncState::kHostDirty, SyncState::kDeviceDirty, SyncState::kMixed}) {
+    counts.by_sync_state[std::string(SyncStateName(state))] = 0;
+  }
   for (const auto& [id, buffer] : buffers_) {
     if (buffer->is_copy) {
       ++counts.replicas;
       continue;
+    }
+    if (!buffer->info.unlinked && buffer->replicas.has_value()) {
+      ++counts.by_sync_state[std::string(SyncStateName(buffer->replicas->State()))];
     }
     ++counts.buffers;
     if (buffer->info.unlinked) {

@@ -179,6 +179,9 @@ struct BrokerCounts {
   std::uint64_t replica_copies = 0;
   std::map<std::string, std::uint64_t> replica_bytes_copied;
   std::uint64_t copies_avoided = 0;
+  // Named buffers by their sync state ("host_only", ...), every state
+  // present (0 when none is in it).
+  std::map<std::string, std::uint64_t> by_sync_state;
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
   std::uint64_t waits = 0;     // Calls waiting: opens (for a seal), WaitTransfer.

@@ -108,6 +108,12 @@ void Buffers(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   out.push_back({{{"state", "unlinked"}}, Number(snapshot.counts.unlinked)});
 }
 
+void SyncStates(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  for (const auto& [state, buffers] : snapshot.counts.by_sync_state) {
+    out.push_back({{{"state", state}}, Number(buffers)});
+  }
+}
+
 void ReplicaBytes(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   for (const auto& [direction, bytes] : snapshot.counts.replica_bytes_copied) {
     out.push_back({{{"direction", direction}}, Number(bytes)});
@@ -172,6 +178,10 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
        "Buffers alive, by state: creating (not sealed yet), sealed, unlinked (no name, "
        "still leased).",
        kGauge, Buffers},
+      {"memd_buffers_by_sync_state",
+       "Named buffers by where their current copies are: host_only, device_only, "
+       "synchronized, host_dirty, device_dirty, mixed (docs/design.md, Replicas).",
+       kGauge, SyncStates},
       {"memd_replicas",
        "Copies of named buffers away from their homes (and copies an unlink orphaned that "
        "leases or copies still hold).",

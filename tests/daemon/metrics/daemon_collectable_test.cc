@@ -181,6 +181,14 @@ memd_quota_rejections_total{limit="max_waits"} 0
 memd_buffers{state="creating"} 2
 memd_buffers{state="sealed"} 1
 memd_buffers{state="unlinked"} 0
+# HELP memd_buffers_by_sync_state Named buffers by where their current copies are: host_only, device_only, synchronized, host_dirty, device_dirty, mixed (docs/design.md, Replicas).
+# TYPE memd_buffers_by_sync_state gauge
+memd_buffers_by_sync_state{state="device_dirty"} 0
+memd_buffers_by_sync_state{state="device_only"} 0
+memd_buffers_by_sync_state{state="host_dirty"} 0
+memd_buffers_by_sync_state{state="host_only"} 3
+memd_buffers_by_sync_state{state="mixed"} 0
+memd_buffers_by_sync_state{state="synchronized"} 0
 # HELP memd_replicas Copies of named buffers away from their homes (and copies an unlink orphaned that leases or copies still hold).
 # TYPE memd_replicas gauge
 memd_replicas 0
