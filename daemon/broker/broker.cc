@@ -563,7 +563,9 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
     }
     JournalLocked(buffer);
     after.Wake(waiters_.TakeName(buffer.info.name));
-    return ViewLocked(buffer);
+    // What the lease maps, sealed: the sealer's Buffer keeps its own
+    // location (a copy's, when it sealed through one).
+    return record.info;
   });
 }
 

@@ -506,6 +506,7 @@ TEST_F(ReplicasTest, ASealThroughACopyIsDurableOnlyOnceTheHomeHasCaughtUp) {
   auto sealed = broker_->Seal(alice_, (*device)->lease);
   ASSERT_TRUE(sealed.ok()) << sealed.status();
   EXPECT_EQ(sealed->state, BufferState::kSealed);
+  EXPECT_EQ(sealed->location, kDev0);  // The sealer's lease still maps device:0.
   // The state must not offer the home's old bytes as sealed after a crash.
   ASSERT_TRUE(journal_.Of(home_id).has_value());
   EXPECT_EQ(journal_.Of(home_id)->state, BufferState::kCreating);
