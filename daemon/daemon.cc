@@ -29,6 +29,7 @@
 #include "daemon/pool/tracing_pool.h"
 #include "daemon/service/memd_service.h"
 #include "daemon/service/replica_copier.h"
+#include "daemon/session/rate_limited_log.h"
 #include "daemon/session/session_ender.h"
 #include "daemon/session/session_server.h"
 #include "daemon/session/token_digest.h"
@@ -99,6 +100,20 @@ struct Daemon::Parts {
 };
 
 namespace {
+
+// A RateLimitedLog that any thread may write to (the broker's pressure log
+// runs on whichever thread's call made room).
+class LockedLog {
+ public:
+  void Warn(const std::string& line) {
+    absl::MutexLock lock(&mu_);
+    log_.Warn(absl::Now(), line);
+  }
+
+ private:
+  absl::Mutex mu_;
+  session::RateLimitedLog log_ ABSL_GUARDED_BY(mu_);
+};
 
 // `memory`: what memd may use (AvailableMemory), for the host and pinned
 // defaults.
@@ -374,6 +389,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   // Nobody can read a buffer freed while copies still write it: they stop.
   parts->broker->SetFreedWhileWritten(
       [engine = parts->engine.get()](broker::BufferId id) { engine->CancelWritesTo(id); });
+  // What memory pressure takes is logged, at most a line a second: a client
+  // filling a location must not fill the disk too.
+  parts->broker->SetPressureLog(
+      [log = std::make_shared<LockedLog>()](const std::string& line) { log->Warn(line); });
   parts->copier = std::make_unique<service::EngineReplicaCopier>(*parts->engine);
   parts->broker->SetReplicaCopier(parts->copier.get());
   // Before anyone is served: what the previous memd left comes back first.

@@ -125,6 +125,7 @@ void SetCreate(std::string_view name, std::uint64_t size, const CreateOptions& o
   request->set_size_bytes(size);
   request->set_location(options.location);
   request->set_access_hint(options.access_hint);
+  request->set_retention(options.retention);
   for (const std::string& location : mappable) request->add_mappable_locations(location);
   request->set_mode(options.mode);
   request->set_persistence(options.persistence == Persistence::kEphemeral

@@ -36,6 +36,7 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   out.fill_failure = info.fill_failure();
   out.usage = FromProto(info.usage());
   out.placement = info.placement();
+  out.retention = info.retention();
   return out;
 }
 

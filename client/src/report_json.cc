@@ -64,6 +64,7 @@ Json BufferJson(const BufferInfo& info) {
   json["fill_failure"] = info.fill_failure;
   json["usage"] = BufferUsageJson(info.usage);
   json["placement"] = info.placement;
+  json["retention"] = info.retention;
   return json;
 }
 

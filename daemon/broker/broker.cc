@@ -64,6 +64,10 @@ void Broker::AfterUnlock::Run() && {
     for (BufferId id : freed_while_written) on_freed_while_written(id);
   }
   freed_while_written.clear();
+  if (on_pressure) {
+    for (const std::string& line : pressure_lines) on_pressure(line);
+  }
+  pressure_lines.clear();
   let_go.clear();
 }
 
@@ -261,11 +265,14 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   // Allocation may reach the backend (a system call, page zeroing): never
   // under the registry mutex. A racing Create of the same name is caught
   // below and its memory goes back.
-  MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
-                   pool->Allocate(params.size, domain));
+  absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
+  if (!allocation.ok()) {
+    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status());
+  }
+  if (!allocation.ok()) return allocation.status();
   return WithLock([&](AfterUnlock& after) {
     return CreateWithAllocationLocked(session, params, pool,
-                                      std::move(allocation), after);
+                                      std::move(*allocation), after);
   });
 }
 
@@ -308,7 +315,10 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   info.created = clock_.Now();
   info.creator_pid = peer.pid;
   info.attrs = params.attrs;
+  info.retention = params.retention;
   info.placement = params.placement;
+  buffer->last_used = info.created;
+  evicted_.erase(info.name);  // The name means this buffer now.
   buffer->pin = std::make_shared<CopyPin>([this, id = info.id] { CopiesLetGo(id); });
   buffer->replicas = ReplicaSet::Created(params.location, kMaxReplicas).value();
   Buffer& stored = *buffer;
@@ -352,6 +362,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
   ++buffer.info.lease_count;
+  buffer.last_used = clock_.Now();
   CountLeaseLocked(buffer, access, /*added=*/true);
   // Taken while the buffer lives, so that its segment, idle or not, never
   // gains a holder once idle (PoolSegment::HeldElsewhere).
@@ -396,10 +407,14 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrWatch(
       return OpenLocked(session, *caller, params, watch, &wake, &after, &need);
     });
     if (!opened.ok() || !need.has_value()) return opened;
-    MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
-                          need->pool->Allocate(need->size, need->domain));
+    absl::StatusOr<pool::Allocation> allocation = need->pool->Allocate(need->size, need->domain);
+    if (!allocation.ok()) {
+      allocation = AllocateUnderPressure(*need->pool, need->size, need->domain,
+                                         allocation.status());
+    }
+    if (!allocation.ok()) return allocation.status();
     absl::Status added = WithLock([&](AfterUnlock& after) -> absl::Status {
-      return AddCopyLocked(session, *need, std::move(allocation), watch, wake, after);
+      return AddCopyLocked(session, *need, std::move(*allocation), watch, wake, after);
     });
     if (added.ok()) return std::nullopt;  // Waits for the fill it started.
     if (!absl::IsAborted(added) || tried == kTries) return added;
@@ -420,8 +435,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenLocked(
   Buffer* buffer = FindNamedLocked(params.name);
   if (buffer == nullptr) {
     if (may_wait) return wait();
-    return absl::NotFoundError(
-        absl::StrCat("no buffer named ", Quoted(params.name)));
+    return NoBufferLocked(caller, params.name);
   }
   MEMD_RETURN_IF_ERROR(MayOpenLocked(caller, buffer->info, params));
   if (params.access == Access::kRead && buffer->info.state != BufferState::kSealed) {
@@ -474,11 +488,14 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
     domain = DomainOf(caller->peer, params);
   }
-  MEMD_ASSIGN_OR_RETURN(pool::Allocation allocation,
-                   pool->Allocate(params.size, domain));
+  absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
+  if (!allocation.ok()) {
+    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status());
+  }
+  if (!allocation.ok()) return allocation.status();
   auto created = WithLock([&](AfterUnlock& after) {
     return CreateWithAllocationLocked(session, params, pool,
-                                      std::move(allocation), after);
+                                      std::move(*allocation), after);
   });
   if (created.ok() || !absl::IsAlreadyExists(created.status())) {
     if (!created.ok()) return created.status();
@@ -705,9 +722,7 @@ absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
   absl::MutexLock lock(&mu_);
   MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
   Buffer* buffer = FindNamedLocked(name);
-  if (buffer == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
-  }
+  if (buffer == nullptr) return NoBufferLocked(*caller, name);
   if (!MayAccess(caller->peer, buffer->info, Access::kRead)) {
     return PermissionDenied(caller->peer, buffer->info, "inspect");
   }

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -305,6 +307,12 @@ class Broker {
   // CancelWritesTo). Empty: nothing is called. Must not call the broker.
   void SetFreedWhileWritten(std::function<void(BufferId)> hook);
 
+  // Called outside the broker's mutex with one line for each buffer memory
+  // pressure evicted and each copy it demoted: which, where, its bytes and
+  // whose (the daemon logs them at a bounded rate). Empty: nothing is
+  // called. Must not call the broker.
+  void SetPressureLog(std::function<void(const std::string&)> log);
+
  private:
   struct Buffer {
     BufferInfo info;
@@ -329,6 +337,9 @@ class Broker {
     // Copies: the open whose fill last made it current; its own open there
     // is no copy avoided (usage).
     WatchId filled_for = 0;
+    // Its creation or its last lease: eviction takes the least recently
+    // used first.
+    absl::Time last_used;
   };
   // A fill the broker decided on under its mutex, started after it.
   struct FillStart {
@@ -375,6 +386,9 @@ class Broker {
     std::function<void(BufferId)> on_freed_while_written;
     // Segments an ended session held (Session::replayable); let go last.
     std::vector<pool::SegmentHold> let_go;
+    // What memory pressure took (MakeRoomLocked), for the pressure log.
+    std::vector<std::string> pressure_lines;
+    std::function<void(const std::string&)> on_pressure;
     // Fills to hand to the copier, and the broker that finishes them.
     std::vector<FillStart> fills;
     Broker* broker = nullptr;
@@ -384,7 +398,7 @@ class Broker {
     void Run() &&;
     bool empty() const {
       return freed.empty() && wakes.empty() && let_go.empty() &&
-             freed_while_written.empty() && fills.empty();
+             freed_while_written.empty() && fills.empty() && pressure_lines.empty();
     }
     // A filled AfterUnlock that was never run is a bug: asserted.
     ~AfterUnlock();
@@ -564,6 +578,43 @@ class Broker {
     absl::Status status;
   };
   absl::flat_hash_map<WatchId, FailedFill> failed_fills_ ABSL_GUARDED_BY(mu_);
+
+  // Under memory pressure (broker_eviction.cc), kept together.
+  //
+  // Allocates `size` at `pool` for `asker` after `refusal` (the pool's
+  // first answer): when it is RESOURCE_EXHAUSTED, demotes and evicts
+  // unleased data there (eviction.h's order) and tries again, a few rounds
+  // at most. Errors: the pool's last refusal, with why nothing more could
+  // be taken; other refusals as they came.
+  absl::StatusOr<pool::Allocation> AllocateUnderPressure(pool::Pool& pool, std::uint64_t size,
+                                                         const pool::Domain& domain,
+                                                         absl::Status refusal)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes back at least `need` bytes at `at` (PlanEviction): the victims'
+  // memory goes to `after`. Returns the bytes taken. Errors:
+  // RESOURCE_EXHAUSTED (PlanEviction's: not enough unleased, retained
+  // data there), and nothing is taken then.
+  absl::StatusOr<std::uint64_t> MakeRoomLocked(const Location& at, std::uint64_t need,
+                                               AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NOT_FOUND for `name`, saying when and why it was evicted if it was,
+  // lately, and the caller could have read it.
+  absl::Status NoBufferLocked(const Session& caller, const std::string& name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A name pressure evicted, for NoBufferLocked: until the name is created
+  // again, kEvictedNameMemory has passed or kMaxEvictedNames newer ones
+  // came.
+  struct Evicted {
+    BufferInfo info;  // As it was: who could read it.
+    absl::Time at;
+    std::uint64_t bytes = 0;
+  };
+  static constexpr std::size_t kMaxEvictedNames = 4096;
+  static constexpr absl::Duration kEvictedNameMemory = absl::Hours(1);
+  absl::flat_hash_map<std::string, Evicted> evicted_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<std::string, absl::Time>> evicted_order_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, PressureCounts> pressure_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> pressure_log_ ABSL_GUARDED_BY(mu_);
 
   // Automatic placement (broker_placement.cc), kept together.
  public:

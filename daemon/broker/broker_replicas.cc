@@ -276,6 +276,7 @@ absl::Status Broker::AddCopyLocked(SessionId session, const NewCopy& need,
   info.lease_count = 0;
   record->is_copy = true;
   record->home = home->info.id;
+  record->last_used = clock_.Now();
   record->pin = std::make_shared<CopyPin>([this, id = info.id] { CopiesLetGo(id); });
   // The uid that asked for the copy pays for it: opening someone's buffer
   // somewhere new costs the opener's quota, never the owner's.

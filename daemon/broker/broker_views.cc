@@ -191,6 +191,7 @@ BrokerCounts Broker::CountsLocked() const {
   counts.replica_copies = replica_copies_;
   counts.replica_bytes_copied = replica_bytes_copied_;
   counts.copies_avoided = copies_avoided_;
+  counts.pressure = pressure_;
   counts.sessions = sessions_.size();
   counts.leases = leases_.size();
   counts.waits = waiters_.size();

@@ -295,7 +295,17 @@ std::vector<Location> ReplicaSet::SyncTargets() const {
 }
 
 absl::Status ReplicaSet::Drop(const Location& at) {
-  MEMD_ASSIGN_OR_RETURN(Replica* r, Existing(at));
+  MEMD_RETURN_IF_ERROR(MayDrop(at));
+  const Replica* r = Find(at);
+  replicas_.erase(replicas_.begin() + (r - replicas_.data()));
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaSet::MayDrop(const Location& at) const {
+  const Replica* r = Find(at);
+  if (r == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no replica at ", at.ToString()));
+  }
   if (r->report.readers > 0 || r->report.writers > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the replica at ", at.ToString(), " has ", Leases(r->report)));
@@ -309,7 +319,6 @@ absl::Status ReplicaSet::Drop(const Location& at) {
         "the replica at ", at.ToString(), " is the only current one (generation ",
         generation_, "): the buffer's content would be lost"));
   }
-  replicas_.erase(replicas_.begin() + (r - replicas_.data()));
   return absl::OkStatus();
 }
 

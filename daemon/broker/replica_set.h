@@ -151,6 +151,8 @@ class ReplicaSet {
   // Removes the replica at `at`. Errors: NOT_FOUND; FAILED_PRECONDITION
   // when it is leased, filling, or the only current replica.
   absl::Status Drop(const Location& at);
+  // Whether Drop(at) would succeed, with its error; changes nothing.
+  absl::Status MayDrop(const Location& at) const;
 
   Generation generation() const { return generation_; }
   std::size_t size() const { return replicas_.size(); }

@@ -17,6 +17,7 @@
 #include "daemon/broker/placement.h"
 #include "daemon/broker/quota.h"
 #include "daemon/broker/replica_set.h"
+#include "daemon/broker/retention.h"
 #include "daemon/broker/usage_tracker.h"
 #include "daemon/pool/pool.h"
 
@@ -57,6 +58,7 @@ struct BufferInfo {
   std::optional<absl::Time> sealed;
   pid_t creator_pid = 0;
   BufferAttrs attrs = {};
+  Retention retention = Retention::kPinned;
   // Views only (Stat, List, Prefetch, DropReplica, Sync): every copy, the
   // buffer's sync state and generation, and the last fill that failed.
   std::vector<ReplicaInfo> replicas = {};
@@ -77,6 +79,7 @@ struct CreateParams {
   std::uint32_t mode = kDefaultMode;
   Persistence persistence = Persistence::kPersistent;
   BufferAttrs attrs = {};
+  Retention retention = Retention::kPinned;
   // OpenOrCreate only: when the name exists, the uid that must own it (as
   // OpenParams::expected_owner). What a call creates is the caller's.
   std::optional<uid_t> expected_owner = std::nullopt;
@@ -165,6 +168,16 @@ struct LimitRejections {
   std::map<std::pair<std::string, std::string>, std::uint64_t> quotas;
 };
 
+// What memory pressure took back at one location since start
+// (Broker::MakeRoomLocked): buffers evicted and copies demoted, and the
+// bytes each gave back.
+struct PressureCounts {
+  std::uint64_t evictions = 0;
+  std::uint64_t evicted_bytes = 0;
+  std::uint64_t demotions = 0;
+  std::uint64_t demoted_bytes = 0;
+};
+
 struct BrokerCounts {
   std::uint64_t buffers = 0;   // Named, or still leased or copied after unlink.
   std::uint64_t creating = 0;  // Of those: not sealed yet,
@@ -182,6 +195,8 @@ struct BrokerCounts {
   // Named buffers by their sync state ("host_only", ...), every state
   // present (0 when none is in it).
   std::map<std::string, std::uint64_t> by_sync_state;
+  // By location name: only locations where pressure took something.
+  std::map<std::string, PressureCounts> pressure;
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
   std::uint64_t waits = 0;     // Calls waiting: opens (for a seal), WaitTransfer.

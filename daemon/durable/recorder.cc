@@ -26,6 +26,9 @@ BufferEntry EntryOf(const broker::BufferInfo& info, const pool::Allocation& allo
   entry.segment_id = allocation.segment_id;
   entry.offset = allocation.offset;
   entry.allocation_bytes = allocation.bytes;
+  if (info.retention != broker::Retention::kPinned) {
+    entry.retention = std::string(broker::RetentionName(info.retention));
+  }
   return entry;
 }
 

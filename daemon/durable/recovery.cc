@@ -58,6 +58,9 @@ broker::BufferInfo InfoOf(const BufferEntry& entry, const Location& location) {
   if (entry.sealed) info.sealed = absl::FromUnixNanos(entry.sealed_unix_ns);
   info.creator_pid = entry.creator_pid;
   info.attrs = entry.attrs;
+  // A word this memd does not know (written by a newer one) keeps the
+  // buffer: pinned is the retention that loses nothing.
+  info.retention = broker::ParseRetention(entry.retention).value_or(broker::Retention::kPinned);
   return info;
 }
 

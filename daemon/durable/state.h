@@ -58,6 +58,8 @@ struct BufferEntry {
   std::uint64_t segment_id = 0;
   std::uint64_t offset = 0;
   std::uint64_t allocation_bytes = 0;
+  // broker::RetentionName; empty (states written before it): pinned.
+  std::string retention;
 
   friend bool operator==(const BufferEntry&, const BufferEntry&) = default;
 };

@@ -53,6 +53,7 @@ void ToProto(const BufferEntry& entry, pb::Buffer& out) {
   out.set_segment_id(entry.segment_id);
   out.set_offset(entry.offset);
   out.set_allocation_bytes(entry.allocation_bytes);
+  out.set_retention(entry.retention);
 }
 
 absl::StatusOr<BufferEntry> FromProto(const pb::Buffer& in) {
@@ -79,6 +80,7 @@ absl::StatusOr<BufferEntry> FromProto(const pb::Buffer& in) {
   entry.segment_id = in.segment_id();
   entry.offset = in.offset();
   entry.allocation_bytes = in.allocation_bytes();
+  entry.retention = in.retention();
   return entry;
 }
 

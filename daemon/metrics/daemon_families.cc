@@ -120,6 +120,21 @@ void ReplicaBytes(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   }
 }
 
+// What memory pressure took back, for every pool (0 where nothing went, so
+// that a rate() has a series from the start): {location, [device,] kind}.
+Read Reclaimed(std::uint64_t broker::PressureCounts::*evicted,
+               std::uint64_t broker::PressureCounts::*demoted) {
+  return [evicted, demoted](const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+    for (const pool::PoolStats& stats : snapshot.pools) {
+      auto it = snapshot.counts.pressure.find(stats.location.ToString());
+      const broker::PressureCounts counts =
+          it == snapshot.counts.pressure.end() ? broker::PressureCounts{} : it->second;
+      out.push_back({With(PoolLabels(stats), {"kind", "evicted"}), Number(counts.*evicted)});
+      out.push_back({With(PoolLabels(stats), {"kind", "demoted"}), Number(counts.*demoted)});
+    }
+  };
+}
+
 void UidBytes(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   for (const broker::UidUsage& entry : snapshot.usage) {
     out.push_back({{{"uid", std::to_string(entry.uid)}, {"location", entry.location.ToString()}},
@@ -198,6 +213,16 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
        "Opens away from a buffer's home served by a copy that was there already.",
        kCounter,
        Single([](const DaemonSnapshot& s) { return Number(s.counts.copies_avoided); })},
+      {"memd_pressure_reclaims_total",
+       "What a full location took back so that a create or a copy fits, by kind: evicted "
+       "(a whole unleased buffer of retention evictable), demoted (an unleased copy away from "
+       "its buffer's home; the next open there makes it again).",
+       kCounter,
+       Reclaimed(&broker::PressureCounts::evictions, &broker::PressureCounts::demotions)},
+      {"memd_pressure_reclaimed_bytes_total",
+       "Bytes memory pressure took back, by kind (as memd_pressure_reclaims_total).", kCounter,
+       Reclaimed(&broker::PressureCounts::evicted_bytes,
+                 &broker::PressureCounts::demoted_bytes)},
       {"memd_uid_bytes",
        "Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids "
        "without buffers are absent.",

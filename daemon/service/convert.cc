@@ -53,6 +53,7 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
   out->set_generation(info.generation);
   out->set_fill_failure(info.fill_failure);
   out->set_placement(info.placement);
+  out->set_retention(std::string(broker::RetentionName(info.retention)));
 }
 
 void ToProto(const broker::BufferUsage& usage, v1::BufferUsage* out) {
@@ -345,6 +346,7 @@ absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request)
           absl::StrCat("unknown persistence ", request.persistence()));
   }
   MEMD_ASSIGN_OR_RETURN(params.attrs, FromProto(request.attrs()));
+  MEMD_ASSIGN_OR_RETURN(params.retention, broker::ParseRetention(request.retention()));
   return params;
 }
 

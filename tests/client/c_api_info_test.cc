@@ -17,7 +17,7 @@ BufferInfo EveryFieldSet(int n) {
   BufferInfo info;
   auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence, lease_count,
          unlinked, created, sealed, creator_pid, attrs, replicas, sync_state, generation,
-         fill_failure, usage, placement] = info;
+         fill_failure, usage, placement, retention] = info;
   name = "buffers/" + std::to_string(n);
   id = 100 + n;
   size = 4096 * (n + 1);
@@ -44,6 +44,8 @@ BufferInfo EveryFieldSet(int n) {
   // element of memd_buffer_list): memd_buffer_placement and memd_stat_json
   // carry it (c_api_test.c).
   placement = "rule " + std::to_string(n);
+  // Not in memd_buffer_info either: memd_buffer_retention and memd_stat_json.
+  retention = "evictable";
   return info;
 }
 

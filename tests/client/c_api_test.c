@@ -380,6 +380,26 @@ static void location_auto(memd_client* client) {
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "name is NULL", memd_stat_json(client, NULL, &json, &error));
   CHECK(refused == NULL);
   pass();
+
+  begin("retention is sent, shown and checked");
+  memd_create_options_init(&create);
+  CHECK(create.retention == NULL);
+  OK(memd_create(client, named("pinned-by-default"), 100, &create, &buffer, &error));
+  CHECK(strcmp(memd_buffer_retention(buffer), "pinned") == 0);
+  OK(memd_buffer_release(buffer, &error));
+  create.retention = "evictable";
+  OK(memd_create(client, name, 100, &create, &buffer, &error));
+  CHECK(strcmp(memd_buffer_retention(buffer), "evictable") == 0);
+  CHECK(memd_buffer_retention(NULL) == NULL);
+  OK(memd_stat_json(client, name, &json, &error));
+  CHECK(json_has(json, "\"retention\":\"evictable\""));
+  memd_string_free(json);
+  OK(memd_buffer_release(buffer, &error));
+  create.retention = "forever";
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "unknown retention 'forever'",
+              memd_create(client, named("retention-bad"), 100, &create, &refused, &error));
+  CHECK(refused == NULL);
+  pass();
 }
 
 static void open_or_create_stat_list(memd_client* client) {

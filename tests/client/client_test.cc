@@ -650,5 +650,38 @@ TEST_F(ClientTest, AdviseMovesABufferOpenedOnlyAwayFromItsHome) {
   EXPECT_TRUE(client_->Advise("nothing-here/")->empty());
 }
 
+// End to end under memory pressure (issue 26): the host pool holds four
+// buffers of the largest size; a fifth evictable one takes the place of
+// the least recently used unheld one, whose name then says it was evicted.
+TEST_F(ClientTest, AFullHostEvictsTheLeastRecentlyUsedEvictableBufferAndSaysSo) {
+  const std::uint64_t size = config_.host_pool_limit_bytes / 4;
+  ASSERT_EQ(size, config_.max_buffer_bytes);
+  for (int i = 0; i < 5; ++i) {
+    auto buffer = client_->Create(absl::StrCat("pressure/", i), size,
+                                  {.retention = "evictable"});
+    ASSERT_TRUE(buffer.ok()) << i << ": " << buffer.status();
+    test::FillPattern(buffer->mutable_data(), i);
+    ASSERT_TRUE(buffer->Seal().ok());
+    if (i == 3) {  // "pressure/1" becomes the least recently used.
+      ASSERT_TRUE(client_->Open("pressure/0").ok());
+    }
+  }
+  auto gone = client_->Stat("pressure/1");
+  ASSERT_TRUE(absl::IsNotFound(gone.status())) << gone.status();
+  EXPECT_THAT(std::string(gone.status().message()),
+              AllOf(HasSubstr("evicted at"), HasSubstr("under memory pressure on host")));
+  std::vector<Buffer> held;
+  for (int i : {0, 2, 3, 4}) {
+    auto kept = client_->Open(absl::StrCat("pressure/", i));
+    ASSERT_TRUE(kept.ok()) << i << ": " << kept.status();
+    EXPECT_EQ(kept->info().retention, "evictable");
+    EXPECT_TRUE(test::MatchesPattern(kept->data(), i)) << i;
+    held.push_back(std::move(*kept));
+  }
+  // All four are held now: a pinned create finds nothing that may give way.
+  auto refused = client_->Create("pressure/pinned", size);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+}
+
 }  // namespace
 }  // namespace memd

@@ -85,10 +85,11 @@ struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
            lease_count, unlinked, created, sealed, creator_pid, attrs, replicas, sync_state,
-           generation, fill_failure, usage, placement] = s;
+           generation, fill_failure, usage, placement, retention] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
-                    replicas, sync_state, generation, fill_failure, usage, placement);
+                    replicas, sync_state, generation, fill_failure, usage, placement,
+                    retention);
   }
 };
 template <>

@@ -551,6 +551,39 @@ TEST_F(MemctlTest, UsageShowsWhatBuffersTakeAgainstTheQuota) {
   EXPECT_THAT(over.err, HasSubstr("over its quota of 16 MiB"));
 }
 
+// README, "When memory runs out": put --retention, inspect's retention
+// line, and the NOT_FOUND of an evicted name.
+TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
+  auto small = DaemonProcess::Start({"--host-pool-limit-bytes", "8MiB"});
+  ASSERT_TRUE(small.ok()) << small.status();
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket-dir", (*small)->socket_dir()});
+    return RunProgram(Memctl(), args, std::string(2 << 20, 'p'));
+  };
+  for (const char* name : {"run0/activations", "run0/b", "run0/c", "run0/d"}) {
+    ProgramResult put = with({"put", "--retention", "evictable", name, "-"});
+    ASSERT_EQ(put.exit_code, 0) << Describe(put);
+  }
+  ProgramResult inspect = with({"inspect", "run0/b"});
+  EXPECT_THAT(inspect.out, HasSubstr("retention")) << Describe(inspect);
+  EXPECT_THAT(inspect.out, HasSubstr("evictable")) << Describe(inspect);
+  Json json = Json::parse(with({"inspect", "run0/b", "--json"}).out, nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  EXPECT_EQ(json.at("retention"), "evictable");
+
+  ProgramResult next = with({"put", "--retention", "evictable", "run1/activations", "-"});
+  ASSERT_EQ(next.exit_code, 0) << Describe(next);
+  ProgramResult gone = with({"inspect", "run0/activations"});
+  EXPECT_EQ(gone.exit_code, kExitFailed);
+  EXPECT_THAT(gone.err, StartsWith("memctl: inspect run0/activations: NOT_FOUND: no buffer "
+                                   "named 'run0/activations': it was evicted at "))
+      << Describe(gone);
+  EXPECT_THAT(gone.err, HasSubstr(" under memory pressure on host (2 MiB, nobody held it, "
+                                  "retention evictable, owner uid 0)"));
+  // An unknown retention is a usage error before anything is sent.
+  EXPECT_EQ(with({"put", "--retention", "forever", "x", "-"}).exit_code, kExitUsage);
+}
+
 TEST_F(MemctlTest, UnlinkThenGetFailsWithNotFound) {
   Put("gone", "bytes");
   ProgramResult unlink = Run({"unlink", "gone"});

@@ -28,6 +28,7 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
   table.AddRow({"size", SizeWithBytes(info.size)});
   table.AddRow({"location", info.location});
   if (!info.placement.empty()) table.AddRow({"placement", info.placement});
+  if (!info.retention.empty()) table.AddRow({"retention", info.retention});
   table.AddRow({"owner", absl::StrCat(UserName(info.owner_uid), " (uid ",
                                       info.owner_uid, ")")});
   table.AddRow({"group", absl::StrCat(GroupName(info.owner_gid), " (gid ",
@@ -152,6 +153,7 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   request.name = options.name;
   request.create.location = options.location;
   request.create.access_hint = options.hint;
+  request.create.retention = options.retention;
   request.create.mode = options.mode;
   request.create.persistence =
       options.ephemeral ? Persistence::kEphemeral : Persistence::kPersistent;

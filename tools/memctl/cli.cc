@@ -400,6 +400,13 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                   "With --location auto: device_frequent, host_frequent, "
                   "read_mostly or streaming")
       ->type_name("HINT");
+  put->add_option("--retention", invocation.put.retention,
+                  "What memd may take back when the location is full and nobody "
+                  "holds the buffer: pinned (nothing), demotable (its copies away "
+                  "from home) or evictable (also the buffer itself)")
+      ->check(CLI::IsMember({"pinned", "demotable", "evictable"}))
+      ->type_name("RETENTION")
+      ->capture_default_str();
   put->add_option("--attr", texts.attrs,
                   "An attribute the buffer carries for its readers, KEY=VALUE; "
                   "repeat for more (at most 16: dtype=float16, shape=4096,4096)")

@@ -104,6 +104,9 @@ struct BufferInfo {
   // is in 64 KiB-16 MiB: device; device:1 has the most free (12 GiB of 16
   // GiB)"). Empty for a named location, and after memd restarted.
   std::string placement = {};
+  // What memd may take back when its location is full: "pinned",
+  // "demotable" or "evictable" (CreateOptions::retention).
+  std::string retention = {};
 };
 
 // One piece of advice (Client::Advise), with the numbers behind it.
@@ -152,6 +155,12 @@ struct CreateOptions {
   // it, as OpenOptions::owner (PERMISSION_DENIED otherwise). A buffer the
   // call creates is this process's, whatever this says.
   std::optional<uid_t> existing_owner = std::nullopt;
+  // What memd may take back when the location is full and nobody holds
+  // the buffer (README, "When memory runs out"): "" or "pinned" nothing
+  // (the default); "demotable" its copies away from home, made again on
+  // the next open there; "evictable" also the whole buffer, whose name then
+  // goes (an open is NOT_FOUND saying when it was evicted).
+  std::string retention = {};
 };
 
 struct OpenOptions {

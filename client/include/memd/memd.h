@@ -251,6 +251,11 @@ typedef struct memd_create_options {
    * sees. */
   const char* const* mappable_locations;
   size_t mappable_location_count;
+  /* What memd may take back when the location is full and nobody holds the
+   * buffer: NULL or "pinned" (default) nothing; "demotable" its copies away
+   * from home; "evictable" also the whole buffer (an open of the name is
+   * then MEMD_NOT_FOUND saying when). Since 0.4. */
+  const char* retention;
 } memd_create_options;
 
 void memd_create_options_init(memd_create_options* options);
@@ -403,6 +408,9 @@ const char* memd_buffer_attr(const memd_buffer* buffer, const char* key);
  * by `buffer`. (A function since 0.2, when memd_buffer_info, an array
  * element of memd_buffer_list, could not grow; it grew in 0.3.) */
 const char* memd_buffer_placement(const memd_buffer* buffer);
+/* "pinned", "demotable" or "evictable" (memd_create_options.retention);
+ * NULL for NULL. Owned by `buffer`. Since 0.4. */
+const char* memd_buffer_retention(const memd_buffer* buffer);
 
 /* The buffer's info as memctl inspect --json prints it (with "placement"),
  * fresh from the daemon; the caller frees *json with memd_string_free.

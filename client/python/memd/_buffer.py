@@ -154,7 +154,8 @@ class Buffer(_native.Exportable):
                 if self._info is None and self._handle is not None:
                     self._info = _records.buffer_info(
                         _capi.lib.memd_buffer_get_info(self._handle).contents,
-                        _capi.text(_capi.lib.memd_buffer_placement(self._handle)))
+                        _capi.text(_capi.lib.memd_buffer_placement(self._handle)),
+                        _capi.text(_capi.lib.memd_buffer_retention(self._handle)))
                 info = self._info
         if info is None:
             raise ValueError(f"buffer {self._name!r} is released")

@@ -37,7 +37,7 @@ class _CreateOptions:
     def __init__(self, location: str, mode: int, persistent: bool,
                  attrs: Optional[Mapping[str, str]], populate: bool,
                  existing_owner: Optional[int] = None, hint: str = "",
-                 mappable: Optional[Sequence[str]] = None) -> None:
+                 mappable: Optional[Sequence[str]] = None, retention: str = "") -> None:
         self._keep = []
         self.struct = _capi.CreateOptions()
         self.struct.struct_size = _capi.ctypes.sizeof(_capi.CreateOptions)
@@ -55,6 +55,7 @@ class _CreateOptions:
             self.struct.attrs = array
             self.struct.attr_count = len(attrs)
         self.struct.access_hint = _capi.encode(hint, "hint")
+        self.struct.retention = _capi.encode(retention, "retention")
         if mappable:
             places = (_capi.c_char_p * len(mappable))(
                 *(_capi.encode(where, "mappable location") for where in mappable))
@@ -168,7 +169,7 @@ class Client:
     def create(self, name: str, nbytes: int, *, location: str = "host", mode: int = 0o600,
                persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
                populate: bool = False, hint: str = "",
-               mappable: Optional[Sequence[str]] = None) -> Buffer:
+               mappable: Optional[Sequence[str]] = None, retention: str = "") -> Buffer:
         """Creates a buffer and returns a writable lease on it (not sealed yet).
 
         location: "host", "pinned", "device:N" or "auto": memd chooses from
@@ -181,10 +182,15 @@ class Client:
         (a buffer never sealed goes with its last lease either way). attrs: up
         to 16 str -> str attributes for readers ("dtype", "shape", "layout" are
         read by Buffer.numpy/torch/__dlpack__). populate: map every page now.
+        retention: what memd may take back when the location is full and
+        nobody holds the buffer: "" or "pinned" nothing, "demotable" its
+        copies away from home, "evictable" also the buffer itself (an open
+        is then NotFoundError saying when it was evicted).
         Raises AlreadyExistsError, InvalidArgumentError (name, size, mode,
-        location, attrs), ResourceExhaustedError (pool, quota)."""
+        location, attrs, retention), ResourceExhaustedError (pool, quota, and
+        nothing could give way)."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, None, hint,
-                                 mappable)
+                                 mappable, retention)
         return self._buffer(_lib.memd_create, name, False, _size(nbytes), byref(options.struct))
 
     def create_array(self, name: str, shape: Any, dtype: Any, **kwargs: Any) -> Buffer:
@@ -232,13 +238,13 @@ class Client:
                        mode: int = 0o600, persistent: bool = True,
                        attrs: Optional[Mapping[str, str]] = None,
                        populate: bool = False, hint: str = "",
-                       mappable: Optional[Sequence[str]] = None) -> Buffer:
+                       mappable: Optional[Sequence[str]] = None, retention: str = "") -> Buffer:
         """Creates the buffer if the name is free (writable lease, .created
         True), else opens it read-only, waiting up to `timeout` seconds for
         its seal (and only if `owner`, when given, owns it). Other arguments
         as create()."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, owner, hint,
-                                 mappable)
+                                 mappable, retention)
         wait = 0 if timeout is None else _milliseconds(timeout, "timeout")
         return self._buffer(_lib.memd_open_or_create, name, None, _size(nbytes),
                             byref(options.struct), wait)

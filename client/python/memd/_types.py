@@ -58,6 +58,9 @@ class BufferInfo:
     sync_state: str = ""
     generation: int = 0
     fill_failure: str = ""
+    # "pinned", "demotable" or "evictable" (create(retention=)); "" in
+    # Client.list(), which does not carry it.
+    retention: str = ""
 
 
 @dataclass(frozen=True)

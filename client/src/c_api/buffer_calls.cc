@@ -101,6 +101,10 @@ const char* memd_buffer_placement(const memd_buffer* buffer) {
   return buffer == nullptr ? nullptr : buffer->lease->info().placement.c_str();
 }
 
+const char* memd_buffer_retention(const memd_buffer* buffer) {
+  return buffer == nullptr ? nullptr : buffer->lease->info().retention.c_str();
+}
+
 void memd_dlpack_options_init(memd_dlpack_options* options) {
   *options = {};
   options->struct_size = sizeof(*options);

@@ -71,7 +71,8 @@ TEST_F(RestartTest, SealedBuffersComeBackAfterAKillWithTheirBytesAndEverythingMe
     Publish(*client, "small/a", 3000, 1);          // Size classes.
     Publish(*client, "small/b", 70 * kKiB, 2, {.mode = 0640});
     Publish(*client, "large/weights", 5 * kMiB + 17, 3,
-            {.mode = 0644, .attrs = {{"dtype", "float16"}, {"shape", "4096,640"}}});
+            {.mode = 0644, .attrs = {{"dtype", "float16"}, {"shape", "4096,640"}},
+             .retention = "evictable"});
     Publish(*client, "pinned/x", 2 * kMiB, 4, {.location = "pinned"});
     auto listed = client->List();
     ASSERT_TRUE(listed.ok());
@@ -91,6 +92,8 @@ TEST_F(RestartTest, SealedBuffersComeBackAfterAKillWithTheirBytesAndEverythingMe
   ExpectPattern(*client, "small/b", 2);
   ExpectPattern(*client, "large/weights", 3);
   ExpectPattern(*client, "pinned/x", 4);
+  EXPECT_EQ(client->Stat("large/weights")->retention, "evictable");
+  EXPECT_EQ(client->Stat("small/a")->retention, "pinned");
   // The pools hold what they held: the same segments, the same bytes.
   auto stats = client->Stats();
   ASSERT_TRUE(stats.ok());

@@ -53,6 +53,7 @@ inline DurableState SampleState() {
   BufferEntry sealed = SampleBuffer(11, 1, 4096);
   sealed.sealed = true;
   sealed.sealed_unix_ns = 1'700'000'000'000'000'500;
+  sealed.retention = "evictable";
   state.buffers[11] = sealed;
   BufferEntry unlinked = SampleBuffer(12, 2, 8192, "device:0");
   unlinked.name = state.buffers[10].name;

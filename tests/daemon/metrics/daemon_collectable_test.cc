@@ -200,6 +200,18 @@ memd_replica_copies_total 0
 # HELP memd_replica_copies_avoided_total Opens away from a buffer's home served by a copy that was there already.
 # TYPE memd_replica_copies_avoided_total counter
 memd_replica_copies_avoided_total 0
+# HELP memd_pressure_reclaims_total What a full location took back so that a create or a copy fits, by kind: evicted (a whole unleased buffer of retention evictable), demoted (an unleased copy away from its buffer's home; the next open there makes it again).
+# TYPE memd_pressure_reclaims_total counter
+memd_pressure_reclaims_total{location="host",kind="evicted"} 0
+memd_pressure_reclaims_total{location="host",kind="demoted"} 0
+memd_pressure_reclaims_total{location="device:0",device="0",kind="evicted"} 0
+memd_pressure_reclaims_total{location="device:0",device="0",kind="demoted"} 0
+# HELP memd_pressure_reclaimed_bytes_total Bytes memory pressure took back, by kind (as memd_pressure_reclaims_total).
+# TYPE memd_pressure_reclaimed_bytes_total counter
+memd_pressure_reclaimed_bytes_total{location="host",kind="evicted"} 0
+memd_pressure_reclaimed_bytes_total{location="host",kind="demoted"} 0
+memd_pressure_reclaimed_bytes_total{location="device:0",device="0",kind="evicted"} 0
+memd_pressure_reclaimed_bytes_total{location="device:0",device="0",kind="demoted"} 0
 # HELP memd_uid_bytes Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids without buffers are absent.
 # TYPE memd_uid_bytes gauge
 memd_uid_bytes{uid="1000",location="host"} 12288

@@ -47,7 +47,7 @@ TEST(DaemonFamiliesTest, EveryFamilyFollowsPrometheusNaming) {
     EXPECT_TRUE(counter || spec.type == prometheus::MetricType::Gauge);
     EXPECT_EQ(counter, spec.name.ends_with("_total"));
   }
-  EXPECT_EQ(names.size(), 51u);
+  EXPECT_EQ(names.size(), 53u);
 }
 
 TEST(DaemonFamiliesTest, DevicePoolsCarryTheirOrdinalAsALabel) {

@@ -1,0 +1,155 @@
+// Broker under memory pressure: when a location is full, unleased data whose
+// retention allows it gives way (docs/design.md, "Under memory pressure").
+// The order is eviction.h's; this file finds the candidates, takes the
+// victims and remembers what it evicted, so that an open of the name says
+// why it is gone.
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/bytes.h"
+#include "common/status_macros.h"
+#include "daemon/broker/broker.h"
+#include "daemon/broker/eviction.h"
+#include "daemon/broker/permissions.h"
+#include "daemon/broker/with_lock.h"
+
+namespace memd::broker {
+namespace {
+
+std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
+
+// Rounds of "take back, allocate again": a pool whose free memory is
+// scattered may refuse again after the first; each round takes at least
+// what the request needs, so a few suffice.
+constexpr int kPressureRounds = 3;
+
+// What the first round must take back: what the request takes beyond the
+// pool's room under its limit (its free reserved bytes count, since the
+// pool reuses or trims them). At least one byte: the pool refused, so
+// something must go even when the figures say there is room (scattered
+// free memory, or a backend out of memory before the limit).
+std::uint64_t Shortfall(const pool::Pool& pool, std::uint64_t taken) {
+  const pool::PoolStats stats = pool.Stats();
+  if (stats.limit_bytes == 0 || stats.used_bytes >= stats.limit_bytes) return taken;
+  const std::uint64_t room = stats.limit_bytes - stats.used_bytes;
+  return room >= taken ? taken : taken - room;
+}
+
+}  // namespace
+
+absl::StatusOr<pool::Allocation> Broker::AllocateUnderPressure(pool::Pool& pool,
+                                                               std::uint64_t size,
+                                                               const pool::Domain& domain,
+                                                               absl::Status refusal) {
+  const std::uint64_t taken = pool.AllocationBytes(size);
+  for (int round = 0; round < kPressureRounds; ++round) {
+    if (!absl::IsResourceExhausted(refusal)) return refusal;
+    const std::uint64_t need = round == 0 ? Shortfall(pool, taken) : taken;
+    absl::StatusOr<std::uint64_t> taken_back = WithLock([&](AfterUnlock& after) {
+      return MakeRoomLocked(pool.location(), need, after);
+    });
+    if (!taken_back.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(refusal.message(), "; nothing could give way: ",
+                       taken_back.status().message()));
+    }
+    // The victims' memory is back in the pool now (AfterUnlock ran).
+    absl::StatusOr<pool::Allocation> allocation = pool.Allocate(size, domain);
+    if (allocation.ok()) return allocation;
+    refusal = allocation.status();
+  }
+  return refusal;
+}
+
+absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::uint64_t need,
+                                                     AfterUnlock& after) {
+  std::vector<EvictionCandidate> candidates;
+  for (const auto& [id, record] : buffers_) {
+    const Buffer& buffer = *record;
+    if (!(buffer.info.location == at) || buffer.parked || buffer.awaiting_holders) continue;
+    EvictionCandidate candidate{id, buffer.charge.uid, buffer.allocation.bytes,
+                                buffer.last_used};
+    // A copy in flight from or to it keeps its memory busy: as a lease.
+    const bool claimed = buffer.pin->claims() > 0;
+    if (buffer.is_copy) {
+      if (buffer.home == 0) continue;  // Orphaned: goes with its holders.
+      const Buffer& home = *buffers_.at(buffer.home);
+      candidate.demotable = true;
+      candidate.pinned = home.info.retention == Retention::kPinned;
+      // Leased, filling, or the only current copy: not a demotion.
+      candidate.leased = claimed || !home.replicas->MayDrop(at).ok();
+    } else {
+      if (buffer.info.unlinked) continue;
+      candidate.pinned = buffer.info.retention != Retention::kEvictable;
+      candidate.leased = claimed || TotalLeasesLocked(buffer) > 0 ||
+                         buffer.info.state != BufferState::kSealed;
+    }
+    candidates.push_back(candidate);
+  }
+  std::vector<UidHolding> holdings;
+  for (const auto& [key, held] : usage_.by_uid()) {
+    if (key.second == at) holdings.push_back(UidHolding{key.first, held.bytes});
+  }
+  MEMD_ASSIGN_OR_RETURN(EvictionPlan plan, PlanEviction(candidates, holdings, need));
+  PressureCounts& counts = pressure_[at.ToString()];
+  const absl::Time now = clock_.Now();
+  after.on_pressure = pressure_log_;
+  for (BufferId id : plan.victims) {
+    Buffer& victim = *buffers_.at(id);
+    const std::uint64_t bytes = victim.allocation.bytes;
+    if (pressure_log_) {
+      after.pressure_lines.push_back(absl::StrCat(
+          "memory pressure on ", at.ToString(), ": ", victim.is_copy ? "demoted the copy of" : "evicted",
+          " buffer ", Quoted(victim.info.name), " (", FormatBytes(bytes), ", uid ",
+          victim.charge.uid, ", unused for ", absl::FormatDuration(absl::Trunc(now - victim.last_used, absl::Seconds(1))),
+          ") to make room for ", FormatBytes(need)));
+    }
+    if (victim.is_copy) {
+      Buffer& home = *buffers_.at(victim.home);
+      // MayDrop held when planned, and nothing changed since under mu_.
+      MEMD_RETURN_IF_ERROR(home.replicas->Drop(at));
+      home.copies.erase(at);
+      OrphanLocked(victim, after);
+      ++counts.demotions;
+      counts.demoted_bytes += bytes;
+      continue;
+    }
+    evicted_.insert_or_assign(victim.info.name, Evicted{victim.info, now, bytes});
+    evicted_order_.emplace_back(victim.info.name, now);
+    while (evicted_order_.size() > kMaxEvictedNames) {
+      const auto& [name, when] = evicted_order_.front();
+      auto it = evicted_.find(name);
+      if (it != evicted_.end() && it->second.at == when) evicted_.erase(it);
+      evicted_order_.pop_front();
+    }
+    UnlinkLocked(victim, after);
+    ++counts.evictions;
+    counts.evicted_bytes += bytes;
+  }
+  return plan.bytes;
+}
+
+void Broker::SetPressureLog(std::function<void(const std::string&)> log) {
+  absl::MutexLock lock(&mu_);
+  pressure_log_ = std::move(log);
+}
+
+absl::Status Broker::NoBufferLocked(const Session& caller, const std::string& name) const {
+  auto it = evicted_.find(name);
+  if (it == evicted_.end() || clock_.Now() - it->second.at > kEvictedNameMemory ||
+      !MayAccess(caller.peer, it->second.info, Access::kRead)) {
+    return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
+  }
+  const Evicted& evicted = it->second;
+  return absl::NotFoundError(absl::StrCat(
+      "no buffer named ", Quoted(name), ": it was evicted at ",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", evicted.at, absl::UTCTimeZone()),
+      " under memory pressure on ", evicted.info.location.ToString(), " (",
+      FormatBytes(evicted.bytes), ", nobody held it, retention evictable, owner uid ",
+      evicted.info.owner_uid, ")"));
+}
+
+}  // namespace memd::broker

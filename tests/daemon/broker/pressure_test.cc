@@ -1,0 +1,206 @@
+// The broker under memory pressure: a location that is full takes back
+// unleased data its retention lets go (demoted copies first, then whole
+// evictable buffers, from the uid most over its share, least recently used
+// first), never a leased or pinned buffer, and says why a name is gone.
+
+#include <string>
+#include <vector>
+
+#include "daemon/broker/broker.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/broker/replica_fixture.h"
+
+namespace memd::broker {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Each location holds four 2 MiB buffers (each a segment of its own).
+constexpr std::uint64_t kSize = 2 * kMiB;
+
+class PressureTest : public ReplicaFixture {
+ protected:
+  PressureTest() {
+    pool_limit_ = 4 * kSize;
+    MakeBroker(BrokerLimits{});
+  }
+
+  // Creates `name` at `at` for `session`, writes `text` at its start and
+  // seals it, then releases the writer's lease: nobody holds it after.
+  absl::Status Put(SessionId session, const std::string& name, const Location& at,
+                   Retention retention, const std::string& text = "bytes",
+                   std::uint32_t mode = 0600) {
+    CreateParams params{name, kSize, at, mode};
+    params.retention = retention;
+    auto grant = broker_->Create(session, params);
+    if (!grant.ok()) return grant.status();
+    Write(*grant, text);
+    if (auto sealed = broker_->Seal(session, grant->lease); !sealed.ok()) return sealed.status();
+    clock_.Advance(absl::Seconds(1));  // Later puts are used more recently.
+    return broker_->Release(session, grant->lease);
+  }
+
+  // Opens `name` (a use, for the LRU order) and lets go of it again.
+  void Use(SessionId session, const std::string& name) {
+    auto grant = broker_->Open(session, OpenParams{name, Access::kRead});
+    ASSERT_TRUE(grant.ok()) << grant.status();
+    ASSERT_TRUE(broker_->Release(session, grant->lease).ok());
+    clock_.Advance(absl::Seconds(1));
+  }
+
+  bool Exists(const std::string& name) { return broker_->Stat(alice_, name).ok() ||
+                                                 broker_->Stat(bob_, name).ok(); }
+
+  PressureCounts At(const Location& at) {
+    const BrokerCounts counts = broker_->Counts();
+    auto it = counts.pressure.find(at.ToString());
+    return it == counts.pressure.end() ? PressureCounts{} : it->second;
+  }
+};
+
+TEST_F(PressureTest, AFullLocationEvictsTheLeastRecentlyUsedUnleasedEvictableBuffer) {
+  std::vector<std::string> logged;
+  broker_->SetPressureLog([&](const std::string& line) { logged.push_back(line); });
+  for (const char* name : {"a", "b", "c", "d"}) {
+    ASSERT_TRUE(Put(alice_, name, kHost, Retention::kEvictable).ok());
+  }
+  auto b = broker_->Stat(alice_, "b");
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(journal_.Of(b->id).has_value());
+  Use(alice_, "a");  // Now "b" is the least recently used.
+
+  ASSERT_TRUE(Put(alice_, "e", kHost, Retention::kEvictable).ok());
+  EXPECT_TRUE(Exists("a"));
+  EXPECT_FALSE(Exists("b"));
+  for (const char* name : {"c", "d", "e"}) EXPECT_TRUE(Exists(name)) << name;
+  EXPECT_EQ(At(kHost).evictions, 1u);
+  EXPECT_EQ(At(kHost).evicted_bytes, kSize);
+  EXPECT_EQ(At(kHost).demotions, 0u);
+  // Its owner learns why it is gone, from an open and from Stat.
+  auto stat = broker_->Stat(alice_, "b");
+  EXPECT_TRUE(absl::IsNotFound(stat.status()));
+  EXPECT_THAT(stat.status().message(), HasSubstr("evicted at"));
+  EXPECT_THAT(stat.status().message(), HasSubstr("under memory pressure on host"));
+  auto open = broker_->Open(alice_, OpenParams{"b", Access::kRead});
+  EXPECT_THAT(open.status().message(), HasSubstr("evicted at"));
+  // The journal forgot it: a restart does not bring it back.
+  EXPECT_FALSE(journal_.Of(b->id).has_value());
+  EXPECT_EQ(UsageOf(kAlice, kHost), 4 * kSize);
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_EQ(logged[0],
+            "memory pressure on host: evicted buffer 'b' (2 MiB, uid 1000, unused for 4s) to "
+            "make room for 2 MiB");
+}
+
+TEST_F(PressureTest, LeasedUnsealedAndPinnedBuffersAreNeverTaken) {
+  ASSERT_TRUE(Put(alice_, "pinned", kHost, Retention::kPinned).ok());
+  ASSERT_TRUE(Put(alice_, "read", kHost, Retention::kEvictable, "bytes", 0644).ok());
+  auto reader = broker_->Open(bob_, OpenParams{"read", Access::kRead});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  CreateParams writing{"writing", kSize, kHost, 0644};
+  writing.retention = Retention::kEvictable;
+  ASSERT_TRUE(broker_->Create(alice_, writing).ok());  // Held, never sealed.
+  ASSERT_TRUE(Put(alice_, "idle", kHost, Retention::kEvictable).ok());
+
+  ASSERT_TRUE(Put(alice_, "new", kHost, Retention::kEvictable).ok());
+  EXPECT_FALSE(Exists("idle"));
+  for (const char* name : {"pinned", "read", "writing", "new"}) {
+    EXPECT_TRUE(Exists(name)) << name;
+  }
+  // "new" is unleased now; one more takes it, then nothing is left to take.
+  ASSERT_TRUE(Put(alice_, "newer", kHost, Retention::kPinned).ok());
+  EXPECT_FALSE(Exists("new"));
+  auto refused = broker_->Create(alice_, CreateParams{"refused", kSize, kHost, 0600});
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("nothing could give way"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("leased"));
+  for (const char* name : {"pinned", "read", "writing", "newer"}) {
+    EXPECT_TRUE(Exists(name)) << name;
+  }
+  EXPECT_EQ(At(kHost).evictions, 2u);
+}
+
+TEST_F(PressureTest, TheUidMostOverItsShareGivesWayFirstHoweverOftenItAsks) {
+  // Bob's buffer is the oldest of all; Alice floods the host with hers.
+  ASSERT_TRUE(Put(bob_, "bobs", kHost, Retention::kEvictable).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Put(alice_, "alice" + std::to_string(i), kHost, Retention::kEvictable).ok());
+  }
+  for (int i = 3; i < 20; ++i) {
+    ASSERT_TRUE(Put(alice_, "alice" + std::to_string(i), kHost, Retention::kEvictable).ok())
+        << i;
+    ASSERT_TRUE(Exists("bobs")) << "after Alice's create " << i;
+  }
+  EXPECT_EQ(At(kHost).evictions, 17u);
+  EXPECT_EQ(UsageOf(kBob, kHost), kSize);
+}
+
+TEST_F(PressureTest, ANameEvictedSaysSoOnlyToThoseWhoCouldReadItAndUntilItIsMadeAgain) {
+  for (const char* name : {"secret", "b", "c", "d"}) {
+    ASSERT_TRUE(Put(alice_, name, kHost, Retention::kEvictable).ok());
+  }
+  ASSERT_TRUE(Put(alice_, "e", kHost, Retention::kEvictable).ok());  // Evicts "secret".
+  auto alices = broker_->Stat(alice_, "secret");
+  EXPECT_THAT(alices.status().message(), HasSubstr("evicted at"));
+  auto bobs = broker_->Stat(bob_, "secret");  // Mode 0600: Bob could not read it.
+  EXPECT_TRUE(absl::IsNotFound(bobs.status()));
+  EXPECT_THAT(bobs.status().message(), Not(HasSubstr("evicted")));
+
+  ASSERT_TRUE(Put(alice_, "secret", kHost, Retention::kPinned).ok());  // Evicts "b".
+  auto again = broker_->Stat(alice_, "secret");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->retention, Retention::kPinned);
+  ASSERT_TRUE(broker_->Unlink(alice_, "secret").ok());
+  EXPECT_THAT(broker_->Stat(alice_, "secret").status().message(), Not(HasSubstr("evicted")));
+
+  // After an hour the broker forgets why.
+  clock_.Advance(absl::Hours(2));
+  EXPECT_THAT(broker_->Stat(alice_, "b").status().message(), Not(HasSubstr("evicted")));
+}
+
+TEST_F(PressureTest, DemotableCopiesGiveWayBeforeBuffersAndComeBackOnOpenWithTheSameBytes) {
+  ASSERT_TRUE(Put(alice_, "weights", kHost, Retention::kDemotable, "the weights").ok());
+  // An evictable buffer on the device, used longer ago than the copy.
+  ASSERT_TRUE(Put(alice_, "old", kDev0, Retention::kEvictable).ok());
+  Grant copy = OpenThere(alice_, "weights", kDev0);
+  EXPECT_EQ(Read(copy, 11), "the weights");
+  ASSERT_TRUE(broker_->Release(alice_, copy.lease).ok());
+  ASSERT_TRUE(Put(alice_, "x", kDev0, Retention::kPinned).ok());
+  ASSERT_TRUE(Put(alice_, "y", kDev0, Retention::kPinned).ok());
+
+  ASSERT_TRUE(Put(alice_, "z", kDev0, Retention::kPinned).ok());
+  // A demotion before an eviction, though "old" was used less recently.
+  EXPECT_EQ(At(kDev0).demotions, 1u);
+  EXPECT_EQ(At(kDev0).demoted_bytes, kSize);
+  EXPECT_EQ(At(kDev0).evictions, 0u);
+  EXPECT_TRUE(Exists("old"));
+  auto weights = broker_->Stat(alice_, "weights");
+  ASSERT_TRUE(weights.ok());
+  EXPECT_EQ(weights->replicas.size(), 1u);  // Home only.
+
+  // The next open there makes the copy again, and "old" gives way for it.
+  Grant back = OpenThere(alice_, "weights", kDev0);
+  EXPECT_EQ(Read(back, 11), "the weights");
+  EXPECT_FALSE(Exists("old"));
+  EXPECT_EQ(At(kDev0).evictions, 1u);
+}
+
+TEST_F(PressureTest, APinnedBuffersCopiesAndTheOnlyCurrentCopyStay) {
+  ASSERT_TRUE(Put(alice_, "weights", kHost, Retention::kPinned, "the weights").ok());
+  Grant copy = OpenThere(alice_, "weights", kDev0);
+  ASSERT_TRUE(broker_->Release(alice_, copy.lease).ok());
+  for (const char* name : {"x", "y", "z"}) {
+    ASSERT_TRUE(Put(alice_, name, kDev0, Retention::kPinned).ok());
+  }
+  auto refused = broker_->Create(alice_, CreateParams{"one-more", kSize, kDev0, 0600});
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  auto weights = broker_->Stat(alice_, "weights");
+  ASSERT_TRUE(weights.ok());
+  EXPECT_EQ(weights->replicas.size(), 2u);
+  EXPECT_EQ(At(kDev0).demotions, 0u);
+}
+
+}  // namespace
+}  // namespace memd::broker

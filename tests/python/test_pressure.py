@@ -1,0 +1,66 @@
+"""Under memory pressure (issue 26): a buffer's retention says what memd may
+take back when its location is full; a full host evicts the least recently
+used unheld evictable buffer, whose name then says why it is gone."""
+
+import pytest
+
+import memd
+from conftest import Daemon
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def small_host():
+    """A memd whose host pool holds four 2 MiB buffers."""
+    daemon = Daemon("--backend", "host", "--host-pool-limit-bytes", str(8 * MiB))
+    try:
+        with memd.connect(daemon.socket_dir) as client:
+            yield client
+    finally:
+        daemon.stop()
+
+
+def put(client, name, fill, retention="evictable"):
+    with client.create(name, 2 * MiB, retention=retention) as buf:
+        assert buf.info.retention == retention
+        buf.numpy()[:] = fill
+        buf.seal()
+
+
+def test_a_full_host_evicts_the_least_recently_used_evictable_buffer(small_host):
+    for i in range(4):
+        put(small_host, f"p/{i}", i)
+    with small_host.open("p/0"):  # Now p/1 is the least recently used.
+        pass
+    put(small_host, "p/4", 4)
+    with pytest.raises(memd.NotFoundError, match="evicted at .* under memory pressure on host"):
+        small_host.stat("p/1")
+    with pytest.raises(memd.NotFoundError, match="evicted at"):
+        small_host.open("p/1")
+    for i in (0, 2, 3, 4):
+        info = small_host.stat(f"p/{i}")
+        assert info.retention == "evictable"
+        with small_host.open(f"p/{i}") as buf:
+            assert int(buf.numpy()[0]) == i and int(buf.numpy()[-1]) == i
+
+
+def test_pinned_and_held_buffers_stay_and_the_create_fails(small_host):
+    put(small_host, "q/pinned", 1, retention="pinned")
+    held = []
+    for i in range(3):
+        put(small_host, f"q/{i}", 2)
+        held.append(small_host.open(f"q/{i}"))
+    with pytest.raises(memd.ResourceExhaustedError, match="nothing could give way"):
+        small_host.create("q/more", 2 * MiB, retention="evictable")
+    assert small_host.stat("q/pinned").retention == "pinned"
+    for buf in held:
+        buf.release()
+
+
+def test_an_unknown_retention_is_invalid_argument(client, name):
+    with pytest.raises(memd.InvalidArgumentError, match="unknown retention 'forever'"):
+        client.create(name, 8, retention="forever")
+    with pytest.raises(memd.InvalidArgumentError, match="a retention of 100 bytes"):
+        client.create(name, 8, retention="x" * 100)
+    assert client.list(prefix=name) == []
