@@ -103,7 +103,7 @@ def report(function, *args):
         string_free(text)
 
 
-assert abi_version() == (0 << 16 | 3), hex(abi_version())
+assert abi_version() == (0 << 16 | 4), hex(abi_version())
 assert code_name(MEMD_NOT_FOUND) == b"NOT_FOUND"
 
 client = c_client_p()

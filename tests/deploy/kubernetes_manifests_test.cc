@@ -238,7 +238,7 @@ std::string ProgramOutput(const ProgramResult& result) {
                       result.out, "\nstderr:\n", result.err);
 }
 
-// The project's version, as the built memd reports it ("memd 0.3.0").
+// The project's version, as the built memd reports it ("memd 0.4.0").
 std::string BuiltVersion() {
   ProgramResult result = RunProgram(BinDir() + "/memd", {"--version"});
   EXPECT_EQ(result.exit_code, 0) << ProgramOutput(result);

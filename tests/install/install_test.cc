@@ -52,7 +52,7 @@ constexpr char kPythonPackageDir[] = MEMD_INSTALL_PYTHON_PACKAGE_DIR;
 // seal, open read-only, print what the mapping holds.
 constexpr char kConsumerCMakeLists[] = R"(cmake_minimum_required(VERSION 3.25)
 project(memd_consumer LANGUAGES CXX)
-find_package(memd 0.3 REQUIRED)
+find_package(memd 0.4 REQUIRED)
 add_executable(app main.cc)
 target_compile_options(app PRIVATE -Wall -Wextra)
 target_link_libraries(app PRIVATE memd::client)

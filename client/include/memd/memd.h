@@ -58,12 +58,12 @@ extern "C" {
 #define MEMD_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor)))
 #define MEMD_VERSION_MAJOR(version) ((uint32_t)(version) >> 16)
 #define MEMD_VERSION_MINOR(version) ((uint32_t)(version)&0xffffu)
-#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 3)
+#define MEMD_ABI_VERSION MEMD_MAKE_VERSION(0, 4)
 
 /* The ABI of the library loaded at run time: compare with MEMD_ABI_VERSION
  * (the same major, a minor at least the header's). */
 uint32_t memd_abi_version(void);
-/* The library's release, "0.3.0". Static storage. */
+/* The library's release, "0.4.0". Static storage. */
 const char* memd_version_string(void);
 
 /* ---- Errors ---- */
