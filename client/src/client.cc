@@ -380,6 +380,25 @@ absl::StatusOr<std::vector<Recommendation>> Client::Advise(std::string_view pref
   return recommendations;
 }
 
+absl::StatusOr<LeakReport> Client::Leaks(const LeaksOptions& options) {
+  if (options.older_than < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("older_than is ", absl::FormatDuration(options.older_than),
+                     "; it must be 0 or more"));
+  }
+  v1::LeaksRequest request;
+  // Set even at 0: unset would mean the daemon's default (an hour).
+  request.set_older_than_seconds(static_cast<std::uint64_t>(
+      absl::ToInt64Seconds(absl::Ceil(options.older_than, absl::Seconds(1)))));
+  request.set_many_leases(options.many_leases);
+  v1::LeaksReply reply;
+  if (absl::Status status = Call(*core_, &v1::Memd::Stub::Leaks, request, &reply);
+      !status.ok()) {
+    return status;
+  }
+  return internal::FromProto(reply);
+}
+
 absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
   v1::ListSessionsRequest request;
   v1::ListSessionsReply reply;

@@ -59,6 +59,18 @@ Recommendation FromProto(const v1::Recommendation& recommendation) {
                         recommendation.evidence(), recommendation.bytes()};
 }
 
+Leak FromProto(const v1::Leak& leak) {
+  return Leak{leak.uid(),   leak.kind(), leak.subject(), leak.bytes(),
+              absl::Seconds(leak.age_seconds()), leak.pid(), leak.evidence()};
+}
+
+LeakReport FromProto(const v1::LeaksReply& reply) {
+  LeakReport report;
+  for (const v1::Leak& leak : reply.leaks()) report.leaks.push_back(FromProto(leak));
+  report.omitted = reply.omitted();
+  return report;
+}
+
 SizeClassStats FromProto(const v1::SizeClassStats& size_class) {
   return SizeClassStats{size_class.bytes(), size_class.allocations(), size_class.cached()};
 }

@@ -14,6 +14,8 @@ namespace memd::internal {
 BufferInfo FromProto(const v1::BufferInfo& info);
 BufferUsage FromProto(const v1::BufferUsage& usage);
 Recommendation FromProto(const v1::Recommendation& recommendation);
+Leak FromProto(const v1::Leak& leak);
+LeakReport FromProto(const v1::LeaksReply& reply);
 SizeClassStats FromProto(const v1::SizeClassStats& size_class);
 PoolStats FromProto(const v1::PoolStats& pool);
 DeviceInfo FromProto(const v1::DeviceInfo& device);

@@ -92,6 +92,26 @@ Json RecommendationJson(const Recommendation& recommendation) {
   return json;
 }
 
+Json LeakJson(const Leak& leak) {
+  Json json;
+  json["uid"] = leak.uid;
+  json["kind"] = leak.kind;
+  json["subject"] = leak.subject;
+  json["bytes"] = leak.bytes;
+  json["age_seconds"] = absl::ToDoubleSeconds(leak.age);
+  json["pid"] = leak.pid;
+  json["evidence"] = leak.evidence;
+  return json;
+}
+
+Json LeakReportJson(const LeakReport& report) {
+  Json json;
+  json["leaks"] = Json::array();
+  for (const Leak& leak : report.leaks) json["leaks"].push_back(LeakJson(leak));
+  json["omitted"] = report.omitted;
+  return json;
+}
+
 Json UsageJson(const UidUsage& usage) {
   Json json;
   json["uid"] = usage.uid;

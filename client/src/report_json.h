@@ -43,6 +43,10 @@ Json BufferJson(const BufferInfo& info);
 Json BufferUsageJson(const BufferUsage& usage);
 // Fields: subject, action, locations[], evidence, bytes.
 Json RecommendationJson(const Recommendation& recommendation);
+// Fields: uid, kind, subject, bytes, age_seconds, pid, evidence.
+Json LeakJson(const Leak& leak);
+// Fields: leaks[] (LeakJson), omitted.
+Json LeakReportJson(const LeakReport& report);
 // Fields: id, pid, uid, gid, command, lease_count, started_unix_ns,
 // created_bytes.
 Json SessionJson(const SessionInfo& session);

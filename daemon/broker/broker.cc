@@ -358,7 +358,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   do {
     id = lease_ids_.Next();
   } while (leases_.contains(id) || reclaimable_.contains(id));
-  leases_.emplace(id, Lease{session, buffer.info.id, access, uid});
+  leases_.emplace(id, Lease{session, buffer.info.id, access, uid, clock_.Now()});
   uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
   ++buffer.info.lease_count;

@@ -22,6 +22,7 @@
 #include "daemon/broker/capacity.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
+#include "daemon/broker/leaks.h"
 #include "daemon/broker/replica_copier.h"
 #include "daemon/broker/replica_set.h"
 #include "daemon/broker/types.h"
@@ -297,6 +298,15 @@ class Broker {
   // The thresholds Advise judges by (a configuration reload).
   void SetAdviceRules(const AdviceRules& rules);
 
+  // The leak report (leaks.h, broker_leaks.cc): named buffers, leases and
+  // sessions that look forgotten under `rules`, each attributed to a uid
+  // (the buffer's owner, the lease's or session's holder); the caller sees
+  // only its own uid's, root every uid's. At most kMaxLeaksPerReport, the
+  // first in FindLeaks' order; `omitted` counts the rest. Errors:
+  // UNAUTHENTICATED, INVALID_ARGUMENT (rules out of range, with the numbers:
+  // ValidateLeakRules).
+  absl::StatusOr<LeakReport> Leaks(SessionId session, const LeakRules& rules);
+
   // What makes copies (nullptr: none; opens away from the home are then
   // FAILED_PRECONDITION). Borrowed: must outlive the broker or be replaced
   // first.
@@ -364,6 +374,9 @@ class Broker {
     BufferId buffer = 0;
     Access access = Access::kRead;
     uid_t uid = 0;  // The holder's, for max_leases_per_uid.
+    // When it was granted (re-claimed after a restart: when memd adopted
+    // it; the journal keeps no grant times), for the leak report.
+    absl::Time granted;
   };
   struct Session {
     PeerCredentials peer;
@@ -531,6 +544,9 @@ class Broker {
   // Every uid's usage, or only `only`'s, by uid then location.
   std::vector<UidUsage> UsageLocked(std::optional<uid_t> only) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the leak report judges (named buffers, leases, sessions) of every
+  // uid, or only of what `only` owns or holds.
+  LeakFacts LeakFactsLocked(std::optional<uid_t> only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   pool::PoolSet& pools_;
   BrokerLimits limits_ ABSL_GUARDED_BY(mu_);
@@ -561,6 +577,8 @@ class Broker {
   // that nobody has re-claimed (Adopt, Reclaim). New ids skip theirs.
   absl::flat_hash_map<SessionId, AdoptedSession> dead_sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<LeaseId, AdoptedLease> reclaimable_ ABSL_GUARDED_BY(mu_);
+  // When Adopt ran: the grant time of the leases re-claimed from it.
+  absl::Time adopted_at_ ABSL_GUARDED_BY(mu_);
   ReplicaCopier* copier_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Opens and copies per named buffer, for Stat and Advise.
   UsageTracker tracker_ ABSL_GUARDED_BY(mu_);

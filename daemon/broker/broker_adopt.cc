@@ -117,6 +117,7 @@ absl::Status Broker::Adopt(std::vector<AdoptedBuffer> buffers,
       dead_sessions_.emplace(session.id, std::move(session));
     }
     for (const AdoptedLease& lease : leases) reclaimable_.emplace(lease.id, lease);
+    adopted_at_ = clock_.Now();
     in_grace_ = in_grace_ || !dead_sessions_.empty();
     return absl::OkStatus();
   });
@@ -179,7 +180,7 @@ absl::StatusOr<std::vector<Broker::ReclaimOutcome>> Broker::Reclaim(
     }
     const AdoptedLease claimed = lease->second;
     reclaimable_.erase(lease);
-    leases_.emplace(id, Lease{session, claimed.buffer, claimed.access, uid});
+    leases_.emplace(id, Lease{session, claimed.buffer, claimed.access, uid, adopted_at_});
     uid_counts_.Add(uid, UidCounts::Kind::kLeases);
     caller->leases.insert(id);
     Buffer& record = *buffers_.at(claimed.buffer);

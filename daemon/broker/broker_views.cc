@@ -161,8 +161,19 @@ BrokerCounts Broker::CountsOf(uid_t uid) const {
 }
 
 BrokerSnapshot Broker::Snapshot() const {
-  absl::MutexLock lock(&mu_);
-  return BrokerSnapshot{CountsLocked(), UsageLocked(std::nullopt)};
+  BrokerSnapshot snapshot;
+  LeakFacts facts;
+  absl::Time now;
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot.counts = CountsLocked();
+    snapshot.usage = UsageLocked(std::nullopt);
+    facts = LeakFactsLocked(std::nullopt);
+    now = clock_.Now();
+  }
+  // Judged outside the lock: the facts are of the same moment already.
+  snapshot.leaks = CountLeaks(facts, now);
+  return snapshot;
 }
 
 BrokerCounts Broker::CountsLocked() const {

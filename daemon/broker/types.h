@@ -14,6 +14,7 @@
 #include "common/attrs.h"
 #include "common/location.h"
 #include "common/unique_fd.h"
+#include "daemon/broker/leaks.h"
 #include "daemon/broker/placement.h"
 #include "daemon/broker/quota.h"
 #include "daemon/broker/replica_set.h"
@@ -203,10 +204,13 @@ struct BrokerCounts {
   LimitRejections rejections;
 };
 
-// The broker's counts and every uid's usage, of one moment.
+// The broker's counts, every uid's usage and the leak totals, of one moment.
 struct BrokerSnapshot {
   BrokerCounts counts;
   std::vector<UidUsage> usage;  // By uid, then location.
+  // Over every uid, by the default rules (LeakRules{}): one per kind of
+  // kLeakKinds, in that order.
+  std::vector<LeakTotal> leaks = {};
 };
 
 // Limits that keep one client from exhausting the daemon. Exceeding one is

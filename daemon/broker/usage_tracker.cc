@@ -106,6 +106,11 @@ BufferUsage UsageTracker::Of(std::uint64_t id) const {
   return usage;
 }
 
+std::optional<absl::Time> UsageTracker::LastUsed(std::uint64_t id) const {
+  auto found = records_.find(id);
+  return found == records_.end() ? std::nullopt : found->second.last_used;
+}
+
 BufferActivity UsageTracker::Activity(std::uint64_t id, absl::Time now) const {
   BufferActivity activity;
   auto found = records_.find(id);

@@ -123,6 +123,9 @@ class UsageTracker {
 
   // The counters of `id` (all zero and empty for an id never seen).
   BufferUsage Of(std::uint64_t id) const;
+  // Of(id).last_used without copying the counters (the leak report asks
+  // it of every buffer at each metrics scrape).
+  std::optional<absl::Time> LastUsed(std::uint64_t id) const;
   // The window of `id` as of `now`.
   BufferActivity Activity(std::uint64_t id, absl::Time now) const;
   // Buffers with a record.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "daemon/metrics/durability_families.h"
+#include "daemon/metrics/leak_families.h"
 #include "daemon/metrics/transfer_families.h"
 
 namespace memd::metrics {
@@ -242,6 +243,7 @@ const std::vector<FamilySpec>& DaemonFamilies() {
     auto* all = new std::vector<FamilySpec>(PoolAndBrokerFamilies());
     for (FamilySpec& spec : TransferFamilies()) all->push_back(std::move(spec));
     for (FamilySpec& spec : DurabilityFamilies()) all->push_back(std::move(spec));
+    for (FamilySpec& spec : LeakFamilies()) all->push_back(std::move(spec));
     return all;
   }();
   return *families;

@@ -12,6 +12,7 @@ DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& br
   broker::BrokerSnapshot state = broker.Snapshot();
   snapshot.counts = state.counts;
   snapshot.usage = std::move(state.usage);
+  snapshot.leaks = std::move(state.leaks);
   if (engine != nullptr) snapshot.transfers = engine->Stats();
   snapshot.build = std::move(build);
   snapshot.durability = std::move(durability);

@@ -28,6 +28,9 @@ struct DaemonSnapshot {
   std::vector<pool::PoolStats> pools;  // One per pool, in the set's order.
   broker::BrokerCounts counts;
   std::vector<broker::UidUsage> usage;  // Of the same moment as `counts`.
+  // Every uid's leaks by kind (default rules), of the same moment too;
+  // empty reads as 0 of each kind.
+  std::vector<broker::LeakTotal> leaks;
   transfer::EngineStats transfers;  // Empty without an engine.
   BuildInfo build;
   durable::DurabilityStatus durability;  // Fixed since the daemon's start.

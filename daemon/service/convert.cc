@@ -1,6 +1,8 @@
 #include "daemon/service/convert.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -76,6 +78,33 @@ void ToProto(const broker::Recommendation& recommendation, v1::Recommendation* o
   for (const std::string& location : recommendation.locations) out->add_locations(location);
   out->set_evidence(recommendation.evidence);
   out->set_bytes(recommendation.bytes);
+}
+
+void ToProto(const broker::Leak& leak, v1::Leak* out) {
+  out->set_uid(leak.uid);
+  out->set_kind(leak.kind);
+  out->set_subject(leak.subject);
+  out->set_bytes(leak.bytes);
+  out->set_age_seconds(absl::ToDoubleSeconds(leak.age));
+  out->set_pid(static_cast<std::uint32_t>(leak.pid));
+  out->set_evidence(leak.evidence);
+}
+
+void ToProto(const broker::LeakReport& report, v1::LeaksReply* out) {
+  for (const broker::Leak& leak : report.leaks) ToProto(leak, out->add_leaks());
+  out->set_omitted(report.omitted);
+}
+
+broker::LeakRules FromProto(const v1::LeaksRequest& request) {
+  broker::LeakRules rules;
+  // A plain uint64 sends no 0 at all: only a client that set the field
+  // explicitly asks for 0.
+  if (request.has_older_than_seconds()) {
+    rules.older_than = absl::Seconds(static_cast<std::int64_t>(std::min<std::uint64_t>(
+        request.older_than_seconds(), std::numeric_limits<std::int64_t>::max())));
+  }
+  if (request.many_leases() != 0) rules.many_leases = request.many_leases();
+  return rules;
 }
 
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out) {

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/broker/advice.h"
 #include "daemon/broker/copy_regions.h"
+#include "daemon/broker/leaks.h"
 #include "daemon/broker/types.h"
 #include "daemon/durable/report.h"
 #include "daemon/pool/pool.h"
@@ -72,6 +73,13 @@ absl::StatusOr<broker::Access> FromProto(v1::Access access);
 absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request);
 void ToProto(const broker::BufferUsage& usage, v1::BufferUsage* out);
 void ToProto(const broker::Recommendation& recommendation, v1::Recommendation* out);
+void ToProto(const broker::Leak& leak, v1::Leak* out);
+void ToProto(const broker::LeakReport& report, v1::LeaksReply* out);
+// The report's rules: older_than_seconds unset (or 0 from a client without
+// presence) and many_leases 0 are the defaults (LeakRules{}). Values past
+// what absl::Duration holds saturate, for the broker to refuse with the
+// number.
+broker::LeakRules FromProto(const v1::LeaksRequest& request);
 
 // A Prefetch is an open at its location that grants nothing.
 absl::StatusOr<broker::OpenParams> FromProto(const v1::PrefetchRequest& request);

@@ -134,6 +134,10 @@ class MemdService final : public v1::Memd::CallbackService {
   grpc::ServerUnaryReactor* Advise(grpc::CallbackServerContext* context,
                                    const v1::AdviseRequest* request,
                                    v1::AdviseReply* reply) override;
+  // The leak report (report_calls.cc).
+  grpc::ServerUnaryReactor* Leaks(grpc::CallbackServerContext* context,
+                                  const v1::LeaksRequest* request,
+                                  v1::LeaksReply* reply) override;
   grpc::ServerUnaryReactor* CancelTransfer(grpc::CallbackServerContext* context,
                                            const v1::CancelTransferRequest* request,
                                            v1::TransferProgress* reply) override;

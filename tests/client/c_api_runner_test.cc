@@ -41,7 +41,7 @@ TEST(CApiTest, EveryCallAndErrorPathFromC) {
                   {"MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH}});
   EXPECT_EQ(result.exit_code, 0) << Describe(result);
   for (const char* passed :
-       {"ok - stats, sessions, usage and trim: memctl's JSON documents",
+       {"ok - stats, sessions, usage, leaks and trim: memctl's JSON documents",
         "ok - copy errors, before anything moves",
         "ok - a transfer outlives its client; a copy names its own client's leases",
         "ok - a buffer outlives its client"}) {

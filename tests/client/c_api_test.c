@@ -592,7 +592,7 @@ static void reports_as_json(memd_client* client) {
   char name[128];
   keep(name, "reported");
 
-  begin("stats, sessions, usage and trim: memctl's JSON documents");
+  begin("stats, sessions, usage, leaks and trim: memctl's JSON documents");
   OK(memd_stats_json(client, &json, &error));
   CHECK(json != NULL && json[0] == '{' && json[strlen(json) - 1] == '}');
   CHECK(json_has(json, "{\"version\":\"%s\",\"backend\":\"", MEMD_TEST_VERSION));
@@ -619,6 +619,27 @@ static void reports_as_json(memd_client* client) {
   usage_of(json, "host", &bytes, &in_use);
   CHECK(in_use == buffers_before + 1 && bytes == bytes_before + 4096);
   memd_string_free(json);
+
+  /* The leak report: 0 keeps the default age (an hour, far off for the
+   * buffer just made), while a mark of 1 lease names this session. */
+  OK(memd_leaks_json(client, 0, 1, &json, &error));
+  CHECK(json_has(json, "{\"leaks\":["));
+  CHECK(json_has(json, "\"kind\":\"many_leases\",\"subject\":\"session %llu (",
+                 (unsigned long long)memd_client_session_id(client)));
+  CHECK(json_has(json, "\"pid\":%ld,", (long)getpid()));
+  CHECK(!json_has(json, "%s", name)); /* Younger than an hour. */
+  CHECK(json_has(json, "],\"omitted\":0}"));
+  memd_string_free(json);
+  OK(memd_leaks_json(client, 0, 0, &json, &error));
+  CHECK(!json_has(json, "\"subject\":\"session %llu (",
+                  (unsigned long long)memd_client_session_id(client)));
+  memd_string_free(json);
+  json = NULL;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "3650 days",
+              memd_leaks_json(client, 3651ull * 86400, 0, &json, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_leaks_json(client, 0, 0, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_leaks_json(NULL, 0, 0, &json, &error));
+  CHECK(json == NULL);
 
   /* This process's session, with the id the client reports. */
   OK(memd_sessions_json(client, &json, &error));

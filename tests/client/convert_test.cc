@@ -44,6 +44,10 @@ TEST(ConvertTest, EveryBufferUsageFieldArrives) { ExpectEveryFieldArrives<v1::Bu
 TEST(ConvertTest, EveryRecommendationFieldArrives) {
   ExpectEveryFieldArrives<v1::Recommendation>();
 }
+TEST(ConvertTest, EveryLeakFieldArrives) {
+  ExpectEveryFieldArrives<v1::Leak>();
+  ExpectEveryFieldArrives<v1::LeaksReply>();
+}
 TEST(ConvertTest, EverySessionFieldArrives) { ExpectEveryFieldArrives<v1::SessionInfo>(); }
 TEST(ConvertTest, EveryUsageFieldArrives) { ExpectEveryFieldArrives<v1::UidUsage>(); }
 TEST(ConvertTest, EveryTransferStatisticArrives) {

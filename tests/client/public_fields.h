@@ -109,6 +109,27 @@ struct Fields<Recommendation> {
   }
 };
 template <>
+struct Fields<LeaksOptions> {
+  static auto Of(auto& s) {
+    auto& [older_than, many_leases] = s;
+    return std::tie(older_than, many_leases);
+  }
+};
+template <>
+struct Fields<Leak> {
+  static auto Of(auto& s) {
+    auto& [uid, kind, subject, bytes, age, pid, evidence] = s;
+    return std::tie(uid, kind, subject, bytes, age, pid, evidence);
+  }
+};
+template <>
+struct Fields<LeakReport> {
+  static auto Of(auto& s) {
+    auto& [leaks, omitted] = s;
+    return std::tie(leaks, omitted);
+  }
+};
+template <>
 struct Fields<SessionInfo> {
   static auto Of(auto& s) {
     auto& [id, pid, uid, gid, command, lease_count, started, created_bytes] = s;

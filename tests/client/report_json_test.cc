@@ -76,6 +76,19 @@ TEST(ReportJsonTest, TrimmedPoolIsLocationAndReleasedBytes) {
             R"({"location":"pinned","released_bytes":2097152})");
 }
 
+// The document memd.h promises for memd_leaks_json and memctl leaks --json.
+TEST(ReportJsonTest, LeakReportIsLeaksThenOmittedUnderThePromisedNames) {
+  LeakReport report;
+  report.leaks.push_back({1000, "never_opened", "weights", 4096, absl::Seconds(7200), 42,
+                          "4 KiB, sealed, never opened in 2 hours since it was created, pid 42"});
+  report.omitted = 3;
+  EXPECT_EQ(DumpJson(LeakReportJson(report)),
+            R"({"leaks":[{"uid":1000,"kind":"never_opened","subject":"weights","bytes":4096,)"
+            R"("age_seconds":7200.0,"pid":42,"evidence":"4 KiB, sealed, never opened in 2 )"
+            R"(hours since it was created, pid 42"}],"omitted":3})");
+  EXPECT_EQ(DumpJson(LeakReportJson({})), R"({"leaks":[],"omitted":0})");
+}
+
 // A process's command line may hold any bytes: the dump stays valid UTF-8
 // JSON, with U+FFFD where a byte was not UTF-8, instead of throwing.
 TEST(ReportJsonTest, BytesThatAreNotUtf8BecomeReplacementCharacters) {

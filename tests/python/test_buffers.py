@@ -252,3 +252,40 @@ def test_advise_moves_a_buffer_opened_only_away_from_its_home(client, name):
         (prefix, "move", ("pinned",))]
     assert "16" in advice[0].evidence
     assert client.advise(prefix + "nothing/") == []
+
+
+def test_leaks_report_a_buffer_nobody_opened_and_a_session_holding_many(client, name):
+    """The leak report end to end (issue 26), through memd_leaks_json: a
+    sealed buffer nobody opened shows once it is older than older_than
+    (polled: the smallest age the C API asks for is a second), and this
+    session, holding one lease, shows when the mark is one."""
+    with client.create(name, 4096) as buf:
+        buf.seal()
+    deadline = time.monotonic() + 30
+    while True:
+        report = client.leaks(older_than=1)
+        found = [leak for leak in report.leaks if leak.subject == name]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert isinstance(report, memd.LeakReport) and report.omitted == 0
+    assert [(leak.kind, leak.uid, leak.bytes, leak.pid) for leak in found] == [
+        ("never_opened", os.geteuid(), 4096, os.getpid())]
+    assert isinstance(found[0], memd.Leak) and found[0].age >= 1.0
+    assert "never opened" in found[0].evidence
+    # An hour (the default) is far off for everything this run made.
+    assert [leak for leak in client.leaks().leaks if leak.subject == name] == []
+
+    mine = f"session {client.session_id} ("
+    with client.create(name + "/held", 4096):
+        held = [leak for leak in client.leaks(many_leases=1).leaks
+                if leak.subject.startswith(mine)]
+        assert [(leak.kind, leak.pid) for leak in held] == [("many_leases", os.getpid())]
+        assert "1 leases held" in held[0].evidence
+    assert [leak for leak in client.leaks(many_leases=1).leaks
+            if leak.subject.startswith(mine)] == []
+
+    with pytest.raises(ValueError):
+        client.leaks(older_than=-1)
+    with pytest.raises(memd.InvalidArgumentError, match="3650 days"):
+        client.leaks(older_than=3651 * 86400)

@@ -1,6 +1,7 @@
 #include "tools/memctl/format.h"
 
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -135,6 +136,31 @@ TEST(FormatTest, BufferUsageJsonShowsEveryField) {
 TEST(FormatTest, RecommendationJsonShowsEveryField) {
   ExpectEveryFieldShows<Recommendation>(internal::RecommendationJson,
                                         *v1::Recommendation::descriptor());
+}
+
+TEST(FormatTest, LeakJsonShowsEveryField) {
+  ExpectEveryFieldShows<Leak>(LeakJson, *v1::Leak::descriptor());
+  ExpectEveryFieldShows<LeakReport>(LeakReportJson, *v1::LeaksReply::descriptor());
+}
+
+TEST(FormatTest, LeaksReadAsATableWithWhatWasLeftOut) {
+  LeakReport report;
+  report.leaks.push_back({1000, "idle_lease", "lease 7 on w", 4096, absl::Minutes(90), 42,
+                          "4 KiB held for 1 hour, pid 42"});
+  report.leaks.push_back({1000, "many_leases", "session 3 (trainer)", 0, absl::ZeroDuration(),
+                          0, "2000 leases held (the report's mark is 1024)"});
+  report.omitted = 5;
+  std::ostringstream out;
+  PrintLeaks(out, report, {});
+  EXPECT_EQ(out.str(),
+            " UID  KIND         SUBJECT              BYTES    AGE  PID  EVIDENCE\n"
+            "1000  idle_lease   lease 7 on w         4 KiB  1h30m   42  4 KiB held for 1 hour, pid 42\n"
+            "1000  many_leases  session 3 (trainer)      -      -    -  2000 leases held (the "
+            "report's mark is 1024)\n"
+            "5 more not shown\n");
+  std::ostringstream none;
+  PrintLeaks(none, {}, {.older_than = absl::Hours(24), .many_leases = 8});
+  EXPECT_EQ(none.str(), "no leaks: nothing older than 24h, no session holding 8 leases or more\n");
 }
 
 TEST(FormatTest, ARecommendationReadsAsTheIssueWrites) {

@@ -280,6 +280,61 @@ TEST_F(MemctlTest, AdvisePrintsOneLinePerRecommendationAndInspectTheCounters) {
   EXPECT_THAT(inspect.out, AllOf(HasSubstr("opens"), HasSubstr("pinned 16")));
 }
 
+// The leak report end to end (issue 26): --older-than 0s counts a fresh
+// buffer; this test's own client holds a buffer unsealed, which shows as
+// itself, its lease, and (with --many-leases 1) its session.
+TEST_F(MemctlTest, LeaksListsWhatLooksForgottenAsATableAndAsJson) {
+  Put("leaks-e2e/kept", "12345678");
+  EXPECT_EQ(Run({"leaks"}).out,
+            "no leaks: nothing older than 1h, no session holding 1024 leases or more\n");
+
+  ProgramResult text = Run({"leaks", "--older-than", "0s"});
+  ASSERT_EQ(text.exit_code, 0) << Describe(text);
+  const std::vector<std::string> lines = absl::StrSplit(text.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << text.out;
+  EXPECT_THAT(lines[0], AllOf(StartsWith("UID"), HasSubstr("KIND"), HasSubstr("SUBJECT"),
+                              HasSubstr("BYTES"), HasSubstr("AGE"), HasSubstr("PID"),
+                              HasSubstr("EVIDENCE")));
+  EXPECT_THAT(lines[1], AllOf(HasSubstr(absl::StrCat(::getuid(), "  never_opened")),
+                              HasSubstr("leaks-e2e/kept"), HasSubstr("4 KiB"),
+                              HasSubstr("sealed, never opened in")));
+
+  auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto held = (*client)->Create("leaks-e2e/held", 4096);
+  ASSERT_TRUE(held.ok()) << held.status();
+  Json json = RunJson({"leaks", "--older-than", "0", "--many-leases", "1", "--json"});
+  EXPECT_EQ(json.at("omitted"), 0);
+  std::vector<std::string> kinds;
+  for (const Json& leak : json.at("leaks")) {
+    kinds.push_back(leak.at("kind").get<std::string>());
+    EXPECT_EQ(leak.at("uid"), ::getuid());
+    if (leak.at("kind") == "many_leases") {
+      EXPECT_THAT(leak.at("subject").get<std::string>(),
+                StartsWith(absl::StrCat("session ", (*client)->session_id(), " (")));
+      EXPECT_EQ(leak.at("pid"), ::getpid());
+      EXPECT_EQ(leak.at("bytes"), 0);
+    }
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"never_opened", "unsealed_idle", "idle_lease",
+                                             "many_leases"}))
+      << json.dump();
+  EXPECT_EQ(json.at("leaks")[1].at("subject"), "leaks-e2e/held");
+  EXPECT_EQ(json.at("leaks")[1].at("bytes"), 4096);
+  EXPECT_GE(json.at("leaks")[1].at("age_seconds"), 0.0);
+
+  const std::vector<std::vector<std::string>> refused_lines = {
+      {"leaks", "--older-than", "-1s"},
+      {"leaks", "--older-than", "soon"},
+      {"leaks", "--older-than", "3651d"},
+      {"leaks", "--many-leases", "0"}};
+  for (const std::vector<std::string>& bad : refused_lines) {
+    ProgramResult refused = Run(bad);
+    EXPECT_EQ(refused.exit_code, kExitUsage) << absl::StrJoin(bad, " ") << Describe(refused);
+    EXPECT_THAT(refused.out, IsEmpty());
+  }
+}
+
 TEST_F(MemctlTest, PutAtLocationAutoSaysInInspectWhichRuleChose) {
   Put("auto/host", "12345678", {"--location", "auto", "--hint", "host_frequent"});
   ProgramResult inspect = Run({"inspect", "auto/host"});
@@ -663,7 +718,7 @@ TEST_F(MemctlTest, HelpListsExamplesForEverySubcommand) {
   ASSERT_EQ(help.exit_code, 0) << Describe(help);
   EXPECT_THAT(help.out, HasSubstr("Examples:"));
   for (const std::string sub :
-       {"stats", "ls", "inspect", "sessions", "put", "get", "unlink", "ping", "trim"}) {
+       {"stats", "ls", "inspect", "sessions", "put", "get", "unlink", "ping", "trim", "leaks"}) {
     EXPECT_THAT(help.out, HasSubstr("\n  " + sub + " ")) << sub;
     ProgramResult sub_help = RunProgram(Memctl(), {sub, "--help"});
     EXPECT_EQ(sub_help.exit_code, 0) << Describe(sub_help);

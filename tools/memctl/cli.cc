@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/attrs.h"
 #include "common/bytes.h"
 #include "common/version.h"
@@ -21,6 +22,8 @@ namespace {
 // --wait beyond a day is almost surely a typo (milliseconds?), and an
 // unbounded wait would overflow the call deadline.
 constexpr double kMaxWaitSeconds = 86400;
+// leaks --older-than: the daemon's own bound (ten years).
+constexpr absl::Duration kMaxOlderThan = absl::Hours(24 * 3650);
 
 constexpr char kMainFooter[] = R"(Examples:
   memctl stats                          pools, buffers, sessions at a glance
@@ -39,6 +42,7 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl cp w w/gpu1 --location device:1  copy a buffer; the daemon moves the bytes
   memctl cp ./w.bin w                   files start with /, ./ or ../
   memctl prefetch w device:1            copy a buffer to a GPU ahead of its readers
+  memctl leaks --older-than 1d          buffers and leases that look forgotten
 
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
@@ -61,13 +65,34 @@ std::optional<std::uint32_t> ParseMode(const std::string& text) {
   return mode;
 }
 
-std::optional<double> ParseWait(const std::string& text) {
-  double seconds = 0;
-  if (!absl::SimpleAtod(text, &seconds) || !std::isfinite(seconds) || seconds < 0 ||
-      seconds > kMaxWaitSeconds) {
+// A duration as memctl's options take it: a number of seconds ("90",
+// "0.5"), or with units ("30s", "90m", "1h30m", "2d"); never negative or
+// infinite.
+std::optional<absl::Duration> ParseDurationText(const std::string& text) {
+  double number = 0;
+  if (absl::SimpleAtod(text, &number)) {
+    if (!std::isfinite(number) || number < 0) return std::nullopt;
+    return absl::Seconds(number);
+  }
+  // absl's units stop at hours; a leak is often days old.
+  if (absl::string_view days(text); absl::ConsumeSuffix(&days, "d")) {
+    if (!absl::SimpleAtod(days, &number) || !std::isfinite(number) || number < 0) {
+      return std::nullopt;
+    }
+    return absl::Hours(24 * number);
+  }
+  absl::Duration duration;
+  if (!absl::ParseDuration(text, &duration) || duration < absl::ZeroDuration() ||
+      duration == absl::InfiniteDuration()) {
     return std::nullopt;
   }
-  return seconds;
+  return duration;
+}
+
+std::optional<double> ParseWait(const std::string& text) {
+  std::optional<absl::Duration> wait = ParseDurationText(text);
+  if (!wait.has_value() || *wait > absl::Seconds(kMaxWaitSeconds)) return std::nullopt;
+  return absl::ToDoubleSeconds(*wait);
 }
 
 CLI::Validator ModeValidator() {
@@ -139,6 +164,17 @@ CLI::Validator TimeoutValidator() {
       "");
 }
 
+CLI::Validator OlderThanValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::optional<absl::Duration> age = ParseDurationText(text);
+        if (age.has_value() && *age <= kMaxOlderThan) return "";
+        return absl::StrCat("'", text,
+                            "' is no duration from 0 to 3650d (like 90, 30s, 90m, 1h, 7d)");
+      },
+      "");
+}
+
 CLI::Validator WaitValidator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -189,6 +225,7 @@ struct OptionTexts {
   std::vector<std::string> attrs;
   std::string fifo_timeout = absl::StrCat(absl::ToInt64Seconds(kDefaultFifoTimeout));
   bool follow_symlinks = false;
+  std::string older_than = "1h";
 };
 
 // What every command that opens files named on its command line takes:
@@ -324,6 +361,38 @@ CLI::App* DeclareAdvise(CLI::App& app, Invocation& invocation, OptionTexts&) {
   advise->add_option("PREFIX", invocation.prefix, "Only names that start with this")
       ->type_name("");
   return advise;
+}
+
+CLI::App* DeclareLeaks(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
+  CLI::App* leaks = AddSubcommand(
+      app, "leaks",
+      "List memory that looks forgotten: unopened or unsealed buffers, old leases",
+      "Your buffers, leases and sessions (every user's as root): persistent\n"
+      "sealed buffers nobody opened since they were created, buffers still not\n"
+      "sealed, and leases held, each at least --older-than old; sessions holding\n"
+      "at least --many-leases leases. One row each with the numbers: BYTES as the\n"
+      "pools count them (every copy of a buffer), AGE since creation or grant,\n"
+      "PID of the creator or holder. memd cannot see mapped bytes being used:\n"
+      "an old lease may be busy; the report says what memd knows. At most 4096\n"
+      "rows; a last line counts the rest. The metrics memd_leaks{kind} and\n"
+      "memd_leak_bytes{kind} carry the totals (everyone's, with the defaults).",
+      "  memctl leaks\n"
+      "  memctl leaks --older-than 7d\n"
+      "  memctl leaks --older-than 0 --many-leases 100   # everything, however young\n"
+      "  sudo memctl leaks --json | jq '.leaks[] | select(.kind == \"idle_lease\")'\n",
+      invocation.json);
+  leaks->add_option("--older-than", texts.older_than,
+                    "Buffers and leases younger than this are not listed: seconds, or "
+                    "with a unit (30s, 90m, 1h, 7d)")
+      ->check(OlderThanValidator())
+      ->type_name("DURATION")
+      ->capture_default_str();
+  leaks->add_option("--many-leases", invocation.leaks.many_leases,
+                    "A session holding at least this many leases is listed")
+      ->check(CLI::PositiveNumber)
+      ->type_name("N")
+      ->capture_default_str();
+  return leaks;
 }
 
 CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
@@ -624,6 +693,7 @@ constexpr Subcommand kSubcommands[] = {
     {DeclareStats, Command::kStats},       {DeclareList, Command::kList},
     {DeclareInspect, Command::kInspect},   {DeclareSessions, Command::kSessions},
     {DeclareUsage, Command::kUsage},       {DeclareAdvise, Command::kAdvise},
+    {DeclareLeaks, Command::kLeaks},
     {DeclarePut, Command::kPut},
     {DeclareGet, Command::kGet},           {DeclareCopy, Command::kCopy},
     {DeclareUnlink, Command::kUnlink},
@@ -769,6 +839,7 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
     invocation.wait = absl::Seconds(ParseWait(texts.prefetch_wait).value_or(0));
   }
   if (!texts.owner.empty()) invocation.get.owner = ParseUser(texts.owner);
+  invocation.leaks.older_than = ParseDurationText(texts.older_than).value_or(absl::Hours(1));
 
   TransferFlags transfer;
   transfer.priority = ParsePriority(texts.priority).value_or(Priority::kNormal);

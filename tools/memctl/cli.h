@@ -16,7 +16,7 @@ namespace memd::memctl {
 
 enum class Command {
   kStats, kList, kInspect, kSessions, kUsage, kPut, kGet, kUnlink, kPing, kTrim,
-  kDevices, kCopy, kAdvise, kPrefetch, kDrop
+  kDevices, kCopy, kAdvise, kPrefetch, kDrop, kLeaks
 };
 
 // What the command line asked for.
@@ -32,6 +32,7 @@ struct Invocation {
   // (zero: until interrupted).
   absl::Duration watch = absl::ZeroDuration();
   int count = 0;
+  LeaksOptions leaks;  // leaks --older-than, --many-leases.
   PutOptions put;
   GetOptions get;
   CopyCommandOptions copy;

@@ -111,6 +111,8 @@ absl::Status RunUsage(Client& client, const Output& output);
 // Recommendations for the buffers whose names start with `prefix`, one line
 // each (FormatRecommendation).
 absl::Status RunAdvise(Client& client, const std::string& prefix, const Output& output);
+// The leak report (PrintLeaks, or LeakReportJson with --json).
+absl::Status RunLeaks(Client& client, const LeaksOptions& options, const Output& output);
 absl::Status RunPing(Client& client, const Output& output);
 // The GPUs the daemon serves.
 absl::Status RunDevices(Client& client, const Output& output);

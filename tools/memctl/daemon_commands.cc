@@ -1,4 +1,4 @@
-// stats, sessions, ping: what the daemon as a whole is doing.
+// stats, sessions, usage, advise, leaks, ping: what the daemon as a whole is doing.
 
 #include <algorithm>
 
@@ -234,6 +234,17 @@ absl::Status RunAdvise(Client& client, const std::string& prefix, const Output& 
     return absl::OkStatus();
   }
   for (const Recommendation& r : *advice) output.out << FormatRecommendation(r) << '\n';
+  return absl::OkStatus();
+}
+
+absl::Status RunLeaks(Client& client, const LeaksOptions& options, const Output& output) {
+  absl::StatusOr<LeakReport> report = client.Leaks(options);
+  if (!report.ok()) return Failed("leaks", report.status());
+  if (output.json) {
+    PrintJson(output.out, LeakReportJson(*report));
+    return absl::OkStatus();
+  }
+  PrintLeaks(output.out, *report, options);
   return absl::OkStatus();
 }
 

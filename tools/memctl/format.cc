@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/bytes.h"
 #include "tools/memctl/progress.h"
+#include "tools/memctl/table.h"
 
 namespace memd::memctl {
 namespace {
@@ -34,6 +35,24 @@ std::string FormatLocalTime(absl::Time time) {
 std::string FormatAge(absl::Duration age) {
   if (age < absl::ZeroDuration()) age = absl::ZeroDuration();
   return absl::FormatDuration(absl::Trunc(age, absl::Seconds(1)));
+}
+
+void PrintLeaks(std::ostream& out, const LeakReport& report, const LeaksOptions& options) {
+  if (report.leaks.empty() && report.omitted == 0) {
+    out << "no leaks: nothing older than " << FormatAge(options.older_than)
+        << ", no session holding " << options.many_leases << " leases or more\n";
+    return;
+  }
+  Table table({{"UID", true}, {"KIND"}, {"SUBJECT"}, {"BYTES", true}, {"AGE", true},
+               {"PID", true}, {"EVIDENCE"}});
+  for (const Leak& leak : report.leaks) {
+    const bool counted = leak.kind != "many_leases";
+    table.AddRow({absl::StrCat(leak.uid), leak.kind, leak.subject,
+                  counted ? FormatBytes(leak.bytes) : "-", counted ? FormatAge(leak.age) : "-",
+                  leak.pid == 0 ? "-" : absl::StrCat(leak.pid), leak.evidence});
+  }
+  table.Print(out);
+  if (report.omitted > 0) out << report.omitted << " more not shown\n";
 }
 
 std::string FormatRecommendation(const Recommendation& recommendation) {

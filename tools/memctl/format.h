@@ -37,6 +37,8 @@ using internal::DurabilityJson;
 using internal::TrimmedPoolJson;
 using internal::BufferUsageJson;
 using internal::RecommendationJson;
+using internal::LeakJson;
+using internal::LeakReportJson;
 
 // Local time to the second, "2024-05-01 12:00:00 CEST"; "-" for the Unix
 // epoch, which the daemon sends for "never".
@@ -55,6 +57,12 @@ std::string GroupName(gid_t gid);
 //   device:0,device:1 (96 GiB to copy)
 // (one line); drop_replica and unlink say the bytes they free.
 std::string FormatRecommendation(const Recommendation& recommendation);
+
+// `memctl leaks`: a table of UID, KIND, SUBJECT, BYTES, AGE, PID and
+// EVIDENCE ("-" where a figure does not apply or memd does not know it),
+// then "N more not shown" when the daemon left some out; one line saying
+// there are none, with the rules, when the report is empty.
+void PrintLeaks(std::ostream& out, const LeakReport& report, const LeaksOptions& options);
 
 // The rows `memctl inspect` shows of a buffer's usage counters, as (field,
 // value): opens by location and by user, copies, copies avoided, last use.

@@ -125,6 +125,45 @@ struct Recommendation {
   std::uint64_t bytes = 0;
 };
 
+// What Client::Leaks counts as forgotten.
+struct LeaksOptions {
+  // Buffers and leases younger than this are not reported; sent in whole
+  // seconds, rounded up. Zero: everything, however young. Negative:
+  // INVALID_ARGUMENT; beyond 3650 days the daemon refuses it too.
+  absl::Duration older_than = absl::Hours(1);
+  // A session holding at least this many leases is reported; 0 is the
+  // daemon's default (1024).
+  std::uint64_t many_leases = 1024;
+};
+
+// One entry of the leak report (Client::Leaks), with the numbers behind it.
+struct Leak {
+  // Whose: the buffer's owner, the lease's or session's holder.
+  std::uint32_t uid = 0;
+  // "never_opened" (a persistent sealed buffer nobody opened since it was
+  // created), "unsealed_idle" (still not sealed), "idle_lease" (held that
+  // long), "many_leases" (a session holding at least many_leases).
+  std::string kind;
+  // A buffer name, "lease N on NAME", "session N (command)".
+  std::string subject;
+  // What the buffer takes in the pools, every copy counted; for a lease the
+  // memory it maps; 0 for many_leases.
+  std::uint64_t bytes = 0;
+  // Since the buffer was created or the lease granted; 0 for many_leases.
+  absl::Duration age = absl::ZeroDuration();
+  // The buffer's creator or the holder; 0 where memd does not know it.
+  std::uint32_t pid = 0;
+  // "4 KiB, sealed, never opened in 3 hours since it was created, pid 42".
+  std::string evidence;
+};
+
+struct LeakReport {
+  // By uid, then kind (in the order above), then oldest first; at most
+  // 4096 of them.
+  std::vector<Leak> leaks;
+  std::uint64_t omitted = 0;  // How many more the daemon did not send.
+};
+
 struct CreateOptions {
   // "host", "pinned", "device:N", or "auto": memd chooses from the size,
   // `access_hint` and each location's free memory now, only among
@@ -603,6 +642,11 @@ class Client {
   // unlink, by subject then action (docs/design.md, "Usage and advice").
   // Empty for a quiet node. UNIMPLEMENTED from a daemon without advice.
   absl::StatusOr<std::vector<Recommendation>> Advise(std::string_view prefix = "");
+  // Memory that looks forgotten (docs/design.md, "Leak report"): this
+  // user's buffers, leases and sessions (every user's for root) by
+  // `options`. INVALID_ARGUMENT for rules out of range; UNIMPLEMENTED from a
+  // daemon without the report.
+  absl::StatusOr<LeakReport> Leaks(const LeaksOptions& options = {});
 
   // Gives idle pool memory back to the system now: one location ("host",
   // "pinned", "device:N") or, empty, all. Root or the daemon's user only

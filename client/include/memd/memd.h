@@ -186,6 +186,17 @@ memd_code memd_usage_json(memd_client* client, char** json, memd_error** error);
  * UNIMPLEMENTED (a daemon without advice). */
 memd_code memd_advise_json(memd_client* client, const char* prefix, char** json,
                            memd_error** error);
+/* An object, as `memctl leaks --json`: leaks[] (objects of uid, kind
+ * ("never_opened", "unsealed_idle", "idle_lease", "many_leases"), subject,
+ * bytes, age_seconds, pid, evidence; by uid, then kind, then oldest first;
+ * at most 4096) and omitted (how many more there were). This user's
+ * buffers, leases and sessions (every user's for root) that look
+ * forgotten: buffers and leases at least `older_than_seconds` old (0: an
+ * hour), sessions holding at least `many_leases` leases (0: 1024).
+ * Errors: INVALID_ARGUMENT (older_than_seconds beyond 3650 days),
+ * UNIMPLEMENTED (a daemon without the report). */
+memd_code memd_leaks_json(memd_client* client, uint64_t older_than_seconds,
+                          uint64_t many_leases, char** json, memd_error** error);
 /* Gives idle pool memory back to the system now: the pool at `location`
  * ("host", "pinned", "device:N"), or every pool for NULL or "". An array,
  * as `memctl trim --json`: objects of location, released_bytes. Errors:

@@ -164,6 +164,7 @@ _SIGNATURES = {
     "memd_usage_json": (c_int, [ClientP, POINTER(c_void_p), _E]),
     "memd_trim_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_advise_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
+    "memd_leaks_json": (c_int, [ClientP, c_uint64, c_uint64, POINTER(c_void_p), _E]),
     "memd_cuda_device": (c_int, [ClientP, c_char_p, POINTER(c_int), _E]),
     "memd_device_location": (c_int, [ClientP, c_int, POINTER(c_void_p), _E]),
     "memd_copy": (c_int, [ClientP, BufferP, c_uint64, BufferP, c_uint64, c_uint64,

@@ -10,8 +10,8 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 from . import _capi, _records
 from ._buffer import Buffer
-from ._types import (BufferInfo, DaemonStats, Recommendation, SessionInfo, TransferProgress,
-                     TrimmedPool, UidUsage)
+from ._types import (BufferInfo, DaemonStats, LeakReport, Recommendation, SessionInfo,
+                     TransferProgress, TrimmedPool, UidUsage)
 
 _lib = _capi.lib
 
@@ -318,6 +318,20 @@ class Client:
         buffers whose names start with prefix, with the numbers behind each."""
         return _records.recommendations(self._json(_lib.memd_advise_json,
                                                    _capi.encode(prefix, "prefix")))
+
+    def leaks(self, older_than: float = 3600, many_leases: int = 1024) -> LeakReport:
+        """Memory that looks forgotten: this user's (every user's for root)
+        persistent sealed buffers never opened, unsealed buffers, and leases
+        at least older_than seconds old (whole seconds, rounded up; 0 means
+        the default, an hour, as in the C API), and sessions holding at least
+        many_leases leases (0: 1024). A LeakReport: leaks (at most 4096) and
+        how many more were omitted."""
+        seconds = _milliseconds(older_than, "older_than")
+        count = int(many_leases)
+        if count < 0:
+            raise ValueError(f"many_leases must be >= 0, not {many_leases!r}")
+        return _records.leak_report(self._json(_lib.memd_leaks_json, math.ceil(seconds / 1000),
+                                               count))
 
     def ping(self) -> None:
         """One round trip to the daemon."""

@@ -1,5 +1,5 @@
 """libmemd's answers as memd's dataclasses (memd/_types.py): BufferInfo from
-the C struct, the reports (stats, sessions, usage, trim, transfer progress)
+the C struct, the reports (stats, sessions, usage, trim, advice, leaks, transfer progress)
 from the JSON documents the C API returns (memctl --json's fields)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any, Dict, List
 
 from . import _capi
 from ._errors import error_for_code
-from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, PoolStats,
-                     Recommendation, ReplicaInfo, SessionInfo, SizeClassStats,
+from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, Leak, LeakReport,
+                     PoolStats, Recommendation, ReplicaInfo, SessionInfo, SizeClassStats,
                      TransferProgress, TransferStats, TrimmedPool, UidUsage)
 
 
@@ -123,6 +123,15 @@ def recommendations(json: List[Dict[str, Any]]) -> List[Recommendation]:
         fields["locations"] = tuple(fields["locations"])
         out.append(_make(Recommendation, fields))
     return out
+
+
+def leak_report(json: Dict[str, Any]) -> LeakReport:
+    leaks = []
+    for leak in json["leaks"]:
+        fields = dict(leak)
+        fields["age"] = fields.pop("age_seconds")
+        leaks.append(_make(Leak, fields))
+    return LeakReport(leaks=tuple(leaks), omitted=json["omitted"])
 
 
 def trimmed(json: List[Dict[str, Any]]) -> List[TrimmedPool]:

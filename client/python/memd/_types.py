@@ -183,6 +183,24 @@ class Recommendation:
 
 
 @dataclass(frozen=True)
+class Leak:
+    """One entry of the leak report (Client.leaks())."""
+    uid: int                # Whose: the buffer's owner, the lease's or session's holder.
+    kind: str               # "never_opened", "unsealed_idle", "idle_lease", "many_leases".
+    subject: str            # A buffer name, "lease N on NAME", "session N (command)".
+    bytes: int              # What the buffer or lease takes; 0 for many_leases.
+    age: float              # Seconds since creation or grant; 0 for many_leases.
+    pid: int                # The creator or holder; 0 where memd does not know it.
+    evidence: str           # The numbers, in words.
+
+
+@dataclass(frozen=True)
+class LeakReport:
+    leaks: Tuple[Leak, ...]  # By uid, then kind, then oldest first; at most 4096.
+    omitted: int             # How many more the daemon did not send.
+
+
+@dataclass(frozen=True)
 class TrimmedPool:
     location: str
     released_bytes: int

@@ -1,7 +1,10 @@
 // memd.h: what the daemon reports, as the JSON documents memctl prints
 // (client/src/report_json.h), and GPU numbering.
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -100,6 +103,23 @@ memd_code memd_advise_json(memd_client* client, const char* prefix, char** json,
     MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));
     MEMD_ASSIGN_OR_RETURN(auto advice, client->client->Advise(prefix == nullptr ? "" : prefix));
     *json = NewString(DumpJson(ArrayOf(advice, memd::internal::RecommendationJson)));
+    return absl::OkStatus();
+  });
+}
+
+memd_code memd_leaks_json(memd_client* client, uint64_t older_than_seconds,
+                          uint64_t many_leases, char** json, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));
+    memd::LeaksOptions options;
+    // 0 keeps the default: C has no "unset".
+    if (older_than_seconds != 0) {
+      options.older_than = absl::Seconds(static_cast<std::int64_t>(
+          std::min<std::uint64_t>(older_than_seconds, std::numeric_limits<std::int64_t>::max())));
+    }
+    if (many_leases != 0) options.many_leases = many_leases;
+    MEMD_ASSIGN_OR_RETURN(memd::LeakReport report, client->client->Leaks(options));
+    *json = NewString(DumpJson(memd::internal::LeakReportJson(report)));
     return absl::OkStatus();
   });
 }

@@ -330,6 +330,26 @@ TEST_F(AdoptTest, AReclaimIsBoundedByTheSessionsAndTheUidsLeaseLimits) {
             absl::StatusCode::kUnauthenticated);
 }
 
+// The journal keeps no grant times: a re-claimed lease is as old as the
+// adoption, which is when this memd first held it (the leak report's age).
+TEST_F(AdoptTest, AReclaimedLeaseCountsItsAgeFromTheAdoption) {
+  AdoptHeld();
+  clock_.Advance(absl::Hours(2));
+  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  auto claimed = broker_->Reclaim(alice, Digest('a'), {900});
+  ASSERT_TRUE(claimed.ok() && (*claimed)[0].status.ok());
+  clock_.Advance(absl::Minutes(30));
+  auto report = broker_->Leaks(alice, {.older_than = absl::Hours(2)});
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::vector<Leak> leases;
+  for (const Leak& leak : report->leaks) {
+    if (leak.kind == "idle_lease") leases.push_back(leak);
+  }
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].subject, "lease 900 on wip");
+  EXPECT_EQ(leases[0].age, absl::Minutes(150));
+}
+
 TEST_F(AdoptTest, LeasesOfSessionsOrBuffersNotAdoptedAreRefusedWithEverythingElse) {
   struct Case {
     std::vector<Broker::AdoptedSession> sessions;

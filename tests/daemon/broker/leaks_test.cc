@@ -87,5 +87,45 @@ TEST(LeaksTest, TheRulesMoveTheMarks) {
   EXPECT_EQ(FindLeaks(buffers, {}, {}, kNow, rules).size(), 1u);
 }
 
+// The metrics count by the report's own rules: every kind, each total what
+// FindLeaks lists of it.
+TEST(LeaksTest, CountLeaksTotalsWhatFindLeaksListsPerKind) {
+  LeakBufferFacts unsealed = Sealed("half", kBob, absl::Hours(2));
+  unsealed.sealed = false;
+  LeakFacts facts;
+  facts.buffers = {Sealed("old", kAlice, absl::Hours(3)), Sealed("young", kAlice, absl::Minutes(1)),
+                   unsealed};
+  facts.leases = {{7, "w", kBob, 77, kNow - absl::Hours(26), 1 << 20},
+                  {8, "w", kBob, 77, kNow - absl::Hours(2), 1 << 20},
+                  {9, "w", kBob, 77, kNow, 1 << 20}};
+  std::vector<LeakTotal> totals = CountLeaks(facts, kNow);
+  ASSERT_EQ(totals.size(), kLeakKinds.size());
+  const std::vector<Leak> found = FindLeaks(facts.buffers, facts.leases, facts.sessions, kNow);
+  for (std::size_t i = 0; i < kLeakKinds.size(); ++i) {
+    EXPECT_EQ(totals[i].kind, kLeakKinds[i]);
+    std::uint64_t count = 0, bytes = 0;
+    for (const Leak& leak : found) {
+      if (leak.kind != kLeakKinds[i]) continue;
+      ++count;
+      bytes += leak.bytes;
+    }
+    EXPECT_EQ(totals[i].count, count) << kLeakKinds[i];
+    EXPECT_EQ(totals[i].bytes, bytes) << kLeakKinds[i];
+  }
+  EXPECT_EQ(totals[2].count, 2u);
+  EXPECT_EQ(totals[3].count, 0u);
+}
+
+TEST(LeaksTest, CapLeaksKeepsTheFirstAndCountsTheRest) {
+  std::vector<Leak> leaks(5);
+  for (std::size_t i = 0; i < leaks.size(); ++i) leaks[i].subject = std::to_string(i);
+  LeakReport capped = CapLeaks(leaks, 3);
+  EXPECT_THAT(capped.leaks, ElementsAre(Field(&Leak::subject, "0"), Field(&Leak::subject, "1"),
+                                        Field(&Leak::subject, "2")));
+  EXPECT_EQ(capped.omitted, 2u);
+  EXPECT_EQ(CapLeaks(leaks, 5).omitted, 0u);
+  EXPECT_EQ(CapLeaks(leaks).leaks.size(), 5u);
+}
+
 }  // namespace
 }  // namespace memd::broker

@@ -299,6 +299,18 @@ memd_recovery_lost_segments 0
 # HELP memd_durability_recording 1 while memd records its state, so that its buffers outlive it; 0 when they will not (durability off, no descriptor store: the log says why).
 # TYPE memd_durability_recording gauge
 memd_durability_recording 0
+# HELP memd_leaks What looks forgotten, every uid's, by kind: never_opened (persistent sealed buffers nobody opened in an hour since their creation), unsealed_idle (buffers still not sealed an hour after it), idle_lease (leases held over an hour), many_leases (sessions holding 1024 leases or more). memctl leaks lists them.
+# TYPE memd_leaks gauge
+memd_leaks{kind="never_opened"} 0
+memd_leaks{kind="unsealed_idle"} 0
+memd_leaks{kind="idle_lease"} 0
+memd_leaks{kind="many_leases"} 0
+# HELP memd_leak_bytes Bytes of what memd_leaks counts, by kind (buffers as the pools count them, every copy; leases the memory they map; many_leases 0).
+# TYPE memd_leak_bytes gauge
+memd_leak_bytes{kind="never_opened"} 0
+memd_leak_bytes{kind="unsealed_idle"} 0
+memd_leak_bytes{kind="idle_lease"} 0
+memd_leak_bytes{kind="many_leases"} 0
 )";
 
 // Dashboards, alerts and the Prometheus end-to-end test read these names,
@@ -307,6 +319,24 @@ TEST_F(DaemonCollectableTest, ScrapeShowsEveryFamilyAsOperatorsKnowIt) {
   Populate();
   DaemonCollectable collectable(pools_, *broker_, nullptr, "1.2.3", "fake");
   EXPECT_EQ(Scrape(collectable), kGolden);
+}
+
+// The leak totals come from the broker at scrape time, every uid's, by the
+// report's default rules: nothing counts before an hour has passed.
+TEST_F(DaemonCollectableTest, ScrapeCountsWhatLooksForgottenOnceAnHourOld) {
+  Populate();
+  DaemonCollectable collectable(pools_, *broker_, nullptr, "1.2.3", "fake");
+  EXPECT_THAT(Scrape(collectable), HasSubstr("memd_leaks{kind=\"idle_lease\"} 0\n"));
+  clock_.Advance(absl::Hours(1));
+  const std::string scrape = Scrape(collectable);
+  // "sealed" nobody opened; "writing" and "third" unsealed; three leases.
+  for (const char* line :
+       {"memd_leaks{kind=\"never_opened\"} 1\n", "memd_leak_bytes{kind=\"never_opened\"} 4096\n",
+        "memd_leaks{kind=\"unsealed_idle\"} 2\n", "memd_leak_bytes{kind=\"unsealed_idle\"} 8192\n",
+        "memd_leaks{kind=\"idle_lease\"} 3\n", "memd_leak_bytes{kind=\"idle_lease\"} 12288\n",
+        "memd_leaks{kind=\"many_leases\"} 0\n"}) {
+    EXPECT_THAT(scrape, HasSubstr(line));
+  }
 }
 
 // A pool's figures move between any two reads; a scrape that read a pool

@@ -47,7 +47,7 @@ TEST(DaemonFamiliesTest, EveryFamilyFollowsPrometheusNaming) {
     EXPECT_TRUE(counter || spec.type == prometheus::MetricType::Gauge);
     EXPECT_EQ(counter, spec.name.ends_with("_total"));
   }
-  EXPECT_EQ(names.size(), 53u);
+  EXPECT_EQ(names.size(), 55u);
 }
 
 TEST(DaemonFamiliesTest, DevicePoolsCarryTheirOrdinalAsALabel) {
@@ -91,6 +91,21 @@ TEST(DaemonFamiliesTest, EveryPoolHasQuotaSeriesBeforeAnyRefusal) {
   }
   EXPECT_EQ(host_series, 2);  // max_uid_bytes and max_session_bytes.
   EXPECT_EQ(device_refusals, 4);
+}
+
+// An alert on memd_leaks{kind="idle_lease"} needs the series before the
+// first leak, and a snapshot that has no totals (no broker yet) shows zeros.
+TEST(DaemonFamiliesTest, EveryLeakKindHasASeriesAtZeroWhenNone) {
+  DaemonSnapshot snapshot;
+  std::vector<Sample> leaks = Read("memd_leaks", snapshot);
+  ASSERT_EQ(leaks.size(), 4u);
+  EXPECT_THAT(LabelsOf(leaks[2]), ElementsAre(Pair("kind", "idle_lease")));
+  EXPECT_EQ(leaks[2].value, 0);
+  snapshot.leaks = {{"never_opened", 0, 0}, {"unsealed_idle", 0, 0}, {"idle_lease", 2, 8192},
+                    {"many_leases", 1, 0}};
+  EXPECT_EQ(Read("memd_leaks", snapshot)[2].value, 2);
+  EXPECT_EQ(Read("memd_leak_bytes", snapshot)[2].value, 8192);
+  EXPECT_EQ(Read("memd_leaks", snapshot)[3].value, 1);
 }
 
 TEST(DaemonFamiliesTest, UidsWithoutBuffersAreAbsent) {

@@ -80,6 +80,20 @@ struct Fields<broker::Recommendation> {
   }
 };
 template <>
+struct Fields<broker::Leak> {
+  static auto Of(auto& s) {
+    auto& [uid, kind, subject, bytes, age, pid, evidence] = s;
+    return std::tie(uid, kind, subject, bytes, age, pid, evidence);
+  }
+};
+template <>
+struct Fields<broker::LeakReport> {
+  static auto Of(auto& s) {
+    auto& [leaks, omitted] = s;
+    return std::tie(leaks, omitted);
+  }
+};
+template <>
 struct Fields<broker::SessionInfo> {
   static auto Of(auto& s) {
     auto& [id, pid, uid, gid, command, lease_count, started, created_bytes] = s;
@@ -212,6 +226,26 @@ TEST(ConvertTest, EveryBufferFieldIsSent) {
 
 TEST(ConvertTest, EveryRecommendationFieldCrosses) {
   ExpectEveryFieldCrosses<v1::Recommendation, broker::Recommendation>();
+}
+
+TEST(ConvertTest, EveryLeakFieldCrosses) {
+  ExpectEveryFieldCrosses<v1::Leak, broker::Leak>();
+  ExpectEveryFieldCrosses<v1::LeaksReply, broker::LeakReport>();
+}
+
+// Unset asks for the defaults; a client that sets 0 asks for everything.
+TEST(ConvertTest, LeakRulesDefaultUnlessAsked) {
+  v1::LeaksRequest request;
+  broker::LeakRules rules = FromProto(request);
+  EXPECT_EQ(rules.older_than, absl::Hours(1));
+  EXPECT_EQ(rules.many_leases, 1024u);
+  request.set_older_than_seconds(0);
+  request.set_many_leases(3);
+  rules = FromProto(request);
+  EXPECT_EQ(rules.older_than, absl::ZeroDuration());
+  EXPECT_EQ(rules.many_leases, 3u);
+  request.set_older_than_seconds(~std::uint64_t{0});
+  EXPECT_GT(FromProto(request).older_than, absl::Hours(24 * 3650));
 }
 
 // Attributes arrive as a list: a key given twice is refused, and so is a
