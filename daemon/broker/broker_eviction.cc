@@ -117,7 +117,15 @@ absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::ui
       counts.demoted_bytes += bytes;
       continue;
     }
-    evicted_.insert_or_assign(victim.info.name, Evicted{victim.info, now, bytes});
+    // What MayAccess and the message read, not the whole info (attributes,
+    // usage): 4096 names stay small.
+    BufferInfo seen;
+    seen.name = victim.info.name;
+    seen.location = victim.info.location;
+    seen.owner_uid = victim.info.owner_uid;
+    seen.owner_gid = victim.info.owner_gid;
+    seen.mode = victim.info.mode;
+    evicted_.insert_or_assign(victim.info.name, Evicted{std::move(seen), now, bytes});
     evicted_order_.emplace_back(victim.info.name, now);
     while (evicted_order_.size() > kMaxEvictedNames) {
       const auto& [name, when] = evicted_order_.front();
