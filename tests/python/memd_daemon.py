@@ -21,10 +21,12 @@ MEMD_BIN = os.environ.get("MEMD_BIN") or os.path.join(REPO, "build", "bin", "mem
 
 class Daemon:
     """build/bin/memd as a child process on a private socket directory,
-    without metrics. stop() ends it (SIGTERM) and removes its files."""
+    without metrics unless metrics_address is given (a benchmark that reads
+    counters only /metrics has: "127.0.0.1:0", and Client.stats() says
+    which port). stop() ends it (SIGTERM) and removes its files."""
 
     def __init__(self, *args: str, env: dict | None = None, timeout: float = 20.0,
-                 memd_bin: str | None = None):
+                 memd_bin: str | None = None, metrics_address: str = ""):
         self.dir = tempfile.mkdtemp(prefix="memd-py-")
         self.socket_dir = os.path.join(self.dir, "run")
         self.log_path = os.path.join(self.dir, "memd.log")
@@ -36,7 +38,8 @@ class Daemon:
         child_env["NOTIFY_SOCKET"] = notify_path
         # Metrics off: nothing here reads them, and the metrics server alone
         # makes memd's stop take 2 s (per daemon, per test file).
-        command = [memd_bin or MEMD_BIN, "--socket-dir", self.socket_dir, "--metrics-address", "", *args]
+        command = [memd_bin or MEMD_BIN, "--socket-dir", self.socket_dir,
+                   "--metrics-address", metrics_address, *args]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL, stderr=log,
