@@ -122,7 +122,8 @@ TEST(GrafanaDashboardTest, ShowsWhatOperatorsNeed) {
         "memd_pool_limit_bytes", "memd_pool_requests_total", "memd_pool_hit_ratio",
         "memd_pool_fragmentation_ratio", "memd_pool_largest_free_block_bytes",
         "memd_buffers", "memd_sessions", "memd_leases", "memd_rpc_duration_seconds_bucket",
-        "memd_quota_rejections_total", "memd_build_info"}) {
+        "memd_quota_rejections_total", "memd_build_info",
+        "memd_pressure_reclaimed_bytes_total", "memd_leak_bytes"}) {
     EXPECT_THAT(all, HasSubstr(family));
   }
   EXPECT_THAT(all, HasSubstr("histogram_quantile(0.5,"));

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,6 +33,8 @@ class Daemon:
         self.log_path = os.path.join(self.dir, "memd.log")
         notify_path = os.path.join(self.dir, "notify")
         self._notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._draining = False
+        self._drainer: threading.Thread | None = None
         self._notify.bind(notify_path)
         child_env = dict(os.environ)
         child_env.update(env or {})
@@ -56,11 +59,29 @@ class Daemon:
             except socket.timeout:
                 note = b""
             if b"READY=1" in note:
+                self._draining = True
+                self._drainer = threading.Thread(target=self._drain, daemon=True)
+                self._drainer.start()
                 return
             if self.process.poll() is not None:
                 log = self.log()
                 self.stop()
                 raise RuntimeError(f"memd exited during start-up:\n{log}")
+
+    def _drain(self) -> None:
+        """Reads the notify socket for as long as memd runs, as systemd
+        does: memd sends FDSTORE=1 for each segment it reserves, and a queue
+        left full (net.unix.max_dgram_qlen, often 10) would hold each later
+        send for memd's 5 s timeout, inside a create or an open. The
+        descriptors are dropped (the kernel closes what recv leaves)."""
+        self._notify.settimeout(0.1)
+        while self._draining:
+            try:
+                self._notify.recv(4096)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
 
     def log(self) -> str:
         with open(self.log_path, "rb") as f:
@@ -75,6 +96,9 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 code = self.process.wait()
+        self._draining = False
+        if self._drainer is not None:
+            self._drainer.join()
         self._notify.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         return code
