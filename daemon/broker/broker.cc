@@ -54,8 +54,16 @@ std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status) {
 }
 
 void Broker::AfterUnlock::Run() && {
-  for (auto& [pool, buffer] : freed) pool->Free(std::move(buffer->allocation));
+  std::vector<Location> freed_at;
+  for (auto& [pool, buffer] : freed) {
+    pool->Free(std::move(buffer->allocation));
+    freed_at.push_back(pool->location());
+  }
   freed.clear();
+  // Waiting creates are rare: the lock is taken again only for them.
+  if (broker != nullptr && !freed_at.empty() && broker->memory_waiting_.load() > 0) {
+    broker->MemoryFreed(freed_at);
+  }
   for (FillStart& fill : fills) broker->StartFill(std::move(fill));
   fills.clear();
   for (auto& wake : wakes) wake();
@@ -140,6 +148,11 @@ void Broker::EndSession(SessionId session) {
                    [&](const auto& entry) { return entry.second.session == session; });
     // Woken, their opens try again and fail: the session is gone.
     after.Wake(waiters_.TakeSession(session));
+    std::vector<WatchId> creates;
+    for (const auto& [watch, wait] : memory_waits_) {
+      if (wait.session == session) creates.push_back(watch);
+    }
+    for (WatchId watch : creates) ForgetMemoryWaitLocked(watch);
     for (auto& [id, segment] : it->second.replayable) {
       after.let_go.push_back(std::move(segment));
     }
@@ -530,6 +543,7 @@ WatchId Broker::NewWatchId() {
 bool Broker::CancelWatch(WatchId id) {
   absl::MutexLock lock(&mu_);
   failed_fills_.erase(id);
+  ForgetMemoryWaitLocked(id);
   return waiters_.Cancel(id);
 }
 

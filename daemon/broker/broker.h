@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -22,6 +23,7 @@
 #include "daemon/broker/capacity.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
+#include "daemon/broker/memory_queue.h"
 #include "daemon/broker/leaks.h"
 #include "daemon/broker/replica_copier.h"
 #include "daemon/broker/replica_set.h"
@@ -139,6 +141,21 @@ class Broker {
   // nor location; a readable one of another size or location is
   // FAILED_PRECONDITION.
   absl::StatusOr<std::optional<Grant>> OpenOrCreate(SessionId session,
+                                                    const CreateParams& params,
+                                                    WatchId watch,
+                                                    std::function<void()> wake);
+
+  // Like Create, but when the location stays full after what may give way
+  // has (a LocationFull refusal), waits for memory instead of failing:
+  // registers `wake` under `watch` and returns std::nullopt. `wake` runs
+  // once, on another thread, when memory at the location was freed and
+  // this create's turn came (MemoryQueue: uids take turns, first come
+  // first served within one), or the session ends, or CancelWatch; the
+  // caller then calls again with the same watch, which keeps its place
+  // until the create succeeds or CancelWatch. `watch` from NewWatchId().
+  // Errors: as Create, and RESOURCE_EXHAUSTED (max_waits_per_session,
+  // max_waits_per_uid, max_waits, with the numbers).
+  absl::StatusOr<std::optional<Grant>> CreateOrWait(SessionId session,
                                                     const CreateParams& params,
                                                     WatchId watch,
                                                     std::function<void()> wake);
@@ -463,7 +480,8 @@ class Broker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the fill `ticket` began of `destination` (a record of `home`)
   // from the copy at ticket.source in `after`.
-  void QueueFillLocked(Buffer& home, Buffer& destination, FillTicket ticket, SessionId session, uid_t uid, WatchId starter,
+  void QueueFillLocked(Buffer& home, Buffer& destination, FillTicket ticket,
+                       SessionId session, uid_t uid, WatchId starter,
                        AfterUnlock& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the stale copies of `home` nobody holds refreshing.
   void RefreshStaleLocked(Buffer& home, SessionId session, uid_t uid, AfterUnlock& after)
@@ -622,6 +640,26 @@ class Broker {
   // A name pressure evicted, for NoBufferLocked: until the name is created
   // again, kEvictedNameMemory has passed or kMaxEvictedNames newer ones
   // came.
+  // Creates waiting for memory (CreateOrWait): each also a watch in
+  // waiters_ (its limits, its wake), queued in memory_queue_'s order, and
+  // remembered with its place until it succeeds or is cancelled.
+  struct MemoryWait {
+    SessionId session = 0;
+    Location at;
+    std::uint64_t arrival = 0;
+  };
+  absl::flat_hash_map<WatchId, MemoryWait> memory_waits_ ABSL_GUARDED_BY(mu_);
+  MemoryQueue memory_queue_ ABSL_GUARDED_BY(mu_);
+  // How many creates wait, read without the lock by MemoryFreed's callers.
+  std::atomic<std::size_t> memory_waiting_{0};
+  // Memory was freed at `at` (AfterUnlock::Run, after the pools took it
+  // back): wakes the waiting creates there whose turn came.
+  void MemoryFreed(const std::vector<Location>& at) ABSL_LOCKS_EXCLUDED(mu_);
+  // What the pool at `at` can still hand out under its limit; unlimited
+  // pools: as much as anyone asks.
+  std::uint64_t RoomLocked(const Location& at) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets a waiting create (done, cancelled, its session gone).
+  void ForgetMemoryWaitLocked(WatchId watch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Evicted {
     BufferInfo info;  // As it was: who could read it.
     absl::Time at;
@@ -661,6 +699,10 @@ class Broker {
 // The buffer a Seal refusal is about when copies may still write it, so
 // that the caller can name its own copies; nullopt for any other status.
 std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status);
+
+// Whether a create refused with `status` was refused because its location
+// is full and nothing there could give way (CreateOrWait waits then).
+bool LocationFull(const absl::Status& status);
 
 // Whether an open refused with `status` was refused only because it had
 // no wake to wait with: for a copy being made, or one to make, there.

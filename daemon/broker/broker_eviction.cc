@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/bytes.h"
 #include "common/status_macros.h"
@@ -25,6 +26,14 @@ std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"
 // scattered may refuse again after the first; each round takes at least
 // what the request needs, so a few suffice.
 constexpr int kPressureRounds = 3;
+
+// The payload of a refusal because a location is full: the location.
+constexpr char kLocationFull[] = "type.memd.dev/broker.LocationFull";
+
+absl::Status Full(absl::Status refusal, const Location& at) {
+  refusal.SetPayload(kLocationFull, absl::Cord(at.ToString()));
+  return refusal;
+}
 
 // What the first round must take back: what the request takes beyond the
 // pool's room under its limit (its free reserved bytes count, since the
@@ -52,16 +61,92 @@ absl::StatusOr<pool::Allocation> Broker::AllocateUnderPressure(pool::Pool& pool,
       return MakeRoomLocked(pool.location(), need, after);
     });
     if (!taken_back.ok()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(refusal.message(), "; nothing could give way: ",
-                       taken_back.status().message()));
+      return Full(absl::ResourceExhaustedError(
+                      absl::StrCat(refusal.message(), "; nothing could give way: ",
+                                   taken_back.status().message())),
+                  pool.location());
     }
     // The victims' memory is back in the pool now (AfterUnlock ran).
     absl::StatusOr<pool::Allocation> allocation = pool.Allocate(size, domain);
     if (allocation.ok()) return allocation;
     refusal = allocation.status();
   }
-  return refusal;
+  return absl::IsResourceExhausted(refusal) ? Full(refusal, pool.location()) : refusal;
+}
+
+bool LocationFull(const absl::Status& status) {
+  return status.GetPayload(kLocationFull).has_value();
+}
+
+absl::StatusOr<std::optional<Grant>> Broker::CreateOrWait(SessionId session,
+                                                          const CreateParams& params,
+                                                          WatchId watch,
+                                                          std::function<void()> wake) {
+  // Memory freed between the refusal and the wait would wake nobody: the
+  // wait looks at the room again under the lock and tries once more.
+  constexpr int kTries = 3;
+  for (int tried = 1;; ++tried) {
+    absl::StatusOr<Grant> created = Create(session, params);
+    if (created.ok() || !LocationFull(created.status())) {
+      absl::MutexLock lock(&mu_);
+      ForgetMemoryWaitLocked(watch);
+      if (!created.ok()) return created.status();
+      return std::optional<Grant>(std::move(*created));
+    }
+    const absl::StatusOr<Location> at = Location::Parse(
+        std::string(*created.status().GetPayload(kLocationFull)));
+    if (!at.ok()) return created.status();
+    absl::StatusOr<bool> waits = [&]() -> absl::StatusOr<bool> {
+      absl::MutexLock lock(&mu_);
+      MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+      pool::Pool* pool = pools_.Find(*at);
+      const std::uint64_t taken = pool->AllocationBytes(params.size);
+      if (tried < kTries && RoomLocked(*at) >= taken) return false;
+      std::optional<std::uint64_t> arrival;
+      if (auto known = memory_waits_.find(watch); known != memory_waits_.end()) {
+        arrival = known->second.arrival;
+      }
+      MEMD_RETURN_IF_ERROR(
+          waiters_.Add(watch, session, caller->peer.uid, "", std::move(wake), limits_));
+      const std::uint64_t place =
+          memory_queue_.Add(watch, caller->peer.uid, *at, taken, arrival);
+      memory_waits_[watch] = MemoryWait{session, *at, place};
+      memory_waiting_ = memory_queue_.size();
+      return true;
+    }();
+    if (!waits.ok()) return waits.status();
+    if (*waits) return std::nullopt;
+  }
+}
+
+void Broker::MemoryFreed(const std::vector<Location>& freed_at) {
+  WithLock([&](AfterUnlock& after) {
+    std::vector<Location> places;
+    for (const Location& at : freed_at) {
+      if (std::find(places.begin(), places.end(), at) == places.end()) places.push_back(at);
+    }
+    for (const Location& at : places) {
+      for (MemoryQueue::Id id : memory_queue_.Take(at, RoomLocked(at))) {
+        // Its place stays in memory_waits_ until it succeeds or goes.
+        if (Waiters::Wake wake = waiters_.Take(id)) after.wakes.push_back(std::move(wake));
+      }
+    }
+    memory_waiting_ = memory_queue_.size();
+  });
+}
+
+std::uint64_t Broker::RoomLocked(const Location& at) const {
+  const pool::Pool* pool = pools_.Find(at);
+  if (pool == nullptr) return 0;
+  const pool::PoolStats stats = pool->Stats();
+  if (stats.limit_bytes == 0) return ~std::uint64_t{0};
+  return stats.limit_bytes > stats.used_bytes ? stats.limit_bytes - stats.used_bytes : 0;
+}
+
+void Broker::ForgetMemoryWaitLocked(WatchId watch) {
+  if (memory_waits_.erase(watch) == 0) return;
+  memory_queue_.Remove(watch);
+  memory_waiting_ = memory_queue_.size();
 }
 
 absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::uint64_t need,
@@ -101,11 +186,13 @@ absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::ui
     Buffer& victim = *buffers_.at(id);
     const std::uint64_t bytes = victim.allocation.bytes;
     if (pressure_log_) {
+      const absl::Duration unused = absl::Trunc(now - victim.last_used, absl::Seconds(1));
       after.pressure_lines.push_back(absl::StrCat(
-          "memory pressure on ", at.ToString(), ": ", victim.is_copy ? "demoted the copy of" : "evicted",
-          " buffer ", Quoted(victim.info.name), " (", FormatBytes(bytes), ", uid ",
-          victim.charge.uid, ", unused for ", absl::FormatDuration(absl::Trunc(now - victim.last_used, absl::Seconds(1))),
-          ") to make room for ", FormatBytes(need)));
+          "memory pressure on ", at.ToString(), ": ",
+          victim.is_copy ? "demoted the copy of" : "evicted", " buffer ",
+          Quoted(victim.info.name), " (", FormatBytes(bytes), ", uid ", victim.charge.uid,
+          ", unused for ", absl::FormatDuration(unused), ") to make room for ",
+          FormatBytes(need)));
     }
     if (victim.is_copy) {
       Buffer& home = *buffers_.at(victim.home);

@@ -324,7 +324,6 @@ void Broker::QueueFillLocked(Buffer& home, Buffer& destination, FillTicket ticke
     return;
   }
   after.fills.push_back(std::move(fill));
-  after.broker = this;
 }
 
 void Broker::RefreshStaleLocked(Buffer& home, SessionId session, uid_t uid,

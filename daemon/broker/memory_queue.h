@@ -1,6 +1,6 @@
 #pragma once
 
-// Creates that wait for memory (issue 26, not wired yet): in which order the
+// Creates that wait for memory (Broker::CreateOrWait): in which order the
 // calls waiting for room at one location are tried again when memory there
 // is freed. Only the order: the waits themselves, their limits and their
 // callbacks are Waiters' (each waiting create is a watch there too).

@@ -68,6 +68,12 @@ std::vector<Waiters::Wake> Waiters::TakeSession(SessionId session) {
   return wakes;
 }
 
+Waiters::Wake Waiters::Take(WatchId id) {
+  auto watch = watches_.find(id);
+  if (watch == watches_.end()) return nullptr;
+  return Remove(watch);
+}
+
 void Waiters::Clear() {
   watches_.clear();
   by_name_.clear();

@@ -58,6 +58,10 @@ class Waiters {
   // callbacks.
   std::vector<Wake> TakeSession(SessionId session);
 
+  // Takes the watch `id` (a waiting create's turn for memory came) and
+  // returns its callback; an empty one when it is not registered.
+  Wake Take(WatchId id);
+
   // Forgets every watch without handing back any callback.
   void Clear();
 

@@ -14,6 +14,7 @@ namespace memd::broker {
 template <typename Body>
 auto Broker::WithLock(Body body) {
   AfterUnlock after;
+  after.broker = this;
   if constexpr (std::is_void_v<std::invoke_result_t<Body&, AfterUnlock&>>) {
     {
       absl::MutexLock lock(&mu_);

@@ -52,7 +52,9 @@ class BrokerLeaksTest : public ::testing::Test {
   Grant Create(SessionId session, const std::string& name, bool seal) {
     auto grant = broker_->Create(session, {name, kPage, Location::Host(), 0644});
     EXPECT_TRUE(grant.ok()) << grant.status();
-    if (seal) EXPECT_TRUE(broker_->Seal(session, grant->lease).ok());
+    if (seal) {
+      EXPECT_TRUE(broker_->Seal(session, grant->lease).ok());
+    }
     return std::move(*grant);
   }
 

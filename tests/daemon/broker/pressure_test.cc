@@ -3,6 +3,7 @@
 // evictable buffers, from the uid most over its share, least recently used
 // first), never a leased or pinned buffer, and says why a name is gone.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,92 @@ TEST_F(PressureTest, APinnedBuffersCopiesAndTheOnlyCurrentCopyStay) {
   ASSERT_TRUE(weights.ok());
   EXPECT_EQ(weights->replicas.size(), 2u);
   EXPECT_EQ(At(kDev0).demotions, 0u);
+}
+
+// Creates that wait for memory (CreateOrWait): a full host of pinned
+// buffers, and creates that wait for one of them to go.
+class WaitingCreateTest : public PressureTest {
+ protected:
+  void FillHost() {
+    for (const char* name : {"p0", "p1", "p2", "p3"}) {
+      ASSERT_TRUE(Put(alice_, name, kHost, Retention::kPinned).ok()) << name;
+    }
+  }
+  absl::StatusOr<std::optional<Grant>> Wait(SessionId session, const std::string& name,
+                                            WatchId watch, bool* woken) {
+    return broker_->CreateOrWait(session, CreateParams{name, kSize, kHost, 0600}, watch,
+                                 [woken] { *woken = true; });
+  }
+};
+
+TEST_F(WaitingCreateTest, ACreateThatDoesNotFitWaitsAndIsServedWhenMemoryIsFreed) {
+  FillHost();
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  auto first = Wait(alice_, "late", watch, &woken);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->has_value());
+  EXPECT_EQ(broker_->Counts().waits, 1u);
+  ASSERT_TRUE(broker_->Unlink(alice_, "p2").ok());
+  EXPECT_TRUE(woken);
+  auto again = Wait(alice_, "late", watch, &woken);
+  ASSERT_TRUE(again.ok() && again->has_value()) << again.status();
+  EXPECT_EQ((*again)->buffer.name, "late");
+  EXPECT_EQ(broker_->Counts().waits, 0u);
+  // A refusal that is not about room does not wait.
+  bool never = false;
+  auto exists = Wait(alice_, "late", broker_->NewWatchId(), &never);
+  EXPECT_TRUE(absl::IsAlreadyExists(exists.status())) << exists.status();
+}
+
+TEST_F(WaitingCreateTest, UidsTakeTurnsForFreedMemory) {
+  FillHost();
+  bool a1 = false, a2 = false, b1 = false;
+  const WatchId wa1 = broker_->NewWatchId(), wa2 = broker_->NewWatchId(),
+                wb1 = broker_->NewWatchId();
+  ASSERT_TRUE(Wait(alice_, "a1", wa1, &a1).ok());
+  ASSERT_TRUE(Wait(alice_, "a2", wa2, &a2).ok());
+  ASSERT_TRUE(Wait(bob_, "b1", wb1, &b1).ok());
+  ASSERT_TRUE(broker_->Unlink(alice_, "p0").ok());  // Room for one.
+  EXPECT_TRUE(a1);
+  EXPECT_FALSE(a2);
+  EXPECT_FALSE(b1);
+  ASSERT_TRUE(Wait(alice_, "a1", wa1, &a1).ok());
+  ASSERT_TRUE(broker_->Unlink(alice_, "p1").ok());
+  EXPECT_TRUE(b1) << "Bob's turn, though Alice's second create came first";
+  EXPECT_FALSE(a2);
+  auto bobs = Wait(bob_, "b1", wb1, &b1);
+  ASSERT_TRUE(bobs.ok() && bobs->has_value()) << bobs.status();
+}
+
+TEST_F(WaitingCreateTest, WaitsAreBoundedPerUidAndEndWithTheSession) {
+  BrokerLimits limits;
+  limits.max_waits_per_uid = 2;
+  MakeBroker(limits);
+  FillHost();
+  bool woken[3] = {false, false, false};
+  for (int i = 0; i < 2; ++i) {
+    auto waiting = Wait(alice_, "w" + std::to_string(i), broker_->NewWatchId(), &woken[i]);
+    ASSERT_TRUE(waiting.ok() && !waiting->has_value()) << waiting.status();
+  }
+  auto refused = Wait(alice_, "w2", broker_->NewWatchId(), &woken[2]);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("max_waits_per_uid"));
+  bool bobs = false;
+  const WatchId bob_watch = broker_->NewWatchId();
+  ASSERT_TRUE(Wait(bob_, "b", bob_watch, &bobs).ok());
+
+  broker_->EndSession(alice_);
+  EXPECT_TRUE(woken[0] && woken[1]);
+  EXPECT_FALSE(bobs);
+  EXPECT_EQ(broker_->Counts().waits, 1u);
+  // Cancelled, Bob's wait leaves nothing: freed memory wakes nobody.
+  EXPECT_TRUE(broker_->CancelWatch(bob_watch));
+  EXPECT_EQ(broker_->Counts().waits, 0u);
+  auto root = broker_->StartSession(Peer(0), "root");
+  ASSERT_TRUE(root.ok());
+  ASSERT_TRUE(broker_->Unlink(*root, "p3").ok());
+  EXPECT_FALSE(bobs);
 }
 
 }  // namespace
