@@ -118,6 +118,11 @@ const std::string& Client::socket_dir() const { return core_->socket_dir(); }
 
 namespace {
 
+std::uint64_t WaitMillis(absl::Duration wait) {
+  if (wait <= absl::ZeroDuration()) return 0;
+  return static_cast<std::uint64_t>(absl::ToInt64Milliseconds(wait + absl::Nanoseconds(999999)));
+}
+
 // `mappable`: the list to send with location auto (MappableLocations).
 void SetCreate(std::string_view name, std::uint64_t size, const CreateOptions& options,
                const std::vector<std::string>& mappable, v1::CreateRequest* request) {
@@ -126,6 +131,7 @@ void SetCreate(std::string_view name, std::uint64_t size, const CreateOptions& o
   request->set_location(options.location);
   request->set_access_hint(options.access_hint);
   request->set_retention(options.retention);
+  request->set_wait_for_memory_ms(WaitMillis(options.wait_for_memory));
   for (const std::string& location : mappable) request->add_mappable_locations(location);
   request->set_mode(options.mode);
   request->set_persistence(options.persistence == Persistence::kEphemeral
@@ -136,11 +142,6 @@ void SetCreate(std::string_view name, std::uint64_t size, const CreateOptions& o
     attr->set_key(key);
     attr->set_value(value);
   }
-}
-
-std::uint64_t WaitMillis(absl::Duration wait) {
-  if (wait <= absl::ZeroDuration()) return 0;
-  return static_cast<std::uint64_t>(absl::ToInt64Milliseconds(wait + absl::Nanoseconds(999999)));
 }
 
 // One unary call on `connection`: token, deadline, status.
@@ -199,7 +200,7 @@ absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
   v1::Lease lease;
   std::shared_ptr<Connection> connection;
   absl::Status status = Call(*core_, &v1::Memd::Stub::Create, request, &lease,
-                             &connection);
+                             &connection, options.wait_for_memory);
   if (!status.ok()) return status;
   return core_->Adopt(*connection, lease, options.populate);
 }

@@ -160,6 +160,13 @@ class Broker {
                                                     WatchId watch,
                                                     std::function<void()> wake);
 
+  // What a create that waited `wait` for memory in vain is told
+  // (DEADLINE_EXCEEDED): what it asked, what is free at its location and
+  // who holds it (per uid for root; the caller's own share and everyone
+  // else's together for anyone else: what others hold is theirs).
+  absl::Status NoRoomWithin(SessionId session, const CreateParams& params,
+                            absl::Duration wait) const;
+
   // Counts a WaitTransfer call of the session among its waiting calls,
   // with the waiting opens and under the same limits, until
   // CancelWatch(watch) or the session's end. `watch` from NewWatchId().

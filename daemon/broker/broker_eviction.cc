@@ -119,6 +119,60 @@ absl::StatusOr<std::optional<Grant>> Broker::CreateOrWait(SessionId session,
   }
 }
 
+absl::Status Broker::NoRoomWithin(SessionId session, const CreateParams& params,
+                                  absl::Duration wait) const {
+  std::string message = absl::StrCat("no room for buffer ", Quoted(params.name), " (",
+                                     FormatBytes(params.size), ") ");
+  absl::MutexLock lock(&mu_);
+  auto caller = sessions_.find(session);
+  const pool::Pool* pool = params.auto_location ? nullptr : pools_.Find(params.location);
+  if (caller == sessions_.end() || pool == nullptr) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(message, "came within ", absl::FormatDuration(wait)));
+  }
+  const Location& at = params.location;
+  const pool::PoolStats stats = pool->Stats();
+  absl::StrAppend(&message, "at ", at.ToString(), " within ", absl::FormatDuration(wait),
+                  ": it takes ", FormatBytes(pool->AllocationBytes(params.size)), "; ");
+  if (stats.limit_bytes > 0) {
+    absl::StrAppend(&message, FormatBytes(RoomLocked(at)), " of ",
+                    FormatBytes(stats.limit_bytes), " free there");
+  } else {
+    absl::StrAppend(&message, FormatBytes(stats.used_bytes), " in use there");
+  }
+  if (const std::uint64_t queued = memory_queue_.bytes_at(at); queued > 0) {
+    absl::StrAppend(&message, ", ", FormatBytes(queued), " asked by creates waiting there");
+  }
+  // Who holds it: every uid's share for root, else the caller's and the rest.
+  const uid_t uid = caller->second.peer.uid;
+  std::vector<std::pair<std::uint64_t, uid_t>> holders;
+  std::uint64_t others = 0;
+  std::uint64_t own = 0;
+  for (const auto& [key, held] : usage_.by_uid()) {
+    if (!(key.second == at)) continue;
+    holders.emplace_back(held.bytes, key.first);
+    if (key.first == uid) {
+      own = held.bytes;
+    } else {
+      others += held.bytes;
+    }
+  }
+  if (uid == 0) {
+    std::sort(holders.rbegin(), holders.rend());
+    absl::StrAppend(&message, "; held by");
+    constexpr std::size_t kNamed = 3;
+    for (std::size_t i = 0; i < holders.size() && i < kNamed; ++i) {
+      absl::StrAppend(&message, i == 0 ? " " : ", ", "uid ", holders[i].second, " ",
+                      FormatBytes(holders[i].first));
+    }
+    if (holders.size() > kNamed) absl::StrAppend(&message, ", ...");
+  } else {
+    absl::StrAppend(&message, "; you (uid ", uid, ") hold ", FormatBytes(own),
+                    ", other users ", FormatBytes(others));
+  }
+  return absl::DeadlineExceededError(message);
+}
+
 void Broker::MemoryFreed(const std::vector<Location>& freed_at) {
   WithLock([&](AfterUnlock& after) {
     std::vector<Location> places;

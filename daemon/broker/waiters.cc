@@ -15,14 +15,14 @@ absl::Status Waiters::Add(WatchId id, SessionId session, uid_t uid,
     ++rejections_.per_session;
     return absl::ResourceExhaustedError(absl::StrCat(
         "session ", session, " already waits in ", of_session,
-        " calls (Open, WaitTransfer); the limit is ", limits.max_waits_per_session,
+        " calls (Open, Create, WaitTransfer); the limit is ", limits.max_waits_per_session,
         " (max_waits_per_session)"));
   }
   const std::uint64_t of_uid = waits_of_uid(uid);
   if (of_uid >= limits.max_waits_per_uid) {
     ++rejections_.per_uid;
     return absl::ResourceExhaustedError(absl::StrCat(
-        "uid ", uid, " has ", of_uid, " calls waiting (Open, WaitTransfer); the limit is ",
+        "uid ", uid, " has ", of_uid, " calls waiting (Open, Create, WaitTransfer); the limit is ",
         limits.max_waits_per_uid, " (max_waits_per_uid)"));
   }
   // Each waiting call holds a gRPC call and its buffers in the daemon:
@@ -30,8 +30,8 @@ absl::Status Waiters::Add(WatchId id, SessionId session, uid_t uid,
   if (watches_.size() >= limits.max_waits) {
     ++rejections_.total;
     return absl::ResourceExhaustedError(
-        absl::StrCat(watches_.size(), " calls are waiting (Open, WaitTransfer); the limit is ",
-                     limits.max_waits, " (max_waits)"));
+        absl::StrCat(watches_.size(), " calls are waiting (Open, Create, WaitTransfer); ",
+                     "the limit is ", limits.max_waits, " (max_waits)"));
   }
   watches_.emplace(id, Watch{session, uid, name, std::move(wake)});
   if (!name.empty()) by_name_[name].push_back(id);

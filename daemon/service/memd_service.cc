@@ -19,11 +19,11 @@
 namespace memd::service {
 namespace {
 
-absl::Status ValidateWait(std::uint64_t wait_ms) {
+absl::Status ValidateWait(std::uint64_t wait_ms, const char* field = "wait_timeout_ms") {
   // Compared as integers: a duration made of 2^63 ms or more wraps negative.
   if (wait_ms > static_cast<std::uint64_t>(absl::ToInt64Milliseconds(kMaxOpenWait))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "wait_timeout_ms ", wait_ms, " exceeds the maximum of ",
+        field, " ", wait_ms, " exceeds the maximum of ",
         absl::ToInt64Milliseconds(kMaxOpenWait), " ms"));
   }
   return absl::OkStatus();
@@ -151,12 +151,26 @@ absl::Status MemdService::Deliver(session::Session& session,
 grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* context,
                                               const v1::CreateRequest* request,
                                               v1::Lease* reply) {
-  return Respond(context, "Create", [&]() -> absl::Status {
-    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    MEMD_ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
-    MEMD_ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
-    return Deliver(*session, std::move(grant), 0, reply);
-  });
+  if (request->wait_for_memory_ms() == 0) {
+    return Respond(context, "Create", [&]() -> absl::Status {
+      MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+      MEMD_ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
+      MEMD_ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
+      return Deliver(*session, std::move(grant), 0, reply);
+    });
+  }
+  // A create that may wait for memory: answered by a waiting call, which
+  // holds no thread while the location stays full.
+  auto session = Authenticate(context);
+  absl::StatusOr<broker::CreateParams> params =
+      session.ok() ? FromProto(*request) : session.status();
+  absl::Status valid = params.status();
+  if (valid.ok()) valid = ValidateWait(request->wait_for_memory_ms(), "wait_for_memory_ms");
+  if (!valid.ok()) return Respond(context, "Create", [&] { return valid; });
+  auto* call = new WaitingCall(*this, "Create", std::move(*session), LeaseDelivery(0, reply));
+  call->Wait(WaitForMemory{std::move(*params)},
+             absl::Milliseconds(request->wait_for_memory_ms()));
+  return call;
 }
 
 grpc::ServerUnaryReactor* MemdService::Respond(
@@ -287,6 +301,10 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
     grpc::CallbackServerContext* context, const v1::OpenOrCreateRequest* request,
     v1::Lease* reply) {
   auto params = FromProto(*request);
+  if (params.ok() && request->create().wait_for_memory_ms() > 0) {
+    params = absl::InvalidArgumentError(
+        "wait_for_memory_ms goes with Create; OpenOrCreate does not wait for memory yet");
+  }
   if (!params.ok()) {
     return Respond(context, "OpenOrCreate", [&] { return params.status(); });
   }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace memd::service {
 
@@ -11,6 +12,13 @@ absl::StatusOr<std::optional<broker::Grant>> AskBroker(
     broker::WatchId watch, std::function<void()> wake) {
   if (const auto* open = std::get_if<broker::OpenParams>(&request)) {
     return broker.OpenOrWatch(session, *open, watch, std::move(wake));
+  }
+  if (const auto* create = std::get_if<WaitForMemory>(&request)) {
+    if (!wake) {
+      MEMD_ASSIGN_OR_RETURN(broker::Grant grant, broker.Create(session, *create));
+      return std::optional<broker::Grant>(std::move(grant));
+    }
+    return broker.CreateOrWait(session, *create, watch, std::move(wake));
   }
   return broker.OpenOrCreate(session, std::get<broker::CreateParams>(request), watch,
                              std::move(wake));
@@ -29,6 +37,12 @@ absl::StatusOr<std::optional<broker::Grant>> BrokerOpener::Try(
 }
 
 bool BrokerOpener::CancelWatch() { return broker_.CancelWatch(watch_); }
+
+std::optional<absl::Status> BrokerOpener::Overdue(absl::Duration wait) const {
+  const auto* create = std::get_if<WaitForMemory>(&request_);
+  if (create == nullptr) return std::nullopt;
+  return broker_.NoRoomWithin(session_, *create, wait);
+}
 
 WaitingOpen::WaitingOpen(std::unique_ptr<Opener> opener, std::string name,
                          absl::Duration wait, Call& call)
@@ -94,6 +108,7 @@ WaitingOpen::State WaitingOpen::state() const {
 }
 
 absl::Status WaitingOpen::DeadlineExceeded() const {
+  if (std::optional<absl::Status> overdue = opener_->Overdue(wait_)) return *overdue;
   return absl::DeadlineExceededError(absl::StrCat(
       "buffer '", name_, "' was not sealed within ", absl::FormatDuration(wait_)));
 }

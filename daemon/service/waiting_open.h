@@ -14,9 +14,13 @@
 
 namespace memd::service {
 
+// A Create that waits for memory at a full location (Broker::CreateOrWait).
+struct WaitForMemory : broker::CreateParams {};
+
 // What an Open-like call asks of the broker, again at every wake: an Open
-// (which waits only with READ) or an OpenOrCreate.
-using OpenRequest = std::variant<broker::OpenParams, broker::CreateParams>;
+// (which waits only with READ), an OpenOrCreate, or a Create waiting for
+// memory.
+using OpenRequest = std::variant<broker::OpenParams, broker::CreateParams, WaitForMemory>;
 
 // Asks the broker once: a grant, an error, or std::nullopt after leaving
 // `wake` under `watch` (Broker::OpenOrWatch, Broker::OpenOrCreate). Without
@@ -37,6 +41,11 @@ class Opener {
   // Takes back the watch the last try left. False when there is none: its
   // wake has run or is on its way.
   virtual bool CancelWatch() = 0;
+  // What the call ends with when `wait` has passed; nullopt: the waiting
+  // open's own DEADLINE_EXCEEDED (the buffer was not sealed in time).
+  virtual std::optional<absl::Status> Overdue(absl::Duration wait) const {
+    return std::nullopt;
+  }
 };
 
 /// Tries `request` for `session` with the broker, under one watch id for
@@ -46,6 +55,7 @@ class BrokerOpener final : public Opener {
   BrokerOpener(broker::Broker& broker, broker::SessionId session, OpenRequest request);
   absl::StatusOr<std::optional<broker::Grant>> Try(std::function<void()> woken) override;
   bool CancelWatch() override;
+  std::optional<absl::Status> Overdue(absl::Duration wait) const override;
 
  private:
   broker::Broker& broker_;
@@ -109,7 +119,7 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
  private:
   void TryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status DeadlineExceeded() const;
+  absl::Status DeadlineExceeded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const absl::Duration wait_;

@@ -398,6 +398,13 @@ static void location_auto(memd_client* client) {
   create.retention = "forever";
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "unknown retention 'forever'",
               memd_create(client, named("retention-bad"), 100, &create, &refused, &error));
+  create.retention = NULL;
+  create.wait_for_memory_ms = -1;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "wait_for_memory_ms",
+              memd_create(client, named("retention-bad"), 100, &create, &refused, &error));
+  create.wait_for_memory_ms = 1000; /* Room now: created at once. */
+  OK(memd_create(client, named("waits-for-nothing"), 100, &create, &buffer, &error));
+  OK(memd_buffer_release(buffer, &error));
   CHECK(refused == NULL);
   pass();
 }

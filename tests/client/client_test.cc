@@ -683,5 +683,33 @@ TEST_F(ClientTest, AFullHostEvictsTheLeastRecentlyUsedEvictableBufferAndSaysSo) 
   EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
 }
 
+// A create at a full location may wait for memory (issue 26): served when a
+// buffer there goes; past its wait, DEADLINE_EXCEEDED with the numbers.
+TEST_F(ClientTest, ACreateAtAFullHostWaitsForMemoryAndIsServedWhenABufferGoes) {
+  const std::uint64_t size = config_.host_pool_limit_bytes / 4;
+  for (int i = 0; i < 4; ++i) Publish(absl::StrCat("full/", i), size, i);
+
+  auto late = client_->Create("full/late", size, {.wait_for_memory = absl::Milliseconds(50)});
+  ASSERT_TRUE(absl::IsDeadlineExceeded(late.status())) << late.status();
+  EXPECT_THAT(std::string(late.status().message()),
+              AllOf(HasSubstr("no room for buffer 'full/late' (64 MiB) at host within 50ms"),
+                    HasSubstr("0 B of 256 MiB free there"), HasSubstr("held by uid ")));
+
+  absl::StatusOr<Buffer> waited = absl::UnknownError("not yet");
+  std::thread waiter([&] {
+    waited = client_->Create("full/late", size, {.wait_for_memory = absl::Seconds(60)});
+  });
+  ASSERT_TRUE(test::PollUntil([&] { return client_->Stats()->waits == 1; }));
+  ASSERT_TRUE(client_->Unlink("full/2").ok());
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ(waited->size(), size);
+  EXPECT_EQ(client_->Stats()->waits, 0u);
+  // OpenOrCreate does not wait for memory (yet), and says so.
+  auto either = client_->OpenOrCreate("full/other", size,
+                                      {.wait_for_memory = absl::Seconds(1)});
+  EXPECT_TRUE(absl::IsInvalidArgument(either.status())) << either.status();
+}
+
 }  // namespace
 }  // namespace memd

@@ -11,14 +11,19 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def small_host():
+def small_daemon():
     """A memd whose host pool holds four 2 MiB buffers."""
     daemon = Daemon("--backend", "host", "--host-pool-limit-bytes", str(8 * MiB))
     try:
-        with memd.connect(daemon.socket_dir) as client:
-            yield client
+        yield daemon
     finally:
         daemon.stop()
+
+
+@pytest.fixture
+def small_host(small_daemon):
+    with memd.connect(small_daemon.socket_dir) as client:
+        yield client
 
 
 def put(client, name, fill, retention="evictable"):
@@ -64,3 +69,40 @@ def test_an_unknown_retention_is_invalid_argument(client, name):
     with pytest.raises(memd.InvalidArgumentError, match="a retention of 100 bytes"):
         client.create(name, 8, retention="x" * 100)
     assert client.list(prefix=name) == []
+
+
+def test_a_create_waits_for_memory_and_a_killed_waiter_leaves_nothing(small_daemon, small_host):
+    """wait_for_memory: past it, DeadlineExceededError with the numbers; a
+    waiting process that is killed takes its wait with it."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    for i in range(4):
+        put(small_host, f"full/{i}", i, retention="pinned")
+    with pytest.raises(memd.DeadlineExceededError, match="no room for buffer 'full/late'"):
+        small_host.create("full/late", 2 * MiB, wait_for_memory=0.05)
+    socket_dir = small_daemon.socket_dir
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, memd\n"
+         "c = memd.connect(sys.argv[1])\n"
+         "c.create('full/child', 2 << 20, wait_for_memory=600)\n", socket_dir],
+        env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 30
+        while small_host.stats().waits != 1:
+            assert time.monotonic() < deadline, "the child's create never waited"
+            time.sleep(0.01)
+    finally:
+        child.kill()
+        child.wait()
+    deadline = time.monotonic() + 30
+    while small_host.stats().waits != 0:
+        assert time.monotonic() < deadline, "the killed child's wait stayed"
+        time.sleep(0.01)
+    # Its place is gone too: the next free room goes to a create that waits now.
+    small_host.unlink("full/0")
+    with small_host.create("full/late", 2 * MiB, wait_for_memory=5) as buf:
+        assert buf.size == 2 * MiB

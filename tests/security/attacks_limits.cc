@@ -145,4 +145,43 @@ MEMD_ATTACK(fill_waits,
   return test::HoldAtGate(args[3], report) ? 0 : 3;
 }
 
+MEMD_ATTACK(fill_memory_waits,
+            "SESSIONS PER_SESSION REFUSALS GATE: in each session starts "
+            "PER_SESSION 1 MiB host creates that wait 10 minutes for memory; "
+            "once REFUSALS of them have failed (or 30 s passed) reports "
+            "'waiting W', 'refused R' and the first refusal at GATE, then "
+            "holds the rest") {
+  if (args.size() != 4) return 2;
+  const int sessions = std::stoi(args[0]);
+  const int per_session = std::stoi(args[1]);
+  const std::size_t expected = std::stoul(args[2]);
+  std::vector<test::RawSession> held;
+  WaitingCalls waiting;
+  std::string no_session;
+  for (int s = 0; s < sessions; ++s) {
+    auto raw = test::RawSession::Connect(SocketDir());
+    if (!raw.ok()) {
+      no_session = Refusal(raw.status());
+      break;
+    }
+    held.push_back(std::move(*raw));
+    const test::RawSession& session = held.back();
+    for (int i = 0; i < per_session; ++i) {
+      waiting.Start(session, [&](grpc::ClientContext* context, WaitingCalls::Done done) {
+        auto request = std::make_shared<v1::CreateRequest>();
+        request->set_name(absl::StrCat("waits/for/room/", s, "/", i));
+        request->set_size_bytes(1 << 20);
+        request->set_location("host");
+        request->set_wait_for_memory_ms(600000);
+        auto reply = std::make_shared<v1::Lease>();
+        session.stub->async()->Create(context, request.get(), reply.get(),
+                                    [request, reply, done](grpc::Status status) { done(status); });
+      });
+    }
+  }
+  std::string report = waiting.Report(expected);
+  if (!no_session.empty()) absl::StrAppend(&report, no_session, "\n");
+  return test::HoldAtGate(args[3], report) ? 0 : 3;
+}
+
 }  // namespace memd::hostile

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "memd/client.h"
 #include "tests/security/held_attack.h"
 #include "tests/security/open_daemon.h"
 
@@ -87,13 +88,37 @@ TEST_F(PerUidLimitsTest, OneUidCannotKeepUnboundedOpensWaiting) {
                     Gate("gate"));
   const std::string report = attack.Report();
   EXPECT_THAT(report, StartsWith("waiting 20\nrefused 12\n"));
-  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 20 calls waiting (Open, WaitTransfer); "
-                                "the limit is 20 (max_waits_per_uid)"));
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 20 calls waiting (Open, "
+                                "Create, WaitTransfer); the limit is 20 (max_waits_per_uid)"));
 
   // Alice's open may still wait: it runs out of time instead of being
   // refused.
   ProgramResult alice = Hostile(kAlice, {"read_text", "alice/never", "200"});
   EXPECT_THAT(alice.out, StartsWith("DEADLINE_EXCEEDED")) << Describe(alice);
+  EXPECT_EQ(attack.Release().exit_code, 0) << Describe(attack.Release());
+}
+
+// Issue 26: creates that wait for memory count among the same waits.
+TEST_F(PerUidLimitsTest, OneUidCannotKeepUnboundedCreatesWaitingForMemory) {
+  config_.max_waits_per_session = 8;
+  config_.max_waits_per_uid = 20;
+  config_.host_pool_limit_bytes = 4 << 20;
+  StartDaemon();
+  auto root = Client::Connect({.socket_dir = config_.socket_dir});
+  ASSERT_TRUE(root.ok()) << root.status();
+  auto full = (*root)->Create("root/fills-the-host", 4 << 20);
+  ASSERT_TRUE(full.ok()) << full.status();
+  HeldAttack attack(kMallory, config_.socket_dir, {"fill_memory_waits", "4", "8", "12"},
+                    Gate("gate"));
+  const std::string report = attack.Report();
+  EXPECT_THAT(report, StartsWith("waiting 20\nrefused 12\n"));
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 20 calls waiting (Open, "
+                                "Create, WaitTransfer); the limit is 20 (max_waits_per_uid)"));
+  // Another user's create may still wait: its wait runs out instead.
+  auto waited = (*root)->Create("root/more", 1 << 20,
+                                {.wait_for_memory = absl::Milliseconds(200)});
+  EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
+  EXPECT_THAT(std::string(waited.status().message()), HasSubstr("20 MiB asked by creates"));
   EXPECT_EQ(attack.Release().exit_code, 0) << Describe(attack.Release());
 }
 
@@ -110,8 +135,8 @@ TEST_F(PerUidLimitsTest, WaitingOpensAreBoundedDaemonWide) {
   HeldAttack bob(kBob, config_.socket_dir, {"fill_waits", "2", "8", "8"}, Gate("bob"));
   const std::string report = bob.Report();
   EXPECT_THAT(report, StartsWith("waiting 8\nrefused 8\n"));
-  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: 24 calls are waiting (Open, WaitTransfer); the limit "
-                                "is 24 (max_waits)"));
+  EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: 24 calls are waiting (Open, Create, "
+                                "WaitTransfer); the limit is 24 (max_waits)"));
   // The daemon-wide bound is what keeps the daemon's memory bounded
   // whatever the number of uids: once reached it refuses everyone.
   ProgramResult alice = Hostile(kAlice, {"read_text", "alice/never", "200"});

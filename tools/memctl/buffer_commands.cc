@@ -154,6 +154,7 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   request.create.location = options.location;
   request.create.access_hint = options.hint;
   request.create.retention = options.retention;
+  request.create.wait_for_memory = options.wait_for_memory;
   request.create.mode = options.mode;
   request.create.persistence =
       options.ephemeral ? Persistence::kEphemeral : Persistence::kPersistent;

@@ -226,6 +226,7 @@ struct OptionTexts {
   std::string fifo_timeout = absl::StrCat(absl::ToInt64Seconds(kDefaultFifoTimeout));
   bool follow_symlinks = false;
   std::string older_than = "1h";
+  std::string wait_for_memory = "0";
 };
 
 // What every command that opens files named on its command line takes:
@@ -475,6 +476,12 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                   "from home) or evictable (also the buffer itself)")
       ->check(CLI::IsMember({"pinned", "demotable", "evictable"}))
       ->type_name("RETENTION")
+      ->capture_default_str();
+  put->add_option("--wait-for-memory", texts.wait_for_memory,
+                  "When the location is full (once what may give way has), wait this "
+                  "long for memory instead of failing (30s, 5m; 0: fail at once)")
+      ->check(WaitValidator())
+      ->type_name("DURATION")
       ->capture_default_str();
   put->add_option("--attr", texts.attrs,
                   "An attribute the buffer carries for its readers, KEY=VALUE; "
@@ -840,6 +847,7 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
   }
   if (!texts.owner.empty()) invocation.get.owner = ParseUser(texts.owner);
   invocation.leaks.older_than = ParseDurationText(texts.older_than).value_or(absl::Hours(1));
+  invocation.put.wait_for_memory = absl::Seconds(ParseWait(texts.wait_for_memory).value_or(0));
 
   TransferFlags transfer;
   transfer.priority = ParsePriority(texts.priority).value_or(Priority::kNormal);

@@ -200,6 +200,12 @@ struct CreateOptions {
   // the next open there; "evictable" also the whole buffer, whose name then
   // goes (an open is NOT_FOUND saying when it was evicted).
   std::string retention = {};
+  // Create only: how long a create whose location is full (once what may
+  // give way there has) waits for memory, in turn with other waiting
+  // creates (users take turns); zero fails at once with RESOURCE_EXHAUSTED.
+  // Past it: DEADLINE_EXCEEDED saying what was free, what was asked and who
+  // holds the location. At most 24 hours.
+  absl::Duration wait_for_memory = absl::ZeroDuration();
 };
 
 struct OpenOptions {

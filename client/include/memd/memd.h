@@ -267,6 +267,11 @@ typedef struct memd_create_options {
    * from home; "evictable" also the whole buffer (an open of the name is
    * then MEMD_NOT_FOUND saying when). Since 0.4. */
   const char* retention;
+  /* memd_create only: how long a create whose location is full (once what
+   * may give way has) waits for memory, in turn with other waiting creates;
+   * 0 (default) fails at once with MEMD_RESOURCE_EXHAUSTED. Past it:
+   * MEMD_DEADLINE_EXCEEDED saying what was free, asked and held. Since 0.4. */
+  int64_t wait_for_memory_ms;
 } memd_create_options;
 
 void memd_create_options_init(memd_create_options* options);

@@ -70,7 +70,8 @@ class CreateOptions(Structure):
                 ("ephemeral", c_int), ("populate", c_int), ("attrs", POINTER(Attr)),
                 ("attr_count", c_size_t), ("existing_owner", c_int64),
                 ("access_hint", c_char_p), ("mappable_locations", POINTER(c_char_p)),
-                ("mappable_location_count", c_size_t), ("retention", c_char_p)]
+                ("mappable_location_count", c_size_t), ("retention", c_char_p),
+                ("wait_for_memory_ms", c_int64)]
 
 
 class OpenOptions(Structure):

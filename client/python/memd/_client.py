@@ -37,7 +37,8 @@ class _CreateOptions:
     def __init__(self, location: str, mode: int, persistent: bool,
                  attrs: Optional[Mapping[str, str]], populate: bool,
                  existing_owner: Optional[int] = None, hint: str = "",
-                 mappable: Optional[Sequence[str]] = None, retention: str = "") -> None:
+                 mappable: Optional[Sequence[str]] = None, retention: str = "",
+                 wait_for_memory: Optional[float] = None) -> None:
         self._keep = []
         self.struct = _capi.CreateOptions()
         self.struct.struct_size = _capi.ctypes.sizeof(_capi.CreateOptions)
@@ -56,6 +57,8 @@ class _CreateOptions:
             self.struct.attr_count = len(attrs)
         self.struct.access_hint = _capi.encode(hint, "hint")
         self.struct.retention = _capi.encode(retention, "retention")
+        self.struct.wait_for_memory_ms = (0 if wait_for_memory is None
+                                          else _milliseconds(wait_for_memory, "wait_for_memory"))
         if mappable:
             places = (_capi.c_char_p * len(mappable))(
                 *(_capi.encode(where, "mappable location") for where in mappable))
@@ -169,7 +172,8 @@ class Client:
     def create(self, name: str, nbytes: int, *, location: str = "host", mode: int = 0o600,
                persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
                populate: bool = False, hint: str = "",
-               mappable: Optional[Sequence[str]] = None, retention: str = "") -> Buffer:
+               mappable: Optional[Sequence[str]] = None, retention: str = "",
+               wait_for_memory: Optional[float] = None) -> Buffer:
         """Creates a buffer and returns a writable lease on it (not sealed yet).
 
         location: "host", "pinned", "device:N" or "auto": memd chooses from
@@ -185,12 +189,16 @@ class Client:
         retention: what memd may take back when the location is full and
         nobody holds the buffer: "" or "pinned" nothing, "demotable" its
         copies away from home, "evictable" also the buffer itself (an open
-        is then NotFoundError saying when it was evicted).
+        is then NotFoundError saying when it was evicted). wait_for_memory:
+        seconds a create whose location is full (once what may give way has)
+        waits for memory, in turn with other waiting creates (None or 0: fail
+        at once); past it DeadlineExceededError says what was free, asked
+        and held.
         Raises AlreadyExistsError, InvalidArgumentError (name, size, mode,
         location, attrs, retention), ResourceExhaustedError (pool, quota, and
         nothing could give way)."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, None, hint,
-                                 mappable, retention)
+                                 mappable, retention, wait_for_memory)
         return self._buffer(_lib.memd_create, name, False, _size(nbytes), byref(options.struct))
 
     def create_array(self, name: str, shape: Any, dtype: Any, **kwargs: Any) -> Buffer:

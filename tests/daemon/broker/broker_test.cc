@@ -300,13 +300,13 @@ TEST_F(BrokerTest, WaitsArePerUidAndDaemonWideLimited) {
   auto over_uid = wait(first, "z");
   EXPECT_EQ(over_uid.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(over_uid.status().message(),
-            "uid 1000 has 2 calls waiting (Open, WaitTransfer); the limit is 2 "
+            "uid 1000 has 2 calls waiting (Open, Create, WaitTransfer); the limit is 2 "
             "(max_waits_per_uid)");
   ASSERT_TRUE(wait(bob, "x").ok());
   auto over_all = wait(carol, "x");
   EXPECT_EQ(over_all.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(over_all.status().message(),
-            "3 calls are waiting (Open, WaitTransfer); the limit is 3 (max_waits)");
+            "3 calls are waiting (Open, Create, WaitTransfer); the limit is 3 (max_waits)");
   // A cancelled, a woken and an ended wait each give their room back.
   EXPECT_TRUE(broker_->CancelWatch(cancelled));
   EXPECT_TRUE(wait(carol, "x").ok());

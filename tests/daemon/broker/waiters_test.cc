@@ -118,7 +118,7 @@ TEST_F(WaitersTest, WaitsPerSessionAreLimitedWithTheNumbersAndTheKey) {
   absl::Status refused = Add("c", 1, kAlice, "z");
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_EQ(refused.message(),
-            "session 1 already waits in 2 calls (Open, WaitTransfer); the limit is 2 "
+            "session 1 already waits in 2 calls (Open, Create, WaitTransfer); the limit is 2 "
             "(max_waits_per_session)");
   EXPECT_TRUE(Add("d", 2, kAlice, "z").ok()) << "another session has its own";
   EXPECT_EQ(waiters_.rejections().per_session, 1u);
@@ -131,7 +131,7 @@ TEST_F(WaitersTest, WaitsPerUidAreLimitedAcrossItsSessions) {
   absl::Status refused = Add("c", 3, kAlice, "x");
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_EQ(refused.message(),
-            "uid 1000 has 2 calls waiting (Open, WaitTransfer); the limit is 2 "
+            "uid 1000 has 2 calls waiting (Open, Create, WaitTransfer); the limit is 2 "
             "(max_waits_per_uid)");
   EXPECT_TRUE(Add("d", 4, kBob, "x").ok());
   EXPECT_EQ(waiters_.rejections().per_uid, 1u);
