@@ -148,31 +148,6 @@ absl::Status MemdService::Deliver(session::Session& session,
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* context,
-                                              const v1::CreateRequest* request,
-                                              v1::Lease* reply) {
-  if (request->wait_for_memory_ms() == 0) {
-    return Respond(context, "Create", [&]() -> absl::Status {
-      MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-      MEMD_ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
-      MEMD_ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
-      return Deliver(*session, std::move(grant), 0, reply);
-    });
-  }
-  // A create that may wait for memory: answered by a waiting call, which
-  // holds no thread while the location stays full.
-  auto session = Authenticate(context);
-  absl::StatusOr<broker::CreateParams> params =
-      session.ok() ? FromProto(*request) : session.status();
-  absl::Status valid = params.status();
-  if (valid.ok()) valid = ValidateWait(request->wait_for_memory_ms(), "wait_for_memory_ms");
-  if (!valid.ok()) return Respond(context, "Create", [&] { return valid; });
-  auto* call = new WaitingCall(*this, "Create", std::move(*session), LeaseDelivery(0, reply));
-  call->Wait(WaitForMemory{std::move(*params)},
-             absl::Milliseconds(request->wait_for_memory_ms()));
-  return call;
-}
-
 grpc::ServerUnaryReactor* MemdService::Respond(
     grpc::CallbackServerContext* context, const char* method,
     absl::FunctionRef<absl::Status()> body) {
@@ -282,6 +257,31 @@ MemdService::GrantDelivery MemdService::LeaseDelivery(std::uint64_t mapped_buffe
   return [this, mapped_buffer_id, reply](session::Session& session, broker::Grant grant) {
     return Deliver(session, std::move(grant), mapped_buffer_id, reply);
   };
+}
+
+grpc::ServerUnaryReactor* MemdService::Create(grpc::CallbackServerContext* context,
+                                              const v1::CreateRequest* request,
+                                              v1::Lease* reply) {
+  if (request->wait_for_memory_ms() == 0) {
+    return Respond(context, "Create", [&]() -> absl::Status {
+      MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+      MEMD_ASSIGN_OR_RETURN(broker::CreateParams params, FromProto(*request));
+      MEMD_ASSIGN_OR_RETURN(broker::Grant grant, broker_.Create(session->id(), params));
+      return Deliver(*session, std::move(grant), 0, reply);
+    });
+  }
+  // A create that may wait for memory: answered by a waiting call, which
+  // holds no thread while the location stays full.
+  auto session = Authenticate(context);
+  absl::StatusOr<broker::CreateParams> params =
+      session.ok() ? FromProto(*request) : session.status();
+  absl::Status valid = params.status();
+  if (valid.ok()) valid = ValidateWait(request->wait_for_memory_ms(), "wait_for_memory_ms");
+  if (!valid.ok()) return Respond(context, "Create", [&] { return valid; });
+  auto* call = new WaitingCall(*this, "Create", std::move(*session), LeaseDelivery(0, reply));
+  call->Wait(WaitForMemory{std::move(*params)},
+             absl::Milliseconds(request->wait_for_memory_ms()));
+  return call;
 }
 
 grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context,
