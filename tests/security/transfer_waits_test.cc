@@ -38,7 +38,7 @@ TEST_F(TransferWaitsTest, OneUidCannotKeepUnboundedTransferWaitsAndTheyShowAsWai
   const std::string report = attack.Report();
   EXPECT_THAT(report, StartsWith("waiting 20\nrefused 12\n"));
   EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 20 calls waiting (Open, "
-                                "WaitTransfer); the limit is 20 (max_waits_per_uid)"));
+                                "Create, WaitTransfer); the limit is 20 (max_waits_per_uid)"));
   EXPECT_EQ(Stats(Session()).waits(), 20u) << "the daemon says what waits in it";
 
   // Alice's open may still wait: it runs out of time instead of being
@@ -62,7 +62,7 @@ TEST_F(TransferWaitsTest, TransferWaitsAndWaitingOpensShareTheDaemonWideBound) {
   const std::string report = bob.Report();
   EXPECT_THAT(report, StartsWith("waiting 8\nrefused 8\n"));
   EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: 24 calls are waiting (Open, "
-                                "WaitTransfer); the limit is 24 (max_waits)"));
+                                "Create, WaitTransfer); the limit is 24 (max_waits)"));
   EXPECT_EQ(Stats(Session()).waits(), 24u);
   EXPECT_EQ(mallory.Release().exit_code, 0) << Describe(mallory.Release());
   EXPECT_EQ(bob.Release().exit_code, 0) << Describe(bob.Release());
