@@ -6,6 +6,7 @@
 // much it got and the first refusal as "CODE: message".
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,12 +109,15 @@ MEMD_ATTACK(fill_leases,
              : 3;
 }
 
-MEMD_ATTACK(fill_waits,
-            "SESSIONS PER_SESSION REFUSALS GATE: in each session starts "
-            "PER_SESSION opens that wait 10 minutes for names nobody makes; "
-            "once REFUSALS of them have failed (or 30 s passed) reports "
-            "'waiting W', 'refused R' and the first refusal at GATE, then "
-            "holds the rest") {
+// The two fill_*waits steps: in each of SESSIONS sessions, PER_SESSION
+// calls that `start` begins (the i-th of session s), then the report at
+// GATE once REFUSALS of them failed; holds the rest until released.
+namespace {
+
+using StartWait = std::function<void(const test::RawSession&, int s, int i,
+                                     grpc::ClientContext*, WaitingCalls::Done)>;
+
+int FillWaits(const Args& args, const StartWait& start) {
   if (args.size() != 4) return 2;
   const int sessions = std::stoi(args[0]);
   const int per_session = std::stoi(args[1]);
@@ -131,12 +135,7 @@ MEMD_ATTACK(fill_waits,
     const test::RawSession& session = held.back();
     for (int i = 0; i < per_session; ++i) {
       waiting.Start(session, [&](grpc::ClientContext* context, WaitingCalls::Done done) {
-        auto request = std::make_shared<v1::OpenRequest>();
-        request->set_name(absl::StrCat("never/made/", s, "/", i));
-        request->set_wait_timeout_ms(600000);
-        auto reply = std::make_shared<v1::Lease>();
-        session.stub->async()->Open(context, request.get(), reply.get(),
-                                    [request, reply, done](grpc::Status status) { done(status); });
+        start(session, s, i, context, std::move(done));
       });
     }
   }
@@ -145,43 +144,42 @@ MEMD_ATTACK(fill_waits,
   return test::HoldAtGate(args[3], report) ? 0 : 3;
 }
 
+}  // namespace
+
+MEMD_ATTACK(fill_waits,
+            "SESSIONS PER_SESSION REFUSALS GATE: in each session starts "
+            "PER_SESSION opens that wait 10 minutes for names nobody makes; "
+            "once REFUSALS of them have failed (or 30 s passed) reports "
+            "'waiting W', 'refused R' and the first refusal at GATE, then "
+            "holds the rest") {
+  return FillWaits(args, [](const test::RawSession& session, int s, int i,
+                            grpc::ClientContext* context, WaitingCalls::Done done) {
+    auto request = std::make_shared<v1::OpenRequest>();
+    request->set_name(absl::StrCat("never/made/", s, "/", i));
+    request->set_wait_timeout_ms(600000);
+    auto reply = std::make_shared<v1::Lease>();
+    session.stub->async()->Open(context, request.get(), reply.get(),
+                                [request, reply, done](grpc::Status status) { done(status); });
+  });
+}
+
 MEMD_ATTACK(fill_memory_waits,
             "SESSIONS PER_SESSION REFUSALS GATE: in each session starts "
             "PER_SESSION 1 MiB host creates that wait 10 minutes for memory; "
             "once REFUSALS of them have failed (or 30 s passed) reports "
             "'waiting W', 'refused R' and the first refusal at GATE, then "
             "holds the rest") {
-  if (args.size() != 4) return 2;
-  const int sessions = std::stoi(args[0]);
-  const int per_session = std::stoi(args[1]);
-  const std::size_t expected = std::stoul(args[2]);
-  std::vector<test::RawSession> held;
-  WaitingCalls waiting;
-  std::string no_session;
-  for (int s = 0; s < sessions; ++s) {
-    auto raw = test::RawSession::Connect(SocketDir());
-    if (!raw.ok()) {
-      no_session = Refusal(raw.status());
-      break;
-    }
-    held.push_back(std::move(*raw));
-    const test::RawSession& session = held.back();
-    for (int i = 0; i < per_session; ++i) {
-      waiting.Start(session, [&](grpc::ClientContext* context, WaitingCalls::Done done) {
-        auto request = std::make_shared<v1::CreateRequest>();
-        request->set_name(absl::StrCat("waits/for/room/", s, "/", i));
-        request->set_size_bytes(1 << 20);
-        request->set_location("host");
-        request->set_wait_for_memory_ms(600000);
-        auto reply = std::make_shared<v1::Lease>();
-        session.stub->async()->Create(context, request.get(), reply.get(),
-                                    [request, reply, done](grpc::Status status) { done(status); });
-      });
-    }
-  }
-  std::string report = waiting.Report(expected);
-  if (!no_session.empty()) absl::StrAppend(&report, no_session, "\n");
-  return test::HoldAtGate(args[3], report) ? 0 : 3;
+  return FillWaits(args, [](const test::RawSession& session, int s, int i,
+                            grpc::ClientContext* context, WaitingCalls::Done done) {
+    auto request = std::make_shared<v1::CreateRequest>();
+    request->set_name(absl::StrCat("waits/for/room/", s, "/", i));
+    request->set_size_bytes(1 << 20);
+    request->set_location("host");
+    request->set_wait_for_memory_ms(600000);
+    auto reply = std::make_shared<v1::Lease>();
+    session.stub->async()->Create(context, request.get(), reply.get(),
+                                  [request, reply, done](grpc::Status status) { done(status); });
+  });
 }
 
 }  // namespace memd::hostile
