@@ -637,6 +637,20 @@ TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
                                   "retention evictable, owner uid 0)"));
   // An unknown retention is a usage error before anything is sent.
   EXPECT_EQ(with({"put", "--retention", "forever", "x", "-"}).exit_code, kExitUsage);
+  EXPECT_EQ(with({"put", "--wait-for-memory", "forever", "x", "-"}).exit_code, kExitUsage);
+  // Every buffer held or pinned: a put that may wait runs out of time and
+  // says what holds the host.
+  for (const char* name : {"run0/b", "run0/c", "run0/d", "run1/activations"}) {
+    ASSERT_EQ(with({"unlink", name}).exit_code, 0) << name;
+  }
+  for (const char* name : {"p/0", "p/1", "p/2", "p/3"}) {
+    ASSERT_EQ(with({"put", name, "-"}).exit_code, 0) << name;
+  }
+  ProgramResult waited = with({"put", "--wait-for-memory", "0.1", "late", "-"});
+  EXPECT_EQ(waited.exit_code, kExitFailed);
+  EXPECT_THAT(waited.err, HasSubstr("DEADLINE_EXCEEDED: no room for buffer 'late' (2 MiB) at "
+                                    "host within 100ms"))
+      << Describe(waited);
 }
 
 TEST_F(MemctlTest, UnlinkThenGetFailsWithNotFound) {
