@@ -54,16 +54,16 @@ std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status) {
 }
 
 void Broker::AfterUnlock::Run() && {
+  // Waiting creates are rare: only for them are the places noted and the
+  // lock taken again.
+  const bool creates_wait = broker != nullptr && broker->memory_waiting_.load() > 0;
   std::vector<Location> freed_at;
   for (auto& [pool, buffer] : freed) {
     pool->Free(std::move(buffer->allocation));
-    freed_at.push_back(pool->location());
+    if (creates_wait) freed_at.push_back(pool->location());
   }
   freed.clear();
-  // Waiting creates are rare: the lock is taken again only for them.
-  if (broker != nullptr && !freed_at.empty() && broker->memory_waiting_.load() > 0) {
-    broker->MemoryFreed(freed_at);
-  }
+  if (!freed_at.empty()) broker->MemoryFreed(freed_at);
   for (FillStart& fill : fills) broker->StartFill(std::move(fill));
   fills.clear();
   for (auto& wake : wakes) wake();

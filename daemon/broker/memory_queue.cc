@@ -52,8 +52,6 @@ const std::pair<const uid_t, MemoryQueue::PerUid>* MemoryQueue::NextUid(
 
 std::vector<MemoryQueue::Id> MemoryQueue::Take(const Location& at, std::uint64_t free_bytes) {
   std::vector<Id> taken;
-  auto place = places_.find(at);
-  if (place == places_.end()) return taken;
   std::uint64_t left = free_bytes;
   while (true) {
     auto where = places_.find(at);

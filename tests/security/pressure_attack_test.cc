@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "tests/security/open_daemon.h"
+#include "tests/support/raw_session.h"
 #include "tests/client/pattern.h"
 
 namespace memd {
@@ -59,6 +60,32 @@ TEST_F(PressureAttackTest, AFloodTakesNoOtherUsersPinnedOrHeldBufferAndLearnsNoN
   auto gone = (*victim)->Stat("victim/evictable");
   EXPECT_TRUE(absl::IsNotFound(gone.status())) << gone.status();
   EXPECT_THAT(std::string(gone.status().message()), HasSubstr("evicted at"));
+}
+
+// A raw client asks for absurd waits and retentions libmemd would never
+// send: each is INVALID_ARGUMENT in a short message, and nothing waits.
+TEST_F(PressureAttackTest, AbsurdWaitsAndRetentionsAreRefusedBeforeAnythingWaits) {
+  StartDaemon();
+  test::RawSession raw = test::RawSession::Open(config_.socket_dir);
+  v1::CreateRequest create;
+  create.set_name("mallory/absurd");
+  create.set_size_bytes(4096);
+  create.set_wait_for_memory_ms(~std::uint64_t{0});
+  v1::Lease lease;
+  grpc::Status status = raw.Call(&v1::Memd::Stub::Create, create, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("wait_for_memory_ms 18446744073709551615 "
+                                                "exceeds the maximum"));
+  create.set_wait_for_memory_ms(1000);
+  create.set_retention(std::string(1 << 20, 'r'));
+  status = raw.Call(&v1::Memd::Stub::Create, create, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), StartsWith("a retention of 1048576 bytes"));
+  EXPECT_LT(status.error_message().size(), 200u);
+  auto root = Client::Connect({.socket_dir = config_.socket_dir});
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ((*root)->Stats()->waits, 0u);
+  EXPECT_TRUE(absl::IsNotFound((*root)->Stat("mallory/absurd").status()));
 }
 
 }  // namespace
