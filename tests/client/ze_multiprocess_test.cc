@@ -403,7 +403,10 @@ TEST_F(LevelZeroTest, ALostDeviceFailsItsCopiesForGoodAndTheDaemonLivesOn) {
   StartDaemon({}, {{"MEMD_FAKE_ZE_FAULTS", "zeEventQueryStatus@1=0x70000001"}});
   const std::string bytes(3 * 1000 * 1000, 'l');
   ProgramResult put = Run("memctl", {"put", "--location", "device:0", "w", "-"}, bytes);
-  EXPECT_EQ(put.exit_code, 1) << test::Describe(put);
+  // The daemon's log too: this put once hung in CI (sanitizer build) and
+  // said nothing more.
+  EXPECT_EQ(put.exit_code, 1) << test::Describe(put) << "\n--- memd's log ---\n"
+                              << daemon_->Log();
   EXPECT_THAT(put.err, HasSubstr("ZE_RESULT_ERROR_DEVICE_LOST"));
   EXPECT_EQ(client_->Stat("w").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(test::PollUntil([&] { return DevicePool().used_bytes == 0; }));

@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
 extern char** environ;
@@ -25,11 +27,38 @@ std::string BinDir() {
   return MEMD_BIN_DIR;
 }
 
-ProgramResult RunProgram(const std::string& program,
-                         const std::vector<std::string>& args,
-                         const std::string& input,
-                         const std::map<std::string, std::string>& env,
-                         absl::Duration timeout) {
+namespace {
+
+constexpr char kGdb[] = "/usr/bin/gdb";
+
+ProgramResult Run(const std::string& program, const std::vector<std::string>& args,
+                  const std::string& input, const std::map<std::string, std::string>& env,
+                  absl::Duration timeout, bool stacks_on_timeout);
+
+// Every thread's stack of a program that outlived its timeout, from gdb
+// where the machine has it: a hang in CI is then diagnosable from the log
+// alone, not only "killed by signal 9" with empty output.
+std::string StacksOf(pid_t pid) {
+  if (::access(kGdb, X_OK) != 0) return "(no gdb here to show its stacks)\n";
+  ProgramResult gdb = Run(kGdb,
+                          {"-p", std::to_string(pid), "-batch", "-nx", "-ex",
+                           "thread apply all bt"},
+                          "", {}, absl::Seconds(60), /*stacks_on_timeout=*/false);
+  std::string stacks;
+  // gdb's own chatter (symbols read, threads found) says nothing of the hang.
+  for (absl::string_view line : absl::StrSplit(gdb.out, '\n')) {
+    if (absl::StartsWith(line, "[New LWP") || absl::StartsWith(line, "Reading ") ||
+        absl::StartsWith(line, "warning:")) {
+      continue;
+    }
+    absl::StrAppend(&stacks, line, "\n");
+  }
+  return stacks;
+}
+
+ProgramResult Run(const std::string& program, const std::vector<std::string>& args,
+                  const std::string& input, const std::map<std::string, std::string>& env,
+                  absl::Duration timeout, bool stacks_on_timeout) {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 ||
       ::pipe2(err, O_CLOEXEC) != 0) {
@@ -73,6 +102,10 @@ ProgramResult RunProgram(const std::string& program,
                      {in_fd, POLLOUT, 0}};
     int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
     if (left <= 0) {
+      if (stacks_on_timeout) {
+        absl::StrAppend(&result.err, "\n--- it outlived its ", absl::FormatDuration(timeout),
+                        "; its threads' stacks before SIGKILL ---\n", StacksOf(pid));
+      }
       ::kill(pid, SIGKILL);
       break;
     }
@@ -104,6 +137,16 @@ ProgramResult RunProgram(const std::string& program,
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;
+}
+
+}  // namespace
+
+ProgramResult RunProgram(const std::string& program,
+                         const std::vector<std::string>& args,
+                         const std::string& input,
+                         const std::map<std::string, std::string>& env,
+                         absl::Duration timeout) {
+  return Run(program, args, input, env, timeout, /*stacks_on_timeout=*/true);
 }
 
 std::string Describe(const ProgramResult& result) {

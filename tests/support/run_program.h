@@ -21,7 +21,8 @@ std::string BinDir();
 
 // Runs `program` (a path) with `args`, feeding `input` to its stdin, with
 // `env` added to (or overriding) this process's environment. Kills it after
-// `timeout`.
+// `timeout`, appending to `err` every thread's stack of it first (from gdb,
+// where the machine has it), so that a hang says where it hung.
 ProgramResult RunProgram(const std::string& program,
                          const std::vector<std::string>& args,
                          const std::string& input = "",
