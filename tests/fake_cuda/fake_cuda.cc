@@ -609,6 +609,7 @@ class FakeDriver {
     CUctx_st* context = nullptr;
     if (CUresult result = Current(&context); result != CUDA_SUCCESS) return result;
     if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    SweepReleased();
     const Device& device = *devices_[static_cast<size_t>(context->device)];
     *free_bytes = memory_ - device.used;
     *total_bytes = memory_;
@@ -654,6 +655,7 @@ class FakeDriver {
     if (prop->win32HandleMetaData != nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
     Device& device = *devices_[static_cast<size_t>(prop->location.id)];
+    SweepReleased();
     if (size > memory_ - device.used) return CUDA_ERROR_OUT_OF_MEMORY;
     VmmAllocation allocation;
     const std::string name = kVmmMemfdPrefix + std::to_string(device.physical);
@@ -869,8 +871,16 @@ class FakeDriver {
       return CUDA_ERROR_INVALID_VALUE;
     }
     VmmAllocation allocation;
-    allocation.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // The caller keeps its fd.
+    // The caller keeps its fd. An open file description of the import's
+    // own, read-locked while the import lives: the exporter's driver sees
+    // the lock and counts the memory used after its own cuMemRelease, as
+    // the real driver does while any process holds an import (HeldByImports).
+    allocation.fd = OpenPrivately(fd);
     if (allocation.fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct flock hold{};
+    hold.l_type = F_RDLCK;
+    hold.l_whence = SEEK_SET;
+    (void)fcntl(allocation.fd, F_OFD_SETLK, &hold);
     allocation.size = static_cast<size_t>(info.st_size);
     allocation.device = device;
     allocation.charged = false;  // The exporter's device holds the memory.
@@ -1774,11 +1784,45 @@ class FakeDriver {
   void MaybeDestroy(std::map<CUmemGenericAllocationHandle, VmmAllocation>::iterator it) {
     VmmAllocation& allocation = it->second;
     if (!allocation.released || allocation.mappings > 0) return;
-    if (allocation.charged) {
-      devices_[static_cast<size_t>(allocation.device)]->used -= allocation.size;
+    if (allocation.charged && HeldByImports(allocation.fd)) {
+      // Released here, imported elsewhere: still used until the last import
+      // goes (SweepReleased).
+      released_.push_back(allocation);
+    } else {
+      if (allocation.charged) {
+        devices_[static_cast<size_t>(allocation.device)]->used -= allocation.size;
+      }
+      close(allocation.fd);
     }
-    close(allocation.fd);
     allocations_.erase(it);
+  }
+
+  // Whether an import (of this process or another) still holds the memory
+  // behind `fd`: its read lock, on an open file description other than
+  // `fd`'s, conflicts with a write lock.
+  static bool HeldByImports(int fd) {
+    struct flock probe{};
+    probe.l_type = F_WRLCK;
+    probe.l_whence = SEEK_SET;
+    return fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  }
+
+  // Frees the released allocations no import holds any more.
+  void SweepReleased() {
+    std::erase_if(released_, [this](const VmmAllocation& allocation) {
+      if (HeldByImports(allocation.fd)) return false;
+      devices_[static_cast<size_t>(allocation.device)]->used -= allocation.size;
+      close(allocation.fd);
+      return true;
+    });
+  }
+
+  // A new open file description of what `fd` names (locks taken on it are
+  // its own), or a duplicate where /proc cannot reopen it.
+  static int OpenPrivately(int fd) {
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    const int reopened = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    return reopened >= 0 ? reopened : fcntl(fd, F_DUPFD_CLOEXEC, 0);
   }
 
   void FreeLegacy(std::map<uintptr_t, LegacyAllocation>::iterator it) {
@@ -1849,6 +1893,9 @@ class FakeDriver {
   CUmemGenericAllocationHandle next_handle_ = kFirstHandle;
   uint64_t legacy_count_ = 0;
   std::map<CUmemGenericAllocationHandle, VmmAllocation> allocations_;
+  // Released by this process while imports elsewhere still hold them: still
+  // counted used (MaybeDestroy, SweepReleased).
+  std::vector<VmmAllocation> released_;
   std::map<uintptr_t, size_t> reservations_;  // Base -> size.
   std::map<uintptr_t, VmmMapping> mappings_;
   std::map<uintptr_t, LegacyAllocation> legacy_;

@@ -847,6 +847,41 @@ TEST_F(FakeCudaTest, ExportedFdImportsAsTheSameMemory) {
   close(fd);
 }
 
+// As the real driver: memory one process released stays allocated, and
+// counted used, while another process's import holds it ("freed" memory the
+// driver still counts). A process of another import is modelled by the
+// import's own open file description, so the same process shows it too.
+TEST_F(FakeCudaTest, ReleasedMemoryAnImportHoldsStaysUsedUntilTheImportGoes) {
+  setenv("MEMD_FAKE_CUDA_MEMORY", "8388608", 1);
+  ASSERT_NO_FATAL_FAILURE(InitWithContext());
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr ptr = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateMapped(4 * kMiB, &handle, &ptr));
+  int fd = -1;
+  ASSERT_EQ(cu.MemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                          0),
+            CUDA_SUCCESS);
+  CUmemGenericAllocationHandle imported = 0;
+  ASSERT_EQ(cu.MemImportFromShareableHandle(&imported, reinterpret_cast<void*>(uintptr_t(fd)),
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_SUCCESS);
+  close(fd);  // An importer keeps the import, not the descriptor.
+  UnmapAndRelease(4 * kMiB, handle, ptr);  // The exporter lets go of all of it.
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  ASSERT_EQ(cu.MemGetInfo(&free_bytes, &total_bytes), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes, 4 * kMiB) << "the import still holds the released 4 MiB";
+  CUmemGenericAllocationHandle other = 0;
+  const CUmemAllocationProp prop = DeviceProp(0);
+  EXPECT_EQ(cu.MemCreate(&other, 6 * kMiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+
+  ASSERT_EQ(cu.MemRelease(imported), CUDA_SUCCESS);  // The last import goes.
+  ASSERT_EQ(cu.MemGetInfo(&free_bytes, &total_bytes), CUDA_SUCCESS);
+  EXPECT_EQ(free_bytes, 8 * kMiB);
+  ASSERT_EQ(cu.MemCreate(&other, 6 * kMiB, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cu.MemRelease(other), CUDA_SUCCESS);
+}
+
 TEST_F(FakeCudaTest, ExportImportErrors) {
   ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
   const CUmemAllocationProp not_exportable = DeviceProp(0, CU_MEM_HANDLE_TYPE_NONE);
