@@ -315,11 +315,12 @@ absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
 // per-call figures.
 absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> StartMetrics(
     const std::string& address, pool::PoolSet& pools, broker::Broker& broker,
-    const transfer::Engine& engine, const std::string& backend_name,
+    const transfer::Engine& engine, const backend::Backend& backend,
     durable::DurabilityStatus durability, metrics::RpcMetrics& rpc) {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
       std::make_shared<metrics::DaemonCollectable>(pools, broker, &engine, kVersion,
-                                                   backend_name, std::move(durability)),
+                                                   std::string(backend.name()),
+                                                   std::move(durability), &backend),
       rpc.registry()};
   return metrics::MetricsServer::Start(address, std::move(collectables));
 }
@@ -409,7 +410,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
     MEMD_ASSIGN_OR_RETURN(parts->metrics,
                           StartMetrics(config.metrics_address, parts->pools,
-                                       *parts->broker, *parts->engine, parts->backend_name,
+                                       *parts->broker, *parts->engine, *parts->backend,
                                        parts->durability->status(), *parts->rpc_metrics));
     parts->metrics_address = parts->metrics->address();
   }

@@ -253,8 +253,9 @@ absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
   }
   v1::Lease lease;
   std::shared_ptr<Connection> connection;
+  // The daemon waits the longer of the two (for whichever it waits for).
   absl::Status status = Call(*core_, &v1::Memd::Stub::OpenOrCreate, request,
-                             &lease, &connection, wait);
+                             &lease, &connection, std::max(wait, options.wait_for_memory));
   if (!status.ok()) return status;
   return core_->Adopt(*connection, lease, options.populate);
 }
@@ -419,7 +420,10 @@ absl::StatusOr<std::vector<TrimmedPool>> Client::Trim(std::string_view location)
   if (!status.ok()) return status;
   std::vector<TrimmedPool> trimmed;
   for (const auto& pool : reply.pools()) {
-    trimmed.push_back(TrimmedPool{pool.location(), pool.released_bytes()});
+    trimmed.push_back(TrimmedPool{pool.location(), pool.released_bytes(),
+                                  pool.has_driver_freed_bytes()
+                                      ? std::optional<std::uint64_t>(pool.driver_freed_bytes())
+                                      : std::nullopt});
   }
   return trimmed;
 }

@@ -124,7 +124,10 @@ DeviceInfo FromProto(const v1::DeviceInfo& device) {
                     // An older daemon serves CUDA only and does not say.
                     device.api().empty() ? "cuda" : device.api(),
                     device.pci_address(),
-                    device.ipc()};
+                    device.ipc(),
+                    device.has_free(),
+                    device.memd_bytes(),
+                    device.outside_memd_bytes()};
 }
 
 TransferStats FromProto(const v1::TransferStats& stats) {
@@ -233,6 +236,9 @@ DaemonStats FromProto(const v1::StatsReply& reply) {
   stats.transfers = FromProto(reply.transfers());
   stats.daemon_wide = reply.daemon_wide();
   stats.durability = FromProto(reply.durability());
+  for (const auto& waits : reply.memory_waits()) {
+    stats.memory_waits.push_back(MemoryWaits{waits.location(), waits.creates(), waits.bytes()});
+  }
   return stats;
 }
 

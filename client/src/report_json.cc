@@ -179,6 +179,12 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   json["devices"] = std::move(devices);
   json["transfers"] = TransferStatsJson(stats.transfers);
   json["durability"] = DurabilityJson(stats.durability);
+  Json memory_waits = Json::array();
+  for (const MemoryWaits& waits : stats.memory_waits) {
+    memory_waits.push_back(
+        Json{{"location", waits.location}, {"creates", waits.creates}, {"bytes", waits.bytes}});
+  }
+  json["memory_waits"] = std::move(memory_waits);
   return json;
 }
 
@@ -197,6 +203,9 @@ Json DeviceJson(const DeviceInfo& device) {
   json["api"] = device.api;
   json["pci_address"] = device.pci_address;
   json["ipc"] = device.ipc;
+  json["has_free"] = device.has_free;
+  json["memd_bytes"] = device.memd_bytes;
+  json["outside_memd_bytes"] = device.outside_memd_bytes;
   return json;
 }
 
@@ -229,7 +238,11 @@ Json DurabilityJson(const DurabilityStats& durability) {
 }
 
 Json TrimmedPoolJson(const TrimmedPool& pool) {
-  return Json{{"location", pool.location}, {"released_bytes", pool.released_bytes}};
+  Json json{{"location", pool.location}, {"released_bytes", pool.released_bytes}};
+  // null: the driver cannot say (a host pool, or no free-memory query).
+  json["driver_freed_bytes"] =
+      pool.driver_freed_bytes.has_value() ? Json(*pool.driver_freed_bytes) : Json(nullptr);
+  return json;
 }
 
 Json TransferProgressJson(const TransferProgress& progress) {

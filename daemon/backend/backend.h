@@ -67,6 +67,9 @@ struct DeviceInfo {
   std::string name;
   std::uint64_t total_bytes = 0;
   std::uint64_t free_bytes = 0;
+  // The driver answered a free-memory query (free_bytes is its answer);
+  // Level Zero 1.4 has none outside Sysman.
+  bool has_free = false;
   bool vmm = false;       // Virtual memory management (cuMemCreate...).
   bool posix_fd = false;  // VMM allocations exportable as POSIX fds.
   HandleType handle_type = HandleType::kCudaVmmFd;  // What memd exports.

@@ -185,7 +185,8 @@ absl::StatusOr<Broker::Lease*> Broker::FindLeaseLocked(SessionId session,
 }
 
 absl::Status Broker::AdmitLocked(SessionId session, const Session& caller,
-                                 const CreateParams& params, std::uint64_t bytes) {
+                                 const CreateParams& params, std::uint64_t bytes,
+                                 AfterUnlock* after) {
   const uid_t uid = caller.peer.uid;
   if (absl::Status admitted =
           uid_counts_.Admit(uid, UidCounts::Kind::kBuffers, limits_.max_buffers_per_uid);
@@ -198,6 +199,15 @@ absl::Status Broker::AdmitLocked(SessionId session, const Session& caller,
     return absl::ResourceExhaustedError(
         absl::StrCat("too many buffers: ", buffers_.size(), " exist; the limit is ",
                      limits_.max_buffers, " (max_buffers)"));
+  }
+  if (const std::uint64_t limit = limits_.max_uid_bytes.For(params.location);
+      after != nullptr && limit != 0 && bytes <= limit) {
+    const std::uint64_t held = usage_.uid_bytes(uid, params.location);
+    if (held > limit - bytes) {
+      // All or nothing: when not enough of the uid's own may go, nothing
+      // goes, and the quota's refusal below says why.
+      (void)MakeRoomLocked(params.location, held - (limit - bytes), *after, uid);
+    }
   }
   const Charge charge{uid, session, caller.peer.pid, params.location, bytes};
   return usage_.Admit(charge, params.size, params.name, limits_.max_uid_bytes,
@@ -264,17 +274,19 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
   pool::Domain domain;
-  {
-    absl::MutexLock lock(&mu_);
+  // What the uid's quota takes back of its own goes back to the pool before
+  // the allocation (AfterUnlock).
+  MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     if (names_.contains(params.name)) {
       return absl::AlreadyExistsError(
           absl::StrCat("buffer ", Quoted(params.name), " already exists"));
     }
     // Before allocating; checked again, and charged, once allocated.
-    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
+    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
     domain = DomainOf(caller->peer, params);
-  }
+    return absl::OkStatus();
+  }));
   // Allocation may reach the backend (a system call, page zeroing): never
   // under the registry mutex. A racing Create of the same name is caught
   // below and its memory goes back.
@@ -473,7 +485,8 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   MEMD_ASSIGN_OR_RETURN(const CreateParams params, ResolvePlacement(asked, /*may_open=*/true));
   MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
-  const OpenParams open{params.name, Access::kRead, params.expected_owner};
+  OpenParams open{params.name, Access::kRead, params.expected_owner};
+  open.wait_for_seal = params.wait_for_seal;
   // Open what exists; the lock is dropped only to allocate for a new one.
   // Runs with mu_ held.
   auto open_existing = [&](Session& caller, Buffer& existing)
@@ -492,15 +505,19 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     return OpenLocked(session, caller, open, watch, &wake);
   };
   pool::Domain domain;
-  {
-    absl::MutexLock lock(&mu_);
+  std::optional<absl::StatusOr<std::optional<Grant>>> opened;
+  MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
     if (Buffer* existing = FindNamedLocked(params.name)) {
-      return open_existing(*caller, *existing);
+      opened = open_existing(*caller, *existing);
+      return absl::OkStatus();
     }
-    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
+    // As Create: the uid's own evictable data may give way to its quota.
+    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
     domain = DomainOf(caller->peer, params);
-  }
+    return absl::OkStatus();
+  }));
+  if (opened.has_value()) return *std::move(opened);
   absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
   if (!allocation.ok()) {
     allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status());

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -159,6 +160,20 @@ class Broker {
                                                     const CreateParams& params,
                                                     WatchId watch,
                                                     std::function<void()> wake);
+
+  // OpenOrCreate that, when it would create and the location stays full,
+  // waits for memory as CreateOrWait does (and for a seal as OpenOrCreate
+  // does, when the name exists unsealed): std::nullopt with `wake`
+  // registered under `watch` either way. Errors: as OpenOrCreate and
+  // CreateOrWait.
+  absl::StatusOr<std::optional<Grant>> OpenOrCreateOrWait(SessionId session,
+                                                          const CreateParams& params,
+                                                          WatchId watch,
+                                                          std::function<void()> wake);
+
+  // Whether `watch` waits for memory now (not for a seal): what an overdue
+  // OpenOrCreate is told depends on it.
+  bool WaitsForMemory(WatchId watch) const;
 
   // What a create that waited `wait` for memory in vain is told
   // (DEADLINE_EXCEEDED): what it asked, what is free at its location and
@@ -556,9 +571,14 @@ class Broker {
   Buffer* FindNamedLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks the buffer counts (per uid, global) and the byte quotas for a
-  // buffer the session would create, whose allocation takes `bytes`.
+  // buffer the session would create, whose allocation takes `bytes`. With
+  // `after`, a create that would take its uid over its quota at the
+  // location first takes back that uid's own unheld evictable data there
+  // (MakeRoomLocked for the uid): a quota is the uid's own limit, so only
+  // its own data gives way.
   absl::Status AdmitLocked(SessionId session, const Session& caller,
-                           const CreateParams& params, std::uint64_t bytes)
+                           const CreateParams& params, std::uint64_t bytes,
+                           AfterUnlock* after = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks what Open checks of an existing buffer before granting: the read
   // (or write) permission, then the expected owner.
@@ -566,6 +586,9 @@ class Broker {
                              const OpenParams& params) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   BrokerCounts CountsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates waiting for memory by location: every uid's, or `only`'s.
+  std::map<std::string, BrokerCounts::MemoryWaits> MemoryWaitsLocked(
+      std::optional<uid_t> only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every uid's usage, or only `only`'s, by uid then location.
   std::vector<UidUsage> UsageLocked(std::optional<uid_t> only) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -634,11 +657,13 @@ class Broker {
                                                          absl::Status refusal)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Takes back at least `need` bytes at `at` (PlanEviction): the victims'
-  // memory goes to `after`. Returns the bytes taken. Errors:
-  // RESOURCE_EXHAUSTED (PlanEviction's: not enough unleased, retained
-  // data there), and nothing is taken then.
+  // memory goes to `after`. Returns the bytes taken. `quota_of`: only that
+  // uid's data, to keep it within its quota (else: a full location, any
+  // uid's). Errors: RESOURCE_EXHAUSTED (PlanEviction's: not enough unleased,
+  // retained data there), and nothing is taken then.
   absl::StatusOr<std::uint64_t> MakeRoomLocked(const Location& at, std::uint64_t need,
-                                               AfterUnlock& after)
+                                               AfterUnlock& after,
+                                               std::optional<uid_t> quota_of = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NOT_FOUND for `name`, saying when and why it was evicted if it was,
   // lately, and the caller could have read it.
@@ -667,10 +692,21 @@ class Broker {
   std::uint64_t RoomLocked(const Location& at) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets a waiting create (done, cancelled, its session gone).
   void ForgetMemoryWaitLocked(WatchId watch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CreateOrWait and OpenOrCreateOrWait: `attempt` (given the wake, for an
+  // attempt that waits for something else) until it succeeds, fails other
+  // than LocationFull, or waits; else queues the watch for memory at the
+  // full location.
+  absl::StatusOr<std::optional<Grant>> TryOrWaitForMemory(
+      SessionId session, const CreateParams& params, WatchId watch,
+      std::function<void()> wake,
+      absl::FunctionRef<absl::StatusOr<std::optional<Grant>>(const std::function<void()>&)>
+          attempt) ABSL_LOCKS_EXCLUDED(mu_);
   struct Evicted {
     BufferInfo info;  // As it was: who could read it.
     absl::Time at;
     std::uint64_t bytes = 0;
+    // Evicted to keep this uid within its quota, not for a full location.
+    std::optional<uid_t> quota_of = std::nullopt;
   };
   static constexpr std::size_t kMaxEvictedNames = 4096;
   static constexpr absl::Duration kEvictedNameMemory = absl::Hours(1);

@@ -82,20 +82,49 @@ absl::StatusOr<std::optional<Grant>> Broker::CreateOrWait(SessionId session,
                                                           const CreateParams& params,
                                                           WatchId watch,
                                                           std::function<void()> wake) {
+  return TryOrWaitForMemory(
+      session, params, watch, std::move(wake),
+      [&](const std::function<void()>&) -> absl::StatusOr<std::optional<Grant>> {
+        MEMD_ASSIGN_OR_RETURN(Grant grant, Create(session, params));
+        return std::optional<Grant>(std::move(grant));
+      });
+}
+
+absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreateOrWait(SessionId session,
+                                                                const CreateParams& params,
+                                                                WatchId watch,
+                                                                std::function<void()> wake) {
+  return TryOrWaitForMemory(session, params, watch, std::move(wake),
+                            [&](const std::function<void()>& woken) {
+                              return OpenOrCreate(session, params, watch, woken);
+                            });
+}
+
+bool Broker::WaitsForMemory(WatchId watch) const {
+  absl::MutexLock lock(&mu_);
+  return memory_waits_.contains(watch);
+}
+
+absl::StatusOr<std::optional<Grant>> Broker::TryOrWaitForMemory(
+    SessionId session, const CreateParams& params, WatchId watch, std::function<void()> wake,
+    absl::FunctionRef<absl::StatusOr<std::optional<Grant>>(const std::function<void()>&)>
+        attempt) {
   // Memory freed between the refusal and the wait would wake nobody: the
   // wait looks at the room again under the lock and tries once more.
   constexpr int kTries = 3;
   for (int tried = 1;; ++tried) {
-    absl::StatusOr<Grant> created = Create(session, params);
-    if (created.ok() || !LocationFull(created.status())) {
+    // An attempt that waits for something else (OpenOrCreate: a seal) took
+    // a copy of the wake under the same watch: no longer a memory wait.
+    absl::StatusOr<std::optional<Grant>> got = attempt(wake);
+    if (got.ok() || !LocationFull(got.status())) {
       absl::MutexLock lock(&mu_);
       ForgetMemoryWaitLocked(watch);
-      if (!created.ok()) return created.status();
-      return std::optional<Grant>(std::move(*created));
+      return got;
     }
-    const absl::StatusOr<Location> at = Location::Parse(
-        std::string(*created.status().GetPayload(kLocationFull)));
-    if (!at.ok()) return created.status();
+    const absl::Status refusal = got.status();
+    const absl::StatusOr<Location> at =
+        Location::Parse(std::string(*refusal.GetPayload(kLocationFull)));
+    if (!at.ok()) return refusal;
     absl::StatusOr<bool> waits = [&]() -> absl::StatusOr<bool> {
       absl::MutexLock lock(&mu_);
       MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
@@ -204,11 +233,14 @@ void Broker::ForgetMemoryWaitLocked(WatchId watch) {
 }
 
 absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::uint64_t need,
-                                                     AfterUnlock& after) {
+                                                     AfterUnlock& after,
+                                                     std::optional<uid_t> quota_of) {
   std::vector<EvictionCandidate> candidates;
   for (const auto& [id, record] : buffers_) {
     const Buffer& buffer = *record;
     if (!(buffer.info.location == at) || buffer.parked || buffer.awaiting_holders) continue;
+    // A quota is one uid's: only what is charged to it may go.
+    if (quota_of.has_value() && buffer.charge.uid != *quota_of) continue;
     EvictionCandidate candidate{id, buffer.charge.uid, buffer.allocation.bytes,
                                 buffer.last_used};
     // A copy in flight from or to it keeps its memory busy: as a lease.
@@ -242,7 +274,9 @@ absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::ui
     if (pressure_log_) {
       const absl::Duration unused = absl::Trunc(now - victim.last_used, absl::Seconds(1));
       after.pressure_lines.push_back(absl::StrCat(
-          "memory pressure on ", at.ToString(), ": ",
+          quota_of.has_value() ? absl::StrCat("uid ", *quota_of, "'s quota at ")
+                               : std::string("memory pressure on "),
+          at.ToString(), ": ",
           victim.is_copy ? "demoted the copy of" : "evicted", " buffer ",
           Quoted(victim.info.name), " (", FormatBytes(bytes), ", uid ", victim.charge.uid,
           ", unused for ", absl::FormatDuration(unused), ") to make room for ",
@@ -266,7 +300,8 @@ absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::ui
     seen.owner_uid = victim.info.owner_uid;
     seen.owner_gid = victim.info.owner_gid;
     seen.mode = victim.info.mode;
-    evicted_.insert_or_assign(victim.info.name, Evicted{std::move(seen), now, bytes});
+    evicted_.insert_or_assign(victim.info.name,
+                              Evicted{std::move(seen), now, bytes, quota_of});
     evicted_order_.emplace_back(victim.info.name, now);
     while (evicted_order_.size() > kMaxEvictedNames) {
       const auto& [name, when] = evicted_order_.front();
@@ -293,10 +328,14 @@ absl::Status Broker::NoBufferLocked(const Session& caller, const std::string& na
     return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
   }
   const Evicted& evicted = it->second;
+  const std::string why =
+      evicted.quota_of.has_value()
+          ? absl::StrCat(" to keep uid ", *evicted.quota_of, " within its quota at ")
+          : std::string(" under memory pressure on ");
   return absl::NotFoundError(absl::StrCat(
       "no buffer named ", Quoted(name), ": it was evicted at ",
-      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", evicted.at, absl::UTCTimeZone()),
-      " under memory pressure on ", evicted.info.location.ToString(), " (",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", evicted.at, absl::UTCTimeZone()), why,
+      evicted.info.location.ToString(), " (",
       FormatBytes(evicted.bytes), ", nobody held it, retention evictable, owner uid ",
       evicted.info.owner_uid, ")"));
 }

@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,15 @@ class MemoryQueue {
   std::size_t size() const { return waiters_.size(); }
   // What the waiters at `at` ask for together.
   std::uint64_t bytes_at(const Location& at) const;
+
+  // How many wait at each location and for how many bytes, by location
+  // name: every uid's, or only `only`'s. Locations where nobody (of `only`)
+  // waits are absent.
+  struct Waiting {
+    std::uint64_t creates = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<std::string, Waiting> ByLocation(std::optional<uid_t> only = std::nullopt) const;
 
  private:
   struct Waiter {

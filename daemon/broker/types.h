@@ -84,6 +84,10 @@ struct CreateParams {
   // OpenOrCreate only: when the name exists, the uid that must own it (as
   // OpenParams::expected_owner). What a call creates is the caller's.
   std::optional<uid_t> expected_owner = std::nullopt;
+  // OpenOrCreate with a wake: whether an existing unsealed buffer is waited
+  // for (as OpenParams::wait_for_seal). False (a call that waits only for
+  // memory): FAILED_PRECONDITION at once, as without a wake.
+  bool wait_for_seal = true;
   // `location = auto`: the broker chooses `location` (Place, placement.h)
   // among the pools in `mappable` (empty: host and pinned, the memory every
   // process can map) from the size, `hint` and each one's free memory, and
@@ -200,7 +204,14 @@ struct BrokerCounts {
   std::map<std::string, PressureCounts> pressure;
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
-  std::uint64_t waits = 0;     // Calls waiting: opens (for a seal), WaitTransfer.
+  std::uint64_t waits = 0;  // Calls waiting: opens (for a seal), creates, WaitTransfer.
+  // Among them, creates waiting for memory, by location name: how many and
+  // the bytes they ask for. Locations nobody waits at are absent.
+  struct MemoryWaits {
+    std::uint64_t creates = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<std::string, MemoryWaits> memory_waits;
   LimitRejections rejections;
 };
 

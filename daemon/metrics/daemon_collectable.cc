@@ -11,15 +11,17 @@ DaemonCollectable::DaemonCollectable(const pool::PoolSet& pools,
                                      const broker::Broker& broker,
                                      const transfer::Engine* engine,
                                      std::string version, std::string backend,
-                                     durable::DurabilityStatus durability)
+                                     durable::DurabilityStatus durability,
+                                     const backend::Backend* devices)
     : pools_(pools),
       broker_(broker),
       engine_(engine),
       build_{std::move(version), std::move(backend)},
-      durability_(std::move(durability)) {}
+      durability_(std::move(durability)),
+      devices_(devices) {}
 
 std::vector<prometheus::MetricFamily> DaemonCollectable::Collect() const {
-  const DaemonSnapshot snapshot = TakeSnapshot(pools_, broker_, engine_, build_, durability_);
+  const DaemonSnapshot snapshot = TakeSnapshot(pools_, broker_, engine_, build_, durability_, devices_);
   std::vector<prometheus::MetricFamily> families;
   std::vector<Sample> samples;
   for (const FamilySpec& spec : DaemonFamilies()) {

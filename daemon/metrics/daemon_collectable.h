@@ -20,10 +20,12 @@ class DaemonCollectable : public prometheus::Collectable {
  public:
   // `version` and `backend` (host, cuda, ...) label memd_build_info;
   // `durability` is what recovery found (the daemon starts the metrics
-  // after it ran).
+  // after it ran); `devices`, the backend whose GPUs memd_device_memory_bytes
+  // shows (null: none), is borrowed too.
   DaemonCollectable(const pool::PoolSet& pools, const broker::Broker& broker,
                     const transfer::Engine* engine, std::string version,
-                    std::string backend, durable::DurabilityStatus durability = {});
+                    std::string backend, durable::DurabilityStatus durability = {},
+                    const backend::Backend* devices = nullptr);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -33,6 +35,7 @@ class DaemonCollectable : public prometheus::Collectable {
   const transfer::Engine* const engine_;
   const BuildInfo build_;
   const durable::DurabilityStatus durability_;
+  const backend::Backend* const devices_;
 };
 
 }  // namespace memd::metrics

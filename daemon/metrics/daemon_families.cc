@@ -136,10 +136,41 @@ Read Reclaimed(std::uint64_t broker::PressureCounts::*evicted,
   };
 }
 
+// Creates waiting for memory at each pool's location (0 where none wait, so
+// that an alert has a series from the start): how many, or their bytes.
+Read MemoryWaits(std::uint64_t broker::BrokerCounts::MemoryWaits::*field) {
+  return [field](const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+    for (const pool::PoolStats& stats : snapshot.pools) {
+      auto it = snapshot.counts.memory_waits.find(stats.location.ToString());
+      out.push_back({PoolLabels(stats), it == snapshot.counts.memory_waits.end()
+                                            ? 0.0
+                                            : Number(it->second.*field)});
+    }
+  };
+}
+
 void UidBytes(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
   for (const broker::UidUsage& entry : snapshot.usage) {
     out.push_back({{{"uid", std::to_string(entry.uid)}, {"location", entry.location.ToString()}},
                    Number(entry.bytes)});
+  }
+}
+
+// Each GPU's memory as the driver and memd's pool see it: {device, kind}.
+// free and outside_memd only where the driver reports free memory, so that
+// an absent series says "unknown", never 0.
+void DeviceMemory(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
+  for (const pool::DeviceMemory& device : snapshot.devices) {
+    const std::string ordinal = std::to_string(device.ordinal);
+    const auto sample = [&](const char* kind, std::uint64_t bytes) {
+      out.push_back({{{"device", ordinal}, {"kind", kind}}, Number(bytes)});
+    };
+    sample("total", device.total_bytes);
+    sample("memd", device.memd_bytes);
+    if (device.has_free) {
+      sample("free", device.free_bytes);
+      sample("outside_memd", device.outside_memd_bytes);
+    }
   }
 }
 
@@ -215,7 +246,8 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
        kCounter,
        Single([](const DaemonSnapshot& s) { return Number(s.counts.copies_avoided); })},
       {"memd_pressure_reclaims_total",
-       "What a full location took back so that a create or a copy fits, by kind: evicted "
+       "What a full location (or a uid's quota there, of that uid's own data) took back so "
+       "that a create or a copy fits, by kind: evicted "
        "(a whole unleased buffer of retention evictable), demoted (an unleased copy away from "
        "its buffer's home; the next open there makes it again).",
        kCounter,
@@ -224,6 +256,12 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
        "Bytes memory pressure took back, by kind (as memd_pressure_reclaims_total).", kCounter,
        Reclaimed(&broker::PressureCounts::evicted_bytes,
                  &broker::PressureCounts::demoted_bytes)},
+      {"memd_memory_waits",
+       "Creates waiting for memory at the location now (wait_for_memory): its pool is full "
+       "and nothing there may give way.",
+       kGauge, MemoryWaits(&broker::BrokerCounts::MemoryWaits::creates)},
+      {"memd_memory_wait_bytes", "Bytes the creates waiting for memory at the location ask for.",
+       kGauge, MemoryWaits(&broker::BrokerCounts::MemoryWaits::bytes)},
       {"memd_uid_bytes",
        "Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids "
        "without buffers are absent.",
@@ -232,6 +270,12 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
        Single([](const DaemonSnapshot& s) { return Number(s.counts.sessions); })},
       {"memd_leases", "Leases held by clients.", kGauge,
        Single([](const DaemonSnapshot& s) { return Number(s.counts.leases); })},
+      {"memd_device_memory_bytes",
+       "Each GPU's memory by kind: total, free (as its driver reports), memd (what memd's "
+       "pool holds there), outside_memd (used but not memd's: other processes, drivers' "
+       "contexts, and memory memd gave back that clients' imports still hold). free and "
+       "outside_memd only where the driver reports free memory.",
+       kGauge, DeviceMemory},
       {"memd_build_info", "Always 1; the labels say the build.", kGauge, Build},
   };
 }

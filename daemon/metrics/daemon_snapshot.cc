@@ -6,7 +6,8 @@ namespace memd::metrics {
 
 DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
                             const transfer::Engine* engine, BuildInfo build,
-                            durable::DurabilityStatus durability) {
+                            durable::DurabilityStatus durability,
+                            const backend::Backend* backend) {
   DaemonSnapshot snapshot;
   snapshot.pools = pools.Stats();
   broker::BrokerSnapshot state = broker.Snapshot();
@@ -16,6 +17,11 @@ DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& br
   if (engine != nullptr) snapshot.transfers = engine->Stats();
   snapshot.build = std::move(build);
   snapshot.durability = std::move(durability);
+  if (backend != nullptr) {
+    for (const backend::DeviceInfo& device : backend->devices()) {
+      snapshot.devices.push_back(pool::AccountDevice(device, snapshot.pools));
+    }
+  }
   return snapshot;
 }
 

@@ -6,6 +6,8 @@
 #include "daemon/broker/broker.h"
 #include "daemon/broker/types.h"
 #include "daemon/durable/report.h"
+#include "daemon/backend/backend.h"
+#include "daemon/pool/device_memory.h"
 #include "daemon/pool/pool.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/transfer/engine.h"
@@ -32,14 +34,19 @@ struct DaemonSnapshot {
   // empty reads as 0 of each kind.
   std::vector<broker::LeakTotal> leaks;
   transfer::EngineStats transfers;  // Empty without an engine.
+  // Each GPU's driver figures beside its pool's, read after the pools
+  // (a moment apart: outside_memd never goes below 0). Empty without GPUs.
+  std::vector<pool::DeviceMemory> devices;
   BuildInfo build;
   durable::DurabilityStatus durability;  // Fixed since the daemon's start.
 };
 
 // Reads each pool's Stats() once, then the broker's Snapshot(), then the
-// engine's Stats() (`engine` may be null).
+// engine's Stats() (`engine` may be null), then the backend's devices
+// (`backend` may be null).
 DaemonSnapshot TakeSnapshot(const pool::PoolSet& pools, const broker::Broker& broker,
                             const transfer::Engine* engine, BuildInfo build,
-                            durable::DurabilityStatus durability = {});
+                            durable::DurabilityStatus durability = {},
+                            const backend::Backend* backend = nullptr);
 
 }  // namespace memd::metrics

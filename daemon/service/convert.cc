@@ -174,6 +174,12 @@ void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out) {
   out->set_api(device.api);
   out->set_pci_address(device.pci_address);
   out->set_ipc(device.ipc);
+  out->set_has_free(device.has_free);
+}
+
+void ToProto(const pool::DeviceMemory& memory, v1::DeviceInfo* out) {
+  out->set_memd_bytes(memory.memd_bytes);
+  out->set_outside_memd_bytes(memory.outside_memd_bytes);
 }
 
 void ToProto(const transfer::DeviceStats& device, v1::DeviceInfo* out) {

@@ -13,6 +13,7 @@
 #include "daemon/broker/leaks.h"
 #include "daemon/broker/types.h"
 #include "daemon/durable/report.h"
+#include "daemon/pool/device_memory.h"
 #include "daemon/pool/pool.h"
 #include "daemon/transfer/engine.h"
 #include "daemon/transfer/types.h"
@@ -32,6 +33,8 @@ void ToProto(const pool::SizeClassStats& size_class, v1::SizeClassStats* out);
 // in the daemon (memd_quota_rejections_total{limit="pool"} shows it).
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out);
 void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out);
+// The driver's and memd's views side by side (memd_bytes, outside_memd_bytes).
+void ToProto(const pool::DeviceMemory& memory, v1::DeviceInfo* out);
 v1::HandleType ToProto(backend::HandleType type);
 // What the transfer engine knows of a GPU: its health (health_error). The
 // rest of the message is the backend's (above).

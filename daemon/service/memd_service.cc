@@ -301,15 +301,22 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
     grpc::CallbackServerContext* context, const v1::OpenOrCreateRequest* request,
     v1::Lease* reply) {
   auto params = FromProto(*request);
-  if (params.ok() && request->create().wait_for_memory_ms() > 0) {
-    params = absl::InvalidArgumentError(
-        "wait_for_memory_ms goes with Create; OpenOrCreate does not wait for memory yet");
+  const std::uint64_t memory_ms = request->create().wait_for_memory_ms();
+  absl::Status valid = params.status();
+  if (valid.ok()) valid = ValidateWait(memory_ms, "wait_for_memory_ms");
+  if (!valid.ok()) return Respond(context, "OpenOrCreate", [&] { return valid; });
+  if (memory_ms == 0) {
+    return OpenMaybeWaiting(context, "OpenOrCreate", std::move(*params),
+                            request->wait_timeout_ms(), /*for_copy=*/false,
+                            LeaseDelivery(0, reply));
   }
-  if (!params.ok()) {
-    return Respond(context, "OpenOrCreate", [&] { return params.status(); });
-  }
-  return OpenMaybeWaiting(context, "OpenOrCreate", std::move(*params),
-                          request->wait_timeout_ms(), /*for_copy=*/false, LeaseDelivery(0, reply));
+  // It may wait for memory, and for a seal only when it asked to: the call
+  // waits the longer of its two waits, for whichever it finds itself
+  // waiting for.
+  params->wait_for_seal = request->wait_timeout_ms() > 0;
+  return OpenMaybeWaiting(context, "OpenOrCreate", OpenOrCreateWaitingForMemory{std::move(*params)},
+                          std::max(request->wait_timeout_ms(), memory_ms), /*for_copy=*/false,
+                          LeaseDelivery(0, reply));
 }
 
 grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context,
@@ -411,15 +418,26 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     reply->set_metrics_address(info_.metrics_address);
     reply->set_started_unix_ns(absl::ToUnixNanos(info_.started));
     ToProto(info_.durability, reply->mutable_durability());
-    for (const auto& stats : pools_.Stats()) ToProto(stats, reply->add_pools());
+    const std::vector<pool::PoolStats> pools = pools_.Stats();
+    for (const auto& stats : pools) ToProto(stats, reply->add_pools());
     if (backend_ != nullptr) {
-      for (const auto& device : backend_->devices()) ToProto(device, reply->add_devices());
+      for (const auto& device : backend_->devices()) {
+        v1::DeviceInfo* out = reply->add_devices();
+        ToProto(device, out);
+        ToProto(pool::AccountDevice(device, pools), out);
+      }
     }
     broker::BrokerCounts counts = only ? broker_.CountsOf(*only) : broker_.Counts();
     reply->set_buffers(counts.buffers);
     reply->set_sessions(counts.sessions);
     reply->set_leases(counts.leases);
     reply->set_waits(counts.waits);
+    for (const auto& [location, waits] : counts.memory_waits) {
+      v1::MemoryWaits* out = reply->add_memory_waits();
+      out->set_location(location);
+      out->set_creates(waits.creates);
+      out->set_bytes(waits.bytes);
+    }
     TransferStatsInto(only, reply);
     return absl::OkStatus();
   });
@@ -447,6 +465,14 @@ grpc::ServerUnaryReactor* MemdService::Usage(grpc::CallbackServerContext* contex
   });
 }
 
+std::optional<std::uint64_t> MemdService::DriverFree(const Location& location) const {
+  if (backend_ == nullptr || location.kind != Location::Kind::kDevice) return std::nullopt;
+  for (const backend::DeviceInfo& device : backend_->devices()) {
+    if (device.ordinal == location.device && device.has_free) return device.free_bytes;
+  }
+  return std::nullopt;
+}
+
 grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context,
                                             const v1::TrimRequest* request,
                                             v1::TrimReply* reply) {
@@ -469,7 +495,15 @@ grpc::ServerUnaryReactor* MemdService::Trim(grpc::CallbackServerContext* context
     for (pool::Pool* pool : chosen) {
       v1::TrimmedPool* trimmed = reply->add_pools();
       trimmed->set_location(pool->location().ToString());
+      // "Freed" as the driver sees it: what memd gives back stays used
+      // while clients' imports hold it.
+      const std::optional<std::uint64_t> free_before = DriverFree(pool->location());
       trimmed->set_released_bytes(pool->Trim(absl::ZeroDuration()));
+      const std::optional<std::uint64_t> free_after = DriverFree(pool->location());
+      if (free_before.has_value() && free_after.has_value()) {
+        trimmed->set_driver_freed_bytes(
+            *free_after > *free_before ? *free_after - *free_before : 0);
+      }
     }
     return absl::OkStatus();
   });

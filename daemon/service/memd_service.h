@@ -1,9 +1,11 @@
 #pragma once
 
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/location.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -160,6 +162,9 @@ class MemdService final : public v1::Memd::CallbackService {
   // Fills the Stats reply's transfer figures (only `only`'s unfinished
   // ones when set) and device health.
   void TransferStatsInto(std::optional<uid_t> only, v1::StatsReply* reply) const;
+  // What the driver reports free on the GPU at `location`; nullopt for a
+  // host location or a driver that reports none.
+  std::optional<std::uint64_t> DriverFree(const Location& location) const;
 
   // The session of the call's token, when the call comes on a connection
   // of the session's user.

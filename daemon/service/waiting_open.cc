@@ -20,6 +20,10 @@ absl::StatusOr<std::optional<broker::Grant>> AskBroker(
     }
     return broker.CreateOrWait(session, *create, watch, std::move(wake));
   }
+  if (const auto* either = std::get_if<OpenOrCreateWaitingForMemory>(&request)) {
+    if (!wake) return broker.OpenOrCreate(session, *either, watch, nullptr);
+    return broker.OpenOrCreateOrWait(session, *either, watch, std::move(wake));
+  }
   return broker.OpenOrCreate(session, std::get<broker::CreateParams>(request), watch,
                              std::move(wake));
 }
@@ -33,15 +37,23 @@ BrokerOpener::BrokerOpener(broker::Broker& broker, broker::SessionId session,
 
 absl::StatusOr<std::optional<broker::Grant>> BrokerOpener::Try(
     std::function<void()> woken) {
-  return AskBroker(broker_, session_, request_, watch_, std::move(woken));
+  absl::StatusOr<std::optional<broker::Grant>> tried =
+      AskBroker(broker_, session_, request_, watch_, std::move(woken));
+  waited_for_memory_ = std::holds_alternative<WaitForMemory>(request_) ||
+                       (tried.ok() && !tried->has_value() &&
+                        std::holds_alternative<OpenOrCreateWaitingForMemory>(request_) &&
+                        broker_.WaitsForMemory(watch_));
+  return tried;
 }
 
 bool BrokerOpener::CancelWatch() { return broker_.CancelWatch(watch_); }
 
 std::optional<absl::Status> BrokerOpener::Overdue(absl::Duration wait) const {
-  const auto* create = std::get_if<WaitForMemory>(&request_);
-  if (create == nullptr) return std::nullopt;
-  return broker_.NoRoomWithin(session_, *create, wait);
+  if (!waited_for_memory_) return std::nullopt;
+  if (const auto* create = std::get_if<WaitForMemory>(&request_)) {
+    return broker_.NoRoomWithin(session_, *create, wait);
+  }
+  return broker_.NoRoomWithin(session_, std::get<OpenOrCreateWaitingForMemory>(request_), wait);
 }
 
 WaitingOpen::WaitingOpen(std::unique_ptr<Opener> opener, std::string name,

@@ -16,11 +16,14 @@ namespace memd::service {
 
 // A Create that waits for memory at a full location (Broker::CreateOrWait).
 struct WaitForMemory : broker::CreateParams {};
+// An OpenOrCreate that may wait for memory too (Broker::OpenOrCreateOrWait).
+struct OpenOrCreateWaitingForMemory : broker::CreateParams {};
 
 // What an Open-like call asks of the broker, again at every wake: an Open
-// (which waits only with READ), an OpenOrCreate, or a Create waiting for
-// memory.
-using OpenRequest = std::variant<broker::OpenParams, broker::CreateParams, WaitForMemory>;
+// (which waits only with READ), an OpenOrCreate (which may wait for memory
+// as well), or a Create waiting for memory.
+using OpenRequest = std::variant<broker::OpenParams, broker::CreateParams, WaitForMemory,
+                                 OpenOrCreateWaitingForMemory>;
 
 // Asks the broker once: a grant, an error, or std::nullopt after leaving
 // `wake` under `watch` (Broker::OpenOrWatch, Broker::OpenOrCreate). Without
@@ -62,6 +65,9 @@ class BrokerOpener final : public Opener {
   const broker::SessionId session_;
   const OpenRequest request_;
   const broker::WatchId watch_;
+  // The last try left the watch waiting for memory (not for a seal): an
+  // overdue OpenOrCreate says what was free then.
+  bool waited_for_memory_ = false;
 };
 
 /// One Open or OpenOrCreate call that waits for its buffer to be sealed,

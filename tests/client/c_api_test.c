@@ -394,6 +394,12 @@ static void location_auto(memd_client* client) {
   OK(memd_stat_json(client, name, &json, &error));
   CHECK(json_has(json, "\"retention\":\"evictable\""));
   memd_string_free(json);
+  /* The listing as JSON carries what memd_buffer_info lacks. */
+  OK(memd_list_json(client, name, &json, &error));
+  CHECK(json[0] == '[');
+  CHECK(json_has(json, "\"retention\":\"evictable\""));
+  memd_string_free(json);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_list_json(client, name, NULL, &error));
   OK(memd_buffer_release(buffer, &error));
   create.retention = "forever";
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "unknown retention 'forever'",
@@ -404,6 +410,10 @@ static void location_auto(memd_client* client) {
               memd_create(client, named("retention-bad"), 100, &create, &refused, &error));
   create.wait_for_memory_ms = 1000; /* Room now: created at once. */
   OK(memd_create(client, named("waits-for-nothing"), 100, &create, &buffer, &error));
+  OK(memd_buffer_release(buffer, &error));
+  OK(memd_open_or_create(client, named("either-waits-for-nothing"), 100, &create, 0, &buffer,
+                         &error));
+  CHECK(memd_buffer_created(buffer));
   OK(memd_buffer_release(buffer, &error));
   CHECK(refused == NULL);
   pass();

@@ -33,9 +33,11 @@ template <>
 struct Fields<DeviceInfo> {
   static auto Of(auto& s) {
     auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type,
-           healthy, health_error, api, pci_address, ipc] = s;
+           healthy, health_error, api, pci_address, ipc, has_free, memd_bytes,
+           outside_memd_bytes] = s;
     return std::tie(ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
-                    handle_type, healthy, health_error, api, pci_address, ipc);
+                    handle_type, healthy, health_error, api, pci_address, ipc, has_free,
+                    memd_bytes, outside_memd_bytes);
   }
 };
 template <>
@@ -59,9 +61,16 @@ template <>
 struct Fields<DaemonStats> {
   static auto Of(auto& s) {
     auto& [version, backend, pools, buffers, sessions, leases, metrics_address, started,
-           devices, waits, transfers, daemon_wide, durability] = s;
+           devices, waits, transfers, daemon_wide, durability, memory_waits] = s;
     return std::tie(version, backend, pools, buffers, sessions, leases, metrics_address,
-                    started, devices, waits, transfers, daemon_wide, durability);
+                    started, devices, waits, transfers, daemon_wide, durability, memory_waits);
+  }
+};
+template <>
+struct Fields<MemoryWaits> {
+  static auto Of(auto& s) {
+    auto& [location, creates, bytes] = s;
+    return std::tie(location, creates, bytes);
   }
 };
 template <>

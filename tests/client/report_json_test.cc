@@ -71,9 +71,13 @@ TEST(ReportJsonTest, TransferProgressNumbersAndStates) {
   EXPECT_EQ(names, (std::set<std::string>{"queued", "running", "done", "failed", "cancelled"}));
 }
 
-TEST(ReportJsonTest, TrimmedPoolIsLocationAndReleasedBytes) {
+TEST(ReportJsonTest, TrimmedPoolIsLocationReleasedBytesAndWhatTheDriverFreed) {
+  // A pool whose driver cannot say: null, not 0 ("freed nothing").
   EXPECT_EQ(DumpJson(TrimmedPoolJson({.location = "pinned", .released_bytes = 2 << 20})),
-            R"({"location":"pinned","released_bytes":2097152})");
+            R"({"location":"pinned","released_bytes":2097152,"driver_freed_bytes":null})");
+  EXPECT_EQ(DumpJson(TrimmedPoolJson(
+                {.location = "device:0", .released_bytes = 4 << 20, .driver_freed_bytes = 0})),
+            R"({"location":"device:0","released_bytes":4194304,"driver_freed_bytes":0})");
 }
 
 // The document memd.h promises for memd_leaks_json and memctl leaks --json.

@@ -123,7 +123,7 @@ TEST(GrafanaDashboardTest, ShowsWhatOperatorsNeed) {
         "memd_pool_fragmentation_ratio", "memd_pool_largest_free_block_bytes",
         "memd_buffers", "memd_sessions", "memd_leases", "memd_rpc_duration_seconds_bucket",
         "memd_quota_rejections_total", "memd_build_info",
-        "memd_pressure_reclaimed_bytes_total", "memd_leak_bytes"}) {
+        "memd_pressure_reclaimed_bytes_total", "memd_leak_bytes", "memd_device_memory_bytes"}) {
     EXPECT_THAT(all, HasSubstr(family));
   }
   EXPECT_THAT(all, HasSubstr("histogram_quantile(0.5,"));
@@ -208,7 +208,10 @@ TEST(GrafanaDashboardTest, EveryQueryReturnsNumbersFromARunningMemd) {
                  << "Debian package 'prometheus'; install it to run this test";
   }
   const Json dashboard = LoadDashboard();
-  auto daemon = DaemonProcess::Start({"--max-buffers", "4"});
+  // On the fake CUDA driver: the GPU panels need a GPU.
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  auto daemon = DaemonProcess::Start(
+      {"--max-buffers", "4", "--backend", "cuda", "--cuda-driver", MEMD_FAKE_CUDA_PATH});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto client = Client::Connect({.socket_dir = (*daemon)->socket_dir()});
   ASSERT_TRUE(client.ok());

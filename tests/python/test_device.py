@@ -136,3 +136,23 @@ def test_copy_host_to_device_and_back(cuda_client, name):
         down.wait(timeout=30)
         assert down.progress().direction == "d2h"
         assert np.array_equal(np.asarray(dst), pattern)
+
+
+def test_device_memory_is_accounted_and_trims_say_what_the_driver_freed(cuda_client, name):
+    """Issue 26: memd's pool beside the driver's figures; a trim says how
+    much the driver's free memory rose (all of it here: no import is left
+    once this process lets go)."""
+    before = cuda_client.stats().devices[0]
+    assert before.has_free
+    assert before.total_bytes - before.free_bytes == before.memd_bytes + before.outside_memd_bytes
+    with cuda_client.create(name, 8 << 20, location="device:0"):
+        holding = cuda_client.stats().devices[0]
+        assert holding.memd_bytes >= 8 << 20
+    # Never sealed: it went with its lease.
+    (trimmed,) = cuda_client.trim("device:0")
+    assert trimmed.location == "device:0"
+    assert trimmed.released_bytes >= 8 << 20
+    assert trimmed.driver_freed_bytes == trimmed.released_bytes
+    assert cuda_client.stats().devices[0].memd_bytes <= holding.memd_bytes - (8 << 20)
+    (host,) = cuda_client.trim("host")
+    assert host.driver_freed_bytes is None

@@ -59,6 +59,10 @@ def test_pinned_and_held_buffers_stay_and_the_create_fails(small_host):
     with pytest.raises(memd.ResourceExhaustedError, match="nothing could give way"):
         small_host.create("q/more", 2 * MiB, retention="evictable")
     assert small_host.stat("q/pinned").retention == "pinned"
+    # list() carries every field too (memd_list_json), retention among them.
+    assert {(i.name, i.retention) for i in small_host.list(prefix="q/")} == {
+        ("q/pinned", "pinned"), ("q/0", "evictable"), ("q/1", "evictable"),
+        ("q/2", "evictable")}
     for buf in held:
         buf.release()
 
@@ -95,6 +99,8 @@ def test_a_create_waits_for_memory_and_a_killed_waiter_leaves_nothing(small_daem
         while small_host.stats().waits != 1:
             assert time.monotonic() < deadline, "the child's create never waited"
             time.sleep(0.01)
+        (waiting,) = small_host.stats().memory_waits
+        assert (waiting.location, waiting.creates, waiting.bytes) == ("host", 1, 2 * MiB)
     finally:
         child.kill()
         child.wait()
@@ -106,3 +112,10 @@ def test_a_create_waits_for_memory_and_a_killed_waiter_leaves_nothing(small_daem
     small_host.unlink("full/0")
     with small_host.create("full/late", 2 * MiB, wait_for_memory=5) as buf:
         assert buf.size == 2 * MiB
+    # open_or_create waits for memory too, when it would create.
+    put(small_host, "full/4", 4, retention="pinned")  # Full again.
+    with pytest.raises(memd.DeadlineExceededError, match="no room for buffer 'full/either'"):
+        small_host.open_or_create("full/either", 2 * MiB, wait_for_memory=0.05)
+    small_host.unlink("full/1")
+    with small_host.open_or_create("full/either", 2 * MiB, wait_for_memory=5) as buf:
+        assert buf.created

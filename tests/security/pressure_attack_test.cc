@@ -82,6 +82,15 @@ TEST_F(PressureAttackTest, AbsurdWaitsAndRetentionsAreRefusedBeforeAnythingWaits
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), StartsWith("a retention of 1048576 bytes"));
   EXPECT_LT(status.error_message().size(), 200u);
+  // OpenOrCreate, which may wait for memory too, checks the same.
+  v1::OpenOrCreateRequest either;
+  *either.mutable_create() = create;
+  either.mutable_create()->clear_retention();
+  either.mutable_create()->set_wait_for_memory_ms(~std::uint64_t{0});
+  status = raw.Call(&v1::Memd::Stub::OpenOrCreate, either, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("wait_for_memory_ms 18446744073709551615 "
+                                                "exceeds the maximum"));
   auto root = Client::Connect({.socket_dir = config_.socket_dir});
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_EQ((*root)->Stats()->waits, 0u);

@@ -68,6 +68,16 @@ TEST(FormatTest, StatsJsonShowsEverySizeClassField) {
       *v1::SizeClassStats::descriptor());
 }
 
+TEST(FormatTest, StatsJsonShowsEveryMemoryWaitsField) {
+  ExpectEveryFieldShows<MemoryWaits>(
+      [](const MemoryWaits& waits) {
+        DaemonStats stats;
+        stats.memory_waits.push_back(waits);
+        return StatsJson(stats, "/run/memd")["memory_waits"][0];
+      },
+      *v1::MemoryWaits::descriptor());
+}
+
 TEST(FormatTest, StatsJsonShowsEveryDurabilityField) {
   ExpectEveryFieldShows<DurabilityStats>(
       [](const DurabilityStats& durability) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <iterator>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/daemon_process.h"
 #include "tests/support/files.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 
@@ -651,6 +653,20 @@ TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
   EXPECT_THAT(waited.err, HasSubstr("DEADLINE_EXCEEDED: no room for buffer 'late' (2 MiB) at "
                                     "host within 100ms"))
       << Describe(waited);
+  // While a create waits, stats say where and for how much.
+  auto client = Client::Connect({.socket_dir = (*small)->socket_dir()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<Buffer> later = absl::UnknownError("not yet");
+  std::thread waiter([&] {
+    later = (*client)->Create("later", 2 << 20, {.wait_for_memory = absl::Seconds(60)});
+  });
+  ASSERT_TRUE(test::PollUntil([&] { return (*client)->Stats()->waits == 1; }));
+  ProgramResult stats = with({"stats"});
+  EXPECT_THAT(stats.out, HasSubstr("waiting for memory: host 1 create for 2 MiB")) << Describe(stats);
+  ASSERT_EQ(with({"unlink", "p/0"}).exit_code, 0);
+  waiter.join();
+  EXPECT_TRUE(later.ok()) << later.status();
+  EXPECT_THAT(with({"stats"}).out, Not(HasSubstr("waiting for memory")));
 }
 
 TEST_F(MemctlTest, UnlinkThenGetFailsWithNotFound) {

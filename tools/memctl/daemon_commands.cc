@@ -13,6 +13,23 @@
 
 namespace memd::memctl {
 
+namespace {
+
+// memd's share of a GPU beside everything else the driver counts used.
+std::string DeviceMemoryLine(const DeviceInfo& device) {
+  std::string line = absl::StrCat("memd holds ", FormatBytes(device.memd_bytes));
+  if (device.has_free) {
+    absl::StrAppend(&line, ", outside memd ", FormatBytes(device.outside_memd_bytes),
+                    " (other processes, drivers' contexts, clients' imports of memory memd "
+                    "gave back)");
+  } else {
+    absl::StrAppend(&line, "; the driver reports no free memory");
+  }
+  return line;
+}
+
+}  // namespace
+
 absl::Status RunStats(Client& client, const Output& output) {
   absl::StatusOr<DaemonStats> stats = client.Stats();
   if (!stats.ok()) return Failed("stats", stats.status());
@@ -32,10 +49,22 @@ absl::Status RunStats(Client& client, const Output& output) {
   if (!stats->daemon_wide) out << "your uid's: ";
   out << "buffers " << stats->buffers << ", sessions " << stats->sessions
       << ", leases " << stats->leases << ", waiting calls " << stats->waits << "\n";
+  if (!stats->memory_waits.empty()) {
+    out << "waiting for memory:";
+    const char* separator = " ";
+    for (const MemoryWaits& waits : stats->memory_waits) {
+      out << separator << waits.location << " " << waits.creates
+          << (waits.creates == 1 ? " create" : " creates") << " for "
+          << FormatBytes(waits.bytes);
+      separator = "; ";
+    }
+    out << '\n';
+  }
   for (const DeviceInfo& device : stats->devices) {
     out << "device:" << device.ordinal << "  " << device.name << " (" << device.api << "), ";
-    if (device.api == "cuda") out << FormatBytes(device.free_bytes) << " free of ";
+    if (device.has_free) out << FormatBytes(device.free_bytes) << " free of ";
     out << FormatBytes(device.total_bytes) << ", " << device.handle_type << " handles\n";
+    out << "          " << DeviceMemoryLine(device) << '\n';
   }
   out << '\n';
 
@@ -86,14 +115,17 @@ absl::Status RunDevices(Client& client, const Output& output) {
     return absl::OkStatus();
   }
   Table table({{"DEVICE"}, {"API"}, {"NAME"}, {"UUID"}, {"PCI"}, {"TOTAL", true},
-               {"FREE", true}, {"VMM"}, {"FD EXPORT"}, {"HANDLES"}, {"HEALTH"}});
+               {"FREE", true}, {"MEMD", true}, {"OUTSIDE MEMD", true}, {"VMM"},
+               {"FD EXPORT"}, {"HANDLES"}, {"HEALTH"}});
   for (const DeviceInfo& device : stats->devices) {
     const bool cuda = device.api == "cuda";
     table.AddRow({absl::StrCat("device:", device.ordinal), device.api, device.name,
                   device.uuid, device.pci_address.empty() ? "-" : device.pci_address,
                   FormatBytes(device.total_bytes),
                   // Level Zero 1.4 has no free-memory query outside Sysman.
-                  cuda ? FormatBytes(device.free_bytes) : "-",
+                  device.has_free ? FormatBytes(device.free_bytes) : "-",
+                  FormatBytes(device.memd_bytes),
+                  device.has_free ? FormatBytes(device.outside_memd_bytes) : "-",
                   cuda ? (device.vmm ? "yes" : "no") : "-",
                   cuda ? (device.posix_fd ? "yes" : "no") : "-", device.handle_type,
                   device.healthy ? "ok" : "UNHEALTHY"});
@@ -122,8 +154,17 @@ absl::Status RunTrim(Client& client, const std::string& location,
     return absl::OkStatus();
   }
   for (const TrimmedPool& pool : *trimmed) {
-    output.out << pool.location << ": gave back " << FormatBytes(pool.released_bytes)
-               << '\n';
+    output.out << pool.location << ": gave back " << FormatBytes(pool.released_bytes);
+    if (pool.driver_freed_bytes.has_value()) {
+      output.out << "; the driver's free memory rose by "
+                 << FormatBytes(*pool.driver_freed_bytes);
+      if (*pool.driver_freed_bytes < pool.released_bytes) {
+        // The usual reason: a client still maps what memd let go of.
+        output.out << " (the rest is still counted used: clients' imports hold it, or "
+                      "another process allocated meanwhile)";
+      }
+    }
+    output.out << '\n';
   }
   return absl::OkStatus();
 }

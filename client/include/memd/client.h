@@ -200,11 +200,12 @@ struct CreateOptions {
   // the next open there; "evictable" also the whole buffer, whose name then
   // goes (an open is NOT_FOUND saying when it was evicted).
   std::string retention = {};
-  // Create only: how long a create whose location is full (once what may
-  // give way there has) waits for memory, in turn with other waiting
-  // creates (users take turns); zero fails at once with RESOURCE_EXHAUSTED.
-  // Past it: DEADLINE_EXCEEDED saying what was free, what was asked and who
-  // holds the location. At most 24 hours.
+  // How long a create whose location is full (once what may give way
+  // there has) waits for memory, in turn with other waiting creates (users
+  // take turns); zero fails at once with RESOURCE_EXHAUSTED. Past it:
+  // DEADLINE_EXCEEDED saying what was free, what was asked and who holds
+  // the location. At most 24 hours. OpenOrCreate waits for memory only when
+  // it would create, and then the longer of this and its seal wait.
   absl::Duration wait_for_memory = absl::ZeroDuration();
 };
 
@@ -270,6 +271,11 @@ struct PoolStats {
 struct TrimmedPool {
   std::string location;
   std::uint64_t released_bytes = 0;
+  // A GPU pool whose driver reports free memory: how much the driver's free
+  // memory rose across the trim. Less than released_bytes while clients'
+  // imports hold what memd gave back (or another process allocated
+  // meanwhile). Unset elsewhere.
+  std::optional<std::uint64_t> driver_freed_bytes;
 };
 
 // A GPU the daemon serves.
@@ -293,6 +299,15 @@ struct DeviceInfo {
   std::string api;          // "cuda" or "level_zero".
   std::string pci_address;  // "dddd:bb:dd.f"; empty where the driver cannot say.
   bool ipc = false;         // Level Zero: the driver shares memory across processes.
+  // The driver answered a free-memory query: free_bytes and
+  // outside_memd_bytes mean something (CUDA; not Level Zero 1.4).
+  bool has_free = false;
+  // What memd's pool holds of the device: buffers, replicas, idle segments.
+  std::uint64_t memd_bytes = 0;
+  // What the driver counts used beyond memd's pool: other processes, the
+  // drivers' contexts (memd's own too), and memory memd gave back that
+  // clients' imports still hold.
+  std::uint64_t outside_memd_bytes = 0;
 };
 
 // What the transfer engine did since the daemon started, and holds now.
@@ -326,6 +341,13 @@ struct DurabilityStats {
   std::uint64_t lost_segments = 0;
 };
 
+// Creates waiting for memory at one location (DaemonStats::memory_waits).
+struct MemoryWaits {
+  std::string location;
+  std::uint64_t creates = 0;
+  std::uint64_t bytes = 0;  // What they ask for together.
+};
+
 struct DaemonStats {
   std::string version;
   std::string backend;
@@ -336,13 +358,17 @@ struct DaemonStats {
   std::string metrics_address;  // HOST:PORT, empty when off.
   absl::Time started;
   std::vector<DeviceInfo> devices;  // Empty without a GPU backend.
-  std::uint64_t waits = 0;  // Calls waiting now: opens (for a seal), WaitTransfer.
+  // Calls waiting now: opens (for a seal), creates (for memory), WaitTransfer.
+  std::uint64_t waits = 0;
   TransferStats transfers;
   // True for root: buffers, sessions, leases, waits and transfers are the
   // whole daemon's; else the caller's uid's (the transfer counters since
   // start then 0). Pools and devices are the node's either way.
   bool daemon_wide = false;
   DurabilityStats durability;  // The node's, for every caller.
+  // Among waits, creates waiting for memory, by location; only locations
+  // where some wait (of the caller's uid alone unless daemon_wide).
+  std::vector<MemoryWaits> memory_waits;
 };
 
 struct SessionInfo {
@@ -614,6 +640,9 @@ class Client {
   // opens it read-only, waiting up to `wait` for the seal (and, with
   // options.existing_owner, only if that uid owns it). An existing buffer
   // this user may not read is PERMISSION_DENIED whatever size was asked.
+  // With options.wait_for_memory, a create at a full location waits for
+  // memory as Create does; the call then waits at most the longer of the
+  // two, for whichever it finds itself waiting for.
   absl::StatusOr<Buffer> OpenOrCreate(std::string_view name, std::uint64_t size,
                                       const CreateOptions& options = {},
                                       absl::Duration wait = absl::ZeroDuration());

@@ -199,7 +199,10 @@ memd_code memd_leaks_json(memd_client* client, uint64_t older_than_seconds,
                           uint64_t many_leases, char** json, memd_error** error);
 /* Gives idle pool memory back to the system now: the pool at `location`
  * ("host", "pinned", "device:N"), or every pool for NULL or "". An array,
- * as `memctl trim --json`: objects of location, released_bytes. Errors:
+ * as `memctl trim --json`: objects of location, released_bytes and
+ * driver_freed_bytes (how much the GPU driver's free memory rose across
+ * the trim: less than released_bytes while clients' imports hold what memd
+ * gave back; null for a pool whose driver cannot say). Errors:
  * PERMISSION_DENIED (root or the daemon's user only), NOT_FOUND (no such
  * pool). */
 memd_code memd_trim_json(memd_client* client, const char* location, char** json,
@@ -267,10 +270,12 @@ typedef struct memd_create_options {
    * from home; "evictable" also the whole buffer (an open of the name is
    * then MEMD_NOT_FOUND saying when). Since 0.4. */
   const char* retention;
-  /* memd_create only: how long a create whose location is full (once what
-   * may give way has) waits for memory, in turn with other waiting creates;
-   * 0 (default) fails at once with MEMD_RESOURCE_EXHAUSTED. Past it:
-   * MEMD_DEADLINE_EXCEEDED saying what was free, asked and held. Since 0.4. */
+  /* How long a create whose location is full (once what may give way has)
+   * waits for memory, in turn with other waiting creates; 0 (default) fails
+   * at once with MEMD_RESOURCE_EXHAUSTED. Past it: MEMD_DEADLINE_EXCEEDED
+   * saying what was free, asked and held. memd_open_or_create waits for
+   * memory only when it would create, and then the longer of this and its
+   * seal wait. Since 0.4. */
   int64_t wait_for_memory_ms;
 } memd_create_options;
 
@@ -479,6 +484,11 @@ typedef struct memd_buffer_list {
 memd_code memd_list(memd_client* client, const char* prefix, memd_buffer_list** list,
                     memd_error** error);
 void memd_buffer_list_free(memd_buffer_list* list); /* NULL: nothing */
+/* The same listing as an array of the objects memd_stat_json gives (as
+ * `memctl ls --json`): every field, those memd_buffer_info lacks
+ * (retention...) too. Errors: INVALID_ARGUMENT, UNAVAILABLE. Since 0.4. */
+memd_code memd_list_json(memd_client* client, const char* prefix, char** json,
+                         memd_error** error);
 
 /* ---- DLPack ---- */
 

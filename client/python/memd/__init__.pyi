@@ -28,6 +28,7 @@ from ._types import (
     DurabilityStats as DurabilityStats,
     Leak as Leak,
     LeakReport as LeakReport,
+    MemoryWaits as MemoryWaits,
     PoolStats as PoolStats,
     Recommendation as Recommendation,
     ReplicaInfo as ReplicaInfo,
@@ -111,7 +112,8 @@ class Client:
     def create(self, name: str, nbytes: int, *, location: str = "host", mode: int = 0o600,
                persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
                populate: bool = False, hint: str = "",
-               mappable: Optional[Sequence[str]] = None) -> Buffer: ...
+               mappable: Optional[Sequence[str]] = None, retention: str = "",
+               wait_for_memory: Optional[float] = None) -> Buffer: ...
     def create_array(self, name: str, shape: Any, dtype: Any, *, location: str = "host",
                      mode: int = 0o600, persistent: bool = True,
                      attrs: Optional[Mapping[str, str]] = None,
@@ -124,7 +126,8 @@ class Client:
                        mode: int = 0o600, persistent: bool = True,
                        attrs: Optional[Mapping[str, str]] = None,
                        populate: bool = False, hint: str = "",
-                       mappable: Optional[Sequence[str]] = None) -> Buffer: ...
+                       mappable: Optional[Sequence[str]] = None, retention: str = "",
+                       wait_for_memory: Optional[float] = None) -> Buffer: ...
     def unlink(self, name: str) -> None: ...
     def prefetch(self, name: str, location: str, *,
                  wait: Optional[float] = None) -> BufferInfo: ...

@@ -151,6 +151,7 @@ _SIGNATURES = {
     "memd_buffer_placement": (c_char_p, [BufferP]),
     "memd_buffer_retention": (c_char_p, [BufferP]),
     "memd_stat_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
+    "memd_list_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_stat": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferInfo)), _E]),
     "memd_buffer_info_free": (None, [POINTER(BufferInfo)]),
     "memd_prefetch": (c_int, [ClientP, c_char_p, c_char_p, c_int64,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
-from ctypes import byref, c_int, c_void_p, pointer
+from ctypes import byref, c_int, c_void_p
 from typing import Any, List, Mapping, Optional, Sequence
 
 from . import _capi, _records
@@ -246,13 +246,16 @@ class Client:
                        mode: int = 0o600, persistent: bool = True,
                        attrs: Optional[Mapping[str, str]] = None,
                        populate: bool = False, hint: str = "",
-                       mappable: Optional[Sequence[str]] = None, retention: str = "") -> Buffer:
+                       mappable: Optional[Sequence[str]] = None, retention: str = "",
+                       wait_for_memory: Optional[float] = None) -> Buffer:
         """Creates the buffer if the name is free (writable lease, .created
         True), else opens it read-only, waiting up to `timeout` seconds for
-        its seal (and only if `owner`, when given, owns it). Other arguments
-        as create()."""
+        its seal (and only if `owner`, when given, owns it). With
+        wait_for_memory, a create at a full location waits for memory as in
+        create(); the call then waits at most the longer of the two, for
+        whichever it finds itself waiting for. Other arguments as create()."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, owner, hint,
-                                 mappable, retention)
+                                 mappable, retention, wait_for_memory)
         wait = 0 if timeout is None else _milliseconds(timeout, "timeout")
         return self._buffer(_lib.memd_open_or_create, name, None, _size(nbytes),
                             byref(options.struct), wait)
@@ -294,14 +297,10 @@ class Client:
                                                     _capi.encode(name, "name")))
 
     def list(self, prefix: str = "") -> List[BufferInfo]:
-        """BufferInfo of the buffers this user may read, by name."""
-        found = pointer(_capi.BufferList())
-        self._call(_lib.memd_list, _capi.encode(prefix, "prefix"), byref(found))
-        try:
-            listing = found.contents
-            return [_records.buffer_info(listing.items[i]) for i in range(listing.count)]
-        finally:
-            _lib.memd_buffer_list_free(found)
+        """BufferInfo of the buffers this user may read, by name (every field:
+        placement and retention too)."""
+        return [_records.buffer_info_json(b)
+                for b in self._json(_lib.memd_list_json, _capi.encode(prefix, "prefix"))]
 
     def stats(self) -> DaemonStats:
         """DaemonStats: pools, devices, transfers..."""

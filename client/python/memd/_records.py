@@ -11,8 +11,8 @@ from typing import Any, Dict, List
 from . import _capi
 from ._errors import error_for_code
 from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, Leak, LeakReport,
-                     PoolStats, Recommendation, ReplicaInfo, SessionInfo, SizeClassStats,
-                     TransferProgress, TransferStats, TrimmedPool, UidUsage)
+                     MemoryWaits, PoolStats, Recommendation, ReplicaInfo, SessionInfo,
+                     SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage)
 
 
 def _make(cls: Any, fields: Dict[str, Any]) -> Any:
@@ -100,7 +100,8 @@ def daemon_stats(json: Dict[str, Any]) -> DaemonStats:
         metrics_address=json["metrics_address"], started=seconds(json["started_unix_ns"]),
         devices=tuple(_make(DeviceInfo, d) for d in json["devices"]), waits=json["waits"],
         transfers=_make(TransferStats, json["transfers"]), daemon_wide=json["daemon_wide"],
-        durability=_durability(json["durability"]))
+        durability=_durability(json["durability"]),
+        memory_waits=tuple(_make(MemoryWaits, w) for w in json.get("memory_waits", ())))
 
 
 def sessions(json: List[Dict[str, Any]]) -> List[SessionInfo]:

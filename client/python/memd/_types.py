@@ -104,6 +104,20 @@ class DeviceInfo:
     api: str                # "cuda" or "level_zero".
     pci_address: str        # "dddd:bb:dd.f"; "" where the driver cannot say.
     ipc: bool               # Level Zero: memory passes between processes.
+    # Defaults: what an older libmemd, which does not say, means.
+    has_free: bool = False  # The driver reports free memory (CUDA; not Level Zero 1.4).
+    memd_bytes: int = 0     # What memd's pool holds of the device.
+    # Used but not memd's: other processes, drivers' contexts, and memory memd
+    # gave back that clients' imports still hold (0 without has_free).
+    outside_memd_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryWaits:
+    """Creates waiting for memory at one location (DaemonStats.memory_waits)."""
+    location: str
+    creates: int
+    bytes: int              # What they ask for together.
 
 
 @dataclass(frozen=True)
@@ -150,6 +164,9 @@ class DaemonStats:
     # the caller's uid's own.
     daemon_wide: bool
     durability: DurabilityStats
+    # Among waits, creates waiting for memory by location (only where some
+    # wait).
+    memory_waits: Tuple[MemoryWaits, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,6 +221,10 @@ class LeakReport:
 class TrimmedPool:
     location: str
     released_bytes: int
+    # How much the GPU driver's free memory rose across the trim: less than
+    # released_bytes while clients' imports hold what memd gave back. None
+    # where the driver cannot say (host pools).
+    driver_freed_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)

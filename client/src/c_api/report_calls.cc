@@ -68,6 +68,17 @@ memd_code memd_stat_json(memd_client* client, const char* name, char** json,
   });
 }
 
+memd_code memd_list_json(memd_client* client, const char* prefix, char** json,
+                         memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));
+    MEMD_ASSIGN_OR_RETURN(std::vector<memd::BufferInfo> buffers,
+                          client->client->List(prefix == nullptr ? "" : prefix));
+    *json = NewString(DumpJson(ArrayOf(buffers, &memd::internal::BufferJson)));
+    return absl::OkStatus();
+  });
+}
+
 memd_code memd_sessions_json(memd_client* client, char** json, memd_error** error) {
   return Guarded(error, [&]() -> absl::Status {
     MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));

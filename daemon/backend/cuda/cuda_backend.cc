@@ -182,6 +182,7 @@ std::vector<DeviceInfo> CudaBackend::devices() const {
     if (context.status().ok() &&
         driver_->api().MemGetInfo(&free, &total) == CUDA_SUCCESS) {
       info.free_bytes = free;
+      info.has_free = true;
     }
     infos.push_back(info);
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/broker/broker.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -287,6 +288,60 @@ TEST_F(WaitingCreateTest, WaitsAreBoundedPerUidAndEndWithTheSession) {
   ASSERT_TRUE(root.ok());
   ASSERT_TRUE(broker_->Unlink(*root, "p3").ok());
   EXPECT_FALSE(bobs);
+}
+
+// A quota is one uid's own limit: a create that would take Alice over hers
+// takes back her own unheld evictable data (least recently used first),
+// never Bob's, though his is older; the name says why it went.
+class QuotaPressureTest : public PressureTest {
+ protected:
+  QuotaPressureTest() {
+    pool_limit_ = 8 * kSize;  // The host has room; Alice's quota does not.
+    BrokerLimits limits;
+    limits.max_uid_bytes = *Quota::Parse("host=6MiB");
+    MakeBroker(limits);
+  }
+};
+
+TEST_F(QuotaPressureTest, AQuotaTakesBackOnlyTheUidsOwnEvictableData) {
+  std::vector<std::string> logged;
+  broker_->SetPressureLog([&](const std::string& line) { logged.push_back(line); });
+  // Bob holds as much as Alice, and his buffers are older: a full
+  // location would take his first.
+  for (const char* name : {"bobs0", "bobs1", "bobs2"}) {
+    ASSERT_TRUE(Put(bob_, name, kHost, Retention::kEvictable, "bytes", 0644).ok());
+  }
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_TRUE(Put(alice_, name, kHost, Retention::kEvictable, "bytes", 0644).ok());
+  }
+  Use(alice_, "a");  // Now b is her least recently used.
+  ASSERT_TRUE(Put(alice_, "d", kHost, Retention::kEvictable).ok());
+  EXPECT_FALSE(Exists("b"));
+  for (const char* name : {"bobs0", "bobs1", "bobs2", "a", "c", "d"}) {
+    EXPECT_TRUE(Exists(name)) << name;
+  }
+  auto gone = broker_->Stat(alice_, "b");
+  EXPECT_THAT(std::string(gone.status().message()),
+              HasSubstr(absl::StrCat("to keep uid ", kAlice, " within its quota at host")));
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_THAT(logged[0], HasSubstr(absl::StrCat("uid ", kAlice, "'s quota at host: evicted "
+                                                "buffer 'b'")));
+  EXPECT_EQ(At(kHost).evictions, 1u);
+}
+
+TEST_F(QuotaPressureTest, WhenTooLittleOfItsOwnMayGoNothingGoesAndTheQuotaSaysWhy) {
+  ASSERT_TRUE(Put(alice_, "pinned", kHost, Retention::kPinned).ok());
+  ASSERT_TRUE(Put(alice_, "held", kHost, Retention::kEvictable).ok());
+  auto holder = broker_->Open(alice_, OpenParams{"held", Access::kRead});
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE(Put(alice_, "free", kHost, Retention::kEvictable).ok());
+  // 4 MiB more would need two of hers to go; only one may.
+  CreateParams big{"big", 2 * kSize, kHost, 0600};
+  auto refused = broker_->Create(alice_, big);
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("over its quota of 6 MiB"));
+  EXPECT_TRUE(Exists("free")) << "all or nothing";
+  EXPECT_EQ(At(kHost).evictions, 0u);
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ memd_replica_copies_total 0
 # HELP memd_replica_copies_avoided_total Opens away from a buffer's home served by a copy that was there already.
 # TYPE memd_replica_copies_avoided_total counter
 memd_replica_copies_avoided_total 0
-# HELP memd_pressure_reclaims_total What a full location took back so that a create or a copy fits, by kind: evicted (a whole unleased buffer of retention evictable), demoted (an unleased copy away from its buffer's home; the next open there makes it again).
+# HELP memd_pressure_reclaims_total What a full location (or a uid's quota there, of that uid's own data) took back so that a create or a copy fits, by kind: evicted (a whole unleased buffer of retention evictable), demoted (an unleased copy away from its buffer's home; the next open there makes it again).
 # TYPE memd_pressure_reclaims_total counter
 memd_pressure_reclaims_total{location="host",kind="evicted"} 0
 memd_pressure_reclaims_total{location="host",kind="demoted"} 0
@@ -212,6 +212,14 @@ memd_pressure_reclaimed_bytes_total{location="host",kind="evicted"} 0
 memd_pressure_reclaimed_bytes_total{location="host",kind="demoted"} 0
 memd_pressure_reclaimed_bytes_total{location="device:0",device="0",kind="evicted"} 0
 memd_pressure_reclaimed_bytes_total{location="device:0",device="0",kind="demoted"} 0
+# HELP memd_memory_waits Creates waiting for memory at the location now (wait_for_memory): its pool is full and nothing there may give way.
+# TYPE memd_memory_waits gauge
+memd_memory_waits{location="host"} 0
+memd_memory_waits{location="device:0",device="0"} 0
+# HELP memd_memory_wait_bytes Bytes the creates waiting for memory at the location ask for.
+# TYPE memd_memory_wait_bytes gauge
+memd_memory_wait_bytes{location="host"} 0
+memd_memory_wait_bytes{location="device:0",device="0"} 0
 # HELP memd_uid_bytes Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids without buffers are absent.
 # TYPE memd_uid_bytes gauge
 memd_uid_bytes{uid="1000",location="host"} 12288
@@ -221,6 +229,8 @@ memd_sessions 1
 # HELP memd_leases Leases held by clients.
 # TYPE memd_leases gauge
 memd_leases 3
+# HELP memd_device_memory_bytes Each GPU's memory by kind: total, free (as its driver reports), memd (what memd's pool holds there), outside_memd (used but not memd's: other processes, drivers' contexts, and memory memd gave back that clients' imports still hold). free and outside_memd only where the driver reports free memory.
+# TYPE memd_device_memory_bytes gauge
 # HELP memd_build_info Always 1; the labels say the build.
 # TYPE memd_build_info gauge
 memd_build_info{version="1.2.3",backend="fake"} 1

@@ -47,7 +47,54 @@ TEST(DaemonFamiliesTest, EveryFamilyFollowsPrometheusNaming) {
     EXPECT_TRUE(counter || spec.type == prometheus::MetricType::Gauge);
     EXPECT_EQ(counter, spec.name.ends_with("_total"));
   }
-  EXPECT_EQ(names.size(), 55u);
+  EXPECT_EQ(names.size(), 58u);
+}
+
+TEST(DaemonFamiliesTest, MemoryWaitsHaveASeriesForEveryPool) {
+  DaemonSnapshot snapshot;
+  snapshot.pools.resize(2);
+  snapshot.pools[0].location = Location::Host();
+  snapshot.pools[1].location = Location::Device(0);
+  snapshot.counts.memory_waits["device:0"] = {.creates = 3, .bytes = 96};
+  std::vector<Sample> creates = Read("memd_memory_waits", snapshot);
+  ASSERT_EQ(creates.size(), 2u);
+  EXPECT_EQ(creates[0].value, 0.0) << "host: nobody waits, yet a series";
+  EXPECT_EQ(creates[1].value, 3.0);
+  std::vector<Sample> bytes = Read("memd_memory_wait_bytes", snapshot);
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(bytes[1].value, 96.0);
+  EXPECT_EQ(LabelsOf(bytes[1]),
+            (std::vector<std::pair<std::string, std::string>>{{"location", "device:0"},
+                                                              {"device", "0"}}));
+}
+
+TEST(DaemonFamiliesTest, DeviceMemorySaysFreeAndOutsideOnlyWhereTheDriverReportsFree) {
+  DaemonSnapshot snapshot;
+  pool::DeviceMemory cuda;
+  cuda.ordinal = 0;
+  cuda.total_bytes = 100;
+  cuda.has_free = true;
+  cuda.free_bytes = 60;
+  cuda.memd_bytes = 30;
+  cuda.outside_memd_bytes = 10;
+  pool::DeviceMemory level_zero;
+  level_zero.ordinal = 1;
+  level_zero.total_bytes = 200;
+  level_zero.memd_bytes = 50;
+  snapshot.devices = {cuda, level_zero};
+  std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, double>> seen;
+  for (const Sample& sample : Read("memd_device_memory_bytes", snapshot)) {
+    seen.emplace_back(LabelsOf(sample), sample.value);
+  }
+  using L = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(seen, (std::vector<std::pair<L, double>>{
+                      {{{"device", "0"}, {"kind", "total"}}, 100},
+                      {{{"device", "0"}, {"kind", "memd"}}, 30},
+                      {{{"device", "0"}, {"kind", "free"}}, 60},
+                      {{{"device", "0"}, {"kind", "outside_memd"}}, 10},
+                      {{{"device", "1"}, {"kind", "total"}}, 200},
+                      {{{"device", "1"}, {"kind", "memd"}}, 50},
+                  }));
 }
 
 TEST(DaemonFamiliesTest, DevicePoolsCarryTheirOrdinalAsALabel) {

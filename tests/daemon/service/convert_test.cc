@@ -110,9 +110,9 @@ struct Fields<broker::UidUsage> {
 template <>
 struct Fields<backend::DeviceInfo> {
   static auto Of(auto& s) {
-    auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type, api,
-           pci_address, ipc] = s;
-    return std::tie(ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
+    auto& [ordinal, uuid, name, total_bytes, free_bytes, has_free, vmm, posix_fd, handle_type,
+           api, pci_address, ipc] = s;
+    return std::tie(ordinal, uuid, name, total_bytes, free_bytes, has_free, vmm, posix_fd,
                     handle_type, api, pci_address, ipc);
   }
 };
@@ -377,9 +377,20 @@ TEST(ConvertTest, EveryUsageFieldIsSent) {
 }
 
 TEST(ConvertTest, EveryDeviceFieldIsSent) {
-  // health_error: the engine's (DeviceHealthIsTheEngines).
-  ExpectEveryFieldCrosses<v1::DeviceInfo, backend::DeviceInfo>(nullptr, nullptr,
-                                                               {"health_error"});
+  // health_error: the engine's (DeviceHealthIsTheEngines); memd_bytes and
+  // outside_memd_bytes: the accounting's (DeviceMemoryIsTheAccountings).
+  ExpectEveryFieldCrosses<v1::DeviceInfo, backend::DeviceInfo>(
+      nullptr, nullptr, {"health_error", "memd_bytes", "outside_memd_bytes"});
+}
+
+TEST(ConvertTest, DeviceMemoryIsTheAccountings) {
+  pool::DeviceMemory memory;
+  memory.memd_bytes = 7;
+  memory.outside_memd_bytes = 9;
+  v1::DeviceInfo sent;
+  ToProto(memory, &sent);
+  EXPECT_EQ(sent.memd_bytes(), 7u);
+  EXPECT_EQ(sent.outside_memd_bytes(), 9u);
 }
 
 TEST(ConvertTest, DeviceHealthIsTheEngines) {
