@@ -38,12 +38,6 @@ absl::Status PermissionDenied(const PeerCredentials& peer, const BufferInfo& buf
   return absl::PermissionDeniedError(message);
 }
 
-// Buffers with the same owner, group and mode are open to the same clients,
-// so their memory may share a segment (whose handle exposes all of it).
-pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) {
-  return pool::Domain{owner.uid, owner.gid, params.mode};
-}
-
 }  // namespace
 
 std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status) {
@@ -263,7 +257,8 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   MEMD_ASSIGN_OR_RETURN(const CreateParams params, ResolvePlacement(asked));
   MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
-  pool::Domain domain;
+  // Before anything is allocated: a node the machine lacks is refused.
+  MEMD_ASSIGN_OR_RETURN(const pool::Domain domain, CreateDomain(session, params));
   {
     absl::MutexLock lock(&mu_);
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
@@ -273,7 +268,6 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
     }
     // Before allocating; checked again, and charged, once allocated.
     MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
-    domain = DomainOf(caller->peer, params);
   }
   // Allocation may reach the backend (a system call, page zeroing): never
   // under the registry mutex. A racing Create of the same name is caught
@@ -328,6 +322,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   info.created = clock_.Now();
   info.creator_pid = peer.pid;
   info.attrs = params.attrs;
+  info.numa_node = buffer->allocation.domain.numa_node;
   info.retention = params.retention;
   info.placement = params.placement;
   buffer->last_used = info.created;
@@ -491,7 +486,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     }
     return OpenLocked(session, caller, open, watch, &wake);
   };
-  pool::Domain domain;
+  MEMD_ASSIGN_OR_RETURN(const pool::Domain domain, CreateDomain(session, params));
   {
     absl::MutexLock lock(&mu_);
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
@@ -499,7 +494,6 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
       return open_existing(*caller, *existing);
     }
     MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken));
-    domain = DomainOf(caller->peer, params);
   }
   absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
   if (!allocation.ok()) {
