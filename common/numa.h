@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <sys/types.h>
+
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +29,22 @@ std::string PciBusId(int domain, int bus, int device);
 // The node of a PCI device, from <sysfs>/bus/pci/devices/<bus_id>/numa_node;
 // nullopt when the kernel does not say (-1, no such device, unreadable).
 std::optional<int> NodeOfPciDevice(std::string_view bus_id, const std::string& sysfs = "/sys");
+
+// The node whose <sysfs>/devices/system/node/nodeN/cpulist ("0-3,8-11")
+// lists `cpu`; nullopt when none does.
+std::optional<int> NodeOfCpu(int cpu, const std::string& sysfs = "/sys");
+
+// The CPU `pid` last ran on (field 39 of <proc>/PID/stat); nullopt when the
+// process is gone or the file does not parse.
+std::optional<int> LastCpuOf(pid_t pid, const std::string& proc = "/proc");
+
+// Sets the memory policy of [address, address + bytes) to MPOL_PREFERRED
+// `node`: pages faulted or allocated afterwards go there while it has room
+// (another node rather than failing). On a MAP_SHARED mapping of a memfd or
+// shmem it is the shared policy of the object itself, which fallocate and
+// every other mapping of it follow. Errors: INVALID_ARGUMENT (a node past
+// 1023), those of mbind (INVALID_ARGUMENT for a node the kernel lacks).
+absl::Status PreferNode(void* address, std::uint64_t bytes, int node);
 
 /// Anonymous memory whose pages are all on `node` where it has room
 /// (MPOL_PREFERRED: on another node rather than fail), written once so that
@@ -52,5 +70,10 @@ class NodeMemory {
 // The node the page holding `address` is on now; nullopt when the kernel
 // does not say (the page is not there, or no NUMA).
 std::optional<int> NodeOfPage(const void* address);
+
+// The one node the memory policy at `address` names (MPOL_PREFERRED or
+// MPOL_BIND of one node), what get_mempolicy says of the mapping there;
+// nullopt for the default policy or several nodes.
+std::optional<int> PolicyNodeOf(const void* address);
 
 }  // namespace memd::numa

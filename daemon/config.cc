@@ -13,6 +13,7 @@
 #include "common/bytes.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "daemon/broker/numa_placement.h"
 #include "daemon/broker/placement.h"
 #include "daemon/broker/quota.h"
 #include "toml++/toml.h"
@@ -23,7 +24,7 @@ namespace {
 constexpr std::uint64_t kMaxRecoveryGraceSeconds = 7 * 24 * 3600;
 
 // How an option's text becomes a value.
-enum class Kind { kText, kBytes, kCount, kMode, kRatio, kQuota, kPlacement };
+enum class Kind { kText, kBytes, kCount, kMode, kRatio, kQuota, kPlacement, kNuma };
 
 struct Option {
   const char* key;  // TOML key; the flag is --key with '-' for '_'.
@@ -77,6 +78,15 @@ const std::vector<Option>& Options() {
       {"device_pool_limit_bytes", Kind::kBytes,
        "most memory each device pool reserves (default: 90% of the device)",
        nullptr, &Config::device_pool_limit_bytes},
+      {"numa", Kind::kNuma,
+       "off|auto|N: the NUMA node host and pinned buffers are bound to when their create "
+       "asks for none; auto: a pinned buffer's GPU's node, else the creating process's "
+       "(default off)",
+       &Config::numa},
+      {"numa_sysfs_root", Kind::kText,
+       "where NUMA placement reads the machine's nodes and GPUs (default /sys; tests "
+       "point it at a fake tree)",
+       &Config::numa_sysfs_root},
       {"pool_small_max_bytes", Kind::kBytes,
        "requests up to this size use size classes (default 1MiB)", nullptr,
        &Config::pool_small_max_bytes},
@@ -236,6 +246,15 @@ absl::Status Apply(const Option& option, const std::string& text,
     case Kind::kPlacement: {
       auto rules = broker::PlacementRules::Parse(text);
       if (!rules.ok()) return invalid(std::string(rules.status().message()));
+      config.*option.text = text;
+      return absl::OkStatus();
+    }
+    case Kind::kNuma: {
+      auto numa = broker::ParseNumaRequest(text);
+      if (!numa.ok()) return invalid(std::string(numa.status().message()));
+      if (numa->kind == broker::NumaRequest::Kind::kDefault) {
+        return invalid("numa is off, auto or a node number");
+      }
       config.*option.text = text;
       return absl::OkStatus();
     }
@@ -453,6 +472,8 @@ std::vector<std::string> SettingsNeedingRestart(const Config& running,
   compare("host_pool_limit_bytes", &Config::host_pool_limit_bytes);
   compare("pinned_pool_limit_bytes", &Config::pinned_pool_limit_bytes);
   compare("device_pool_limit_bytes", &Config::device_pool_limit_bytes);
+  compare("numa", &Config::numa);
+  compare("numa_sysfs_root", &Config::numa_sysfs_root);
   compare("pool_small_max_bytes", &Config::pool_small_max_bytes);
   compare("pool_small_segment_bytes", &Config::pool_small_segment_bytes);
   compare("pool_large_round_bytes", &Config::pool_large_round_bytes);

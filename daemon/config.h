@@ -36,6 +36,11 @@ struct Config {
   std::uint64_t pinned_pool_limit_bytes = 0;
   // Most bytes each device pool reserves; 0 means 90% of the device.
   std::uint64_t device_pool_limit_bytes = 0;
+  // NUMA placement (broker/numa_placement.h) of host and pinned buffers
+  // whose create asks for none: "off", "auto" or a node number; and the
+  // sysfs tree it reads nodes, CPUs and GPUs from. Read at start.
+  std::string numa = "off";
+  std::string numa_sysfs_root = "/sys";
   // Pool growth policy: requests up to pool_small_max_bytes are served by
   // size classes from segments of pool_small_segment_bytes; a larger request
   // that finds no free block reserves a segment of its size rounded up to

@@ -178,6 +178,22 @@ broker::PlacementRules PlacementRulesOf(const Config& config) {
   return broker::PlacementRules::Parse(config.placement).value_or(broker::PlacementRules());
 }
 
+// `config` has passed ParseConfig, which checked that numa parses. Pinned
+// memory serves the backend's first GPU (CUDA registers it with device 0's
+// context, PORTABLE for the others): auto places it on that GPU's node.
+std::shared_ptr<const broker::NumaPlacement> NumaPlacementOf(const Config& config,
+                                                            const backend::Backend& backend) {
+  broker::NumaPlacement::Options options;
+  options.daemon_default = broker::ParseNumaRequest(config.numa).value_or(broker::NumaRequest{
+      broker::NumaRequest::Kind::kOff, -1});
+  options.sysfs_root = config.numa_sysfs_root;
+  const std::vector<backend::DeviceInfo> devices = backend.devices();
+  if (!devices.empty()) options.gpu_pci_address = devices.front().pci_address;
+  auto placement = std::make_shared<const broker::NumaPlacement>(std::move(options));
+  spdlog::info("{}", placement->Describe());
+  return placement;
+}
+
 // How long a session's end waits for its transfers' chunks on the GPUs
 // before its leases go anyway; and how many sessions may be ending at once.
 constexpr absl::Duration kSessionDrain = absl::Seconds(5);
@@ -387,6 +403,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->capacity = std::make_unique<PlacementCapacity>(*parts->backend);
   parts->broker->SetCapacitySource(parts->capacity.get());
   parts->broker->SetPlacementRules(PlacementRulesOf(config));
+  parts->broker->SetNumaPlacement(NumaPlacementOf(config, *parts->backend));
   // Nobody can read a buffer freed while copies still write it: they stop.
   parts->broker->SetFreedWhileWritten(
       [engine = parts->engine.get()](broker::BufferId id) { engine->CancelWritesTo(id); });

@@ -131,6 +131,7 @@ void SetCreate(std::string_view name, std::uint64_t size, const CreateOptions& o
   request->set_location(options.location);
   request->set_access_hint(options.access_hint);
   request->set_retention(options.retention);
+  request->set_numa(options.numa);
   request->set_wait_for_memory_ms(WaitMillis(options.wait_for_memory));
   for (const std::string& location : mappable) request->add_mappable_locations(location);
   request->set_mode(options.mode);

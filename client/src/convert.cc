@@ -37,6 +37,7 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   out.usage = FromProto(info.usage());
   out.placement = info.placement();
   out.retention = info.retention();
+  out.numa_node = info.numa_node();
   return out;
 }
 

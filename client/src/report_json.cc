@@ -65,6 +65,7 @@ Json BufferJson(const BufferInfo& info) {
   json["usage"] = BufferUsageJson(info.usage);
   json["placement"] = info.placement;
   json["retention"] = info.retention;
+  json["numa_node"] = info.numa_node;
   return json;
 }
 

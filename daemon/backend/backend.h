@@ -159,6 +159,20 @@ class Backend {
   virtual absl::StatusOr<std::unique_ptr<Segment>> Reserve(
       const Location& location, std::uint64_t bytes) = 0;
 
+  // Reserve, with host memory (host, pinned) placed on NUMA node
+  // `numa_node` (MemfdSegment::Create): a node < 0 is plain Reserve. The
+  // caller checked the node exists. Errors: Reserve's, INVALID_ARGUMENT
+  // for a device location (device memory is where its GPU is), and
+  // UNIMPLEMENTED where the backend cannot place memory (the default).
+  virtual absl::StatusOr<std::unique_ptr<Segment>> ReserveOnNode(const Location& location,
+                                                                 std::uint64_t bytes,
+                                                                 int numa_node) {
+    if (numa_node < 0) return Reserve(location, bytes);
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", absl::string_view(name().data(), name().size()),
+        " backend cannot place memory on a NUMA node (asked for node ", numa_node, ")"));
+  }
+
   // Takes back a segment a previous memd reserved at `location`, from the
   // descriptor Segment::DurableFd gave (a dup of it: the service manager
   // hands memd its own copies): the same memory, nothing copied. The

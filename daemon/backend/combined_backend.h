@@ -29,6 +29,11 @@ class CombinedBackend : public Backend {
                                                    std::uint64_t bytes) override {
     return Owner(location).Reserve(location, bytes);
   }
+  absl::StatusOr<std::unique_ptr<Segment>> ReserveOnNode(const Location& location,
+                                                         std::uint64_t bytes,
+                                                         int numa_node) override {
+    return Owner(location).ReserveOnNode(location, bytes, numa_node);
+  }
   absl::StatusOr<std::unique_ptr<Segment>> Adopt(const Location& location,
                                                  std::uint64_t bytes, UniqueFd fd) override {
     return Owner(location).Adopt(location, bytes, std::move(fd));

@@ -38,12 +38,6 @@ absl::Status PermissionDenied(const PeerCredentials& peer, const BufferInfo& buf
   return absl::PermissionDeniedError(message);
 }
 
-// Buffers with the same owner, group and mode are open to the same clients,
-// so their memory may share a segment (whose handle exposes all of it).
-pool::Domain DomainOf(const PeerCredentials& owner, const CreateParams& params) {
-  return pool::Domain{owner.uid, owner.gid, params.mode};
-}
-
 }  // namespace
 
 std::optional<BufferId> BufferCopiesStillWrite(const absl::Status& status) {
@@ -273,7 +267,8 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   MEMD_ASSIGN_OR_RETURN(const CreateParams params, ResolvePlacement(asked));
   MEMD_ASSIGN_OR_RETURN(pool::Pool * pool, ValidateCreate(params));
   const std::uint64_t taken = pool->AllocationBytes(params.size);
-  pool::Domain domain;
+  // Before anything is allocated: a node the machine lacks is refused.
+  MEMD_ASSIGN_OR_RETURN(const pool::Domain domain, CreateDomain(session, params));
   // What the uid's quota takes back of its own goes back to the pool before
   // the allocation (AfterUnlock).
   MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
@@ -284,7 +279,6 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
     }
     // Before allocating; checked again, and charged, once allocated.
     MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
-    domain = DomainOf(caller->peer, params);
     return absl::OkStatus();
   }));
   // Allocation may reach the backend (a system call, page zeroing): never
@@ -340,6 +334,7 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
   info.created = clock_.Now();
   info.creator_pid = peer.pid;
   info.attrs = params.attrs;
+  info.numa_node = buffer->allocation.domain.numa_node;
   info.retention = params.retention;
   info.placement = params.placement;
   buffer->last_used = info.created;
@@ -504,7 +499,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     }
     return OpenLocked(session, caller, open, watch, &wake);
   };
-  pool::Domain domain;
+  MEMD_ASSIGN_OR_RETURN(const pool::Domain domain, CreateDomain(session, params));
   std::optional<absl::StatusOr<std::optional<Grant>>> opened;
   MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
@@ -514,7 +509,6 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     }
     // As Create: the uid's own evictable data may give way to its quota.
     MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
-    domain = DomainOf(caller->peer, params);
     return absl::OkStatus();
   }));
   if (opened.has_value()) return *std::move(opened);

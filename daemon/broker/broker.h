@@ -733,10 +733,20 @@ class Broker {
   // Borrowed; nullptr (the default): the pool limits are the only bound.
   // Must outlive the broker or be replaced first.
   void SetCapacitySource(const CapacitySource* source);
+  // NUMA placement of the next creates (numa_placement.h); nullptr (the
+  // default) binds nothing and refuses no request, as a machine of one
+  // node with numa off would.
+  void SetNumaPlacement(std::shared_ptr<const NumaPlacement> placement);
 
  private:
+  // The domain a create by `session` allocates in: its owner, group and
+  // mode, and the NUMA node (NumaPlacement::Choose, read outside mu_: it
+  // may read /proc). Errors: FindSessionLocked's, Choose's.
+  absl::StatusOr<pool::Domain> CreateDomain(SessionId session, const CreateParams& params);
+
   PlacementRules placement_rules_ ABSL_GUARDED_BY(mu_);
   const CapacitySource* capacity_source_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<const NumaPlacement> numa_placement_ ABSL_GUARDED_BY(mu_);
 };
 
 // The buffer a Seal refusal is about when copies may still write it, so

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/broker/broker.h"
 
 namespace memd::broker {
@@ -52,6 +53,41 @@ void Broker::SetPlacementRules(const PlacementRules& rules) {
 void Broker::SetCapacitySource(const CapacitySource* source) {
   absl::MutexLock lock(&mu_);
   capacity_source_ = source;
+}
+
+void Broker::SetNumaPlacement(std::shared_ptr<const NumaPlacement> placement) {
+  absl::MutexLock lock(&mu_);
+  numa_placement_ = std::move(placement);
+}
+
+absl::StatusOr<pool::Domain> Broker::CreateDomain(SessionId session,
+                                                  const CreateParams& params) {
+  // Buffers with the same owner, group and mode are open to the same
+  // clients, so their memory may share a segment (whose handle exposes all
+  // of it); the node keeps pages placed on one node from serving another.
+  pool::Domain domain;
+  pid_t creator = 0;
+  std::shared_ptr<const NumaPlacement> numa;
+  {
+    absl::MutexLock lock(&mu_);
+    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    domain = pool::Domain{caller->peer.uid, caller->peer.gid, params.mode};
+    creator = caller->peer.pid;
+    numa = numa_placement_;
+  }
+  // Automatic placement may choose a device: its memory is on its GPU, and
+  // whatever NUMA placement was asked applies to host and pinned only.
+  if (params.auto_location && params.location.kind == Location::Kind::kDevice) return domain;
+  if (numa != nullptr) {
+    MEMD_ASSIGN_OR_RETURN(domain.numa_node, numa->Choose(params.numa, params.location, creator));
+  } else if (params.numa.kind != NumaRequest::Kind::kDefault) {
+    // Without a placement (tests that set none) a request is checked as on
+    // a machine of one node with numa off.
+    MEMD_ASSIGN_OR_RETURN(domain.numa_node,
+                          ChooseNumaNode(params.numa, NumaRequest{NumaRequest::Kind::kOff, -1},
+                                         params.location, NumaFacts{.nodes = 1}));
+  }
+  return domain;
 }
 
 absl::StatusOr<CreateParams> Broker::ResolvePlacement(const CreateParams& params,

@@ -15,6 +15,7 @@
 #include "common/location.h"
 #include "common/unique_fd.h"
 #include "daemon/broker/leaks.h"
+#include "daemon/broker/numa_placement.h"
 #include "daemon/broker/placement.h"
 #include "daemon/broker/quota.h"
 #include "daemon/broker/replica_set.h"
@@ -60,6 +61,9 @@ struct BufferInfo {
   pid_t creator_pid = 0;
   BufferAttrs attrs = {};
   Retention retention = Retention::kPinned;
+  // The NUMA node its pages were bound to (its pool domain's), -1 when not
+  // bound (numa off, one node, device memory, a copy away from home).
+  int numa_node = -1;
   // Views only (Stat, List, Prefetch, DropReplica, Sync): every copy, the
   // buffer's sync state and generation, and the last fill that failed.
   std::vector<ReplicaInfo> replicas = {};
@@ -81,6 +85,9 @@ struct CreateParams {
   Persistence persistence = Persistence::kPersistent;
   BufferAttrs attrs = {};
   Retention retention = Retention::kPinned;
+  // NUMA placement asked for (host and pinned only): the broker binds the
+  // pages to the node NumaPlacement::Choose says.
+  NumaRequest numa = {};
   // OpenOrCreate only: when the name exists, the uid that must own it (as
   // OpenParams::expected_owner). What a call creates is the caller's.
   std::optional<uid_t> expected_owner = std::nullopt;

@@ -29,6 +29,7 @@ BufferEntry EntryOf(const broker::BufferInfo& info, const pool::Allocation& allo
   if (info.retention != broker::Retention::kPinned) {
     entry.retention = std::string(broker::RetentionName(info.retention));
   }
+  entry.numa_node = info.numa_node;
   return entry;
 }
 

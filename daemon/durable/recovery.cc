@@ -61,6 +61,7 @@ broker::BufferInfo InfoOf(const BufferEntry& entry, const Location& location) {
   // A word this memd does not know (written by a newer one) keeps the
   // buffer: pinned is the retention that loses nothing.
   info.retention = broker::ParseRetention(entry.retention).value_or(broker::Retention::kPinned);
+  info.numa_node = entry.numa_node;
   return info;
 }
 
@@ -168,7 +169,10 @@ Recovered Recover(std::vector<ListenedFd> fds, backend::Backend& backend,
     pool::AdoptedSegment taken;
     taken.id = id;
     taken.small = entry.small;
-    taken.domain = pool::Domain{entry.uid, entry.gid, entry.mode};
+    // The node is not in the segment's record but in its buffers' (one
+    // domain, one node): placed pages keep serving only their node.
+    taken.domain = pool::Domain{entry.uid, entry.gid, entry.mode,
+                                buffers.empty() ? -1 : buffers.front()->numa_node};
     taken.segment = std::move(*segment);
     for (const BufferEntry* buffer : buffers) {
       taken.live.emplace_back(buffer->offset, buffer->allocation_bytes);

@@ -60,6 +60,9 @@ struct BufferEntry {
   std::uint64_t allocation_bytes = 0;
   // broker::RetentionName; empty (states written before it): pinned.
   std::string retention;
+  // The NUMA node its pages were bound to; -1: not bound (and states
+  // written before numa).
+  std::int32_t numa_node = -1;
 
   friend bool operator==(const BufferEntry&, const BufferEntry&) = default;
 };

@@ -11,6 +11,9 @@ namespace {
 
 namespace pb = ::memd::durable::v1;
 
+// A node number's bound (broker::kMaxNumaNodes, the kernel's MAX_NUMNODES).
+constexpr int kMaxNumaNodes = 1024;
+
 // Every proto field has exactly its struct field's type (uint32 for uid_t,
 // int32 for a pid, ...), so no number is ever out of range on the way back;
 // what a value means is Validate's to check.
@@ -54,6 +57,7 @@ void ToProto(const BufferEntry& entry, pb::Buffer& out) {
   out.set_offset(entry.offset);
   out.set_allocation_bytes(entry.allocation_bytes);
   out.set_retention(entry.retention);
+  if (entry.numa_node >= 0) out.set_numa_node(entry.numa_node);
 }
 
 absl::StatusOr<BufferEntry> FromProto(const pb::Buffer& in) {
@@ -81,6 +85,13 @@ absl::StatusOr<BufferEntry> FromProto(const pb::Buffer& in) {
   entry.offset = in.offset();
   entry.allocation_bytes = in.allocation_bytes();
   entry.retention = in.retention();
+  if (in.has_numa_node()) {
+    if (in.numa_node() < 0 || in.numa_node() >= kMaxNumaNodes) {
+      return absl::DataLossError(absl::StrCat("durable state: buffer ", in.id(),
+                                              " has NUMA node ", in.numa_node()));
+    }
+    entry.numa_node = in.numa_node();
+  }
   return entry;
 }
 

@@ -201,7 +201,8 @@ absl::StatusOr<bool> CarvingPool::Grow(Arena& arena, bool small,
   const bool reserved = segment == nullptr;
   if (reserved) {
     KeepIdleWithinBudget(size);
-    MEMD_ASSIGN_OR_RETURN(std::shared_ptr<backend::Segment> backing, Reserve(size));
+    MEMD_ASSIGN_OR_RETURN(std::shared_ptr<backend::Segment> backing,
+                          Reserve(size, arena.domain.numa_node));
     segment = std::make_unique<PoolSegment>(
         std::move(backing), size, small, next_segment_seq.fetch_add(1));
   }
@@ -246,14 +247,17 @@ std::unique_ptr<PoolSegment> CarvingPool::TakeScrubbed(const Arena& thief, bool 
 }
 
 absl::StatusOr<std::shared_ptr<backend::Segment>> CarvingPool::Reserve(
-    std::uint64_t bytes) {
-  absl::StatusOr<std::unique_ptr<backend::Segment>> segment =
-      backend_.Reserve(location_, bytes);
+    std::uint64_t bytes, int numa_node) {
+  auto reserve = [&] {
+    return numa_node < 0 ? backend_.Reserve(location_, bytes)
+                         : backend_.ReserveOnNode(location_, bytes, numa_node);
+  };
+  absl::StatusOr<std::unique_ptr<backend::Segment>> segment = reserve();
   // Out of room, at the limit or in the backend: idle memory of ours may be
   // what it needs.
   if (absl::IsResourceExhausted(segment.status()) &&
       Trim(absl::ZeroDuration()) > 0) {
-    segment = backend_.Reserve(location_, bytes);
+    segment = reserve();
   }
   if (segment.ok()) return std::shared_ptr<backend::Segment>(std::move(*segment));
   if (!LimitedBackend::IsLimitRefusal(segment.status())) return segment.status();

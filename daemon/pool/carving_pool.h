@@ -136,9 +136,11 @@ class CarvingPool : public Pool {
   // An idle segment of another domain, scrubbed, or nullptr.
   std::unique_ptr<PoolSegment> TakeScrubbed(const Arena& thief, bool small,
                                             std::uint64_t bytes);
-  // Reserves from the limited backend, trimming idle segments and trying
-  // once more when it is out of room.
-  absl::StatusOr<std::shared_ptr<backend::Segment>> Reserve(std::uint64_t bytes);
+  // Reserves from the limited backend (on `numa_node`, the arena's, when
+  // >= 0), trimming idle segments and trying once more when it is out of
+  // room.
+  absl::StatusOr<std::shared_ptr<backend::Segment>> Reserve(std::uint64_t bytes,
+                                                            int numa_node);
   // Gives back idle segments, largest first, until reserving `bytes` more
   // keeps the pool within the idle budget.
   void KeepIdleWithinBudget(std::uint64_t bytes);

@@ -77,7 +77,9 @@ std::unique_ptr<PoolSegment> StealIdle(const std::vector<Arena*>& arenas,
                                        const Arena& thief, bool small,
                                        std::uint64_t bytes) {
   for (Arena* victim : arenas) {
-    if (victim == &thief) continue;
+    // Pages stay on the node they were placed on: only a domain of the
+    // same node (or of none) may take them.
+    if (victim == &thief || victim->domain.numa_node != thief.domain.numa_node) continue;
     absl::MutexLock lock(&victim->mu);
     AllCachesLock caches(*victim);
     PoolSegment* best = nullptr;

@@ -44,7 +44,8 @@ std::vector<std::unique_ptr<PoolSegment>> DetachIdleFor(const std::vector<Arena*
                                                         std::int64_t min_idle_ns);
 
 // Detaches, from an arena other than `thief`, the smallest idle segment of
-// the kind `small` with at least `bytes` (ties: the oldest); nullptr if none.
+// the kind `small` with at least `bytes` (ties: the oldest), of `thief`'s
+// NUMA node; nullptr if none.
 std::unique_ptr<PoolSegment> StealIdle(const std::vector<Arena*>& arenas,
                                        const Arena& thief, bool small,
                                        std::uint64_t bytes);

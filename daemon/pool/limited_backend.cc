@@ -69,9 +69,15 @@ bool LimitedBackend::TryCount(std::uint64_t bytes) {
 
 absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::Reserve(
     const Location& location, std::uint64_t bytes) {
+  return ReserveOnNode(location, bytes, -1);
+}
+
+absl::StatusOr<std::unique_ptr<backend::Segment>> LimitedBackend::ReserveOnNode(
+    const Location& location, std::uint64_t bytes, int numa_node) {
   if (!TryCount(bytes)) return Refusal(location, bytes, "reserve");
   absl::StatusOr<std::unique_ptr<backend::Segment>> segment =
-      inner_.Reserve(location, bytes);
+      numa_node < 0 ? inner_.Reserve(location, bytes)
+                    : inner_.ReserveOnNode(location, bytes, numa_node);
   if (!segment.ok()) {
     counts_->reserved.fetch_sub(bytes, std::memory_order_relaxed);
     return segment.status();

@@ -41,6 +41,10 @@ class LimitedBackend : public backend::Backend {
   }
   absl::StatusOr<std::unique_ptr<backend::Segment>> Reserve(
       const Location& location, std::uint64_t bytes) override;
+  // Reserve, placed on a NUMA node by the inner backend; counted alike.
+  absl::StatusOr<std::unique_ptr<backend::Segment>> ReserveOnNode(const Location& location,
+                                                                  std::uint64_t bytes,
+                                                                  int numa_node) override;
   // The inner backend's Adopt, counted like a reservation but never
   // refused by the limit: adopted memory exists already, holding buffers of
   // a previous memd, and a limit lowered across a restart must not destroy

@@ -5,7 +5,9 @@
 namespace memd::pool {
 
 std::string Domain::ToString() const {
-  return absl::StrFormat("uid %d gid %d mode 0%o", uid, gid, mode);
+  std::string text = absl::StrFormat("uid %d gid %d mode 0%o", uid, gid, mode);
+  if (numa_node >= 0) absl::StrAppendFormat(&text, " numa node %d", numa_node);
+  return text;
 }
 
 absl::StatusOr<ExportedHandle> Allocation::Export(Access access) const {

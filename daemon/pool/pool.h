@@ -20,17 +20,22 @@ namespace memd::pool {
 // segment can map the whole segment, so a segment's pieces only ever serve
 // one domain: buffers with the same owner, group and mode, which the same
 // clients may open anyway (docs/design.md, "Pools: the engine": Domains).
+// The NUMA node is part of it for another reason: a segment's pages stay
+// on the node they were placed on (its memfd's policy), so a segment serves
+// only requests for that node, or for none (-1: wherever the kernel put
+// them); an idle one never moves to a domain of another node either.
 struct Domain {
   uid_t uid = 0;
   gid_t gid = 0;
   std::uint32_t mode = 0600;
+  int numa_node = -1;
 
   friend bool operator==(const Domain&, const Domain&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const Domain& domain) {
-    return H::combine(std::move(h), domain.uid, domain.gid, domain.mode);
+    return H::combine(std::move(h), domain.uid, domain.gid, domain.mode, domain.numa_node);
   }
-  // "uid 1000 gid 50 mode 0640", for messages.
+  // "uid 1000 gid 50 mode 0640" (and " numa node 1"), for messages.
   std::string ToString() const;
 };
 

@@ -56,6 +56,7 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
   out->set_fill_failure(info.fill_failure);
   out->set_placement(info.placement);
   out->set_retention(std::string(broker::RetentionName(info.retention)));
+  out->set_numa_node(info.numa_node);
 }
 
 void ToProto(const broker::BufferUsage& usage, v1::BufferUsage* out) {
@@ -382,6 +383,7 @@ absl::StatusOr<broker::CreateParams> FromProto(const v1::CreateRequest& request)
   }
   MEMD_ASSIGN_OR_RETURN(params.attrs, FromProto(request.attrs()));
   MEMD_ASSIGN_OR_RETURN(params.retention, broker::ParseRetention(request.retention()));
+  MEMD_ASSIGN_OR_RETURN(params.numa, broker::ParseNumaRequest(request.numa()));
   return params;
 }
 

@@ -381,6 +381,29 @@ static void location_auto(memd_client* client) {
   CHECK(refused == NULL);
   pass();
 
+  begin("numa is sent, shown and checked");
+  memd_create_options_init(&create);
+  CHECK(create.numa == NULL);
+  OK(memd_create(client, named("numa-default"), 100, &create, &buffer, &error));
+  CHECK(memd_buffer_numa_node(buffer) == -1);
+  OK(memd_buffer_release(buffer, &error));
+  create.numa = "0"; /* This machine's one node: bound, harmlessly. */
+  OK(memd_create(client, named("numa-zero"), 100, &create, &buffer, &error));
+  CHECK(memd_buffer_numa_node(buffer) == 0);
+  CHECK(memd_buffer_numa_node(NULL) == -1);
+  OK(memd_stat_json(client, named("numa-zero"), &json, &error));
+  CHECK(json_has(json, "\"numa_node\":0"));
+  memd_string_free(json);
+  OK(memd_buffer_release(buffer, &error));
+  create.numa = "-1";
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "auto, off or a node number",
+              memd_create(client, named("numa-bad"), 100, &create, &refused, &error));
+  create.numa = "1000";
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "NUMA node 1000 does not exist",
+              memd_create(client, named("numa-bad"), 100, &create, &refused, &error));
+  CHECK(refused == NULL);
+  pass();
+
   begin("retention is sent, shown and checked");
   memd_create_options_init(&create);
   CHECK(create.retention == NULL);

@@ -94,11 +94,11 @@ struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
            lease_count, unlinked, created, sealed, creator_pid, attrs, replicas, sync_state,
-           generation, fill_failure, usage, placement, retention] = s;
+           generation, fill_failure, usage, placement, retention, numa_node] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
                     replicas, sync_state, generation, fill_failure, usage, placement,
-                    retention);
+                    retention, numa_node);
   }
 };
 template <>

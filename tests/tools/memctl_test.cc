@@ -608,6 +608,33 @@ TEST_F(MemctlTest, UsageShowsWhatBuffersTakeAgainstTheQuota) {
   EXPECT_THAT(over.err, HasSubstr("over its quota of 16 MiB"));
 }
 
+// README, "NUMA placement": put --numa, inspect's numa line (and why a
+// buffer is not bound on this machine of one node), a bad node refused.
+TEST_F(MemctlTest, PutNumaBindsAndInspectSaysTheNodeOrWhyNone) {
+  auto daemon = DaemonProcess::Start({});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket-dir", (*daemon)->socket_dir()});
+    return RunProgram(Memctl(), args, std::string(4096, 'n'));
+  };
+  ASSERT_EQ(with({"put", "--numa", "0", "numa/zero", "-"}).exit_code, 0);
+  ProgramResult inspect = with({"inspect", "numa/zero"});
+  EXPECT_THAT(inspect.out, HasSubstr("node 0")) << Describe(inspect);
+  Json json = Json::parse(with({"inspect", "numa/zero", "--json"}).out, nullptr, false);
+  ASSERT_FALSE(json.is_discarded());
+  EXPECT_EQ(json.at("numa_node"), 0);
+
+  ASSERT_EQ(with({"put", "--numa", "auto", "numa/auto", "-"}).exit_code, 0);
+  inspect = with({"inspect", "numa/auto"});
+  EXPECT_THAT(inspect.out, HasSubstr("- (this machine has one NUMA node)")) << Describe(inspect);
+  EXPECT_EQ(Json::parse(with({"inspect", "numa/auto", "--json"}).out).at("numa_node"), -1);
+
+  ProgramResult refused = with({"put", "--numa", "9", "numa/nine", "-"});
+  EXPECT_EQ(refused.exit_code, kExitFailed) << Describe(refused);
+  EXPECT_THAT(refused.err, HasSubstr("NUMA node 9 does not exist: this machine has one NUMA "
+                                     "node")) << Describe(refused);
+}
+
 // README, "When memory runs out": put --retention, inspect's retention
 // line, and the NOT_FOUND of an evicted name.
 TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {

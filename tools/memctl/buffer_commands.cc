@@ -4,8 +4,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/bytes.h"
+#include "common/numa.h"
 #include "tools/memctl/commands.h"
 #include "tools/memctl/failure.h"
 #include "tools/memctl/file_transfers.h"
@@ -21,6 +23,15 @@ std::string SizeWithBytes(std::uint64_t size) {
                      : absl::StrCat(FormatBytes(size), " (", size, " bytes)");
 }
 
+// The node, or why there is none. memctl runs on memd's machine, so its
+// sysfs says how many nodes memd saw.
+std::string NumaText(const BufferInfo& info) {
+  if (info.numa_node >= 0) return absl::StrCat("node ", info.numa_node);
+  if (absl::StartsWith(info.location, "device")) return "- (device memory is on its GPU)";
+  if (numa::NodeCount() <= 1) return "- (this machine has one NUMA node)";
+  return "- (not bound: numa off)";
+}
+
 void PrintInspect(std::ostream& out, const BufferInfo& info) {
   Table table({{"FIELD"}, {"VALUE"}});
   table.AddRow({"name", info.name});
@@ -29,6 +40,7 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
   table.AddRow({"location", info.location});
   if (!info.placement.empty()) table.AddRow({"placement", info.placement});
   if (!info.retention.empty()) table.AddRow({"retention", info.retention});
+  table.AddRow({"numa", NumaText(info)});
   table.AddRow({"owner", absl::StrCat(UserName(info.owner_uid), " (uid ",
                                       info.owner_uid, ")")});
   table.AddRow({"group", absl::StrCat(GroupName(info.owner_gid), " (gid ",
@@ -154,6 +166,7 @@ absl::Status RunPut(Client& client, const PutOptions& options, const Output& out
   request.create.location = options.location;
   request.create.access_hint = options.hint;
   request.create.retention = options.retention;
+  request.create.numa = options.numa;
   request.create.wait_for_memory = options.wait_for_memory;
   request.create.mode = options.mode;
   request.create.persistence =

@@ -477,6 +477,11 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       ->check(CLI::IsMember({"pinned", "demotable", "evictable"}))
       ->type_name("RETENTION")
       ->capture_default_str();
+  put->add_option("--numa", invocation.put.numa,
+                  "Host and pinned: the NUMA node to bind the pages to: off, auto (a "
+                  "pinned buffer's GPU's node, else this process's) or a node number "
+                  "(default: the daemon's numa setting)")
+      ->type_name("auto|off|N");
   put->add_option("--wait-for-memory", texts.wait_for_memory,
                   "When the location is full (once what may give way has), wait this "
                   "long for memory instead of failing (30s, 5m; 0: fail at once)")

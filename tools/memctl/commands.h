@@ -54,6 +54,7 @@ struct PutOptions {
   std::string location = "host";
   std::string hint;  // --hint, with --location auto (CreateOptions::access_hint).
   std::string retention = "pinned";  // --retention (CreateOptions::retention).
+  std::string numa;  // --numa (CreateOptions::numa): "" the daemon's default.
   absl::Duration wait_for_memory = absl::ZeroDuration();  // --wait-for-memory.
   std::uint32_t mode = 0600;
   // --size: the buffer's size, read straight into it from a stream; without

@@ -188,6 +188,7 @@ absl::Status RunPutSafetensors(Client& client, const PutOptions& options,
   request.create.location = location;
   request.create.mode = options.mode;
   request.create.retention = options.retention;
+  request.create.numa = options.numa;
   request.create.persistence = Persistence::kPersistent;
   request.create.attrs = st::Attributes(*file);
   request.transfer = options.transfer;

@@ -107,6 +107,9 @@ struct BufferInfo {
   // What memd may take back when its location is full: "pinned",
   // "demotable" or "evictable" (CreateOptions::retention).
   std::string retention = {};
+  // The NUMA node its pages were bound to (CreateOptions::numa); -1 when
+  // they were not (numa off, a machine of one node, device memory).
+  int numa_node = -1;
 };
 
 // One piece of advice (Client::Advise), with the numbers behind it.
@@ -200,6 +203,12 @@ struct CreateOptions {
   // the next open there; "evictable" also the whole buffer, whose name then
   // goes (an open is NOT_FOUND saying when it was evicted).
   std::string retention = {};
+  // Host and pinned buffers: the NUMA node to bind the pages to before any
+  // is touched (README, "NUMA placement"): "" the daemon's default (config
+  // `numa`, off unless set), "off", "auto" (a pinned buffer's GPU's node,
+  // else this process's), or a node number such as "1". A node the machine
+  // lacks is INVALID_ARGUMENT.
+  std::string numa = {};
   // How long a create whose location is full (once what may give way
   // there has) waits for memory, in turn with other waiting creates (users
   // take turns); zero fails at once with RESOURCE_EXHAUSTED. Past it:

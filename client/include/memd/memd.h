@@ -277,6 +277,12 @@ typedef struct memd_create_options {
    * memory only when it would create, and then the longer of this and its
    * seal wait. Since 0.4. */
   int64_t wait_for_memory_ms;
+  /* Host and pinned buffers: the NUMA node to bind the pages to before any
+   * is touched: NULL or "" the daemon's default (config numa, off unless
+   * set); "off"; "auto" (a pinned buffer's GPU's node, else this process's);
+   * or a node number such as "1" (one the machine lacks is
+   * MEMD_INVALID_ARGUMENT). Since 0.4. */
+  const char* numa;
 } memd_create_options;
 
 void memd_create_options_init(memd_create_options* options);
@@ -432,6 +438,10 @@ const char* memd_buffer_placement(const memd_buffer* buffer);
 /* "pinned", "demotable" or "evictable" (memd_create_options.retention);
  * NULL for NULL. Owned by `buffer`. Since 0.4. */
 const char* memd_buffer_retention(const memd_buffer* buffer);
+/* The NUMA node the buffer's pages were bound to (memd_create_options.numa);
+ * -1 when they were not (numa off, a machine of one node, device memory)
+ * and for NULL. Since 0.4. */
+int memd_buffer_numa_node(const memd_buffer* buffer);
 
 /* The buffer's info as memctl inspect --json prints it (with "placement"),
  * fresh from the daemon; the caller frees *json with memd_string_free.

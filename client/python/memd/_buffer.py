@@ -155,7 +155,8 @@ class Buffer(_native.Exportable):
                     self._info = _records.buffer_info(
                         _capi.lib.memd_buffer_get_info(self._handle).contents,
                         _capi.text(_capi.lib.memd_buffer_placement(self._handle)),
-                        _capi.text(_capi.lib.memd_buffer_retention(self._handle)))
+                        _capi.text(_capi.lib.memd_buffer_retention(self._handle)),
+                        _capi.lib.memd_buffer_numa_node(self._handle))
                 info = self._info
         if info is None:
             raise ValueError(f"buffer {self._name!r} is released")

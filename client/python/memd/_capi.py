@@ -71,7 +71,7 @@ class CreateOptions(Structure):
                 ("attr_count", c_size_t), ("existing_owner", c_int64),
                 ("access_hint", c_char_p), ("mappable_locations", POINTER(c_char_p)),
                 ("mappable_location_count", c_size_t), ("retention", c_char_p),
-                ("wait_for_memory_ms", c_int64)]
+                ("wait_for_memory_ms", c_int64), ("numa", c_char_p)]
 
 
 class OpenOptions(Structure):
@@ -150,6 +150,7 @@ _SIGNATURES = {
     "memd_buffer_get_info": (POINTER(BufferInfo), [BufferP]),
     "memd_buffer_placement": (c_char_p, [BufferP]),
     "memd_buffer_retention": (c_char_p, [BufferP]),
+    "memd_buffer_numa_node": (c_int, [BufferP]),
     "memd_stat_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_list_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_stat": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferInfo)), _E]),

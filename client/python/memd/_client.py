@@ -38,7 +38,7 @@ class _CreateOptions:
                  attrs: Optional[Mapping[str, str]], populate: bool,
                  existing_owner: Optional[int] = None, hint: str = "",
                  mappable: Optional[Sequence[str]] = None, retention: str = "",
-                 wait_for_memory: Optional[float] = None) -> None:
+                 wait_for_memory: Optional[float] = None, numa: str = "") -> None:
         self._keep = []
         self.struct = _capi.CreateOptions()
         self.struct.struct_size = _capi.ctypes.sizeof(_capi.CreateOptions)
@@ -57,6 +57,7 @@ class _CreateOptions:
             self.struct.attr_count = len(attrs)
         self.struct.access_hint = _capi.encode(hint, "hint")
         self.struct.retention = _capi.encode(retention, "retention")
+        self.struct.numa = _capi.encode(numa, "numa")
         self.struct.wait_for_memory_ms = (0 if wait_for_memory is None
                                           else _milliseconds(wait_for_memory, "wait_for_memory"))
         if mappable:
@@ -173,7 +174,7 @@ class Client:
                persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
                populate: bool = False, hint: str = "",
                mappable: Optional[Sequence[str]] = None, retention: str = "",
-               wait_for_memory: Optional[float] = None) -> Buffer:
+               wait_for_memory: Optional[float] = None, numa: str = "") -> Buffer:
         """Creates a buffer and returns a writable lease on it (not sealed yet).
 
         location: "host", "pinned", "device:N" or "auto": memd chooses from
@@ -193,12 +194,15 @@ class Client:
         seconds a create whose location is full (once what may give way has)
         waits for memory, in turn with other waiting creates (None or 0: fail
         at once); past it DeadlineExceededError says what was free, asked
-        and held.
+        and held. numa (host and pinned): the NUMA node to bind the pages to
+        before any is touched: "" the daemon's default, "off", "auto" (a
+        pinned buffer's GPU's node, else this process's) or a node number
+        such as "1"; info.numa_node says where they went (-1: not bound).
         Raises AlreadyExistsError, InvalidArgumentError (name, size, mode,
-        location, attrs, retention), ResourceExhaustedError (pool, quota, and
-        nothing could give way)."""
+        location, attrs, retention, numa), ResourceExhaustedError (pool, quota,
+        and nothing could give way)."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, None, hint,
-                                 mappable, retention, wait_for_memory)
+                                 mappable, retention, wait_for_memory, numa)
         return self._buffer(_lib.memd_create, name, False, _size(nbytes), byref(options.struct))
 
     def create_array(self, name: str, shape: Any, dtype: Any, **kwargs: Any) -> Buffer:
@@ -247,7 +251,7 @@ class Client:
                        attrs: Optional[Mapping[str, str]] = None,
                        populate: bool = False, hint: str = "",
                        mappable: Optional[Sequence[str]] = None, retention: str = "",
-                       wait_for_memory: Optional[float] = None) -> Buffer:
+                       wait_for_memory: Optional[float] = None, numa: str = "") -> Buffer:
         """Creates the buffer if the name is free (writable lease, .created
         True), else opens it read-only, waiting up to `timeout` seconds for
         its seal (and only if `owner`, when given, owns it). With
@@ -255,7 +259,7 @@ class Client:
         create(); the call then waits at most the longer of the two, for
         whichever it finds itself waiting for. Other arguments as create()."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, owner, hint,
-                                 mappable, retention, wait_for_memory)
+                                 mappable, retention, wait_for_memory, numa=numa)
         wait = 0 if timeout is None else _milliseconds(timeout, "timeout")
         return self._buffer(_lib.memd_open_or_create, name, None, _size(nbytes),
                             byref(options.struct), wait)

@@ -33,7 +33,8 @@ def _replica(replica: _capi.Replica) -> ReplicaInfo:
         bytes=replica.bytes, charged_uid=replica.charged_uid)
 
 
-def buffer_info(info: _capi.BufferInfo, placement: str = "", retention: str = "") -> BufferInfo:
+def buffer_info(info: _capi.BufferInfo, placement: str = "", retention: str = "",
+                numa_node: int = -1) -> BufferInfo:
     return BufferInfo(
         name=_capi.text(info.name), id=info.id, size=info.size,
         location=_capi.text(info.location), owner_uid=info.owner_uid,
@@ -45,7 +46,7 @@ def buffer_info(info: _capi.BufferInfo, placement: str = "", retention: str = ""
         creator_pid=info.creator_pid, attrs=_capi.attrs_of(info), placement=placement,
         replicas=tuple(_replica(info.replicas[i]) for i in range(info.replica_count)),
         sync_state=_capi.text(info.sync_state), generation=info.generation,
-        fill_failure=_capi.text(info.fill_failure), retention=retention)
+        fill_failure=_capi.text(info.fill_failure), retention=retention, numa_node=numa_node)
 
 
 def buffer_info_json(json: Dict[str, Any]) -> BufferInfo:
@@ -64,7 +65,8 @@ def buffer_info_json(json: Dict[str, Any]) -> BufferInfo:
             readers=r["readers"], writers=r["writers"], bytes=r["bytes"],
             charged_uid=r["charged_uid"]) for r in json.get("replicas", ())),
         sync_state=json.get("sync_state", ""), generation=json.get("generation", 0),
-        fill_failure=json.get("fill_failure", ""), retention=json.get("retention", ""))
+        fill_failure=json.get("fill_failure", ""), retention=json.get("retention", ""),
+        numa_node=json.get("numa_node", -1))
 
 
 def call_info(function: Any, *args: Any) -> BufferInfo:

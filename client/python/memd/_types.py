@@ -61,6 +61,9 @@ class BufferInfo:
     # "pinned", "demotable" or "evictable" (create(retention=)); "" in
     # Client.list(), which does not carry it.
     retention: str = ""
+    # The NUMA node its pages were bound to (create(numa=)); -1 when they
+    # were not, and in Client.list(), which does not carry it.
+    numa_node: int = -1
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,10 @@ const char* memd_buffer_retention(const memd_buffer* buffer) {
   return buffer == nullptr ? nullptr : buffer->lease->info().retention.c_str();
 }
 
+int memd_buffer_numa_node(const memd_buffer* buffer) {
+  return buffer == nullptr ? -1 : buffer->lease->info().numa_node;
+}
+
 void memd_dlpack_options_init(memd_dlpack_options* options) {
   *options = {};
   options->struct_size = sizeof(*options);

@@ -104,6 +104,7 @@ absl::StatusOr<CreateOptions> ToCreateOptions(const memd_create_options* given) 
   MEMD_ASSIGN_OR_RETURN(out.existing_owner, Uid(options.existing_owner, "existing_owner"));
   if (options.access_hint != nullptr) out.access_hint = options.access_hint;
   if (options.retention != nullptr) out.retention = options.retention;
+  if (options.numa != nullptr) out.numa = options.numa;
   MEMD_ASSIGN_OR_RETURN(out.wait_for_memory,
                         Milliseconds(options.wait_for_memory_ms, "wait_for_memory_ms"));
   MEMD_ASSIGN_OR_RETURN(out.mappable_locations,

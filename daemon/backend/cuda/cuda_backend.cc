@@ -103,15 +103,28 @@ std::uint64_t CudaBackend::alignment(const Location& location) const {
 
 absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::Reserve(const Location& location,
                                                              std::uint64_t bytes) {
-  if (location.kind == Location::Kind::kHost) return host_.Reserve(location, bytes);
+  return ReserveOnNode(location, bytes, -1);
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> CudaBackend::ReserveOnNode(const Location& location,
+                                                                   std::uint64_t bytes,
+                                                                   int numa_node) {
+  if (location.kind == Location::Kind::kHost) {
+    return host_.ReserveOnNode(location, bytes, numa_node);
+  }
   if (location.kind == Location::Kind::kPinned) {
     MEMD_ASSIGN_OR_RETURN(std::unique_ptr<MemfdSegment> memory,
-                     MemfdSegment::Create(bytes, /*pin=*/false));
+                          MemfdSegment::Create(bytes, /*pin=*/false, numa_node));
     // Registered with the first device's context; PORTABLE makes the
     // registration good for every context.
     MEMD_ASSIGN_OR_RETURN(std::unique_ptr<PinnedSegment> pinned,
                      PinnedSegment::Create(driver_, devices_.front().cuda, std::move(memory)));
     return std::unique_ptr<Segment>(std::move(pinned));
+  }
+  if (numa_node >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device memory is not placed on a NUMA node (asked ", location.ToString(),
+        " on node ", numa_node, ")"));
   }
   MEMD_ASSIGN_OR_RETURN(const Device* found, DeviceFor(location, bytes));
   const Device& device = *found;

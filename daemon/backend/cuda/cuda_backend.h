@@ -39,6 +39,11 @@ class CudaBackend : public Backend {
   std::uint64_t alignment(const Location& location) const override;
   // Errors: INVALID_ARGUMENT (unknown device, bad size), RESOURCE_EXHAUSTED
   // (out of device memory, RLIMIT_MEMLOCK), the driver's errors.
+  // Host and pinned memory placed on `numa_node` (MemfdSegment::Create);
+  // INVALID_ARGUMENT for device memory with a node. Errors: Reserve's.
+  absl::StatusOr<std::unique_ptr<Segment>> ReserveOnNode(const Location& location,
+                                                         std::uint64_t bytes,
+                                                         int numa_node) override;
   absl::StatusOr<std::unique_ptr<Segment>> Reserve(const Location& location,
                                                    std::uint64_t bytes) override;
   // Host: as the host backend. Pinned: the memfd adopted as the host

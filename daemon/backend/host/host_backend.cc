@@ -43,9 +43,15 @@ absl::StatusOr<std::unique_ptr<Segment>> HostBackend::Adopt(const Location& loca
 
 absl::StatusOr<std::unique_ptr<Segment>> HostBackend::Reserve(
     const Location& location, std::uint64_t bytes) {
+  return ReserveOnNode(location, bytes, -1);
+}
+
+absl::StatusOr<std::unique_ptr<Segment>> HostBackend::ReserveOnNode(const Location& location,
+                                                                    std::uint64_t bytes,
+                                                                    int numa_node) {
   if (absl::Status request = CheckRequest(location, bytes); !request.ok()) return request;
-  auto segment =
-      MemfdSegment::Create(bytes, location.kind == Location::Kind::kPinned);
+  auto segment = MemfdSegment::Create(bytes, location.kind == Location::Kind::kPinned,
+                                      numa_node);
   if (!segment.ok()) return segment.status();
   return std::unique_ptr<Segment>(std::move(*segment));
 }

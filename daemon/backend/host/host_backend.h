@@ -28,6 +28,11 @@ class HostBackend : public Backend {
   // INTERNAL (unexpected system call failure).
   absl::StatusOr<std::unique_ptr<Segment>> Reserve(
       const Location& location, std::uint64_t bytes) override;
+  // Reserve with the memfd's pages placed on `numa_node` (MemfdSegment::
+  // Create). Errors: Reserve's.
+  absl::StatusOr<std::unique_ptr<Segment>> ReserveOnNode(const Location& location,
+                                                         std::uint64_t bytes,
+                                                         int numa_node) override;
   // Takes back a segment's memfd (MemfdSegment::Adopt checks it); pinned
   // memory is locked again as Reserve locks it. Errors: INVALID_ARGUMENT
   // (device location, size 0 or unaligned, not such a memfd),

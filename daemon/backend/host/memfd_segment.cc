@@ -14,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "common/bytes.h"
 #include "common/errno_status.h"
+#include "common/numa.h"
+#include "common/status_macros.h"
 
 namespace memd::backend {
 
@@ -35,13 +37,27 @@ absl::Status Commit(int fd, std::uint64_t bytes) {
   return ErrnoStatus("fallocate", error);
 }
 
+// Gives the empty memfd its size and the shared memory policy of `node`.
+// mbind needs a mapping, but the policy it sets on a MAP_SHARED mapping of
+// shmem belongs to the object and outlives the mapping; no page exists yet
+// (ftruncate allocates none), so fallocate places every one.
+absl::Status PlaceOnNode(int fd, std::uint64_t bytes, int node) {
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return ErrnoStatus("ftruncate", errno);
+  void* address = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (address == MAP_FAILED) return ErrnoStatus("mmap", errno);
+  absl::Status placed = numa::PreferNode(address, bytes, node);
+  ::munmap(address, bytes);
+  return placed;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MemfdSegment>> MemfdSegment::Create(
-    std::uint64_t bytes, bool pin) {
+    std::uint64_t bytes, bool pin, int numa_node) {
   UniqueFd fd(::memfd_create(pin ? "memd:pinned" : "memd:host",
                              MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) return ErrnoStatus("memfd_create", errno);
+  if (numa_node >= 0) MEMD_RETURN_IF_ERROR(PlaceOnNode(fd.get(), bytes, numa_node));
   // fallocate commits the pages now: out of memory is an error here, not a
   // SIGBUS in a client later.
   if (absl::Status committed = Commit(fd.get(), bytes); !committed.ok()) return committed;

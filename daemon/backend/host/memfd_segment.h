@@ -20,10 +20,16 @@ namespace memd::backend {
 class MemfdSegment : public Segment {
  public:
   // Creates, commits (fallocate), seals and maps a memfd of `bytes`; `pin`
-  // locks the mapping in RAM. Errors: RESOURCE_EXHAUSTED (no memory,
-  // RLIMIT_MEMLOCK), INTERNAL.
+  // locks the mapping in RAM. `numa_node` >= 0 sets the memfd's shared
+  // memory policy to that node (MPOL_PREFERRED) before fallocate allocates
+  // a page, so every page is placed there while the node has room; the
+  // policy stays with the memfd (a restarted memd that adopts it, and every
+  // client mapping, see the same). Errors: INVALID_ARGUMENT (a node the
+  // kernel does not have), RESOURCE_EXHAUSTED (no memory, RLIMIT_MEMLOCK),
+  // INTERNAL.
   static absl::StatusOr<std::unique_ptr<MemfdSegment>> Create(std::uint64_t bytes,
-                                                              bool pin);
+                                                              bool pin,
+                                                              int numa_node = -1);
   // Takes over a memfd an earlier memd Create'd (its read-write
   // descriptor): checks that it is one, of exactly `bytes`, with Create's
   // seals, commits its pages again (a no-op for those still there) and maps

@@ -56,6 +56,20 @@ std::uint64_t ZeBackend::alignment(const Location& location) const {
   return host_.alignment(Location::Host());
 }
 
+absl::StatusOr<std::unique_ptr<Segment>> ZeBackend::ReserveOnNode(const Location& location,
+                                                                 std::uint64_t bytes,
+                                                                 int numa_node) {
+  if (location.kind != Location::Kind::kDevice) {
+    return host_.ReserveOnNode(location, bytes, numa_node);
+  }
+  if (numa_node >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device memory is not placed on a NUMA node (asked ", location.ToString(),
+        " on node ", numa_node, ")"));
+  }
+  return Reserve(location, bytes);
+}
+
 absl::StatusOr<std::unique_ptr<Segment>> ZeBackend::Reserve(const Location& location,
                                                            std::uint64_t bytes) {
   if (location.kind != Location::Kind::kDevice) return host_.Reserve(location, bytes);

@@ -31,6 +31,11 @@ class ZeBackend : public Backend {
   std::uint64_t alignment(const Location& location) const override;
   // Errors: INVALID_ARGUMENT (not one of its devices, bad size),
   // RESOURCE_EXHAUSTED (out of device memory), the driver's.
+  // Host and pinned memory placed on `numa_node` (MemfdSegment::Create);
+  // INVALID_ARGUMENT for device memory with a node. Errors: Reserve's.
+  absl::StatusOr<std::unique_ptr<Segment>> ReserveOnNode(const Location& location,
+                                                         std::uint64_t bytes,
+                                                         int numa_node) override;
   absl::StatusOr<std::unique_ptr<Segment>> Reserve(const Location& location,
                                                    std::uint64_t bytes) override;
   std::vector<DeviceInfo> devices() const override;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/numa.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -212,6 +213,49 @@ TEST(HostBackendTest, PinnedBeyondTheMemlockLimitIsResourceExhausted) {
                     "RLIMIT_MEMLOCK, so the limit cannot be exercised here";
   }
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace memd::backend
+
+namespace memd::backend {
+namespace {
+
+// The policy is the memfd's own: a fresh mapping (a client's) sees it, and
+// the pages fallocate committed are on the node. This machine has node 0.
+TEST(HostBackendNumaTest, ASegmentOnNodeZeroCarriesThePolicyIntoEveryMapping) {
+  HostBackend backend;
+  const std::uint64_t bytes = 4 * backend.alignment(Location::Host());
+  for (const Location& location : {Location::Host(), Location::Pinned()}) {
+    auto segment = backend.ReserveOnNode(location, bytes, 0);
+    ASSERT_TRUE(segment.ok()) << segment.status();
+    auto handle = (*segment)->Export(Access::kReadWrite);
+    ASSERT_TRUE(handle.ok());
+    void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, handle->fd, 0);
+    ASSERT_NE(mapped, MAP_FAILED);
+    auto* bytes_of = static_cast<unsigned char*>(mapped);
+    std::memset(bytes_of, 0x5a, bytes);
+    EXPECT_EQ(numa::PolicyNodeOf(bytes_of + bytes - 1), 0) << location.ToString();
+    EXPECT_EQ(numa::NodeOfPage(bytes_of + bytes - 1), 0) << location.ToString();
+    ::munmap(mapped, bytes);
+  }
+}
+
+TEST(HostBackendNumaTest, WithoutANodeTheMemfdHasTheDefaultPolicy) {
+  HostBackend backend;
+  const std::uint64_t bytes = backend.alignment(Location::Host());
+  auto segment = backend.Reserve(Location::Host(), bytes);
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  auto memory = (*segment)->Memory();
+  ASSERT_TRUE(memory.ok());
+  EXPECT_EQ(numa::PolicyNodeOf(memory->host), std::nullopt);
+}
+
+TEST(HostBackendNumaTest, ANodeTheKernelLacksIsAnErrorNotASegment) {
+  HostBackend backend;
+  auto segment = backend.ReserveOnNode(Location::Host(), backend.alignment(Location::Host()),
+                                       numa::NodeCount() + 5);
+  EXPECT_FALSE(segment.ok());
 }
 
 }  // namespace

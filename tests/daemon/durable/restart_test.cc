@@ -73,7 +73,7 @@ TEST_F(RestartTest, SealedBuffersComeBackAfterAKillWithTheirBytesAndEverythingMe
     Publish(*client, "large/weights", 5 * kMiB + 17, 3,
             {.mode = 0644, .attrs = {{"dtype", "float16"}, {"shape", "4096,640"}},
              .retention = "evictable"});
-    Publish(*client, "pinned/x", 2 * kMiB, 4, {.location = "pinned"});
+    Publish(*client, "pinned/x", 2 * kMiB, 4, {.location = "pinned", .numa = "0"});
     auto listed = client->List();
     ASSERT_TRUE(listed.ok());
     before = Describe(*listed);
@@ -94,6 +94,8 @@ TEST_F(RestartTest, SealedBuffersComeBackAfterAKillWithTheirBytesAndEverythingMe
   ExpectPattern(*client, "pinned/x", 4);
   EXPECT_EQ(client->Stat("large/weights")->retention, "evictable");
   EXPECT_EQ(client->Stat("small/a")->retention, "pinned");
+  EXPECT_EQ(client->Stat("pinned/x")->numa_node, 0);
+  EXPECT_EQ(client->Stat("small/a")->numa_node, -1);
   // The pools hold what they held: the same segments, the same bytes.
   auto stats = client->Stats();
   ASSERT_TRUE(stats.ok());

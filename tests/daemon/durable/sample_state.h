@@ -54,6 +54,7 @@ inline DurableState SampleState() {
   sealed.sealed = true;
   sealed.sealed_unix_ns = 1'700'000'000'000'000'500;
   sealed.retention = "evictable";
+  sealed.numa_node = 1;
   state.buffers[11] = sealed;
   BufferEntry unlinked = SampleBuffer(12, 2, 8192, "device:0");
   unlinked.name = state.buffers[10].name;

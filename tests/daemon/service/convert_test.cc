@@ -55,12 +55,12 @@ template <>
 struct Fields<broker::BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
-           lease_count, unlinked, created, sealed, creator_pid, attrs, retention, replicas,
-           sync_state, generation, fill_failure, usage, placement] = s;
+           lease_count, unlinked, created, sealed, creator_pid, attrs, retention, numa_node,
+           replicas, sync_state, generation, fill_failure, usage, placement] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
-                    retention, replicas, sync_state, generation, fill_failure, usage,
-                    placement);
+                    retention, numa_node, replicas, sync_state, generation, fill_failure,
+                    usage, placement);
   }
 };
 template <>
