@@ -83,9 +83,11 @@ absl::StatusOr<pool::Domain> Broker::CreateDomain(SessionId session,
   } else if (params.numa.kind != NumaRequest::Kind::kDefault) {
     // Without a placement (tests that set none) a request is checked as on
     // a machine of one node with numa off.
+    NumaFacts one_node;
+    one_node.nodes = 1;
     MEMD_ASSIGN_OR_RETURN(domain.numa_node,
                           ChooseNumaNode(params.numa, NumaRequest{NumaRequest::Kind::kOff, -1},
-                                         params.location, NumaFacts{.nodes = 1}));
+                                         params.location, one_node));
   }
   return domain;
 }
