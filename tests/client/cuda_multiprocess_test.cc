@@ -98,10 +98,11 @@ TEST_F(CudaTest, AnImporterWritesWhatAThirdProcessReads) {
     ::_exit(127);
   }
   ::close(ready[1]);
-  char line[16] = {};
-  ASSERT_GT(::read(ready[0], line, sizeof(line) - 1), 0);
+  // Within a minute, or the failure shows where the child hangs.
+  absl::StatusOr<std::string> said = test::ReadFromChild(ready[0], creator);
   ::close(ready[0]);
-  ASSERT_STREQ(line, "held\n");
+  ASSERT_TRUE(said.ok()) << said.status();
+  ASSERT_EQ(*said, "held\n");
   ProgramResult joined = Client({"device-join", "shared", "11"});
   EXPECT_EQ(joined.exit_code, 0) << joined.out << joined.err;
   ProgramResult read = Client({"device-consume", "shared", "3000000", "11"});
@@ -231,10 +232,11 @@ TEST_F(CudaTest, AKilledClientLosesItsDeviceLeases) {
     ::_exit(127);
   }
   ::close(ready[1]);
-  char line[16] = {};
-  ASSERT_GT(::read(ready[0], line, sizeof(line) - 1), 0);
+  // Within a minute, or the failure shows where the child hangs.
+  absl::StatusOr<std::string> said = test::ReadFromChild(ready[0], holder);
   ::close(ready[0]);
-  ASSERT_STREQ(line, "held\n");
+  ASSERT_TRUE(said.ok()) << said.status();
+  ASSERT_EQ(*said, "held\n");
   EXPECT_EQ(client_->Stat("w")->lease_count, 1u);
   ::kill(holder, SIGKILL);
   ::waitpid(holder, nullptr, 0);

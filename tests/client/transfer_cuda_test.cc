@@ -346,10 +346,11 @@ TEST_F(CudaTransferTest, AClientKilledMidCopyLeavesNothingBehind) {
     ::_exit(127);
   }
   ::close(ready[1]);
-  char line[16] = {};
-  ASSERT_GT(::read(ready[0], line, sizeof(line) - 1), 0);
+  // Within a minute, or the failure shows where the child hangs.
+  absl::StatusOr<std::string> said = test::ReadFromChild(ready[0], copier);
   ::close(ready[0]);
-  ASSERT_STREQ(line, "copying\n");
+  ASSERT_TRUE(said.ok()) << said.status();
+  ASSERT_EQ(*said, "copying\n");
   DaemonStats during = Stats();
   EXPECT_EQ(during.transfers.active, 1u);
   EXPECT_EQ(during.leases, 2u);

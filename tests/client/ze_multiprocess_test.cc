@@ -88,11 +88,11 @@ class LevelZeroTest : public ::testing::Test {
       ::_exit(127);
     }
     ::close(ready[1]);
-    char line[16] = {};
-    const bool held = ::read(ready[0], line, sizeof(line) - 1) > 0 &&
-                      std::string(line) == "held\n";
+    // Within a minute, or the failure shows where the child hangs.
+    absl::StatusOr<std::string> said = test::ReadFromChild(ready[0], holder);
     ::close(ready[0]);
-    if (!held) {
+    EXPECT_TRUE(said.ok()) << said.status();
+    if (!said.ok() || *said != "held\n") {
       ::kill(holder, SIGKILL);
       ::waitpid(holder, nullptr, 0);
       return -1;

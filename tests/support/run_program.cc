@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -35,9 +36,10 @@ ProgramResult Run(const std::string& program, const std::vector<std::string>& ar
                   const std::string& input, const std::map<std::string, std::string>& env,
                   absl::Duration timeout, bool stacks_on_timeout);
 
-// Every thread's stack of a program that outlived its timeout, from gdb
-// where the machine has it: a hang in CI is then diagnosable from the log
-// alone, not only "killed by signal 9" with empty output.
+}  // namespace
+
+// A hang in CI is then diagnosable from the log alone, not only "killed by
+// signal 9" with empty output.
 std::string StacksOf(pid_t pid) {
   if (::access(kGdb, X_OK) != 0) return "(no gdb here to show its stacks)\n";
   ProgramResult gdb = Run(kGdb,
@@ -55,6 +57,26 @@ std::string StacksOf(pid_t pid) {
   }
   return stacks;
 }
+
+absl::StatusOr<std::string> ReadFromChild(int fd, pid_t pid, absl::Duration timeout) {
+  pollfd readable{fd, POLLIN, 0};
+  int ready = 0;
+  const absl::Time deadline = absl::Now() + timeout;
+  do {
+    const int left = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    ready = ::poll(&readable, 1, std::max(left, 0));
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("child ", pid, " said nothing within ", absl::FormatDuration(timeout),
+                     "; its threads' stacks:\n", StacksOf(pid)));
+  }
+  char bytes[256];
+  const ssize_t got = ::read(fd, bytes, sizeof(bytes));
+  return std::string(bytes, got > 0 ? static_cast<std::size_t>(got) : 0);
+}
+
+namespace {
 
 ProgramResult Run(const std::string& program, const std::vector<std::string>& args,
                   const std::string& input, const std::map<std::string, std::string>& env,

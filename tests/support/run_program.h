@@ -1,9 +1,12 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace memd::test {
@@ -28,6 +31,17 @@ ProgramResult RunProgram(const std::string& program,
                          const std::string& input = "",
                          const std::map<std::string, std::string>& env = {},
                          absl::Duration timeout = absl::Seconds(30));
+
+// Every thread's stack of process `pid` (gdb's, where the machine has it),
+// for the message about a child that hangs.
+std::string StacksOf(pid_t pid);
+
+// What child `pid` writes first on `fd` (a pipe), within `timeout`: its
+// bytes ("" at end of file). A child that says nothing in time is
+// DEADLINE_EXCEEDED with its stacks in the message, so that a hang in CI
+// says where; the child is left as it is (the caller kills it).
+absl::StatusOr<std::string> ReadFromChild(int fd, pid_t pid,
+                                          absl::Duration timeout = absl::Seconds(60));
 
 // Everything about a run, for failure messages: exit status, signal, the
 // first 2000 bytes of stdout and all of stderr.

@@ -29,8 +29,10 @@ using test::RunProgram;
 #if defined(__SANITIZE_ADDRESS__)
 // Sanitized programs are larger and load the sanitizers' runtimes; the 60 MiB
 // promise is for the build tools/gpu-check makes.
-// 312 MiB once the Level Zero programs joined (real_ze_test, its client).
-constexpr const char* kLimitMib = "450";
+// 312 MiB once the Level Zero programs joined (real_ze_test, its client);
+// 455 MiB with issue 26 (NUMA placement, device accounting). The release
+// bundle, the one that travels, was 49 MiB then.
+constexpr const char* kLimitMib = "600";
 // No wheel: a sanitized libmemd loads into a Python only under LD_PRELOAD of
 // the ASan runtime, which a bundle's clean environment does not give (the
 // Python tests run under the sanitizers in python.*, with the preload).
