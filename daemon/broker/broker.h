@@ -586,9 +586,6 @@ class Broker {
                              const OpenParams& params) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   BrokerCounts CountsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Creates waiting for memory by location: every uid's, or `only`'s.
-  std::map<std::string, BrokerCounts::MemoryWaits> MemoryWaitsLocked(
-      std::optional<uid_t> only) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every uid's usage, or only `only`'s, by uid then location.
   std::vector<UidUsage> UsageLocked(std::optional<uid_t> only) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -157,7 +157,7 @@ BrokerCounts Broker::CountsOf(uid_t uid) const {
   counts.sessions = uid_counts_.Of(uid, UidCounts::Kind::kSessions);
   counts.leases = uid_counts_.Of(uid, UidCounts::Kind::kLeases);
   counts.waits = waiters_.waits_of_uid(uid);
-  counts.memory_waits = MemoryWaitsLocked(uid);
+  counts.memory_waits = memory_queue_.ByLocation(uid);
   return counts;
 }
 
@@ -175,15 +175,6 @@ BrokerSnapshot Broker::Snapshot() const {
   // Judged outside the lock: the facts are of the same moment already.
   snapshot.leaks = CountLeaks(facts, now);
   return snapshot;
-}
-
-std::map<std::string, BrokerCounts::MemoryWaits> Broker::MemoryWaitsLocked(
-    std::optional<uid_t> only) const {
-  std::map<std::string, BrokerCounts::MemoryWaits> waits;
-  for (const auto& [location, waiting] : memory_queue_.ByLocation(only)) {
-    waits[location] = BrokerCounts::MemoryWaits{waiting.creates, waiting.bytes};
-  }
-  return waits;
 }
 
 BrokerCounts Broker::CountsLocked() const {
@@ -216,7 +207,7 @@ BrokerCounts Broker::CountsLocked() const {
   counts.sessions = sessions_.size();
   counts.leases = leases_.size();
   counts.waits = waiters_.size();
-  counts.memory_waits = MemoryWaitsLocked(std::nullopt);
+  counts.memory_waits = memory_queue_.ByLocation();
   counts.rejections = rejections_;
   counts.rejections.waits_per_session = waiters_.rejections().per_session;
   counts.rejections.waits_per_uid = waiters_.rejections().per_uid;

@@ -95,12 +95,11 @@ std::uint64_t MemoryQueue::bytes_at(const Location& at) const {
   return place == places_.end() ? 0 : place->second.bytes;
 }
 
-std::map<std::string, MemoryQueue::Waiting> MemoryQueue::ByLocation(
-    std::optional<uid_t> only) const {
-  std::map<std::string, Waiting> waiting;
+std::map<std::string, MemoryWaits> MemoryQueue::ByLocation(std::optional<uid_t> only) const {
+  std::map<std::string, MemoryWaits> waiting;
   for (const auto& [id, waiter] : waiters_) {
     if (only.has_value() && waiter.uid != *only) continue;
-    Waiting& at = waiting[waiter.at.ToString()];
+    MemoryWaits& at = waiting[waiter.at.ToString()];
     ++at.creates;
     at.bytes += waiter.bytes;
   }

@@ -27,6 +27,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/location.h"
+#include "daemon/broker/types.h"
 
 namespace memd::broker {
 
@@ -61,11 +62,7 @@ class MemoryQueue {
   // How many wait at each location and for how many bytes, by location
   // name: every uid's, or only `only`'s. Locations where nobody (of `only`)
   // waits are absent.
-  struct Waiting {
-    std::uint64_t creates = 0;
-    std::uint64_t bytes = 0;
-  };
-  std::map<std::string, Waiting> ByLocation(std::optional<uid_t> only = std::nullopt) const;
+  std::map<std::string, MemoryWaits> ByLocation(std::optional<uid_t> only = std::nullopt) const;
 
  private:
   struct Waiter {

@@ -190,6 +190,13 @@ struct PressureCounts {
   std::uint64_t demoted_bytes = 0;
 };
 
+// Creates waiting for memory at one location: how many, and the bytes
+// they ask for together.
+struct MemoryWaits {
+  std::uint64_t creates = 0;
+  std::uint64_t bytes = 0;
+};
+
 struct BrokerCounts {
   std::uint64_t buffers = 0;   // Named, or still leased or copied after unlink.
   std::uint64_t creating = 0;  // Of those: not sealed yet,
@@ -212,12 +219,8 @@ struct BrokerCounts {
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
   std::uint64_t waits = 0;  // Calls waiting: opens (for a seal), creates, WaitTransfer.
-  // Among them, creates waiting for memory, by location name: how many and
-  // the bytes they ask for. Locations nobody waits at are absent.
-  struct MemoryWaits {
-    std::uint64_t creates = 0;
-    std::uint64_t bytes = 0;
-  };
+  // Among them, creates waiting for memory, by location name
+  // (MemoryQueue::ByLocation). Locations nobody waits at are absent.
   std::map<std::string, MemoryWaits> memory_waits;
   LimitRejections rejections;
 };

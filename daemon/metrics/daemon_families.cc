@@ -138,7 +138,7 @@ Read Reclaimed(std::uint64_t broker::PressureCounts::*evicted,
 
 // Creates waiting for memory at each pool's location (0 where none wait, so
 // that an alert has a series from the start): how many, or their bytes.
-Read MemoryWaits(std::uint64_t broker::BrokerCounts::MemoryWaits::*field) {
+Read MemoryWaits(std::uint64_t broker::MemoryWaits::*field) {
   return [field](const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
     for (const pool::PoolStats& stats : snapshot.pools) {
       auto it = snapshot.counts.memory_waits.find(stats.location.ToString());
@@ -259,9 +259,9 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
       {"memd_memory_waits",
        "Creates waiting for memory at the location now (wait_for_memory): its pool is full "
        "and nothing there may give way.",
-       kGauge, MemoryWaits(&broker::BrokerCounts::MemoryWaits::creates)},
+       kGauge, MemoryWaits(&broker::MemoryWaits::creates)},
       {"memd_memory_wait_bytes", "Bytes the creates waiting for memory at the location ask for.",
-       kGauge, MemoryWaits(&broker::BrokerCounts::MemoryWaits::bytes)},
+       kGauge, MemoryWaits(&broker::MemoryWaits::bytes)},
       {"memd_uid_bytes",
        "Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids "
        "without buffers are absent.",

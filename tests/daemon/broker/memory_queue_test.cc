@@ -89,5 +89,26 @@ TEST(MemoryQueueTest, OrderIsWhatTakeWouldServe) {
   EXPECT_THAT(queue.Take(kDev0, 100 * kMiB), ElementsAre(1, 10, 2, 3));
 }
 
+// What Stats show: every uid's waiters for root, one uid's own for anyone
+// else (what others wait for is theirs).
+TEST(MemoryQueueTest, WaitersByLocationAreEveryUidsOrOneUidsOwn) {
+  MemoryQueue queue;
+  queue.Add(1, kAlice, kDev0, kMiB);
+  queue.Add(2, kAlice, kDev0, 2 * kMiB);
+  queue.Add(3, kBob, kDev0, 4 * kMiB);
+  queue.Add(4, kBob, Location::Host(), 8 * kMiB);
+  const auto all = queue.ByLocation();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all.at("device:0").creates, 3u);
+  EXPECT_EQ(all.at("device:0").bytes, 7 * kMiB);
+  EXPECT_EQ(all.at("host").bytes, 8 * kMiB);
+  const auto alices = queue.ByLocation(kAlice);
+  ASSERT_EQ(alices.size(), 1u) << "Bob's host waiter is not Alice's to see";
+  EXPECT_EQ(alices.at("device:0").creates, 2u);
+  EXPECT_EQ(alices.at("device:0").bytes, 3 * kMiB);
+  ASSERT_TRUE(queue.Remove(1));
+  EXPECT_EQ(queue.ByLocation(kAlice).at("device:0").bytes, 2 * kMiB);
+}
+
 }  // namespace
 }  // namespace memd::broker
