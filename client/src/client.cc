@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -229,9 +230,12 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
     mapped = core_->mappings().FindReadOnly((*connection)->generation, cached_as);
     if (mapped != nullptr) request.set_mapped_buffer_id(mapped->buffer_id);
   }
-  // Without a wait, an open at a location still waits for its copy.
-  const absl::Duration wait =
-      options.location.empty() || options.wait > absl::ZeroDuration() ? options.wait : kCopyWait;
+  request.set_wait_for_memory_ms(WaitMillis(options.wait_for_memory));
+  // Without a wait, an open at a location still waits for its copy; one
+  // that may wait for memory waits the longer of its two waits.
+  const absl::Duration wait = std::max(
+      options.location.empty() || options.wait > absl::ZeroDuration() ? options.wait : kCopyWait,
+      options.wait_for_memory);
   v1::Lease lease;
   absl::Status status = CallOn(*core_, **connection, &v1::Memd::Stub::Open,
                                request, &lease, wait);
@@ -274,10 +278,17 @@ absl::StatusOr<BufferInfo> Client::Prefetch(std::string_view name, std::string_v
   request.set_name(std::string(name));
   request.set_location(std::string(location));
   request.set_wait_timeout_ms(WaitMillis(options.wait));
+  request.set_wait_for_memory_ms(WaitMillis(options.wait_for_memory));
   if (options.owner.has_value()) request.set_owner_uid(*options.owner);
   v1::BufferInfo reply;
+  // One that may wait for memory waits for the copy too, however long.
+  const absl::Duration wait =
+      options.wait_for_memory > absl::ZeroDuration()
+          ? std::max(options.wait > absl::ZeroDuration() ? options.wait : kCopyWait,
+                     options.wait_for_memory)
+          : options.wait;
   absl::Status status =
-      Call(*core_, &v1::Memd::Stub::Prefetch, request, &reply, nullptr, options.wait);
+      Call(*core_, &v1::Memd::Stub::Prefetch, request, &reply, nullptr, wait);
   if (!status.ok()) return status;
   return internal::FromProto(reply);
 }

@@ -95,6 +95,10 @@ PoolStats FromProto(const v1::PoolStats& pool) {
   for (const auto& size_class : pool.size_classes()) {
     out.size_classes.push_back(FromProto(size_class));
   }
+  out.evictions = pool.evictions();
+  out.evicted_bytes = pool.evicted_bytes();
+  out.demotions = pool.demotions();
+  out.demoted_bytes = pool.demoted_bytes();
   return out;
 }
 
@@ -238,7 +242,7 @@ DaemonStats FromProto(const v1::StatsReply& reply) {
   stats.daemon_wide = reply.daemon_wide();
   stats.durability = FromProto(reply.durability());
   for (const auto& waits : reply.memory_waits()) {
-    stats.memory_waits.push_back(MemoryWaits{waits.location(), waits.creates(), waits.bytes()});
+    stats.memory_waits.push_back(MemoryWaits{waits.location(), waits.calls(), waits.bytes()});
   }
   return stats;
 }

@@ -165,6 +165,10 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
     entry["scrubbed_bytes"] = pool.scrubbed_bytes;
     entry["trimmed_bytes"] = pool.trimmed_bytes;
     entry["limit_bytes"] = pool.limit_bytes;
+    entry["evictions"] = pool.evictions;
+    entry["evicted_bytes"] = pool.evicted_bytes;
+    entry["demotions"] = pool.demotions;
+    entry["demoted_bytes"] = pool.demoted_bytes;
     Json classes = Json::array();
     for (const SizeClassStats& size_class : pool.size_classes) {
       classes.push_back(Json{{"bytes", size_class.bytes},
@@ -183,7 +187,7 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   Json memory_waits = Json::array();
   for (const MemoryWaits& waits : stats.memory_waits) {
     memory_waits.push_back(
-        Json{{"location", waits.location}, {"creates", waits.creates}, {"bytes", waits.bytes}});
+        Json{{"location", waits.location}, {"calls", waits.calls}, {"bytes", waits.bytes}});
   }
   json["memory_waits"] = std::move(memory_waits);
   return json;

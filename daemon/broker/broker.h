@@ -15,6 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/opaque_ids.h"
@@ -171,6 +172,17 @@ class Broker {
                                                           WatchId watch,
                                                           std::function<void()> wake);
 
+  // OpenOrWatch that, when the copy it would make at params.location
+  // finds the location full after what may give way has, waits for memory
+  // as CreateOrWait does, in the same queue, instead of failing: the copy
+  // is charged to the opener like a create of its size. std::nullopt with
+  // `wake` under `watch` while it waits for memory or for the copy.
+  // Errors: as OpenOrWatch and CreateOrWait.
+  absl::StatusOr<std::optional<Grant>> OpenOrWaitForMemory(SessionId session,
+                                                           const OpenParams& params,
+                                                           WatchId watch,
+                                                           std::function<void()> wake);
+
   // Whether `watch` waits for memory now (not for a seal): what an overdue
   // OpenOrCreate is told depends on it.
   bool WaitsForMemory(WatchId watch) const;
@@ -181,6 +193,10 @@ class Broker {
   // else's together for anyone else: what others hold is theirs).
   absl::Status NoRoomWithin(SessionId session, const CreateParams& params,
                             absl::Duration wait) const;
+  // The same for a copy at params.location that waited in vain
+  // (OpenOrWaitForMemory); the buffer's size only if the caller may open it.
+  absl::Status NoRoomForCopyWithin(SessionId session, const OpenParams& params,
+                                   absl::Duration wait) const;
 
   // Counts a WaitTransfer call of the session among its waiting calls,
   // with the waiting opens and under the same limits, until
@@ -242,6 +258,9 @@ class Broker {
   // sessions, the leases they hold and their waiting calls. The rest of
   // BrokerCounts is 0.
   BrokerCounts CountsOf(uid_t uid) const;
+  // What pressure and quotas took back at each location since start
+  // (BrokerCounts::pressure), daemon-wide whoever asks: it is the pools'.
+  std::map<std::string, PressureCounts> Pressure() const;
 
   // Counts() and every uid's Usage(), read under one lock: what one metrics
   // scrape shows, all of one moment.
@@ -687,15 +706,18 @@ class Broker {
   // What the pool at `at` can still hand out under its limit; unlimited
   // pools: as much as anyone asks.
   std::uint64_t RoomLocked(const Location& at) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NoRoomWithin's message, for `what` ("buffer", "a copy of buffer").
+  absl::Status NoRoomLocked(SessionId session, absl::string_view what,
+                            const CreateParams& params, absl::Duration wait) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets a waiting create (done, cancelled, its session gone).
   void ForgetMemoryWaitLocked(WatchId watch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // CreateOrWait and OpenOrCreateOrWait: `attempt` (given the wake, for an
-  // attempt that waits for something else) until it succeeds, fails other
-  // than LocationFull, or waits; else queues the watch for memory at the
-  // full location.
+  // CreateOrWait, OpenOrCreateOrWait and OpenOrWaitForMemory: `attempt`
+  // (given the wake, for an attempt that waits for something else) until it
+  // succeeds, fails other than LocationFull, or waits; else queues the watch
+  // for the bytes the refusal names at the full location.
   absl::StatusOr<std::optional<Grant>> TryOrWaitForMemory(
-      SessionId session, const CreateParams& params, WatchId watch,
-      std::function<void()> wake,
+      SessionId session, WatchId watch, std::function<void()> wake,
       absl::FunctionRef<absl::StatusOr<std::optional<Grant>>(const std::function<void()>&)>
           attempt) ABSL_LOCKS_EXCLUDED(mu_);
   struct Evicted {

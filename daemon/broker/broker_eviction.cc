@@ -5,10 +5,12 @@
 // why it is gone.
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/bytes.h"
 #include "common/status_macros.h"
@@ -27,12 +29,31 @@ std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"
 // what the request needs, so a few suffice.
 constexpr int kPressureRounds = 3;
 
-// The payload of a refusal because a location is full: the location.
+// The payload of a refusal because a location is full: the location and
+// the bytes the request takes there, "device:0 1048576", so that a wait for
+// memory knows what it waits for whatever was asked (a create, a copy).
 constexpr char kLocationFull[] = "type.memd.dev/broker.LocationFull";
 
-absl::Status Full(absl::Status refusal, const Location& at) {
-  refusal.SetPayload(kLocationFull, absl::Cord(at.ToString()));
+absl::Status Full(absl::Status refusal, const Location& at, std::uint64_t taken) {
+  refusal.SetPayload(kLocationFull, absl::Cord(absl::StrCat(at.ToString(), " ", taken)));
   return refusal;
+}
+
+// Where a LocationFull refusal's request waits, and for how many bytes.
+struct FullAt {
+  Location at;
+  std::uint64_t taken = 0;
+};
+std::optional<FullAt> ParseFull(const absl::Status& refusal) {
+  const auto payload = refusal.GetPayload(kLocationFull);
+  if (!payload.has_value()) return std::nullopt;
+  const std::string text(*payload);
+  const std::size_t space = text.rfind(' ');
+  if (space == std::string::npos) return std::nullopt;
+  absl::StatusOr<Location> at = Location::Parse(text.substr(0, space));
+  std::uint64_t taken = 0;
+  if (!at.ok() || !absl::SimpleAtoi(text.substr(space + 1), &taken)) return std::nullopt;
+  return FullAt{*std::move(at), taken};
 }
 
 // What the first round must take back: what the request takes beyond the
@@ -64,14 +85,15 @@ absl::StatusOr<pool::Allocation> Broker::AllocateUnderPressure(pool::Pool& pool,
       return Full(absl::ResourceExhaustedError(
                       absl::StrCat(refusal.message(), "; nothing could give way: ",
                                    taken_back.status().message())),
-                  pool.location());
+                  pool.location(), taken);
     }
     // The victims' memory is back in the pool now (AfterUnlock ran).
     absl::StatusOr<pool::Allocation> allocation = pool.Allocate(size, domain);
     if (allocation.ok()) return allocation;
     refusal = allocation.status();
   }
-  return absl::IsResourceExhausted(refusal) ? Full(refusal, pool.location()) : refusal;
+  return absl::IsResourceExhausted(refusal) ? Full(refusal, pool.location(), taken)
+                                            : refusal;
 }
 
 bool LocationFull(const absl::Status& status) {
@@ -83,7 +105,7 @@ absl::StatusOr<std::optional<Grant>> Broker::CreateOrWait(SessionId session,
                                                           WatchId watch,
                                                           std::function<void()> wake) {
   return TryOrWaitForMemory(
-      session, params, watch, std::move(wake),
+      session, watch, std::move(wake),
       [&](const std::function<void()>&) -> absl::StatusOr<std::optional<Grant>> {
         MEMD_ASSIGN_OR_RETURN(Grant grant, Create(session, params));
         return std::optional<Grant>(std::move(grant));
@@ -94,9 +116,19 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreateOrWait(SessionId sessio
                                                                 const CreateParams& params,
                                                                 WatchId watch,
                                                                 std::function<void()> wake) {
-  return TryOrWaitForMemory(session, params, watch, std::move(wake),
+  return TryOrWaitForMemory(session, watch, std::move(wake),
                             [&](const std::function<void()>& woken) {
                               return OpenOrCreate(session, params, watch, woken);
+                            });
+}
+
+absl::StatusOr<std::optional<Grant>> Broker::OpenOrWaitForMemory(SessionId session,
+                                                                 const OpenParams& params,
+                                                                 WatchId watch,
+                                                                 std::function<void()> wake) {
+  return TryOrWaitForMemory(session, watch, std::move(wake),
+                            [&](const std::function<void()>& woken) {
+                              return OpenOrWatch(session, params, watch, woken);
                             });
 }
 
@@ -106,7 +138,7 @@ bool Broker::WaitsForMemory(WatchId watch) const {
 }
 
 absl::StatusOr<std::optional<Grant>> Broker::TryOrWaitForMemory(
-    SessionId session, const CreateParams& params, WatchId watch, std::function<void()> wake,
+    SessionId session, WatchId watch, std::function<void()> wake,
     absl::FunctionRef<absl::StatusOr<std::optional<Grant>>(const std::function<void()>&)>
         attempt) {
   // Memory freed between the refusal and the wait would wake nobody: the
@@ -121,16 +153,14 @@ absl::StatusOr<std::optional<Grant>> Broker::TryOrWaitForMemory(
       ForgetMemoryWaitLocked(watch);
       return got;
     }
-    const absl::Status refusal = got.status();
-    const absl::StatusOr<Location> at =
-        Location::Parse(std::string(*refusal.GetPayload(kLocationFull)));
-    if (!at.ok()) return refusal;
+    const std::optional<FullAt> full = ParseFull(got.status());
+    if (!full.has_value()) return got.status();
+    const Location& at = full->at;
+    const std::uint64_t taken = full->taken;
     absl::StatusOr<bool> waits = [&]() -> absl::StatusOr<bool> {
       absl::MutexLock lock(&mu_);
       MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-      pool::Pool* pool = pools_.Find(*at);
-      const std::uint64_t taken = pool->AllocationBytes(params.size);
-      if (tried < kTries && RoomLocked(*at) >= taken) return false;
+      if (tried < kTries && RoomLocked(at) >= taken) return false;
       std::optional<std::uint64_t> arrival;
       if (auto known = memory_waits_.find(watch); known != memory_waits_.end()) {
         arrival = known->second.arrival;
@@ -138,8 +168,8 @@ absl::StatusOr<std::optional<Grant>> Broker::TryOrWaitForMemory(
       MEMD_RETURN_IF_ERROR(
           waiters_.Add(watch, session, caller->peer.uid, "", std::move(wake), limits_));
       const std::uint64_t place =
-          memory_queue_.Add(watch, caller->peer.uid, *at, taken, arrival);
-      memory_waits_[watch] = MemoryWait{session, *at, place};
+          memory_queue_.Add(watch, caller->peer.uid, at, taken, arrival);
+      memory_waits_[watch] = MemoryWait{session, at, place};
       memory_waiting_ = memory_queue_.size();
       return true;
     }();
@@ -150,9 +180,33 @@ absl::StatusOr<std::optional<Grant>> Broker::TryOrWaitForMemory(
 
 absl::Status Broker::NoRoomWithin(SessionId session, const CreateParams& params,
                                   absl::Duration wait) const {
-  std::string message = absl::StrCat("no room for buffer ", Quoted(params.name), " (",
-                                     FormatBytes(params.size), ") ");
   absl::MutexLock lock(&mu_);
+  return NoRoomLocked(session, "buffer", params, wait);
+}
+
+absl::Status Broker::NoRoomForCopyWithin(SessionId session, const OpenParams& params,
+                                         absl::Duration wait) const {
+  absl::MutexLock lock(&mu_);
+  CreateParams copy{.name = params.name, .location = params.location.value_or(Location{})};
+  // The size only of a buffer the caller may open: the name may stand for
+  // another buffer by now.
+  auto caller = sessions_.find(session);
+  const auto named = names_.find(params.name);
+  const Buffer* buffer = named == names_.end() ? nullptr : buffers_.at(named->second).get();
+  if (caller == sessions_.end() || buffer == nullptr || !params.location.has_value() ||
+      !MayOpenLocked(caller->second, buffer->info, params).ok()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no room for a copy of buffer ", Quoted(params.name), " came within ",
+                     absl::FormatDuration(wait)));
+  }
+  copy.size = buffer->info.size;
+  return NoRoomLocked(session, "a copy of buffer", copy, wait);
+}
+
+absl::Status Broker::NoRoomLocked(SessionId session, absl::string_view what,
+                                  const CreateParams& params, absl::Duration wait) const {
+  std::string message = absl::StrCat("no room for ", what, " ", Quoted(params.name), " (",
+                                     FormatBytes(params.size), ") ");
   auto caller = sessions_.find(session);
   const pool::Pool* pool = params.auto_location ? nullptr : pools_.Find(params.location);
   if (caller == sessions_.end() || pool == nullptr) {
@@ -170,7 +224,7 @@ absl::Status Broker::NoRoomWithin(SessionId session, const CreateParams& params,
     absl::StrAppend(&message, FormatBytes(stats.used_bytes), " in use there");
   }
   if (const std::uint64_t queued = memory_queue_.bytes_at(at); queued > 0) {
-    absl::StrAppend(&message, ", ", FormatBytes(queued), " asked by creates waiting there");
+    absl::StrAppend(&message, ", ", FormatBytes(queued), " asked by calls waiting there");
   }
   // Who holds it: every uid's share for root, else the caller's and the rest.
   const uid_t uid = caller->second.peer.uid;

@@ -161,6 +161,11 @@ BrokerCounts Broker::CountsOf(uid_t uid) const {
   return counts;
 }
 
+std::map<std::string, PressureCounts> Broker::Pressure() const {
+  absl::MutexLock lock(&mu_);
+  return pressure_;
+}
+
 BrokerSnapshot Broker::Snapshot() const {
   BrokerSnapshot snapshot;
   LeakFacts facts;

@@ -100,7 +100,7 @@ std::map<std::string, MemoryWaits> MemoryQueue::ByLocation(std::optional<uid_t> 
   for (const auto& [id, waiter] : waiters_) {
     if (only.has_value() && waiter.uid != *only) continue;
     MemoryWaits& at = waiting[waiter.at.ToString()];
-    ++at.creates;
+    ++at.calls;
     at.bytes += waiter.bytes;
   }
   return waiting;

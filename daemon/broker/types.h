@@ -193,7 +193,7 @@ struct PressureCounts {
 // Creates waiting for memory at one location: how many, and the bytes
 // they ask for together.
 struct MemoryWaits {
-  std::uint64_t creates = 0;
+  std::uint64_t calls = 0;  // Creates, OpenOrCreates and copies.
   std::uint64_t bytes = 0;
 };
 
@@ -219,7 +219,7 @@ struct BrokerCounts {
   std::uint64_t sessions = 0;
   std::uint64_t leases = 0;
   std::uint64_t waits = 0;  // Calls waiting: opens (for a seal), creates, WaitTransfer.
-  // Among them, creates waiting for memory, by location name
+  // Among them, calls waiting for memory (creates, copies), by location name
   // (MemoryQueue::ByLocation). Locations nobody waits at are absent.
   std::map<std::string, MemoryWaits> memory_waits;
   LimitRejections rejections;

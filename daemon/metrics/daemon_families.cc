@@ -257,10 +257,10 @@ std::vector<FamilySpec> PoolAndBrokerFamilies() {
        Reclaimed(&broker::PressureCounts::evicted_bytes,
                  &broker::PressureCounts::demoted_bytes)},
       {"memd_memory_waits",
-       "Creates waiting for memory at the location now (wait_for_memory): its pool is full "
-       "and nothing there may give way.",
-       kGauge, MemoryWaits(&broker::MemoryWaits::creates)},
-      {"memd_memory_wait_bytes", "Bytes the creates waiting for memory at the location ask for.",
+       "Calls waiting for memory at the location now (wait_for_memory: creates, copies): its "
+       "pool is full and nothing there may give way.",
+       kGauge, MemoryWaits(&broker::MemoryWaits::calls)},
+      {"memd_memory_wait_bytes", "Bytes the calls waiting for memory at the location ask for.",
        kGauge, MemoryWaits(&broker::MemoryWaits::bytes)},
       {"memd_uid_bytes",
        "Bytes of live buffers each uid owns, by location (what max_uid_bytes counts); uids "

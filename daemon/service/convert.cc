@@ -153,6 +153,13 @@ void ToProto(const pool::PoolStats& stats, v1::PoolStats* out) {
   }
 }
 
+void ToProto(const broker::PressureCounts& taken, v1::PoolStats* out) {
+  out->set_evictions(taken.evictions);
+  out->set_evicted_bytes(taken.evicted_bytes);
+  out->set_demotions(taken.demotions);
+  out->set_demoted_bytes(taken.demoted_bytes);
+}
+
 v1::HandleType ToProto(backend::HandleType type) {
   switch (type) {
     case backend::HandleType::kHostMemfd: return v1::HOST_MEMFD;

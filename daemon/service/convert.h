@@ -32,6 +32,8 @@ void ToProto(const pool::SizeClassStats& size_class, v1::SizeClassStats* out);
 // Sends the derived free_bytes and fragmentation too. limit_rejections stays
 // in the daemon (memd_quota_rejections_total{limit="pool"} shows it).
 void ToProto(const pool::PoolStats& stats, v1::PoolStats* out);
+// What pressure took back at the pool's location (the broker's counts).
+void ToProto(const broker::PressureCounts& taken, v1::PoolStats* out);
 void ToProto(const backend::DeviceInfo& device, v1::DeviceInfo* out);
 // The driver's and memd's views side by side (memd_bytes, outside_memd_bytes).
 void ToProto(const pool::DeviceMemory& memory, v1::DeviceInfo* out);

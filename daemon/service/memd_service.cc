@@ -19,16 +19,6 @@
 namespace memd::service {
 namespace {
 
-absl::Status ValidateWait(std::uint64_t wait_ms, const char* field = "wait_timeout_ms") {
-  // Compared as integers: a duration made of 2^63 ms or more wraps negative.
-  if (wait_ms > static_cast<std::uint64_t>(absl::ToInt64Milliseconds(kMaxOpenWait))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " ", wait_ms, " exceeds the maximum of ",
-        absl::ToInt64Milliseconds(kMaxOpenWait), " ms"));
-  }
-  return absl::OkStatus();
-}
-
 v1::Access ToProto(broker::Access access) {
   return access == broker::Access::kReadWrite ? v1::READ_WRITE : v1::READ;
 }
@@ -44,6 +34,16 @@ std::vector<std::string> DeviceUuids(const backend::Backend* backend) {
 }
 
 }  // namespace
+
+absl::Status ValidateWait(std::uint64_t wait_ms, const char* field) {
+  // Compared as integers: a duration made of 2^63 ms or more wraps negative.
+  if (wait_ms > static_cast<std::uint64_t>(absl::ToInt64Milliseconds(kMaxOpenWait))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " ", wait_ms, " exceeds the maximum of ",
+        absl::ToInt64Milliseconds(kMaxOpenWait), " ms"));
+  }
+  return absl::OkStatus();
+}
 
 MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
                          const session::SessionServer& sessions,
@@ -179,14 +179,16 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
         session_(std::move(session)),
         deliver_(std::move(deliver)) {}
 
-  // Waits for `request` until `wait` has passed.
-  void Wait(OpenRequest request, absl::Duration wait) {
+  // Waits for `request` until `wait` has passed, for memory at most
+  // `memory_wait` of it.
+  void Wait(OpenRequest request, absl::Duration wait,
+            std::optional<absl::Duration> memory_wait = std::nullopt) {
     const std::string name =
         std::visit([](const auto& params) { return params.name; }, request);
     auto waiting = std::make_shared<WaitingOpen>(
         std::make_unique<BrokerOpener>(service_.broker_, session_->id(),
                                        std::move(request)),
-        name, wait, *this);
+        name, wait, *this, memory_wait);
     wait_ = waiting;  // Before the first try: a cancel may come at once.
     waiting->Start();
   }
@@ -198,11 +200,19 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
                  if (fired) ring();
                });
   }
+  void SetMemoryAlarm(absl::Duration wait, std::function<void()> ring) override {
+    memory_alarm_set_ = true;
+    memory_alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait),
+                      [ring = std::move(ring)](bool fired) {
+                        if (fired) ring();
+                      });
+  }
   absl::Status Deliver(broker::Grant grant) override {
     return deliver_(*session_, std::move(grant));
   }
   void End(const absl::Status& status) override {
     if (alarm_set_) alarm_.Cancel();
+    if (memory_alarm_set_) memory_alarm_.Cancel();
     service_.Observe(method_, status.code(), start_);
     Finish(ToGrpcStatus(status));
   }
@@ -222,11 +232,14 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
   // Set and cancelled only under the wait's mutex (WaitingOpen::Call).
   bool alarm_set_ = false;
   grpc::Alarm alarm_;
+  bool memory_alarm_set_ = false;
+  grpc::Alarm memory_alarm_;
 };
 
 grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
     grpc::CallbackServerContext* context, const char* method, OpenRequest request,
-    std::uint64_t wait_ms, bool for_copy, GrantDelivery deliver) {
+    std::uint64_t wait_ms, bool for_copy, GrantDelivery deliver,
+    std::optional<absl::Duration> memory_wait) {
   auto session = Authenticate(context);
   absl::Status valid = session.ok() ? ValidateWait(wait_ms) : session.status();
   if (!valid.ok() || wait_ms == 0) {
@@ -248,7 +261,7 @@ grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(
   // timeout it waits for nothing else (OpenParams::wait_for_seal).
   const absl::Duration wait = wait_ms == 0 ? kMaxOpenWait : absl::Milliseconds(wait_ms);
   auto* call = new WaitingCall(*this, method, std::move(*session), std::move(deliver));
-  call->Wait(std::move(request), wait);
+  call->Wait(std::move(request), wait, memory_wait);
   return call;
 }
 
@@ -293,8 +306,27 @@ grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context
   }
   const bool for_copy = params->location.has_value();
   params->wait_for_seal = request->wait_timeout_ms() > 0;
-  return OpenMaybeWaiting(context, "Open", std::move(*params), request->wait_timeout_ms(),
-                          for_copy, LeaseDelivery(request->mapped_buffer_id(), reply));
+  const std::uint64_t memory_ms = request->wait_for_memory_ms();
+  if (memory_ms == 0) {
+    return OpenMaybeWaiting(context, "Open", std::move(*params), request->wait_timeout_ms(),
+                            for_copy, LeaseDelivery(request->mapped_buffer_id(), reply));
+  }
+  absl::Status valid = ValidateWait(request->wait_timeout_ms());
+  if (valid.ok()) valid = ValidateWait(memory_ms, "wait_for_memory_ms");
+  if (valid.ok() && !for_copy) {
+    valid = absl::InvalidArgumentError(absl::StrCat(
+        "wait_for_memory_ms ", memory_ms, " needs a location: only an open at a location "
+        "makes a copy that may wait for memory there; buffer '", params->name,
+        "' is opened where it is"));
+  }
+  if (!valid.ok()) return Respond(context, "Open", [&] { return valid; });
+  // It waits for memory at most memory_ms, and in all at most the longer
+  // of its two waits (without wait_timeout_ms: as long as its copy takes).
+  const std::uint64_t wait_ms = request->wait_timeout_ms();
+  return OpenMaybeWaiting(context, "Open", CopyWaitingForMemory{std::move(*params)},
+                          wait_ms == 0 ? 0 : std::max(wait_ms, memory_ms), for_copy,
+                          LeaseDelivery(request->mapped_buffer_id(), reply),
+                          absl::Milliseconds(memory_ms));
 }
 
 grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
@@ -310,13 +342,12 @@ grpc::ServerUnaryReactor* MemdService::OpenOrCreate(
                             request->wait_timeout_ms(), /*for_copy=*/false,
                             LeaseDelivery(0, reply));
   }
-  // It may wait for memory, and for a seal only when it asked to: the call
-  // waits the longer of its two waits, for whichever it finds itself
-  // waiting for.
+  // It may wait for memory, at most memory_ms, and for a seal only when it
+  // asked to: the call waits at most the longer of its two waits.
   params->wait_for_seal = request->wait_timeout_ms() > 0;
   return OpenMaybeWaiting(context, "OpenOrCreate", OpenOrCreateWaitingForMemory{std::move(*params)},
                           std::max(request->wait_timeout_ms(), memory_ms), /*for_copy=*/false,
-                          LeaseDelivery(0, reply));
+                          LeaseDelivery(0, reply), absl::Milliseconds(memory_ms));
 }
 
 grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context,
@@ -419,7 +450,14 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     reply->set_started_unix_ns(absl::ToUnixNanos(info_.started));
     ToProto(info_.durability, reply->mutable_durability());
     const std::vector<pool::PoolStats> pools = pools_.Stats();
-    for (const auto& stats : pools) ToProto(stats, reply->add_pools());
+    const std::map<std::string, broker::PressureCounts> pressure = broker_.Pressure();
+    for (const auto& stats : pools) {
+      v1::PoolStats* out = reply->add_pools();
+      ToProto(stats, out);
+      if (auto taken = pressure.find(out->location()); taken != pressure.end()) {
+        ToProto(taken->second, out);
+      }
+    }
     if (backend_ != nullptr) {
       for (const auto& device : backend_->devices()) {
         v1::DeviceInfo* out = reply->add_devices();
@@ -435,7 +473,7 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     for (const auto& [location, waits] : counts.memory_waits) {
       v1::MemoryWaits* out = reply->add_memory_waits();
       out->set_location(location);
-      out->set_creates(waits.creates);
+      out->set_calls(waits.calls);
       out->set_bytes(waits.bytes);
     }
     TransferStatsInto(only, reply);

@@ -36,6 +36,8 @@ struct DaemonInfo {
 inline constexpr char kSessionMetadataKey[] = "memd-session";
 // The longest an Open may wait for a seal.
 inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
+// INVALID_ARGUMENT, naming `field`, for a wait beyond kMaxOpenWait.
+absl::Status ValidateWait(std::uint64_t wait_ms, const char* field = "wait_timeout_ms");
 
 /// The memd.v1.Memd gRPC service: authenticates each call by its session
 /// token, validates what the broker does not, calls the broker, sends
@@ -195,11 +197,14 @@ class MemdService final : public v1::Memd::CallbackService {
 
   // Finishes an Open-like call now (wait == 0) or after waiting; one that
   // may need a copy made (`for_copy`: it names a location) always waits,
-  // without a wait timeout for the copy only.
+  // without a wait timeout for the copy only. With `memory_wait`, no more
+  // than that of the wait goes to waiting for memory.
   grpc::ServerUnaryReactor* OpenMaybeWaiting(grpc::CallbackServerContext* context,
                                              const char* method, OpenRequest request,
                                              std::uint64_t wait_ms, bool for_copy,
-                                             GrantDelivery deliver);
+                                             GrantDelivery deliver,
+                                             std::optional<absl::Duration> memory_wait =
+                                                 std::nullopt);
 
   broker::Broker& broker_;
   const pool::PoolSet& pools_;

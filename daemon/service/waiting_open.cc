@@ -24,6 +24,10 @@ absl::StatusOr<std::optional<broker::Grant>> AskBroker(
     if (!wake) return broker.OpenOrCreate(session, *either, watch, nullptr);
     return broker.OpenOrCreateOrWait(session, *either, watch, std::move(wake));
   }
+  if (const auto* copy = std::get_if<CopyWaitingForMemory>(&request)) {
+    if (!wake) return broker.OpenOrWatch(session, *copy, watch, nullptr);
+    return broker.OpenOrWaitForMemory(session, *copy, watch, std::move(wake));
+  }
   return broker.OpenOrCreate(session, std::get<broker::CreateParams>(request), watch,
                              std::move(wake));
 }
@@ -39,9 +43,13 @@ absl::StatusOr<std::optional<broker::Grant>> BrokerOpener::Try(
     std::function<void()> woken) {
   absl::StatusOr<std::optional<broker::Grant>> tried =
       AskBroker(broker_, session_, request_, watch_, std::move(woken));
+  // A Create waits for nothing else; the opens may wait for a seal or a
+  // copy instead.
+  const bool may_wait_for_memory =
+      std::holds_alternative<OpenOrCreateWaitingForMemory>(request_) ||
+      std::holds_alternative<CopyWaitingForMemory>(request_);
   waited_for_memory_ = std::holds_alternative<WaitForMemory>(request_) ||
-                       (tried.ok() && !tried->has_value() &&
-                        std::holds_alternative<OpenOrCreateWaitingForMemory>(request_) &&
+                       (tried.ok() && !tried->has_value() && may_wait_for_memory &&
                         broker_.WaitsForMemory(watch_));
   return tried;
 }
@@ -53,12 +61,20 @@ std::optional<absl::Status> BrokerOpener::Overdue(absl::Duration wait) const {
   if (const auto* create = std::get_if<WaitForMemory>(&request_)) {
     return broker_.NoRoomWithin(session_, *create, wait);
   }
+  if (const auto* copy = std::get_if<CopyWaitingForMemory>(&request_)) {
+    return broker_.NoRoomForCopyWithin(session_, *copy, wait);
+  }
   return broker_.NoRoomWithin(session_, std::get<OpenOrCreateWaitingForMemory>(request_), wait);
 }
 
 WaitingOpen::WaitingOpen(std::unique_ptr<Opener> opener, std::string name,
-                         absl::Duration wait, Call& call)
-    : name_(std::move(name)), wait_(wait), opener_(std::move(opener)), call_(call) {}
+                         absl::Duration wait, Call& call,
+                         std::optional<absl::Duration> memory_wait)
+    : name_(std::move(name)),
+      wait_(wait),
+      memory_wait_(memory_wait),
+      opener_(std::move(opener)),
+      call_(call) {}
 
 void WaitingOpen::On(Event event) {
   absl::MutexLock lock(&mu_);
@@ -74,6 +90,14 @@ void WaitingOpen::On(Event event) {
         return;
       }
       return EndLocked(DeadlineExceeded());
+    case Event::kMemoryAlarm:
+      // Only a call still waiting for memory ends; one that got its memory
+      // waits for its seal or copy until kAlarm. A wake on its way means
+      // memory came just now: it goes on.
+      if (state_ != State::kWaiting || !opener_->WaitsForMemory() || !opener_->CancelWatch()) {
+        return;
+      }
+      return EndLocked(opener_->Overdue(*memory_wait_).value_or(DeadlineExceeded()));
     case Event::kCancelled:
       opener_->CancelWatch();
       return EndLocked(absl::CancelledError("the call was cancelled"));
@@ -94,6 +118,11 @@ void WaitingOpen::TryLocked() {
       call_.SetAlarm(wait_, [weak = weak_from_this()] {
         if (auto self = weak.lock()) self->On(Event::kAlarm);
       });
+      if (memory_wait_.has_value() && *memory_wait_ < wait_) {
+        call_.SetMemoryAlarm(*memory_wait_, [weak = weak_from_this()] {
+          if (auto self = weak.lock()) self->On(Event::kMemoryAlarm);
+        });
+      }
       return;
     case State::kWaiting:
       return;

@@ -18,12 +18,15 @@ namespace memd::service {
 struct WaitForMemory : broker::CreateParams {};
 // An OpenOrCreate that may wait for memory too (Broker::OpenOrCreateOrWait).
 struct OpenOrCreateWaitingForMemory : broker::CreateParams {};
+// An open at a location whose copy may wait for memory there
+// (Broker::OpenOrWaitForMemory): Open and Prefetch with wait_for_memory_ms.
+struct CopyWaitingForMemory : broker::OpenParams {};
 
 // What an Open-like call asks of the broker, again at every wake: an Open
-// (which waits only with READ), an OpenOrCreate (which may wait for memory
-// as well), or a Create waiting for memory.
+// (which waits only with READ, or for its copy), an OpenOrCreate, a Create
+// waiting for memory, or either open waiting for memory as well.
 using OpenRequest = std::variant<broker::OpenParams, broker::CreateParams, WaitForMemory,
-                                 OpenOrCreateWaitingForMemory>;
+                                 OpenOrCreateWaitingForMemory, CopyWaitingForMemory>;
 
 // Asks the broker once: a grant, an error, or std::nullopt after leaving
 // `wake` under `watch` (Broker::OpenOrWatch, Broker::OpenOrCreate). Without
@@ -49,6 +52,9 @@ class Opener {
   virtual std::optional<absl::Status> Overdue(absl::Duration wait) const {
     return std::nullopt;
   }
+  // Whether the last try left the watch waiting for memory (not for a seal
+  // or a copy).
+  virtual bool WaitsForMemory() const { return false; }
 };
 
 /// Tries `request` for `session` with the broker, under one watch id for
@@ -59,6 +65,7 @@ class BrokerOpener final : public Opener {
   absl::StatusOr<std::optional<broker::Grant>> Try(std::function<void()> woken) override;
   bool CancelWatch() override;
   std::optional<absl::Status> Overdue(absl::Duration wait) const override;
+  bool WaitsForMemory() const override { return waited_for_memory_; }
 
  private:
   broker::Broker& broker_;
@@ -70,14 +77,17 @@ class BrokerOpener final : public Opener {
   bool waited_for_memory_ = false;
 };
 
-/// One Open or OpenOrCreate call that waits for its buffer to be sealed,
-/// without holding a thread. A small state machine; every transition is in
-/// On(), driven by three events:
-///   kWake       the first try (Start), or the broker's wake (the name was
-///               sealed, or the session ended: its try then fails
-///               UNAUTHENTICATED): try again;
-///   kAlarm      the deadline passed;
-///   kCancelled  the client cancelled the call.
+/// One Open or OpenOrCreate call that waits for its buffer to be sealed (or
+/// for memory, or a copy), without holding a thread. A small state machine;
+/// every transition is in On(), driven by four events:
+///   kWake         the first try (Start), or the broker's wake (the name was
+///                 sealed, memory came, or the session ended: its try then
+///                 fails UNAUTHENTICATED): try again;
+///   kAlarm        the deadline passed;
+///   kMemoryAlarm  the memory wait passed (only with one): the call ends if
+///                 it still waits for memory, and goes on if it waits for
+///                 something else by then;
+///   kCancelled    the client cancelled the call.
 /// States, in the order a call goes through them:
 ///   kStarting   no try yet;
 ///   kWaiting    a watch is in the broker, or its wake is on the way; the
@@ -102,6 +112,9 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
     // Calls `ring` once `wait` has passed, unless the call ends first.
     // Called at most once.
     virtual void SetAlarm(absl::Duration wait, std::function<void()> ring) = 0;
+    // The same for the memory wait: a second alarm. Called at most once,
+    // and only for a wait made with a memory wait.
+    virtual void SetMemoryAlarm(absl::Duration wait, std::function<void()> ring) = 0;
     // Hands the grant to the client; the status ends the call.
     virtual absl::Status Deliver(broker::Grant grant) = 0;
     // Ends the call (and its alarm); called once, last.
@@ -109,12 +122,14 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
   };
 
   enum class State { kStarting, kWaiting, kOverdue, kDone };
-  enum class Event { kWake, kAlarm, kCancelled };
+  enum class Event { kWake, kAlarm, kMemoryAlarm, kCancelled };
 
-  // `name`: the buffer's, for the deadline's message. Make it with
+  // `name`: the buffer's, for the deadline's message. `wait`: the whole
+  // call's; `memory_wait`: how long of it may go to waiting for memory,
+  // from the start (none: as long as the call). Make it with
   // std::make_shared, then Start.
   WaitingOpen(std::unique_ptr<Opener> opener, std::string name, absl::Duration wait,
-              Call& call);
+              Call& call, std::optional<absl::Duration> memory_wait = std::nullopt);
 
   // The first try; the call may have ended when it returns.
   void Start() { On(Event::kWake); }
@@ -129,6 +144,7 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
 
   const std::string name_;
   const absl::Duration wait_;
+  const std::optional<absl::Duration> memory_wait_;
 
   mutable absl::Mutex mu_;
   const std::unique_ptr<Opener> opener_ ABSL_PT_GUARDED_BY(mu_);

@@ -1053,6 +1053,7 @@ static const memd_replica* replica_at(const memd_buffer_info* info, const char* 
  * dropped, prefetched back; a writer's sync. */
 static void replicas(memd_client* client) {
   memd_open_options open;
+  memd_prefetch_options prefetch;
   memd_buffer* host = NULL;
   memd_buffer* gpu = NULL;
   memd_buffer_info* info = NULL;
@@ -1092,6 +1093,39 @@ static void replicas(memd_client* client) {
               memd_prefetch(client, name, NULL, 0, &info, &error));
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "wait_ms", memd_prefetch(client, name, "device:0", -1,
                                                               &info, &error));
+  pass();
+
+  begin("a prefetch and an open whose copies may wait for memory");
+  memd_prefetch_options_init(&prefetch);
+  CHECK(prefetch.struct_size == sizeof(prefetch) && prefetch.wait_ms == 0);
+  CHECK(prefetch.wait_for_memory_ms == 0 && prefetch.owner == -1);
+  OK(memd_drop_replica(client, name, "device:0", NULL, &error));
+  prefetch.wait_for_memory_ms = 60000;
+  OK(memd_prefetch_with(client, name, "device:0", &prefetch, &info, &error));
+  CHECK(strcmp(replica_at(info, "device:0")->state, "current") == 0);
+  memd_buffer_info_free(info);
+  prefetch.owner = (int64_t)getuid() + 1;
+  EXPECT_CODE(MEMD_PERMISSION_DENIED, "",
+              memd_prefetch_with(client, name, "device:0", &prefetch, NULL, &error));
+  prefetch.owner = -1;
+  prefetch.wait_for_memory_ms = -1;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "wait_for_memory_ms",
+              memd_prefetch_with(client, name, "device:0", &prefetch, NULL, &error));
+  prefetch.wait_for_memory_ms = 0;
+  prefetch.struct_size = sizeof(prefetch) + 8;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "memd_prefetch_options.struct_size",
+              memd_prefetch_with(client, name, "device:0", &prefetch, NULL, &error));
+  OK(memd_prefetch_with(client, name, "device:0", NULL, NULL, &error));
+  memd_open_options_init(&open);
+  CHECK(open.wait_for_memory_ms == 0);
+  open.location = "device:0";
+  open.wait_for_memory_ms = 60000;
+  OK(memd_open(client, name, &open, &gpu, &error));
+  CHECK(strcmp(memd_buffer_get_info(gpu)->location, "device:0") == 0);
+  OK(memd_buffer_release(gpu, &error));
+  open.location = NULL;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "needs a location",
+              memd_open(client, name, &open, &gpu, &error));
   OK(memd_unlink(client, name, &error));
   pass();
 

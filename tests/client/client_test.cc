@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <future>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -671,6 +670,15 @@ TEST_F(ClientTest, AFullHostEvictsTheLeastRecentlyUsedEvictableBufferAndSaysSo) 
   ASSERT_TRUE(absl::IsNotFound(gone.status())) << gone.status();
   EXPECT_THAT(std::string(gone.status().message()),
               AllOf(HasSubstr("evicted at"), HasSubstr("under memory pressure on host")));
+  // The host pool counts what pressure took back there.
+  const auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const PoolStats& pool : stats->pools) {
+    const bool host = pool.location == "host";
+    EXPECT_EQ(pool.evictions, host ? 1u : 0u) << pool.location;
+    EXPECT_EQ(pool.evicted_bytes, host ? size : 0u) << pool.location;
+    EXPECT_EQ(pool.demotions, 0u) << pool.location;
+  }
   std::vector<Buffer> held;
   for (int i : {0, 2, 3, 4}) {
     auto kept = client_->Open(absl::StrCat("pressure/", i));
@@ -682,93 +690,6 @@ TEST_F(ClientTest, AFullHostEvictsTheLeastRecentlyUsedEvictableBufferAndSaysSo) 
   // All four are held now: a pinned create finds nothing that may give way.
   auto refused = client_->Create("pressure/pinned", size);
   EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
-}
-
-// A create at a full location may wait for memory (issue 26): served when a
-// buffer there goes; past its wait, DEADLINE_EXCEEDED with the numbers.
-TEST_F(ClientTest, ACreateAtAFullHostWaitsForMemoryAndIsServedWhenABufferGoes) {
-  const std::uint64_t size = config_.host_pool_limit_bytes / 4;
-  for (int i = 0; i < 4; ++i) Publish(absl::StrCat("full/", i), size, i);
-
-  auto late = client_->Create("full/late", size, {.wait_for_memory = absl::Milliseconds(50)});
-  ASSERT_TRUE(absl::IsDeadlineExceeded(late.status())) << late.status();
-  EXPECT_THAT(std::string(late.status().message()),
-              AllOf(HasSubstr("no room for buffer 'full/late' (64 MiB) at host within 50ms"),
-                    HasSubstr("0 B of 256 MiB free there"), HasSubstr("held by uid ")));
-
-  absl::StatusOr<Buffer> waited = absl::UnknownError("not yet");
-  std::thread waiter([&] {
-    waited = client_->Create("full/late", size, {.wait_for_memory = absl::Seconds(60)});
-  });
-  ASSERT_TRUE(test::PollUntil([&] { return client_->Stats()->waits == 1; }));
-  // Stats say where it waits and for how much.
-  const auto waiting = client_->Stats();
-  ASSERT_TRUE(waiting.ok()) << waiting.status();
-  ASSERT_EQ(waiting->memory_waits.size(), 1u);
-  EXPECT_EQ(waiting->memory_waits[0].location, "host");
-  EXPECT_EQ(waiting->memory_waits[0].creates, 1u);
-  EXPECT_EQ(waiting->memory_waits[0].bytes, size);
-  ASSERT_TRUE(client_->Unlink("full/2").ok());
-  waiter.join();
-  ASSERT_TRUE(waited.ok()) << waited.status();
-  EXPECT_EQ(waited->size(), size);
-  EXPECT_EQ(client_->Stats()->waits, 0u);
-  EXPECT_TRUE(client_->Stats()->memory_waits.empty());
-}
-
-// OpenOrCreate waits for memory when it would create (issue 26), and opens
-// what another creates meanwhile; past its wait it says what was free.
-TEST_F(ClientTest, AnOpenOrCreateAtAFullHostWaitsForMemoryOrForTheNamesCreator) {
-  const std::uint64_t size = config_.host_pool_limit_bytes / 4;
-  for (int i = 0; i < 4; ++i) Publish(absl::StrCat("full/", i), size, i);
-
-  auto late = client_->OpenOrCreate("either/late", size,
-                                    {.wait_for_memory = absl::Milliseconds(50)});
-  ASSERT_TRUE(absl::IsDeadlineExceeded(late.status())) << late.status();
-  EXPECT_THAT(std::string(late.status().message()),
-              HasSubstr("no room for buffer 'either/late' (64 MiB) at host within 50ms"));
-
-  // Served when memory comes: it creates.
-  absl::StatusOr<Buffer> made = absl::UnknownError("not yet");
-  std::thread maker([&] {
-    made = client_->OpenOrCreate("either/made", size, {.wait_for_memory = absl::Seconds(60)});
-  });
-  ASSERT_TRUE(test::PollUntil([&] { return client_->Stats()->waits == 1; }));
-  ASSERT_EQ(client_->Stats()->memory_waits.size(), 1u);
-  ASSERT_TRUE(client_->Unlink("full/0").ok());
-  maker.join();
-  ASSERT_TRUE(made.ok()) << made.status();
-  EXPECT_TRUE(made->created());
-
-  // Two race for the name when room comes: one waited for memory, the other
-  // arrives as it is freed. Whichever creates, the other opens that buffer
-  // once it is sealed: one buffer, one creator, and no memory taken twice.
-  auto other = Client::Connect({.socket_dir = config_.socket_dir});
-  ASSERT_TRUE(other.ok()) << other.status();
-  auto racer = [size](Client& client) {
-    return client.OpenOrCreate("either/shared", size, {.wait_for_memory = absl::Seconds(60)},
-                               absl::Seconds(60));
-  };
-  auto waited = std::async(std::launch::async, racer, std::ref(*client_));
-  ASSERT_TRUE(test::PollUntil([&] { return client_->Stats()->memory_waits.size() == 1; }));
-  ASSERT_TRUE((*other)->Unlink("full/1").ok());
-  auto arrived = std::async(std::launch::async, racer, std::ref(**other));
-  // The creator answers first; the other waits for its seal.
-  ASSERT_TRUE(test::PollUntil([&] {
-    return waited.wait_for(std::chrono::seconds(0)) == std::future_status::ready ||
-           arrived.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-  }));
-  const bool waiter_created =
-      waited.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-  absl::StatusOr<Buffer> creator = (waiter_created ? waited : arrived).get();
-  ASSERT_TRUE(creator.ok()) << creator.status();
-  EXPECT_TRUE(creator->created());
-  ASSERT_TRUE(creator->Seal().ok());
-  absl::StatusOr<Buffer> opener = (waiter_created ? arrived : waited).get();
-  ASSERT_TRUE(opener.ok()) << opener.status();
-  EXPECT_FALSE(opener->created());
-  EXPECT_EQ(opener->info().id, creator->info().id);
-  EXPECT_TRUE(client_->Stats()->memory_waits.empty());
 }
 
 }  // namespace

@@ -22,11 +22,12 @@ struct Fields<PoolStats> {
   static auto Of(auto& s) {
     auto& [location, reserved_bytes, used_bytes, free_bytes, peak_reserved_bytes,
            peak_used_bytes, hit_count, miss_count, largest_free_block_bytes, fragmentation,
-           segments, scrubbed_bytes, trimmed_bytes, limit_bytes, size_classes] = s;
+           segments, scrubbed_bytes, trimmed_bytes, limit_bytes, size_classes, evictions,
+           evicted_bytes, demotions, demoted_bytes] = s;
     return std::tie(location, reserved_bytes, used_bytes, free_bytes, peak_reserved_bytes,
                     peak_used_bytes, hit_count, miss_count, largest_free_block_bytes,
                     fragmentation, segments, scrubbed_bytes, trimmed_bytes, limit_bytes,
-                    size_classes);
+                    size_classes, evictions, evicted_bytes, demotions, demoted_bytes);
   }
 };
 template <>

@@ -43,6 +43,8 @@ def test_a_full_host_evicts_the_least_recently_used_evictable_buffer(small_host)
         small_host.stat("p/1")
     with pytest.raises(memd.NotFoundError, match="evicted at"):
         small_host.open("p/1")
+    (host,) = [pool for pool in small_host.stats().pools if pool.location == "host"]
+    assert (host.evictions, host.evicted_bytes, host.demotions) == (1, 2 * MiB, 0)
     for i in (0, 2, 3, 4):
         info = small_host.stat(f"p/{i}")
         assert info.retention == "evictable"
@@ -100,7 +102,7 @@ def test_a_create_waits_for_memory_and_a_killed_waiter_leaves_nothing(small_daem
             assert time.monotonic() < deadline, "the child's create never waited"
             time.sleep(0.01)
         (waiting,) = small_host.stats().memory_waits
-        assert (waiting.location, waiting.creates, waiting.bytes) == ("host", 1, 2 * MiB)
+        assert (waiting.location, waiting.calls, waiting.bytes) == ("host", 1, 2 * MiB)
     finally:
         child.kill()
         child.wait()
@@ -119,3 +121,41 @@ def test_a_create_waits_for_memory_and_a_killed_waiter_leaves_nothing(small_daem
     small_host.unlink("full/1")
     with small_host.open_or_create("full/either", 2 * MiB, wait_for_memory=5) as buf:
         assert buf.created
+
+
+def test_a_copy_waits_for_memory_at_a_full_location(small_host):
+    """open(location=, wait_for_memory=) and prefetch(wait_for_memory=): the
+    copy of a pinned buffer at the full host waits for room there."""
+    import threading
+
+    with small_host.create("src/pinned", 2 * MiB, location="pinned") as buf:
+        buf.numpy()[:] = 7
+        buf.seal()
+    for i in range(4):
+        put(small_host, f"full/{i}", i, retention="pinned")
+    with pytest.raises(memd.ResourceExhaustedError):
+        small_host.prefetch("src/pinned", "host")
+    with pytest.raises(memd.DeadlineExceededError,
+                       match="no room for a copy of buffer 'src/pinned' .* at host"):
+        small_host.open("src/pinned", location="host", wait_for_memory=0.05)
+    with pytest.raises(memd.InvalidArgumentError, match="needs a location"):
+        small_host.open("src/pinned", wait_for_memory=1)
+
+    done = {}
+    prefetcher = threading.Thread(target=lambda: done.setdefault(
+        "info", small_host.prefetch("src/pinned", "host", wait_for_memory=60)))
+    prefetcher.start()
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        while not small_host.stats().memory_waits:
+            assert time.monotonic() < deadline, "the prefetch never waited for memory"
+            time.sleep(0.01)
+        (waiting,) = small_host.stats().memory_waits
+        assert (waiting.location, waiting.calls, waiting.bytes) == ("host", 1, 2 * MiB)
+        small_host.unlink("full/2")
+    finally:
+        prefetcher.join(60)
+    assert [r.state for r in done["info"].replicas if r.location == "host"] == ["current"]
+    with small_host.open("src/pinned", location="host", wait_for_memory=5) as copy:
+        assert int(copy.numpy()[0]) == 7 and int(copy.numpy()[-1]) == 7

@@ -197,7 +197,8 @@ MEMD_ATTACK(probe_private,
 MEMD_ATTACK(show_stats,
             "PREFIX: creates PREFIX/own (4096 bytes) and keeps it, then prints what "
             "Stats tells it: 'daemon_wide D buffers B sessions S leases L waits W "
-            "active A active_bytes N completed C'") {
+            "active A active_bytes N completed C memory_waits M' (M: the calls "
+            "waiting for memory it is told of, every location together)") {
   if (args.size() != 1) return 2;
   auto session = StepSession();
   if (!session) return 1;
@@ -213,15 +214,17 @@ MEMD_ATTACK(show_stats,
     std::fprintf(stderr, "%s\n", Refusal(got).c_str());
     return 1;
   }
+  unsigned long long memory_waits = 0;
+  for (const v1::MemoryWaits& waits : stats.memory_waits()) memory_waits += waits.calls();
   std::printf("daemon_wide %d buffers %llu sessions %llu leases %llu waits %llu active %llu "
-              "active_bytes %llu completed %llu\n",
+              "active_bytes %llu completed %llu memory_waits %llu\n",
               stats.daemon_wide() ? 1 : 0, static_cast<unsigned long long>(stats.buffers()),
               static_cast<unsigned long long>(stats.sessions()),
               static_cast<unsigned long long>(stats.leases()),
               static_cast<unsigned long long>(stats.waits()),
               static_cast<unsigned long long>(stats.transfers().active()),
               static_cast<unsigned long long>(stats.transfers().active_bytes()),
-              static_cast<unsigned long long>(stats.transfers().completed()));
+              static_cast<unsigned long long>(stats.transfers().completed()), memory_waits);
   return 0;
 }
 

@@ -182,4 +182,22 @@ MEMD_ATTACK(fill_memory_waits,
   });
 }
 
+MEMD_ATTACK(fill_copy_waits,
+            "SESSIONS PER_SESSION REFUSALS GATE: in each session starts "
+            "PER_SESSION opens of shared/copy-source at host whose copies wait "
+            "10 minutes for memory; once REFUSALS of them have failed (or 30 s "
+            "passed) reports 'waiting W', 'refused R' and the first refusal at "
+            "GATE, then holds the rest") {
+  return FillWaits(args, [](const test::RawSession& session, int s, int i,
+                            grpc::ClientContext* context, WaitingCalls::Done done) {
+    auto request = std::make_shared<v1::OpenRequest>();
+    request->set_name("shared/copy-source");
+    request->set_location("host");
+    request->set_wait_for_memory_ms(600000);
+    auto reply = std::make_shared<v1::Lease>();
+    session.stub->async()->Open(context, request.get(), reply.get(),
+                                [request, reply, done](grpc::Status status) { done(status); });
+  });
+}
+
 }  // namespace memd::hostile

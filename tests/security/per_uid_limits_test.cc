@@ -5,6 +5,7 @@
 // go on.
 
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -12,6 +13,7 @@
 #include "memd/client.h"
 #include "tests/security/held_attack.h"
 #include "tests/security/open_daemon.h"
+#include "tests/support/poll_until.h"
 
 namespace memd {
 namespace {
@@ -118,7 +120,43 @@ TEST_F(PerUidLimitsTest, OneUidCannotKeepUnboundedCreatesWaitingForMemory) {
   auto waited = (*root)->Create("root/more", 1 << 20,
                                 {.wait_for_memory = absl::Milliseconds(200)});
   EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
-  EXPECT_THAT(std::string(waited.status().message()), HasSubstr("20 MiB asked by creates"));
+  EXPECT_THAT(std::string(waited.status().message()), HasSubstr("20 MiB asked by calls"));
+  EXPECT_EQ(attack.Release().exit_code, 0) << Describe(attack.Release());
+}
+
+// Copies that wait for memory (an open at a full location) count among the
+// same waits, and take nothing from a create that waits with them.
+TEST_F(PerUidLimitsTest, OneUidCannotKeepUnboundedCopiesWaitingForMemory) {
+  config_.max_waits_per_session = 8;
+  config_.max_waits_per_uid = 20;
+  config_.host_pool_limit_bytes = 4 << 20;
+  StartDaemon();
+  auto root = Client::Connect({.socket_dir = config_.socket_dir});
+  ASSERT_TRUE(root.ok()) << root.status();
+  auto source = (*root)->Create("shared/copy-source", 1 << 20,
+                                {.location = "pinned", .mode = 0644});
+  ASSERT_TRUE(source.ok() && source->Seal().ok()) << source.status();
+  auto full = (*root)->Create("root/fills-the-host", 4 << 20);
+  ASSERT_TRUE(full.ok()) << full.status();
+  HeldAttack attack(kMallory, config_.socket_dir, {"fill_copy_waits", "4", "8", "12"},
+                    Gate("gate"));
+  const std::string report = attack.Report();
+  EXPECT_THAT(report, StartsWith("waiting 20\nrefused 12\n"));
+  EXPECT_THAT(report, HasSubstr("(max_waits_per_uid)"));
+  // Root's create, queued behind Mallory's twenty, still gets its turn when
+  // room comes: uids take turns, whoever asked first and most.
+  absl::StatusOr<Buffer> waited = absl::UnknownError("not yet");
+  std::thread waiter([&] {
+    waited = (*root)->Create("root/next", 1 << 20, {.wait_for_memory = absl::Seconds(60)});
+  });
+  ASSERT_TRUE(test::PollUntil([&] {
+    auto stats = (*root)->Stats();
+    return stats.ok() && !stats->memory_waits.empty() && stats->memory_waits[0].calls == 21;
+  }));
+  ASSERT_TRUE((*root)->Unlink("root/fills-the-host").ok());
+  full = absl::UnknownError("released");  // Its last lease: 4 MiB free.
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
   EXPECT_EQ(attack.Release().exit_code, 0) << Describe(attack.Release());
 }
 

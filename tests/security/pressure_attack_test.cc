@@ -4,12 +4,14 @@
 // names of what went.
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "tests/security/open_daemon.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/raw_session.h"
 #include "tests/client/pattern.h"
 
@@ -62,6 +64,34 @@ TEST_F(PressureAttackTest, AFloodTakesNoOtherUsersPinnedOrHeldBufferAndLearnsNoN
   EXPECT_THAT(std::string(gone.status().message()), HasSubstr("evicted at"));
 }
 
+// Where and for how much others wait for memory is theirs: Stats tell a
+// uid only of its own waits, root of everyone's.
+TEST_F(PressureAttackTest, NoUidLearnsOfAnothersWaitsForMemory) {
+  config_.host_pool_limit_bytes = 8 * kMiB;
+  StartDaemon();
+  auto root = Client::Connect({.socket_dir = config_.socket_dir});
+  ASSERT_TRUE(root.ok()) << root.status();
+  absl::StatusOr<Buffer> full = (*root)->Create("root/full", 6 * kMiB);
+  ASSERT_TRUE(full.ok()) << full.status();
+  absl::StatusOr<Buffer> waited = absl::UnknownError("not yet");
+  std::thread waiter([&] {
+    waited = (*root)->Create("root/waits", 4 * kMiB, {.wait_for_memory = absl::Seconds(60)});
+  });
+  ASSERT_TRUE(test::PollUntil([&] {
+    auto stats = (*root)->Stats();
+    return stats.ok() && stats->memory_waits.size() == 1;
+  }));
+  ProgramResult mallory = Hostile(kMallory, {"show_stats", "mallory"});
+  EXPECT_EQ(mallory.out,
+            "daemon_wide 0 buffers 1 sessions 1 leases 1 waits 0 active 0 active_bytes 0 "
+            "completed 0 memory_waits 0\n")
+      << Describe(mallory);
+  ASSERT_TRUE((*root)->Unlink("root/full").ok());
+  full = absl::UnknownError("released");
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited.status();
+}
+
 // A raw client asks for absurd waits and retentions libmemd would never
 // send: each is INVALID_ARGUMENT in a short message, and nothing waits.
 TEST_F(PressureAttackTest, AbsurdWaitsAndRetentionsAreRefusedBeforeAnythingWaits) {
@@ -88,6 +118,36 @@ TEST_F(PressureAttackTest, AbsurdWaitsAndRetentionsAreRefusedBeforeAnythingWaits
   either.mutable_create()->clear_retention();
   either.mutable_create()->set_wait_for_memory_ms(~std::uint64_t{0});
   status = raw.Call(&v1::Memd::Stub::OpenOrCreate, either, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("wait_for_memory_ms 18446744073709551615 "
+                                                "exceeds the maximum"));
+  // So do the opens and prefetches whose copies may wait for memory,
+  // whether or not the buffer exists, and an open that makes no copy.
+  v1::OpenRequest open;
+  open.set_name("mallory/absurd");
+  open.set_location("host");
+  open.set_wait_for_memory_ms(~std::uint64_t{0});
+  status = raw.Call(&v1::Memd::Stub::Open, open, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("wait_for_memory_ms 18446744073709551615 "
+                                                "exceeds the maximum"));
+  open.set_wait_for_memory_ms(1000);
+  open.set_wait_timeout_ms(~std::uint64_t{0});
+  status = raw.Call(&v1::Memd::Stub::Open, open, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("wait_timeout_ms 18446744073709551615 "
+                                                "exceeds the maximum"));
+  open.set_wait_timeout_ms(0);
+  open.clear_location();
+  status = raw.Call(&v1::Memd::Stub::Open, open, &lease);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("needs a location"));
+  v1::PrefetchRequest prefetch;
+  prefetch.set_name("mallory/absurd");
+  prefetch.set_location("host");
+  prefetch.set_wait_for_memory_ms(~std::uint64_t{0});
+  v1::BufferInfo info;
+  status = raw.Call(&v1::Memd::Stub::Prefetch, prefetch, &info);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("wait_for_memory_ms 18446744073709551615 "
                                                 "exceeds the maximum"));

@@ -77,7 +77,7 @@ TEST_F(WhatOthersLearnTest, StatsTellAUidItsOwnActivityAndRootTheDaemons) {
   ASSERT_EQ(mine.exit_code, 0) << Describe(mine);
   EXPECT_EQ(mine.out,
             "daemon_wide 0 buffers 1 sessions 1 leases 1 waits 0 active 0 active_bytes 0 "
-            "completed 0\n");
+            "completed 0 memory_waits 0\n");
 
   const v1::StatsReply all = Stats(idle);
   EXPECT_TRUE(all.daemon_wide());

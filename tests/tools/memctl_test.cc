@@ -664,6 +664,8 @@ TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
       << Describe(gone);
   EXPECT_THAT(gone.err, HasSubstr(" under memory pressure on host (2 MiB, nobody held it, "
                                   "retention evictable, owner uid 0)"));
+  EXPECT_THAT(with({"stats"}).out, HasSubstr("host: under pressure since start, evicted 1 "
+                                             "buffer (2 MiB), demoted 0 copies (0 B)\n"));
   // An unknown retention is a usage error before anything is sent.
   EXPECT_EQ(with({"put", "--retention", "forever", "x", "-"}).exit_code, kExitUsage);
   EXPECT_EQ(with({"put", "--wait-for-memory", "forever", "x", "-"}).exit_code, kExitUsage);
@@ -680,6 +682,20 @@ TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
   EXPECT_THAT(waited.err, HasSubstr("DEADLINE_EXCEEDED: no room for buffer 'late' (2 MiB) at "
                                     "host within 100ms"))
       << Describe(waited);
+  // So do a get and a prefetch whose copy at the full host would wait.
+  ASSERT_EQ(with({"put", "--location", "pinned", "src", "-"}).exit_code, 0);
+  ProgramResult copy = with({"get", "--location", "host", "--wait-for-memory", "0.1", "src"});
+  EXPECT_EQ(copy.exit_code, kExitFailed);
+  EXPECT_THAT(copy.err, HasSubstr("DEADLINE_EXCEEDED: no room for a copy of buffer 'src' "
+                                  "(2 MiB) at host within 100ms"))
+      << Describe(copy);
+  ProgramResult prefetch = with({"prefetch", "--wait-for-memory", "0.1", "src", "host"});
+  EXPECT_EQ(prefetch.exit_code, kExitFailed);
+  EXPECT_THAT(prefetch.err, HasSubstr("no room for a copy of buffer 'src'")) << Describe(prefetch);
+  // Only a copy may wait for memory: without --location, a usage error.
+  ProgramResult here = with({"get", "--wait-for-memory", "1", "src"});
+  EXPECT_EQ(here.exit_code, kExitUsage) << Describe(here);
+  EXPECT_THAT(here.err, HasSubstr("--wait-for-memory needs --location"));
   // While a create waits, stats say where and for how much.
   auto client = Client::Connect({.socket_dir = (*small)->socket_dir()});
   ASSERT_TRUE(client.ok()) << client.status();
@@ -689,7 +705,7 @@ TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
   });
   ASSERT_TRUE(test::PollUntil([&] { return (*client)->Stats()->waits == 1; }));
   ProgramResult stats = with({"stats"});
-  EXPECT_THAT(stats.out, HasSubstr("waiting for memory: host 1 create for 2 MiB")) << Describe(stats);
+  EXPECT_THAT(stats.out, HasSubstr("waiting for memory: host 1 call for 2 MiB")) << Describe(stats);
   ASSERT_EQ(with({"unlink", "p/0"}).exit_code, 0);
   waiter.join();
   EXPECT_TRUE(later.ok()) << later.status();

@@ -199,6 +199,7 @@ absl::Status RunGet(Client& client, const GetOptions& options, const Output& out
   request.open.wait = options.wait;
   request.open.owner = options.owner;
   request.open.location = options.location;
+  request.open.wait_for_memory = options.wait_for_memory;
   request.transfer = options.transfer;
   request.files = options.files;
   absl::StatusOr<BufferToFileResult> result =
@@ -235,9 +236,7 @@ absl::Status RunUnlink(Client& client, const std::string& name, const Output& ou
 }
 
 absl::Status RunPrefetch(Client& client, const std::string& name, const std::string& location,
-                         absl::Duration wait, const Output& output) {
-  PrefetchOptions options;
-  options.wait = wait;
+                         const PrefetchOptions& options, const Output& output) {
   return PrintReplicaChange(absl::StrCat("prefetch ", name, " to ", location),
                             client.Prefetch(name, location, options), output);
 }

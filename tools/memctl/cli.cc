@@ -229,6 +229,16 @@ struct OptionTexts {
   std::string wait_for_memory = "0";
 };
 
+// --wait-for-memory of put, get and prefetch: `when` says when it waits.
+void AddWaitForMemory(CLI::App* sub, OptionTexts& texts, const std::string& when) {
+  sub->add_option("--wait-for-memory", texts.wait_for_memory,
+                  absl::StrCat(when, " (once what may give way has), wait this long for "
+                                     "memory instead of failing (30s, 5m; 0: fail at once)"))
+      ->check(WaitValidator())
+      ->type_name("DURATION")
+      ->capture_default_str();
+}
+
 // What every command that opens files named on its command line takes:
 // `writes_files` for get and cp (a file as the output).
 void AddFileOptions(CLI::App* sub, OptionTexts& texts, bool writes_files) {
@@ -482,12 +492,7 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                   "pinned buffer's GPU's node, else this process's) or a node number "
                   "(default: the daemon's numa setting)")
       ->type_name("auto|off|N");
-  put->add_option("--wait-for-memory", texts.wait_for_memory,
-                  "When the location is full (once what may give way has), wait this "
-                  "long for memory instead of failing (30s, 5m; 0: fail at once)")
-      ->check(WaitValidator())
-      ->type_name("DURATION")
-      ->capture_default_str();
+  AddWaitForMemory(put, texts, "When the location is full");
   put->add_option("--attr", texts.attrs,
                   "An attribute the buffer carries for its readers, KEY=VALUE; "
                   "repeat for more (at most 16: dtype=float16, shape=4096,4096)")
@@ -540,6 +545,7 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
                   "Read the buffer's copy at host, pinned or device:N (memd makes one "
                   "there, charged to you, where there is none); default: its home")
       ->type_name("LOCATION");
+  AddWaitForMemory(get, texts, "When --location is full for the copy");
   AddTransferOptions(get, texts, /*reads_files=*/false);
   AddFileOptions(get, texts, /*writes_files=*/true);
   return get;
@@ -640,7 +646,8 @@ CLI::App* DeclarePrefetch(CLI::App& app, Invocation& invocation, OptionTexts& te
       "seconds by default): the copy runs as a transfer of memctl's session and\n"
       "is cancelled if memctl exits first. memctl inspect shows the replicas.",
       "  memctl prefetch model/w device:1\n"
-      "  memctl prefetch --wait 60 model/w device:1\n",
+      "  memctl prefetch --wait 60 model/w device:1\n"
+      "  memctl prefetch --wait-for-memory 5m model/w device:1  # room there may come\n",
       invocation.json);
   AddNameAndLocation(prefetch, invocation);
   prefetch->add_option("--wait", texts.prefetch_wait,
@@ -648,6 +655,7 @@ CLI::App* DeclarePrefetch(CLI::App& app, Invocation& invocation, OptionTexts& te
       ->check(WaitValidator())
       ->type_name("SECONDS")
       ->capture_default_str();
+  AddWaitForMemory(prefetch, texts, "When LOCATION is full for the copy");
   return prefetch;
 }
 
@@ -852,7 +860,14 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
   }
   if (!texts.owner.empty()) invocation.get.owner = ParseUser(texts.owner);
   invocation.leaks.older_than = ParseDurationText(texts.older_than).value_or(absl::Hours(1));
-  invocation.put.wait_for_memory = absl::Seconds(ParseWait(texts.wait_for_memory).value_or(0));
+  invocation.wait_for_memory = absl::Seconds(ParseWait(texts.wait_for_memory).value_or(0));
+  invocation.put.wait_for_memory = invocation.get.wait_for_memory = invocation.wait_for_memory;
+  if (invocation.command == Command::kGet && invocation.get.location.empty() &&
+      invocation.wait_for_memory > absl::ZeroDuration()) {
+    ReportUsageError(err, "--wait-for-memory needs --location: only a copy made there may "
+                          "wait for memory");
+    return kExitUsage;
+  }
 
   TransferFlags transfer;
   transfer.priority = ParsePriority(texts.priority).value_or(Priority::kNormal);

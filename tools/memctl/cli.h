@@ -28,6 +28,7 @@ struct Invocation {
   std::string prefix;  // ls, advise.
   std::string location;  // trim, prefetch, drop.
   absl::Duration wait = absl::ZeroDuration();  // prefetch --wait.
+  absl::Duration wait_for_memory = absl::ZeroDuration();  // prefetch --wait-for-memory.
   // stats --watch: redraw every `watch` (zero: once); --count frames
   // (zero: until interrupted).
   absl::Duration watch = absl::ZeroDuration();

@@ -76,6 +76,9 @@ struct GetOptions {
   // --location: read the buffer's copy there (OpenOptions::location: the
   // daemon makes one where there is none); empty: its home.
   std::string location;
+  // --wait-for-memory: how long that copy waits for memory at a full
+  // location (OpenOptions::wait_for_memory).
+  absl::Duration wait_for_memory = absl::ZeroDuration();
   TransferFlags transfer;
   FileOptions files;  // --follow-symlinks, --fifo-timeout.
 };
@@ -133,7 +136,7 @@ absl::Status RunUnlink(Client& client, const std::string& name, const Output& ou
 // A buffer's copy at `location`: made (waiting up to `wait`, zero: not at
 // all) or dropped; each prints the buffer's replicas after.
 absl::Status RunPrefetch(Client& client, const std::string& name, const std::string& location,
-                         absl::Duration wait, const Output& output);
+                         const PrefetchOptions& options, const Output& output);
 absl::Status RunDrop(Client& client, const std::string& name, const std::string& location,
                      const Output& output);
 

@@ -53,8 +53,8 @@ absl::Status RunStats(Client& client, const Output& output) {
     out << "waiting for memory:";
     const char* separator = " ";
     for (const MemoryWaits& waits : stats->memory_waits) {
-      out << separator << waits.location << " " << waits.creates
-          << (waits.creates == 1 ? " create" : " creates") << " for "
+      out << separator << waits.location << " " << waits.calls
+          << (waits.calls == 1 ? " call" : " calls") << " for "
           << FormatBytes(waits.bytes);
       separator = "; ";
     }
@@ -96,6 +96,12 @@ absl::Status RunStats(Client& client, const Output& output) {
     if (pool.scrubbed_bytes > 0 || pool.trimmed_bytes > 0) {
       out << pool.location << ": scrubbed " << FormatBytes(pool.scrubbed_bytes)
           << ", trimmed " << FormatBytes(pool.trimmed_bytes) << " since start\n";
+    }
+    if (pool.evictions > 0 || pool.demotions > 0) {
+      out << pool.location << ": under pressure since start, evicted " << pool.evictions
+          << (pool.evictions == 1 ? " buffer (" : " buffers (") << FormatBytes(pool.evicted_bytes)
+          << "), demoted " << pool.demotions << (pool.demotions == 1 ? " copy (" : " copies (")
+          << FormatBytes(pool.demoted_bytes) << ")\n";
     }
   }
   return absl::OkStatus();

@@ -39,7 +39,9 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
     case Command::kDevices: return RunDevices(client, output);
     case Command::kCopy: return RunCopy(client, invocation.copy, output);
     case Command::kPrefetch:
-      return RunPrefetch(client, invocation.name, invocation.location, invocation.wait, output);
+      return RunPrefetch(client, invocation.name, invocation.location,
+                         {.wait = invocation.wait, .wait_for_memory = invocation.wait_for_memory},
+                         output);
     case Command::kDrop: return RunDrop(client, invocation.name, invocation.location, output);
   }
   return absl::InternalError("unknown subcommand");

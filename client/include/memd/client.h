@@ -238,6 +238,13 @@ struct OpenOptions {
   // quota) and the open waits for it: with a zero `wait`, as long as the
   // copy takes (up to kCopyWait).
   std::string location = {};
+  // With a location: when the copy finds the location full after what may
+  // give way has, wait up to this long for memory there (queued with the
+  // creates waiting there) instead of failing RESOURCE_EXHAUSTED; then for
+  // the copy as above. The whole open waits at most the longer of this and
+  // a nonzero `wait`. Zero: fail at once. Without a location:
+  // INVALID_ARGUMENT (an open where the buffer is takes no memory).
+  absl::Duration wait_for_memory = absl::ZeroDuration();
 };
 
 // How long an open at a location, or a Prefetch that waits, waits for the
@@ -250,6 +257,11 @@ struct PrefetchOptions {
   absl::Duration wait = absl::ZeroDuration();
   // As OpenOptions::owner.
   std::optional<uid_t> owner = std::nullopt;
+  // As OpenOptions::wait_for_memory: a copy at a full location waits up to
+  // this long for memory; the call then waits for the copy too (with a
+  // zero `wait`, as long as it takes, up to kCopyWait), at most the longer
+  // of this and a nonzero `wait`.
+  absl::Duration wait_for_memory = absl::ZeroDuration();
 };
 
 struct SizeClassStats {
@@ -274,6 +286,12 @@ struct PoolStats {
   std::uint64_t trimmed_bytes = 0;
   std::uint64_t limit_bytes = 0;
   std::vector<SizeClassStats> size_classes;
+  // What memory pressure and quotas took back here since start: buffers
+  // evicted, copies demoted (their home kept), and their bytes.
+  std::uint64_t evictions = 0;
+  std::uint64_t evicted_bytes = 0;
+  std::uint64_t demotions = 0;
+  std::uint64_t demoted_bytes = 0;
 };
 
 // What Client::Trim gave back, per location.
@@ -353,7 +371,7 @@ struct DurabilityStats {
 // Creates waiting for memory at one location (DaemonStats::memory_waits).
 struct MemoryWaits {
   std::string location;
-  std::uint64_t creates = 0;
+  std::uint64_t calls = 0;  // Creates, OpenOrCreates and copies waiting there.
   std::uint64_t bytes = 0;  // What they ask for together.
 };
 
@@ -375,7 +393,7 @@ struct DaemonStats {
   // start then 0). Pools and devices are the node's either way.
   bool daemon_wide = false;
   DurabilityStats durability;  // The node's, for every caller.
-  // Among waits, creates waiting for memory, by location; only locations
+  // Among waits, calls waiting for memory (creates, copies), by location; only locations
   // where some wait (of the caller's uid alone unless daemon_wide).
   std::vector<MemoryWaits> memory_waits;
 };

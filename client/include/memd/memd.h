@@ -305,6 +305,12 @@ typedef struct memd_open_options {
    * open waits for it: with wait_ms 0, as long as the copy takes (up to
    * ten minutes). Copied by the call. */
   const char* location;
+  /* With a location: when the copy finds it full after what may give way
+   * has, wait up to this long for memory there instead of failing
+   * RESOURCE_EXHAUSTED, then for the copy; the whole open waits at most
+   * the longer of this and a nonzero wait_ms. 0 (default): fail at once.
+   * Without a location: INVALID_ARGUMENT. */
+  int64_t wait_for_memory_ms;
 } memd_open_options;
 
 void memd_open_options_init(memd_open_options* options);
@@ -467,6 +473,28 @@ void memd_buffer_info_free(memd_buffer_info* info); /* NULL: nothing */
  * UNAVAILABLE. */
 memd_code memd_prefetch(memd_client* client, const char* name, const char* location,
                         int64_t wait_ms, memd_buffer_info** info, memd_error** error);
+
+typedef struct memd_prefetch_options {
+  size_t struct_size; /* sizeof(memd_prefetch_options) */
+  int64_t wait_ms;    /* As memd_prefetch's; 0 (default): start the copy and return. */
+  /* A copy at a full location waits up to this long for memory there
+   * instead of failing RESOURCE_EXHAUSTED; the call then waits for the copy
+   * too (with wait_ms 0, as long as it takes, up to ten minutes), at most
+   * the longer of this and a nonzero wait_ms. 0 (default): fail at once. */
+  int64_t wait_for_memory_ms;
+  /* The uid that must own the buffer; -1 (default): any owner whose mode
+   * lets this user read. */
+  int64_t owner;
+} memd_prefetch_options;
+
+void memd_prefetch_options_init(memd_prefetch_options* options);
+
+/* memd_prefetch with options (NULL: the defaults). Errors: memd_prefetch's,
+ * DEADLINE_EXCEEDED also when no memory came within wait_for_memory_ms
+ * (the message says what is free at `location` and who holds it). */
+memd_code memd_prefetch_with(memd_client* client, const char* name, const char* location,
+                             const memd_prefetch_options* options, memd_buffer_info** info,
+                             memd_error** error);
 /* Removes the buffer's copy at `location`, which nobody may hold. On
  * MEMD_OK *info as memd_stat's (NULL info: not wanted). Errors: NOT_FOUND
  * (no such buffer or copy), PERMISSION_DENIED, FAILED_PRECONDITION (the

@@ -76,7 +76,13 @@ class CreateOptions(Structure):
 
 class OpenOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("writable", c_int), ("wait_ms", c_int64),
-                ("populate", c_int), ("owner", c_int64), ("location", c_char_p)]
+                ("populate", c_int), ("owner", c_int64), ("location", c_char_p),
+                ("wait_for_memory_ms", c_int64)]
+
+
+class PrefetchOptions(Structure):
+    _fields_ = [("struct_size", c_size_t), ("wait_ms", c_int64),
+                ("wait_for_memory_ms", c_int64), ("owner", c_int64)]
 
 
 class Replica(Structure):
@@ -102,6 +108,7 @@ class BufferList(Structure):
 
 
 OPEN_OPTIONS_SIZE = ctypes.sizeof(OpenOptions)
+PREFETCH_OPTIONS_SIZE = ctypes.sizeof(PrefetchOptions)
 
 
 class CopyOptions(Structure):
@@ -157,6 +164,8 @@ _SIGNATURES = {
     "memd_buffer_info_free": (None, [POINTER(BufferInfo)]),
     "memd_prefetch": (c_int, [ClientP, c_char_p, c_char_p, c_int64,
                               POINTER(POINTER(BufferInfo)), _E]),
+    "memd_prefetch_with": (c_int, [ClientP, c_char_p, c_char_p, POINTER(PrefetchOptions),
+                                   POINTER(POINTER(BufferInfo)), _E]),
     "memd_drop_replica": (c_int, [ClientP, c_char_p, c_char_p, POINTER(POINTER(BufferInfo)),
                                   _E]),
     "memd_buffer_sync": (c_int, [BufferP, POINTER(POINTER(BufferInfo)), _E]),

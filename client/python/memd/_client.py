@@ -86,7 +86,7 @@ class _Session:
 
 
 # memd_open's options when every argument is left at its default.
-_DEFAULT_OPEN = _capi.OpenOptions(_capi.OPEN_OPTIONS_SIZE, 0, 0, 0, -1, None)
+_DEFAULT_OPEN = _capi.OpenOptions(_capi.OPEN_OPTIONS_SIZE, 0, 0, 0, -1, None, 0)
 
 
 class Client:
@@ -218,7 +218,8 @@ class Client:
 
     def open(self, name: str, *, timeout: Optional[float] = None, writable: bool = False,
              owner: Optional[int] = None, populate: bool = False,
-             location: Optional[str] = None) -> Buffer:
+             location: Optional[str] = None,
+             wait_for_memory: Optional[float] = None) -> Buffer:
         """Opens a buffer by name.
 
         Read-only (the default) opens sealed buffers, waiting up to `timeout`
@@ -229,19 +230,24 @@ class Client:
         ("host", "pinned", "device:N"; None: its home); where the buffer has
         no current copy the daemon makes one (once for every opener there,
         charged to this user) and the open waits for it (with no timeout, as
-        long as the copy takes, up to ten minutes). Raises NotFoundError,
+        long as the copy takes, up to ten minutes). wait_for_memory: with a
+        location, seconds the copy waits for memory when the location is
+        full (else ResourceExhaustedError at once); the open then waits at
+        most the longer of it and timeout. Raises NotFoundError,
         DeadlineExceededError (the wait ran out), PermissionDeniedError,
         FailedPreconditionError, ResourceExhaustedError (the copy: memory,
         quota)."""
         if (timeout is None and not writable and owner is None and not populate
-                and location is None):
+                and location is None and wait_for_memory is None):
             options = _DEFAULT_OPEN  # The common case, without building a struct.
         else:
             options = _capi.OpenOptions(
                 _capi.OPEN_OPTIONS_SIZE, 1 if writable else 0,
                 0 if timeout is None else _milliseconds(timeout, "timeout"),
                 1 if populate else 0, -1 if owner is None else int(owner),
-                None if location is None else _capi.encode(location, "location"))
+                None if location is None else _capi.encode(location, "location"),
+                0 if wait_for_memory is None
+                else _milliseconds(wait_for_memory, "wait_for_memory"))
         # A read lease is of a sealed buffer; a writable one of an unsealed one.
         return self._buffer(_lib.memd_open, name, not writable, byref(options))
 
@@ -270,18 +276,24 @@ class Client:
 
     # ---- Replicas ----
 
-    def prefetch(self, name: str, location: str, *, wait: Optional[float] = None) -> BufferInfo:
+    def prefetch(self, name: str, location: str, *, wait: Optional[float] = None,
+                 wait_for_memory: Optional[float] = None) -> BufferInfo:
         """Makes (or refreshes) the buffer's copy at `location` ("host",
         "pinned", "device:N") without a lease, charged to this user, and
         returns the buffer's BufferInfo. wait: None or 0 starts the copy and
         returns (its replica "filling"); else seconds to wait for it to be
-        current. Raises NotFoundError, PermissionDeniedError,
+        current. wait_for_memory: seconds the copy waits for memory when
+        `location` is full; the call then waits for the copy too, at most
+        the longer of the two. Raises NotFoundError, PermissionDeniedError,
         InvalidArgumentError (a location this node lacks),
         ResourceExhaustedError (memory, quota at `location`, transfers in
         flight), DeadlineExceededError, the copy's own failure."""
-        wait_ms = 0 if wait is None else _milliseconds(wait, "wait")
-        return self._info(_lib.memd_prefetch, _capi.encode(name, "name"),
-                          _capi.encode(location, "location"), wait_ms)
+        options = _capi.PrefetchOptions(
+            _capi.PREFETCH_OPTIONS_SIZE, 0 if wait is None else _milliseconds(wait, "wait"),
+            0 if wait_for_memory is None else _milliseconds(wait_for_memory, "wait_for_memory"),
+            -1)
+        return self._info(_lib.memd_prefetch_with, _capi.encode(name, "name"),
+                          _capi.encode(location, "location"), byref(options))
 
     def drop_replica(self, name: str, location: str) -> BufferInfo:
         """Removes the buffer's copy at `location`, which nobody may hold,

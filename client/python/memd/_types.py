@@ -90,6 +90,11 @@ class PoolStats:
     trimmed_bytes: int
     limit_bytes: int
     size_classes: Tuple[SizeClassStats, ...] = ()
+    # What memory pressure and quotas took back here since start.
+    evictions: int = 0
+    evicted_bytes: int = 0
+    demotions: int = 0
+    demoted_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,7 @@ class DeviceInfo:
 class MemoryWaits:
     """Creates waiting for memory at one location (DaemonStats.memory_waits)."""
     location: str
-    creates: int
+    calls: int
     bytes: int              # What they ask for together.
 
 
@@ -167,7 +172,7 @@ class DaemonStats:
     # the caller's uid's own.
     daemon_wide: bool
     durability: DurabilityStats
-    # Among waits, creates waiting for memory by location (only where some
+    # Among waits, calls waiting for memory (creates, copies) by location (only where some
     # wait).
     memory_waits: Tuple[MemoryWaits, ...] = ()
 

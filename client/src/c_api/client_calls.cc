@@ -121,6 +121,20 @@ absl::StatusOr<OpenOptions> ToOpenOptions(const memd_open_options* given) {
   out.populate = options.populate != 0;
   MEMD_ASSIGN_OR_RETURN(out.owner, Uid(options.owner, "owner"));
   if (options.location != nullptr) out.location = options.location;
+  MEMD_ASSIGN_OR_RETURN(out.wait_for_memory,
+                        Milliseconds(options.wait_for_memory_ms, "wait_for_memory_ms"));
+  return out;
+}
+
+absl::StatusOr<PrefetchOptions> ToPrefetchOptions(const memd_prefetch_options* given) {
+  MEMD_ASSIGN_OR_RETURN(
+      memd_prefetch_options options,
+      ReadOptions(given, memd_prefetch_options_init, "memd_prefetch_options"));
+  PrefetchOptions out;
+  MEMD_ASSIGN_OR_RETURN(out.wait, Milliseconds(options.wait_ms, "wait_ms"));
+  MEMD_ASSIGN_OR_RETURN(out.wait_for_memory,
+                        Milliseconds(options.wait_for_memory_ms, "wait_for_memory_ms"));
+  MEMD_ASSIGN_OR_RETURN(out.owner, Uid(options.owner, "owner"));
   return out;
 }
 
@@ -170,6 +184,12 @@ void memd_create_options_init(memd_create_options* options) {
 }
 
 void memd_open_options_init(memd_open_options* options) {
+  *options = {};
+  options->struct_size = sizeof(*options);
+  options->owner = -1;
+}
+
+void memd_prefetch_options_init(memd_prefetch_options* options) {
   *options = {};
   options->struct_size = sizeof(*options);
   options->owner = -1;
@@ -263,12 +283,21 @@ void memd_buffer_info_free(memd_buffer_info* info) { std::free(info); }
 
 memd_code memd_prefetch(memd_client* client, const char* name, const char* location,
                         int64_t wait_ms, memd_buffer_info** info, memd_error** error) {
+  memd_prefetch_options options;
+  memd_prefetch_options_init(&options);
+  options.wait_ms = wait_ms;
+  return memd_prefetch_with(client, name, location, &options, info, error);
+}
+
+memd_code memd_prefetch_with(memd_client* client, const char* name, const char* location,
+                             const memd_prefetch_options* options, memd_buffer_info** info,
+                             memd_error** error) {
   return Guarded(error, [&]() -> absl::Status {
     MEMD_RETURN_IF_ERROR(ClientAndName(client, name));
     MEMD_RETURN_IF_ERROR(Required(location, "location"));
-    memd::PrefetchOptions options;
-    MEMD_ASSIGN_OR_RETURN(options.wait, memd::c_api::Milliseconds(wait_ms, "wait_ms"));
-    return memd::c_api::HandInfo(client->client->Prefetch(name, location, options), info);
+    MEMD_ASSIGN_OR_RETURN(memd::PrefetchOptions prefetch,
+                          memd::c_api::ToPrefetchOptions(options));
+    return memd::c_api::HandInfo(client->client->Prefetch(name, location, prefetch), info);
   });
 }
 

@@ -99,12 +99,12 @@ TEST(MemoryQueueTest, WaitersByLocationAreEveryUidsOrOneUidsOwn) {
   queue.Add(4, kBob, Location::Host(), 8 * kMiB);
   const auto all = queue.ByLocation();
   ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all.at("device:0").creates, 3u);
+  EXPECT_EQ(all.at("device:0").calls, 3u);
   EXPECT_EQ(all.at("device:0").bytes, 7 * kMiB);
   EXPECT_EQ(all.at("host").bytes, 8 * kMiB);
   const auto alices = queue.ByLocation(kAlice);
   ASSERT_EQ(alices.size(), 1u) << "Bob's host waiter is not Alice's to see";
-  EXPECT_EQ(alices.at("device:0").creates, 2u);
+  EXPECT_EQ(alices.at("device:0").calls, 2u);
   EXPECT_EQ(alices.at("device:0").bytes, 3 * kMiB);
   ASSERT_TRUE(queue.Remove(1));
   EXPECT_EQ(queue.ByLocation(kAlice).at("device:0").bytes, 2 * kMiB);

@@ -290,6 +290,72 @@ TEST_F(WaitingCreateTest, WaitsAreBoundedPerUidAndEndWithTheSession) {
   EXPECT_FALSE(bobs);
 }
 
+// Copies that wait for memory (OpenOrWaitForMemory): device:0 full of
+// Alice's pinned buffers, and Bob's open there of her readable host buffer.
+class WaitingCopyTest : public PressureTest {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"d0", "d1", "d2", "d3"}) {
+      ASSERT_TRUE(Put(alice_, name, kDev0, Retention::kPinned).ok()) << name;
+    }
+    ASSERT_TRUE(Put(alice_, "w", kHost, Retention::kPinned, "weights", 0644).ok());
+  }
+  absl::StatusOr<std::optional<Grant>> CopyOrWait(SessionId session, const std::string& name,
+                                                  WatchId watch, bool* woken) {
+    OpenParams params{name, Access::kRead};
+    params.location = kDev0;
+    return broker_->OpenOrWaitForMemory(session, params, watch, [woken] { *woken = true; });
+  }
+};
+
+TEST_F(WaitingCopyTest, ACopyWaitsForMemoryInTheQueueThenForItsFillAndIsChargedToItsOpener) {
+  // Without a wait, the full location refuses at once, as before.
+  bool never = false;
+  auto refused = OpenAt(bob_, "w", kDev0, broker_->NewWatchId(), &never);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  auto waiting = CopyOrWait(bob_, "w", watch, &woken);
+  ASSERT_TRUE(waiting.ok() && !waiting->has_value()) << waiting.status();
+  EXPECT_TRUE(broker_->WaitsForMemory(watch));
+  const BrokerCounts counts = broker_->Counts();
+  ASSERT_EQ(counts.memory_waits.count("device:0"), 1u);
+  EXPECT_EQ(counts.memory_waits.at("device:0").calls, 1u);
+  EXPECT_EQ(counts.memory_waits.at("device:0").bytes, kSize);
+
+  ASSERT_TRUE(broker_->Unlink(alice_, "d1").ok());
+  ASSERT_TRUE(woken);
+  // Woken, it allocates and starts the copy; now it waits for the fill.
+  woken = false;
+  auto filling = CopyOrWait(bob_, "w", watch, &woken);
+  ASSERT_TRUE(filling.ok() && !filling->has_value()) << filling.status();
+  EXPECT_FALSE(broker_->WaitsForMemory(watch));
+  EXPECT_TRUE(broker_->Counts().memory_waits.empty());
+  EXPECT_EQ(UsageOf(kBob, kDev0), kSize) << "the copy is the opener's to pay";
+  copier_.Finish();
+  ASSERT_TRUE(woken);
+  auto granted = CopyOrWait(bob_, "w", watch, &woken);
+  ASSERT_TRUE(granted.ok() && granted->has_value()) << granted.status();
+  EXPECT_EQ((*granted)->buffer.location, kDev0);
+  EXPECT_EQ(Read(**granted, 7), "weights");
+}
+
+TEST_F(WaitingCopyTest, PastItsWaitTheCopySaysWhatIsFreeOnlyOfABufferTheCallerMayRead) {
+  OpenParams readable{"w", Access::kRead};
+  readable.location = kDev0;
+  const absl::Status told = broker_->NoRoomForCopyWithin(bob_, readable, absl::Seconds(5));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(told)) << told;
+  EXPECT_THAT(told.message(), HasSubstr("no room for a copy of buffer 'w' (2 MiB) at device:0 "
+                                        "within 5s: it takes 2 MiB; 0 B of 8 MiB free there"));
+  EXPECT_THAT(told.message(), HasSubstr("you (uid 1001) hold 0 B, other users 8 MiB"));
+  // Alice's private d0: Bob learns neither its size nor where it is held.
+  OpenParams secret{"d0", Access::kRead};
+  secret.location = kHost;
+  const absl::Status hidden = broker_->NoRoomForCopyWithin(bob_, secret, absl::Seconds(5));
+  EXPECT_EQ(hidden.message(), "no room for a copy of buffer 'd0' came within 5s");
+}
+
 // A quota is one uid's own limit: a create that would take Alice over hers
 // takes back her own unheld evictable data (least recently used first),
 // never Bob's, though his is older; the name says why it went.

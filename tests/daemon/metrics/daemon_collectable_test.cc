@@ -212,11 +212,11 @@ memd_pressure_reclaimed_bytes_total{location="host",kind="evicted"} 0
 memd_pressure_reclaimed_bytes_total{location="host",kind="demoted"} 0
 memd_pressure_reclaimed_bytes_total{location="device:0",device="0",kind="evicted"} 0
 memd_pressure_reclaimed_bytes_total{location="device:0",device="0",kind="demoted"} 0
-# HELP memd_memory_waits Creates waiting for memory at the location now (wait_for_memory): its pool is full and nothing there may give way.
+# HELP memd_memory_waits Calls waiting for memory at the location now (wait_for_memory: creates, copies): its pool is full and nothing there may give way.
 # TYPE memd_memory_waits gauge
 memd_memory_waits{location="host"} 0
 memd_memory_waits{location="device:0",device="0"} 0
-# HELP memd_memory_wait_bytes Bytes the creates waiting for memory at the location ask for.
+# HELP memd_memory_wait_bytes Bytes the calls waiting for memory at the location ask for.
 # TYPE memd_memory_wait_bytes gauge
 memd_memory_wait_bytes{location="host"} 0
 memd_memory_wait_bytes{location="device:0",device="0"} 0

@@ -55,7 +55,7 @@ TEST(DaemonFamiliesTest, MemoryWaitsHaveASeriesForEveryPool) {
   snapshot.pools.resize(2);
   snapshot.pools[0].location = Location::Host();
   snapshot.pools[1].location = Location::Device(0);
-  snapshot.counts.memory_waits["device:0"] = {.creates = 3, .bytes = 96};
+  snapshot.counts.memory_waits["device:0"] = {.calls = 3, .bytes = 96};
   std::vector<Sample> creates = Read("memd_memory_waits", snapshot);
   ASSERT_EQ(creates.size(), 2u);
   EXPECT_EQ(creates[0].value, 0.0) << "host: nobody waits, yet a series";

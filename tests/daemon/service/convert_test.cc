@@ -26,6 +26,13 @@ struct Fields<pool::SizeClassStats> {
   }
 };
 template <>
+struct Fields<broker::PressureCounts> {
+  static auto Of(auto& s) {
+    auto& [evictions, evicted_bytes, demotions, demoted_bytes] = s;
+    return std::tie(evictions, evicted_bytes, demotions, demoted_bytes);
+  }
+};
+template <>
 struct Fields<pool::PoolStats> {
   static auto Of(auto& s) {
     auto& [location, reserved_bytes, used_bytes, peak_reserved_bytes, peak_used_bytes,
@@ -191,12 +198,29 @@ TEST(ConvertTest, EverySizeClassFieldIsSent) {
   ExpectEveryFieldCrosses<v1::SizeClassStats, pool::SizeClassStats>();
 }
 
+// The pool's figures the broker counts, which Stats adds to each pool.
+const std::vector<std::string> kPressureFields = {"evictions", "evicted_bytes", "demotions",
+                                                  "demoted_bytes"};
+
 TEST(ConvertTest, EveryPoolStatisticIsSent) {
   // limit_rejections: the metrics show it (memd_quota_rejections_total).
   ExpectEveryFieldCrosses<v1::PoolStats, pool::PoolStats>(
       [](const pool::PoolStats& stats, const void* field) {
         return field == &stats.limit_rejections;
-      });
+      },
+      nullptr, kPressureFields);
+}
+
+TEST(ConvertTest, EveryPressureCountIsSentWithItsPool) {
+  std::vector<std::string> pool_fields;
+  const google::protobuf::Descriptor* pool = v1::PoolStats::descriptor();
+  for (int i = 0; i < pool->field_count(); ++i) {
+    const std::string& name = pool->field(i)->name();
+    if (std::find(kPressureFields.begin(), kPressureFields.end(), name) == kPressureFields.end()) {
+      pool_fields.push_back(name);
+    }
+  }
+  ExpectEveryFieldCrosses<v1::PoolStats, broker::PressureCounts>(nullptr, nullptr, pool_fields);
 }
 
 TEST(ConvertTest, EveryDurabilityFieldIsSent) {

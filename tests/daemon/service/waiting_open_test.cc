@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/pool/carving_pool.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
 #include "tests/support/fake_clock.h"
@@ -27,6 +28,10 @@ class FakeCall : public WaitingOpen::Call {
     alarm_wait = wait;
     this->ring = std::move(ring);
   }
+  void SetMemoryAlarm(absl::Duration wait, std::function<void()> ring) override {
+    memory_alarm_wait = wait;
+    ring_memory = std::move(ring);
+  }
   absl::Status Deliver(broker::Grant grant) override {
     delivered.push_back(std::move(grant));
     return deliver_status;
@@ -36,6 +41,8 @@ class FakeCall : public WaitingOpen::Call {
   int alarms_set = 0;
   absl::Duration alarm_wait;
   std::function<void()> ring;
+  std::optional<absl::Duration> memory_alarm_wait;
+  std::function<void()> ring_memory;
   absl::Status deliver_status;  // What Deliver answers.
   std::vector<broker::Grant> delivered;
   std::vector<absl::Status> ended;
@@ -242,6 +249,56 @@ TEST_F(WaitingOpenTest, AnOpenOrCreateWaitsForTheNameItDidNotCreate) {
   ASSERT_TRUE(broker_.Seal(producer_, lease).ok());
   ASSERT_EQ(call_.delivered.size(), 1u);
   EXPECT_FALSE(call_.delivered[0].created);
+}
+
+// A memory wait shorter than the call's (wait_for_memory_ms under a longer
+// seal or copy wait): its alarm ends only a call still waiting for memory.
+TEST(WaitingOpenMemoryTest, TheMemoryAlarmEndsOnlyACallStillWaitingForMemory) {
+  test::FakeBackend backend;
+  test::FakeClock clock;
+  pool::PoolSet pools;
+  pool::CarvingPoolOptions options;
+  options.limit_bytes = 4 << 20;
+  pools.Add(std::make_unique<pool::CarvingPool>(backend, Location::Host(), options, clock));
+  broker::Broker broker{pools, broker::BrokerLimits{}, clock};
+  const broker::SessionId session = *broker.StartSession({4000, 1000, 1000, {}}, "s");
+  ASSERT_TRUE(broker.Create(session, broker::CreateParams{"full", 4 << 20, Location::Host()}).ok());
+  auto wait = [&](FakeCall& call, broker::CreateParams params) {
+    params.wait_for_seal = true;
+    const std::string name = params.name;
+    auto waiting = std::make_shared<WaitingOpen>(
+        std::make_unique<BrokerOpener>(broker, session,
+                                       OpenOrCreateWaitingForMemory{std::move(params)}),
+        name, absl::Seconds(60), call, absl::Seconds(1));
+    waiting->Start();
+    return waiting;
+  };
+
+  // No room for a new name: past its memory wait, the numbers.
+  FakeCall for_memory;
+  auto late = wait(for_memory, broker::CreateParams{"late", 1 << 20, Location::Host()});
+  ASSERT_EQ(late->state(), State::kWaiting);
+  ASSERT_EQ(for_memory.memory_alarm_wait, absl::Seconds(1));
+  ASSERT_EQ(for_memory.alarm_wait, absl::Seconds(60));
+  for_memory.ring_memory();
+  EXPECT_EQ(late->state(), State::kDone);
+  ASSERT_EQ(for_memory.ended.size(), 1u);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(for_memory.ended[0])) << for_memory.ended[0];
+  EXPECT_THAT(std::string(for_memory.ended[0].message()),
+              ::testing::StartsWith("no room for buffer 'late' (1 MiB) at host within 1s"));
+  EXPECT_EQ(broker.Counts().waits, 0u) << "its watch was taken back";
+
+  // The name exists unsealed: it waits for the seal, which the memory
+  // alarm does not end; the call's own alarm does.
+  FakeCall for_seal;
+  auto sealing = wait(for_seal, broker::CreateParams{"full", 4 << 20, Location::Host()});
+  ASSERT_EQ(sealing->state(), State::kWaiting);
+  for_seal.ring_memory();
+  EXPECT_EQ(sealing->state(), State::kWaiting);
+  EXPECT_TRUE(for_seal.ended.empty());
+  for_seal.ring();
+  ASSERT_EQ(for_seal.ended.size(), 1u);
+  EXPECT_THAT(std::string(for_seal.ended[0].message()), ::testing::HasSubstr("not sealed"));
 }
 
 }  // namespace
