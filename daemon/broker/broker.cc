@@ -655,6 +655,9 @@ void Broker::LastLeaseEndedLocked(Buffer& buffer, AfterUnlock& after) {
 void Broker::UnlinkLocked(Buffer& buffer, AfterUnlock& after) {
   names_.erase(buffer.info.name);
   buffer.info.unlinked = true;
+  // Whoever watches the name tries again: a copy waiting for memory ends
+  // (no buffer, or another of that name), an open waiting for a seal waits on.
+  after.Wake(waiters_.TakeName(buffer.info.name));
   // Its copies go as the home does: when nothing holds them any more.
   for (auto& [at, id] : buffer.copies) OrphanLocked(*buffers_.at(id), after);
   buffer.copies.clear();

@@ -176,7 +176,9 @@ class Broker {
   // finds the location full after what may give way has, waits for memory
   // as CreateOrWait does, in the same queue, instead of failing: the copy
   // is charged to the opener like a create of its size. std::nullopt with
-  // `wake` under `watch` while it waits for memory or for the copy.
+  // `wake` under `watch` while it waits for memory or for the copy. An
+  // unlink of the name wakes it: it ends then (NOT_FOUND), or goes on for
+  // the buffer the name stands for by then.
   // Errors: as OpenOrWatch and CreateOrWait.
   absl::StatusOr<std::optional<Grant>> OpenOrWaitForMemory(SessionId session,
                                                            const OpenParams& params,
@@ -715,11 +717,14 @@ class Broker {
   // CreateOrWait, OpenOrCreateOrWait and OpenOrWaitForMemory: `attempt`
   // (given the wake, for an attempt that waits for something else) until it
   // succeeds, fails other than LocationFull, or waits; else queues the watch
-  // for the bytes the refusal names at the full location.
+  // for the bytes the refusal names at the full location. `copy_of`: the
+  // name of the buffer a waiting copy is of, whose unlink (or seal) wakes
+  // it; empty for creates.
   absl::StatusOr<std::optional<Grant>> TryOrWaitForMemory(
       SessionId session, WatchId watch, std::function<void()> wake,
       absl::FunctionRef<absl::StatusOr<std::optional<Grant>>(const std::function<void()>&)>
-          attempt) ABSL_LOCKS_EXCLUDED(mu_);
+          attempt,
+      const std::string& copy_of = "") ABSL_LOCKS_EXCLUDED(mu_);
   struct Evicted {
     BufferInfo info;  // As it was: who could read it.
     absl::Time at;

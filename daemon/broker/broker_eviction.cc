@@ -126,10 +126,12 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrWaitForMemory(SessionId sessi
                                                                  const OpenParams& params,
                                                                  WatchId watch,
                                                                  std::function<void()> wake) {
+  // Watched under the buffer's name: its unlink ends the wait.
   return TryOrWaitForMemory(session, watch, std::move(wake),
                             [&](const std::function<void()>& woken) {
                               return OpenOrWatch(session, params, watch, woken);
-                            });
+                            },
+                            params.name);
 }
 
 bool Broker::WaitsForMemory(WatchId watch) const {
@@ -140,7 +142,8 @@ bool Broker::WaitsForMemory(WatchId watch) const {
 absl::StatusOr<std::optional<Grant>> Broker::TryOrWaitForMemory(
     SessionId session, WatchId watch, std::function<void()> wake,
     absl::FunctionRef<absl::StatusOr<std::optional<Grant>>(const std::function<void()>&)>
-        attempt) {
+        attempt,
+    const std::string& copy_of) {
   // Memory freed between the refusal and the wait would wake nobody: the
   // wait looks at the room again under the lock and tries once more.
   constexpr int kTries = 3;
@@ -166,7 +169,7 @@ absl::StatusOr<std::optional<Grant>> Broker::TryOrWaitForMemory(
         arrival = known->second.arrival;
       }
       MEMD_RETURN_IF_ERROR(
-          waiters_.Add(watch, session, caller->peer.uid, "", std::move(wake), limits_));
+          waiters_.Add(watch, session, caller->peer.uid, copy_of, std::move(wake), limits_));
       const std::uint64_t place =
           memory_queue_.Add(watch, caller->peer.uid, at, taken, arrival);
       memory_waits_[watch] = MemoryWait{session, at, place};

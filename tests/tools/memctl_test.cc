@@ -692,6 +692,11 @@ TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
   ProgramResult prefetch = with({"prefetch", "--wait-for-memory", "0.1", "src", "host"});
   EXPECT_EQ(prefetch.exit_code, kExitFailed);
   EXPECT_THAT(prefetch.err, HasSubstr("no room for a copy of buffer 'src'")) << Describe(prefetch);
+  ProgramResult cp = with({"cp", "--location", "host", "--wait-for-memory", "0.1", "src", "dst"});
+  EXPECT_EQ(cp.exit_code, kExitFailed);
+  EXPECT_THAT(cp.err, HasSubstr("DEADLINE_EXCEEDED: no room for buffer 'dst' (2 MiB) at host "
+                                "within 100ms"))
+      << Describe(cp);
   // Only a copy may wait for memory: without --location, a usage error.
   ProgramResult here = with({"get", "--wait-for-memory", "1", "src"});
   EXPECT_EQ(here.exit_code, kExitUsage) << Describe(here);

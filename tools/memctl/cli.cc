@@ -603,6 +603,7 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
       ->check(WaitValidator())
       ->type_name("SECONDS")
       ->capture_default_str();
+  AddWaitForMemory(cp, texts, "When a new DST's location is full");
   cp->add_option("--owner", texts.owner,
                  "Accept a SRC buffer only if this user (name or uid) owns it")
       ->check(UserValidator())
@@ -862,6 +863,7 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
   invocation.leaks.older_than = ParseDurationText(texts.older_than).value_or(absl::Hours(1));
   invocation.wait_for_memory = absl::Seconds(ParseWait(texts.wait_for_memory).value_or(0));
   invocation.put.wait_for_memory = invocation.get.wait_for_memory = invocation.wait_for_memory;
+  invocation.copy.wait_for_memory = invocation.wait_for_memory;
   if (invocation.command == Command::kGet && invocation.get.location.empty() &&
       invocation.wait_for_memory > absl::ZeroDuration()) {
     ReportUsageError(err, "--wait-for-memory needs --location: only a copy made there may "

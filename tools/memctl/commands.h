@@ -93,6 +93,9 @@ struct CopyCommandOptions {
   std::string location;
   std::uint32_t mode = 0600;
   bool ephemeral = false;
+  // --wait-for-memory: how long creating a new destination may wait for
+  // memory at a full location (CreateOptions::wait_for_memory).
+  absl::Duration wait_for_memory = absl::ZeroDuration();
   bool seal = true;  // --no-seal leaves the destination open for writing.
   // A buffer source: how long to wait for its seal, and who must own it.
   absl::Duration wait = absl::ZeroDuration();

@@ -66,6 +66,7 @@ absl::StatusOr<std::pair<Buffer, bool>> OpenDestination(Client& client,
   create.mode = options.mode;
   create.persistence = options.ephemeral ? Persistence::kEphemeral : Persistence::kPersistent;
   create.attrs = source.info().attrs;  // A copy reads as its source does.
+  create.wait_for_memory = options.wait_for_memory;
   absl::StatusOr<Buffer> buffer = client.Create(options.destination, source.size(), create);
   if (!buffer.ok()) return Failed(what, buffer.status());
   return std::make_pair(*std::move(buffer), true);
@@ -110,6 +111,7 @@ absl::StatusOr<Copied> FileToBufferCopy(Client& client, const CopyCommandOptions
   request.create.mode = options.mode;
   request.create.persistence =
       options.ephemeral ? Persistence::kEphemeral : Persistence::kPersistent;
+  request.create.wait_for_memory = options.wait_for_memory;
   request.join_existing = true;
   request.seal = options.seal;
   request.size = options.size;

@@ -300,10 +300,14 @@ class WaitingCopyTest : public PressureTest {
     }
     ASSERT_TRUE(Put(alice_, "w", kHost, Retention::kPinned, "weights", 0644).ok());
   }
+  // As a client's open at device:0 without a wait timeout: it waits for
+  // memory and the copy, not for the name to be (made and) sealed again.
   absl::StatusOr<std::optional<Grant>> CopyOrWait(SessionId session, const std::string& name,
-                                                  WatchId watch, bool* woken) {
+                                                  WatchId watch, bool* woken,
+                                                  bool wait_for_seal = false) {
     OpenParams params{name, Access::kRead};
     params.location = kDev0;
+    params.wait_for_seal = wait_for_seal;
     return broker_->OpenOrWaitForMemory(session, params, watch, [woken] { *woken = true; });
   }
 };
@@ -339,6 +343,35 @@ TEST_F(WaitingCopyTest, ACopyWaitsForMemoryInTheQueueThenForItsFillAndIsChargedT
   ASSERT_TRUE(granted.ok() && granted->has_value()) << granted.status();
   EXPECT_EQ((*granted)->buffer.location, kDev0);
   EXPECT_EQ(Read(**granted, 7), "weights");
+}
+
+TEST_F(WaitingCopyTest, AnUnlinkOfItsBufferEndsTheWaitingCopy) {
+  bool woken = false;
+  const WatchId watch = broker_->NewWatchId();
+  auto waiting = CopyOrWait(bob_, "w", watch, &woken);
+  ASSERT_TRUE(waiting.ok() && !waiting->has_value()) << waiting.status();
+  ASSERT_TRUE(broker_->Unlink(alice_, "w").ok());
+  ASSERT_TRUE(woken) << "the unlink woke the wait, though no memory was freed at device:0";
+  auto gone = CopyOrWait(bob_, "w", watch, &woken);
+  EXPECT_TRUE(absl::IsNotFound(gone.status())) << gone.status();
+  EXPECT_TRUE(broker_->Counts().memory_waits.empty());
+  EXPECT_EQ(broker_->Counts().waits, 0u);
+
+  // One that also waits for a seal (a wait timeout) waits on for the name,
+  // as any open does, but no longer for memory.
+  ASSERT_TRUE(Put(alice_, "w2", kHost, Retention::kPinned, "more", 0644).ok());
+  const WatchId sealing = broker_->NewWatchId();
+  auto queued = CopyOrWait(bob_, "w2", sealing, &woken, /*wait_for_seal=*/true);
+  ASSERT_TRUE(queued.ok() && !queued->has_value()) << queued.status();
+  EXPECT_EQ(broker_->Counts().memory_waits.size(), 1u);
+  woken = false;
+  ASSERT_TRUE(broker_->Unlink(alice_, "w2").ok());
+  ASSERT_TRUE(woken);
+  auto for_name = CopyOrWait(bob_, "w2", sealing, &woken, /*wait_for_seal=*/true);
+  ASSERT_TRUE(for_name.ok() && !for_name->has_value()) << for_name.status();
+  EXPECT_TRUE(broker_->Counts().memory_waits.empty());
+  EXPECT_FALSE(broker_->WaitsForMemory(sealing));
+  EXPECT_TRUE(broker_->CancelWatch(sealing));
 }
 
 TEST_F(WaitingCopyTest, PastItsWaitTheCopySaysWhatIsFreeOnlyOfABufferTheCallerMayRead) {
