@@ -271,8 +271,10 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   MEMD_ASSIGN_OR_RETURN(const pool::Domain domain, CreateDomain(session, params));
   // What the uid's quota takes back of its own goes back to the pool before
   // the allocation (AfterUnlock).
+  uid_t asker = 0;
   MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    asker = caller->peer.uid;
     if (names_.contains(params.name)) {
       return absl::AlreadyExistsError(
           absl::StrCat("buffer ", Quoted(params.name), " already exists"));
@@ -286,7 +288,7 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   // below and its memory goes back.
   absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
   if (!allocation.ok()) {
-    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status());
+    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status(), asker);
   }
   if (!allocation.ok()) return allocation.status();
   return WithLock([&](AfterUnlock& after) {
@@ -430,7 +432,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrWatch(
     absl::StatusOr<pool::Allocation> allocation = need->pool->Allocate(need->size, need->domain);
     if (!allocation.ok()) {
       allocation = AllocateUnderPressure(*need->pool, need->size, need->domain,
-                                         allocation.status());
+                                         allocation.status(), need->asker);
     }
     if (!allocation.ok()) return allocation.status();
     absl::Status added = WithLock([&](AfterUnlock& after) -> absl::Status {
@@ -501,8 +503,10 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   };
   MEMD_ASSIGN_OR_RETURN(const pool::Domain domain, CreateDomain(session, params));
   std::optional<absl::StatusOr<std::optional<Grant>>> opened;
+  uid_t asker = 0;
   MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+    asker = caller->peer.uid;
     if (Buffer* existing = FindNamedLocked(params.name)) {
       opened = open_existing(*caller, *existing);
       return absl::OkStatus();
@@ -514,7 +518,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
   if (opened.has_value()) return *std::move(opened);
   absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
   if (!allocation.ok()) {
-    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status());
+    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status(), asker);
   }
   if (!allocation.ok()) return allocation.status();
   auto created = WithLock([&](AfterUnlock& after) {

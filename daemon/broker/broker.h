@@ -25,6 +25,7 @@
 #include "daemon/broker/capacity.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
+#include "daemon/broker/eviction.h"
 #include "daemon/broker/memory_queue.h"
 #include "daemon/broker/leaks.h"
 #include "daemon/broker/replica_copier.h"
@@ -428,6 +429,7 @@ class Broker {
     pool::Pool* pool = nullptr;
     pool::Domain domain;
     std::uint64_t size = 0;
+    uid_t asker = 0;  // The opener, who pays for it.
   };
   struct Lease {
     SessionId session = 0;
@@ -667,21 +669,24 @@ class Broker {
   //
   // Allocates `size` at `pool` for `asker` after `refusal` (the pool's
   // first answer): when it is RESOURCE_EXHAUSTED, demotes and evicts
-  // unleased data there (eviction.h's order) and tries again, a few rounds
-  // at most. Errors: the pool's last refusal, with why nothing more could
-  // be taken; other refusals as they came.
+  // unleased data there (eviction.h's order; other uids' only while the
+  // asker stays within its fair share) and tries again, a few rounds at
+  // most. Errors: the pool's last refusal, with why nothing more could be
+  // taken; other refusals as they came.
   absl::StatusOr<pool::Allocation> AllocateUnderPressure(pool::Pool& pool, std::uint64_t size,
                                                          const pool::Domain& domain,
-                                                         absl::Status refusal)
+                                                         absl::Status refusal, uid_t asker)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Takes back at least `need` bytes at `at` (PlanEviction): the victims'
   // memory goes to `after`. Returns the bytes taken. `quota_of`: only that
   // uid's data, to keep it within its quota (else: a full location, any
-  // uid's). Errors: RESOURCE_EXHAUSTED (PlanEviction's: not enough unleased,
+  // uid's; with `requester`, others' only within its fair share).
+  // Errors: RESOURCE_EXHAUSTED (PlanEviction's: not enough unleased,
   // retained data there), and nothing is taken then.
-  absl::StatusOr<std::uint64_t> MakeRoomLocked(const Location& at, std::uint64_t need,
-                                               AfterUnlock& after,
-                                               std::optional<uid_t> quota_of = std::nullopt)
+  absl::StatusOr<std::uint64_t> MakeRoomLocked(
+      const Location& at, std::uint64_t need, AfterUnlock& after,
+      std::optional<uid_t> quota_of = std::nullopt,
+      std::optional<EvictionRequester> requester = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NOT_FOUND for `name`, saying when and why it was evicted if it was,
   // lately, and the caller could have read it.

@@ -73,13 +73,15 @@ std::uint64_t Shortfall(const pool::Pool& pool, std::uint64_t taken) {
 absl::StatusOr<pool::Allocation> Broker::AllocateUnderPressure(pool::Pool& pool,
                                                                std::uint64_t size,
                                                                const pool::Domain& domain,
-                                                               absl::Status refusal) {
+                                                               absl::Status refusal,
+                                                               uid_t asker) {
   const std::uint64_t taken = pool.AllocationBytes(size);
   for (int round = 0; round < kPressureRounds; ++round) {
     if (!absl::IsResourceExhausted(refusal)) return refusal;
     const std::uint64_t need = round == 0 ? Shortfall(pool, taken) : taken;
     absl::StatusOr<std::uint64_t> taken_back = WithLock([&](AfterUnlock& after) {
-      return MakeRoomLocked(pool.location(), need, after);
+      return MakeRoomLocked(pool.location(), need, after, std::nullopt,
+                            EvictionRequester{asker, taken});
     });
     if (!taken_back.ok()) {
       return Full(absl::ResourceExhaustedError(
@@ -291,7 +293,8 @@ void Broker::ForgetMemoryWaitLocked(WatchId watch) {
 
 absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::uint64_t need,
                                                      AfterUnlock& after,
-                                                     std::optional<uid_t> quota_of) {
+                                                     std::optional<uid_t> quota_of,
+                                                     std::optional<EvictionRequester> requester) {
   std::vector<EvictionCandidate> candidates;
   for (const auto& [id, record] : buffers_) {
     const Buffer& buffer = *record;
@@ -321,7 +324,8 @@ absl::StatusOr<std::uint64_t> Broker::MakeRoomLocked(const Location& at, std::ui
   for (const auto& [key, held] : usage_.by_uid()) {
     if (key.second == at) holdings.push_back(UidHolding{key.first, held.bytes});
   }
-  MEMD_ASSIGN_OR_RETURN(EvictionPlan plan, PlanEviction(candidates, holdings, need));
+  MEMD_ASSIGN_OR_RETURN(EvictionPlan plan,
+                        PlanEviction(candidates, holdings, need, requester));
   PressureCounts& counts = pressure_[at.ToString()];
   const absl::Time now = clock_.Now();
   after.on_pressure = pressure_log_;

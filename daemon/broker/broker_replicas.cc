@@ -225,7 +225,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenAtLocked(
   // The copy is the same buffer: open to the same clients, in its domain.
   *need = NewCopy{home.info.id, at, pool,
                   pool::Domain{home.info.owner_uid, home.info.owner_gid, home.info.mode},
-                  home.info.size};
+                  home.info.size, caller.peer.uid};
   return std::nullopt;
 }
 

@@ -23,7 +23,8 @@ __int128 OverShare(std::uint64_t held, std::uint64_t total, std::size_t uids) {
 
 absl::StatusOr<EvictionPlan> PlanEviction(absl::Span<const EvictionCandidate> candidates,
                                           absl::Span<const UidHolding> holdings,
-                                          std::uint64_t need) {
+                                          std::uint64_t need,
+                                          std::optional<EvictionRequester> requester) {
   if (need == 0) return absl::InvalidArgumentError("eviction asked to free 0 bytes");
   absl::flat_hash_set<std::uint64_t> ids;
   std::uint64_t freeable = 0;
@@ -50,11 +51,34 @@ absl::StatusOr<EvictionPlan> PlanEviction(absl::Span<const EvictionCandidate> ca
   }
   // A uid the holdings leave out holds at least its candidates.
   for (const auto& [uid, bytes] : candidate_bytes) held[uid] = std::max(held[uid], bytes);
+  std::string over_share;  // Why only the requester's own data may go.
+  if (requester.has_value()) {
+    std::uint64_t total = requester->bytes;
+    std::size_t uids = held[requester->uid] == 0 ? 1 : 0;
+    for (const auto& [uid, bytes] : held) {
+      total += bytes;
+      if (bytes > 0) ++uids;
+    }
+    const std::uint64_t after = held[requester->uid] + requester->bytes;
+    if (OverShare(after, total, uids) > 0) {
+      over_share = absl::StrCat("; uid ", requester->uid, " would hold ", FormatBytes(after),
+                                " of ", FormatBytes(total), " there, over its fair share (",
+                                uids, " users), so only its own data may give way");
+      for (auto it = queues.begin(); it != queues.end();) {
+        if (it->first == requester->uid) {
+          ++it;
+          continue;
+        }
+        for (const EvictionCandidate* other : it->second) freeable -= other->bytes;
+        it = queues.erase(it);
+      }
+    }
+  }
   if (freeable < need) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "eviction could free ", freeable, " bytes (", FormatBytes(freeable), ") of the ", need,
         " (", FormatBytes(need), ") needed; ", leased, " bytes are leased and ", pinned,
-        " pinned, which are never evicted"));
+        " pinned, which are never evicted", over_share));
   }
   for (auto& [uid, queue] : queues) {
     std::sort(queue.begin(), queue.end(),

@@ -13,7 +13,11 @@
 //      paid for by that user before anyone else (Plasma's global LRU let a
 //      fast producer evict slow readers' data);
 //   3. least recently used first; ties by id.
-// Never a leased candidate, never a pinned one. A plan that cannot free
+// Never a leased candidate, never a pinned one. A requester that would
+// hold more than its fair share of the location with what it asks takes
+// back only its own data: else a uid whose data may not go (pinned, held)
+// could push everyone else's out, again after each re-open (thrashing
+// them), while it sits over its share. A plan that cannot free
 // enough takes nothing: evicting without serving the request would only
 // lose data.
 //
@@ -22,6 +26,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +56,12 @@ struct UidHolding {
   std::uint64_t bytes = 0;
 };
 
+// Who asks for the room, and how many bytes it asks for.
+struct EvictionRequester {
+  uid_t uid = 0;
+  std::uint64_t bytes = 0;
+};
+
 struct EvictionPlan {
   std::vector<std::uint64_t> victims;  // In the order chosen.
   std::uint64_t bytes = 0;             // What they free together.
@@ -62,13 +73,16 @@ inline constexpr std::size_t kMaxVictimsPerPlan = 1024;
 
 // Chooses victims freeing at least `need` bytes. `holdings` lists each uid's
 // bytes at the location (a candidate's uid missing there counts as holding
-// just its candidates). Errors: RESOURCE_EXHAUSTED when everything
-// evictable (unleased, not pinned) frees less than `need`, or more than
-// kMaxVictimsPerPlan victims would be needed (the message gives need,
-// what could be freed and how much is leased or pinned); INVALID_ARGUMENT
-// for need 0 or an id twice.
-absl::StatusOr<EvictionPlan> PlanEviction(absl::Span<const EvictionCandidate> candidates,
-                                          absl::Span<const UidHolding> holdings,
-                                          std::uint64_t need);
+// just its candidates). With `requester`, only its own candidates when it
+// would be over its fair share (its bytes plus those asked, times the uids
+// holding bytes there with it, above the total plus those asked). Errors:
+// RESOURCE_EXHAUSTED when everything evictable (unleased, not pinned, the
+// requester's own if so) frees less than `need`, or more than
+// kMaxVictimsPerPlan victims would be needed (the message gives need, what
+// could be freed and how much is leased or pinned, or the requester's
+// share); INVALID_ARGUMENT for need 0 or an id twice.
+absl::StatusOr<EvictionPlan> PlanEviction(
+    absl::Span<const EvictionCandidate> candidates, absl::Span<const UidHolding> holdings,
+    std::uint64_t need, std::optional<EvictionRequester> requester = std::nullopt);
 
 }  // namespace memd::broker

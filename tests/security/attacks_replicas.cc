@@ -104,4 +104,40 @@ MEMD_ATTACK(prefetch_flood,
   return 0;
 }
 
+MEMD_ATTACK(open_drop_loop,
+            "NAME SIZE LOCATION ROUNDS: creates NAME, a sealed host buffer of SIZE "
+            "bytes (pinned), then ROUNDS times opens it at LOCATION (a copy there), "
+            "releases it and drops the copy; prints 'copies K' (the opens that got "
+            "their copy) and the first refusal") {
+  if (args.size() != 4) return 2;
+  const std::uint64_t size = std::stoull(args[1]);
+  const int rounds = std::stoi(args[3]);
+  auto session = StepSession();
+  if (!session) return 1;
+  if (grpc::Status made = CreateSealed(*session, args[0], size, 0600); !made.ok()) {
+    std::fprintf(stderr, "Create: %s\n", Refusal(made).c_str());
+    return 1;
+  }
+  RawCalls calls(*session);
+  int copies = 0;
+  std::string refusal;
+  for (int i = 0; i < rounds; ++i) {
+    v1::Lease lease;
+    grpc::Status opened = OpenAt(*session, args[0], args[2], &lease);
+    if (!opened.ok()) {
+      if (refusal.empty()) refusal = Refusal(opened);
+      continue;
+    }
+    ++copies;
+    (void)calls.Release(lease.lease_id());
+    v1::DropReplicaRequest drop;
+    drop.set_name(args[0]);
+    drop.set_location(args[2]);
+    v1::BufferInfo info;
+    (void)session->Call(&v1::Memd::Stub::DropReplica, drop, &info);
+  }
+  std::printf("copies %d\n%s\n", copies, refusal.c_str());
+  return 0;
+}
+
 }  // namespace memd::hostile

@@ -92,6 +92,56 @@ TEST_F(PressureAttackTest, NoUidLearnsOfAnothersWaitsForMemory) {
   EXPECT_TRUE(waited.ok()) << waited.status();
 }
 
+// A uid over its fair share of a location cannot push another's data out:
+// Mallory, opening a copy larger than her share of pinned memory and
+// dropping it in a loop, would otherwise demote the victim's copy every
+// round the victim re-made it (memd thrashing for her). Her copies fail
+// instead, saying why; the victim's stays, and its re-opens copy nothing.
+TEST_F(PressureAttackTest, AUidOverItsShareCannotThrashAnothersCopiesByOpeningAndDropping) {
+  config_.pinned_pool_limit_bytes = 8 * kMiB;
+  StartDaemon();
+  auto victim = Client::Connect({.socket_dir = config_.socket_dir});
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  auto weights = (*victim)->Create("victim/weights", 2 * kMiB,
+                                   {.mode = 0600, .retention = "demotable"});
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  test::FillPattern(weights->mutable_data(), 3);
+  ASSERT_TRUE(weights->Seal().ok());
+  auto open_there = [&] {
+    auto copy = (*victim)->Open("victim/weights", {.location = "pinned"});
+    EXPECT_TRUE(copy.ok()) << copy.status();
+    if (copy.ok()) EXPECT_TRUE(test::MatchesPattern(copy->data(), 3));
+  };
+  open_there();  // Its copy at pinned: demotable, and nobody holds it now.
+  auto usage = [&] {
+    auto info = (*victim)->Stat("victim/weights");
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->usage : BufferUsage{};
+  };
+  ASSERT_EQ(usage().lazy_copies, 1u);
+
+  // 7 MiB fits only if the victim's 2 MiB copy goes: 7 of 9 MiB is over
+  // Mallory's share of 2 users.
+  ProgramResult mallory = Hostile(
+      kMallory, {"open_drop_loop", "mallory/big", std::to_string(7 * kMiB), "pinned", "20"});
+  ASSERT_EQ(mallory.exit_code, 0) << Describe(mallory);
+  EXPECT_THAT(mallory.out, StartsWith("copies 0\nRESOURCE_EXHAUSTED: ")) << Describe(mallory);
+  EXPECT_THAT(mallory.out, HasSubstr("over its fair share (2 users), so only its own data may "
+                                     "give way"));
+  EXPECT_THAT(mallory.out, Not(HasSubstr("victim"))) << "names stay private";
+  for (const PoolStats& pool : (*victim)->Stats()->pools) {
+    EXPECT_EQ(pool.demotions, 0u) << pool.location;
+  }
+  open_there();  // Served by the copy that stayed.
+  EXPECT_EQ(usage().lazy_copies, 1u) << "nothing was copied again";
+  EXPECT_EQ(usage().copies_avoided, 1u);
+  // Within her share she may have room: 4 MiB fits beside the victim's copy
+  // without taking anything.
+  ProgramResult fair = Hostile(
+      kMallory, {"open_drop_loop", "mallory/fair", std::to_string(4 * kMiB), "pinned", "3"});
+  EXPECT_THAT(fair.out, StartsWith("copies 3\n")) << Describe(fair);
+}
+
 // A raw client asks for absurd waits and retentions libmemd would never
 // send: each is INVALID_ARGUMENT in a short message, and nothing waits.
 TEST_F(PressureAttackTest, AbsurdWaitsAndRetentionsAreRefusedBeforeAnythingWaits) {

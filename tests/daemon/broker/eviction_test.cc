@@ -97,6 +97,41 @@ TEST(EvictionTest, HoldingsCountWhatIsNotEvictableToo) {
   EXPECT_THAT(plan->victims, ElementsAre(1));
 }
 
+// A requester that would be over its fair share takes back only its own:
+// else a uid sitting on pinned data could push everyone else's out, and
+// again after each of their re-opens.
+TEST(EvictionTest, ARequesterOverItsFairShareTakesBackOnlyItsOwnData) {
+  // Bob holds 700 here, pinned; Alice 300 in a demotable copy.
+  std::vector<EvictionCandidate> candidates = {Buffer(1, kAlice, 300, 1),
+                                               Buffer(2, kBob, 700, 50)};
+  candidates[0].demotable = true;
+  candidates[1].pinned = true;
+  const std::vector<UidHolding> holdings = {{kAlice, 300}, {kBob, 700}};
+  // Bob asking 300 more would hold 1000 of 1300 (fair: 650): nothing of
+  // Alice's goes.
+  auto refused = PlanEviction(candidates, holdings, 300, EvictionRequester{kBob, 300});
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("could free 0 bytes (0 B) of the 300 (300 B) needed; 0 bytes are leased "
+                        "and 700 pinned, which are never evicted; uid 1001 would hold 1000 B of "));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("over its fair share (2 users), so only its own data may give way"));
+  // Without a requester (the old rule) Alice's copy would have gone.
+  auto anyone = PlanEviction(candidates, holdings, 300);
+  ASSERT_TRUE(anyone.ok()) << anyone.status();
+  EXPECT_THAT(anyone->victims, ElementsAre(1));
+  // Alice asking 300 would hold 600 of 1300, within her share: her own
+  // copy is the only candidate there is, and it goes.
+  auto within = PlanEviction(candidates, holdings, 300, EvictionRequester{kAlice, 300});
+  ASSERT_TRUE(within.ok()) << within.status();
+  EXPECT_THAT(within->victims, ElementsAre(1));
+  // Carol, holding nothing, asks 500: 500 of 1500 over 3 users is her
+  // share exactly, and Alice's copy goes for her.
+  auto carol = PlanEviction(candidates, holdings, 300, EvictionRequester{1002, 500});
+  ASSERT_TRUE(carol.ok()) << carol.status();
+  EXPECT_THAT(carol->victims, ElementsAre(1));
+}
+
 TEST(EvictionTest, BadRequestsAreInvalidArgument) {
   const std::vector<EvictionCandidate> twice = {Buffer(1, kAlice, 1, 1),
                                                 Buffer(1, kBob, 1, 1)};
