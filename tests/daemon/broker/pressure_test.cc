@@ -290,6 +290,48 @@ TEST_F(WaitingCreateTest, WaitsAreBoundedPerUidAndEndWithTheSession) {
   EXPECT_FALSE(bobs);
 }
 
+// The flood: 10000 waiting creates from one uid. Past its bound
+// (max_waits_per_uid, 1024 by default) each is refused at once with the
+// numbers; another uid's one create still waits, and takes the second room
+// that comes (the first goes to Alice's oldest, which came first).
+TEST_F(WaitingCreateTest, TenThousandWaitersOfOneUidAreRefusedBeyondItsBound) {
+  BrokerLimits limits;
+  limits.max_waits_per_session = 20000;
+  limits.max_waits = 20000;
+  MakeBroker(limits);
+  ASSERT_EQ(limits.max_waits_per_uid, 1024u);
+  FillHost();
+  bool woken = false;  // Shared: nothing here runs the flood's wakes.
+  int waiting = 0;
+  int refused = 0;
+  for (int i = 0; i < 10000; ++i) {
+    auto made = Wait(alice_, "flood/" + std::to_string(i), broker_->NewWatchId(), &woken);
+    if (made.ok() && !made->has_value()) {
+      ++waiting;
+    } else {
+      ASSERT_TRUE(absl::IsResourceExhausted(made.status())) << i << ": " << made.status();
+      if (refused++ == 0) {
+        EXPECT_THAT(made.status().message(), HasSubstr("the limit is 1024 (max_waits_per_uid)"));
+      }
+    }
+  }
+  EXPECT_EQ(waiting, 1024);
+  EXPECT_EQ(refused, 10000 - 1024);
+  EXPECT_EQ(broker_->Counts().memory_waits.at("host").calls, 1024u);
+  bool bobs = false;
+  const WatchId bob_watch = broker_->NewWatchId();
+  auto bob = Wait(bob_, "bobs", bob_watch, &bobs);
+  ASSERT_TRUE(bob.ok() && !bob->has_value()) << bob.status();
+  ASSERT_TRUE(broker_->Unlink(alice_, "p0").ok());  // Room for one: Alice's turn.
+  EXPECT_FALSE(bobs);
+  ASSERT_TRUE(broker_->Unlink(alice_, "p1").ok());  // And then Bob's, not her 1023 others'.
+  EXPECT_TRUE(bobs) << "Bob's turn comes before the rest of Alice's flood";
+  auto served = Wait(bob_, "bobs", bob_watch, &bobs);
+  ASSERT_TRUE(served.ok() && served->has_value()) << served.status();
+  broker_->EndSession(alice_);
+  EXPECT_EQ(broker_->Counts().waits, 0u);
+}
+
 // Copies that wait for memory (OpenOrWaitForMemory): device:0 full of
 // Alice's pinned buffers, and Bob's open there of her readable host buffer.
 class WaitingCopyTest : public PressureTest {
