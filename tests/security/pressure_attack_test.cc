@@ -129,9 +129,9 @@ TEST_F(PressureAttackTest, AUidOverItsShareCannotThrashAnothersCopiesByOpeningAn
   EXPECT_THAT(mallory.out, HasSubstr("over its fair share (2 users), so only its own data may "
                                      "give way"));
   EXPECT_THAT(mallory.out, Not(HasSubstr("victim"))) << "names stay private";
-  for (const PoolStats& pool : (*victim)->Stats()->pools) {
-    EXPECT_EQ(pool.demotions, 0u) << pool.location;
-  }
+  const absl::StatusOr<DaemonStats> stats = (*victim)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const PoolStats& pool : stats->pools) EXPECT_EQ(pool.demotions, 0u) << pool.location;
   open_there();  // Served by the copy that stayed.
   EXPECT_EQ(usage().lazy_copies, 1u) << "nothing was copied again";
   EXPECT_EQ(usage().copies_avoided, 1u);
