@@ -73,7 +73,8 @@ TEST(ReportJsonTest, TransferProgressNumbersAndStates) {
 
 TEST(ReportJsonTest, TrimmedPoolIsLocationReleasedBytesAndWhatTheDriverFreed) {
   // A pool whose driver cannot say: null, not 0 ("freed nothing").
-  EXPECT_EQ(DumpJson(TrimmedPoolJson({.location = "pinned", .released_bytes = 2 << 20})),
+  EXPECT_EQ(DumpJson(TrimmedPoolJson(
+                {.location = "pinned", .released_bytes = 2 << 20, .driver_freed_bytes = {}})),
             R"({"location":"pinned","released_bytes":2097152,"driver_freed_bytes":null})");
   EXPECT_EQ(DumpJson(TrimmedPoolJson(
                 {.location = "device:0", .released_bytes = 4 << 20, .driver_freed_bytes = 0})),

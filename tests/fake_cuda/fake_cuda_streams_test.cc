@@ -446,7 +446,7 @@ TEST_F(FakeCudaStreamsTest, HostFunctionRunsAfterEarlierWorkAndBlocksLaterWork) 
     std::promise<void> entered;
     std::promise<void> release;
     std::shared_future<void> released;
-  } call{Bytes(device), data.data()};
+  } call{Bytes(device), data.data(), {false}, {}, {}, {}};
   call.released = call.release.get_future().share();
   ASSERT_EQ(cu.MemcpyHtoDAsync(device, host, size, stream), CUDA_SUCCESS);
   ASSERT_EQ(cu.LaunchHostFunc(

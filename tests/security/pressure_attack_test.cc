@@ -110,7 +110,9 @@ TEST_F(PressureAttackTest, AUidOverItsShareCannotThrashAnothersCopiesByOpeningAn
   auto open_there = [&] {
     auto copy = (*victim)->Open("victim/weights", {.location = "pinned"});
     EXPECT_TRUE(copy.ok()) << copy.status();
-    if (copy.ok()) EXPECT_TRUE(test::MatchesPattern(copy->data(), 3));
+    if (copy.ok()) {
+      EXPECT_TRUE(test::MatchesPattern(copy->data(), 3));
+    }
   };
   open_there();  // Its copy at pinned: demotable, and nobody holds it now.
   auto usage = [&] {

@@ -40,7 +40,9 @@ UniqueFd Memfd(std::uint64_t bytes, int seals, bool sealable = true) {
   UniqueFd fd(::memfd_create("test", MFD_CLOEXEC | (sealable ? MFD_ALLOW_SEALING : 0)));
   EXPECT_TRUE(fd.valid());
   EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(bytes)), 0);
-  if (seals != 0) EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, seals), 0);
+  if (seals != 0) {
+    EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, seals), 0);
+  }
   return fd;
 }
 

@@ -54,10 +54,12 @@ TEST(ChooseNumaNodeTest, AutoPlacesPinnedOnItsGpusNodeAndHostOnTheCreators) {
   EXPECT_EQ(*ChooseNumaNode(kAuto, kOff, Location::Host(), kTwoNodes), 0);
   // Pinned memory whose GPU's node sysfs does not say: the creator's.
   EXPECT_EQ(*ChooseNumaNode(kAuto, kOff, Location::Pinned(),
-                            NumaFacts{.nodes = 2, .creator_node = 1}),
+                            NumaFacts{.nodes = 2, .gpu_node = std::nullopt, .creator_node = 1}),
             1);
   // Neither known: not bound.
-  EXPECT_EQ(*ChooseNumaNode(kAuto, kOff, Location::Host(), NumaFacts{.nodes = 2}), -1);
+  EXPECT_EQ(*ChooseNumaNode(kAuto, kOff, Location::Host(), NumaFacts{.nodes = 2, .gpu_node = std::nullopt,
+                                                              .creator_node = std::nullopt}),
+            -1);
 }
 
 TEST(ChooseNumaNodeTest, TheRequestWinsOverTheDefaultWhichAppliesWhenItAsksNothing) {
@@ -138,7 +140,10 @@ TEST_F(NumaPlacementTest, WithoutAGpuAutoPinnedFollowsTheCreator) {
 
 TEST(NumaPlacementOneNodeTest, SaysWhyItDoesNothing) {
   test::FakeNumaMachine machine(1, 4);
-  NumaPlacement placement({.daemon_default = kAuto, .sysfs_root = machine.sysfs()});
+  NumaPlacement placement({.daemon_default = kAuto,
+                           .sysfs_root = machine.sysfs(),
+                           .proc_root = "/proc",
+                           .gpu_pci_address = ""});
   EXPECT_EQ(*placement.Choose(kDefault, Location::Host(), ::getpid()), -1);
   EXPECT_THAT(placement.Describe(), HasSubstr("this machine has one NUMA node (0): auto "
                                               "places nothing"));
