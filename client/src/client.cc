@@ -124,6 +124,15 @@ std::uint64_t WaitMillis(absl::Duration wait) {
   return static_cast<std::uint64_t>(absl::ToInt64Milliseconds(wait + absl::Nanoseconds(999999)));
 }
 
+// How long an Open or Prefetch call may take: `wait`, or kCopyWait for one
+// that waits for a copy without a wait of its own; at least the memory wait
+// (the daemon waits the longer of the two).
+absl::Duration CallWait(absl::Duration wait, absl::Duration wait_for_memory,
+                        bool waits_for_copy) {
+  const bool copy_without_wait = waits_for_copy && wait <= absl::ZeroDuration();
+  return std::max(copy_without_wait ? kCopyWait : wait, wait_for_memory);
+}
+
 // `mappable`: the list to send with location auto (MappableLocations).
 void SetCreate(std::string_view name, std::uint64_t size, const CreateOptions& options,
                const std::vector<std::string>& mappable, v1::CreateRequest* request) {
@@ -231,14 +240,11 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
     if (mapped != nullptr) request.set_mapped_buffer_id(mapped->buffer_id);
   }
   request.set_wait_for_memory_ms(WaitMillis(options.wait_for_memory));
-  // Without a wait, an open at a location still waits for its copy; one
-  // that may wait for memory waits the longer of its two waits.
-  const absl::Duration wait = std::max(
-      options.location.empty() || options.wait > absl::ZeroDuration() ? options.wait : kCopyWait,
-      options.wait_for_memory);
+  // Without a wait, an open at a location still waits for its copy.
   v1::Lease lease;
-  absl::Status status = CallOn(*core_, **connection, &v1::Memd::Stub::Open,
-                               request, &lease, wait);
+  absl::Status status =
+      CallOn(*core_, **connection, &v1::Memd::Stub::Open, request, &lease,
+             CallWait(options.wait, options.wait_for_memory, !options.location.empty()));
   if (!status.ok()) return status;
   return core_->Adopt(**connection, lease, options.populate, std::move(mapped), cached_as);
 }
@@ -282,13 +288,9 @@ absl::StatusOr<BufferInfo> Client::Prefetch(std::string_view name, std::string_v
   if (options.owner.has_value()) request.set_owner_uid(*options.owner);
   v1::BufferInfo reply;
   // One that may wait for memory waits for the copy too, however long.
-  const absl::Duration wait =
-      options.wait_for_memory > absl::ZeroDuration()
-          ? std::max(options.wait > absl::ZeroDuration() ? options.wait : kCopyWait,
-                     options.wait_for_memory)
-          : options.wait;
-  absl::Status status =
-      Call(*core_, &v1::Memd::Stub::Prefetch, request, &reply, nullptr, wait);
+  absl::Status status = Call(*core_, &v1::Memd::Stub::Prefetch, request, &reply, nullptr,
+                             CallWait(options.wait, options.wait_for_memory,
+                                      options.wait_for_memory > absl::ZeroDuration()));
   if (!status.ok()) return status;
   return internal::FromProto(reply);
 }

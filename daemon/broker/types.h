@@ -190,8 +190,8 @@ struct PressureCounts {
   std::uint64_t demoted_bytes = 0;
 };
 
-// Creates waiting for memory at one location: how many, and the bytes
-// they ask for together.
+// Calls waiting for memory at one location (creates, OpenOrCreates, copies):
+// how many, and the bytes they ask for together.
 struct MemoryWaits {
   std::uint64_t calls = 0;  // Creates, OpenOrCreates and copies.
   std::uint64_t bytes = 0;

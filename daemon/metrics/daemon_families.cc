@@ -136,7 +136,7 @@ Read Reclaimed(std::uint64_t broker::PressureCounts::*evicted,
   };
 }
 
-// Creates waiting for memory at each pool's location (0 where none wait, so
+// Calls waiting for memory at each pool's location (0 where none wait, so
 // that an alert has a series from the start): how many, or their bytes.
 Read MemoryWaits(std::uint64_t broker::MemoryWaits::*field) {
   return [field](const DaemonSnapshot& snapshot, std::vector<Sample>& out) {

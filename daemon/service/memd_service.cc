@@ -19,6 +19,16 @@
 namespace memd::service {
 namespace {
 
+absl::Status ValidateWait(std::uint64_t wait_ms, const char* field = "wait_timeout_ms") {
+  // Compared as integers: a duration made of 2^63 ms or more wraps negative.
+  if (wait_ms > static_cast<std::uint64_t>(absl::ToInt64Milliseconds(kMaxOpenWait))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " ", wait_ms, " exceeds the maximum of ",
+        absl::ToInt64Milliseconds(kMaxOpenWait), " ms"));
+  }
+  return absl::OkStatus();
+}
+
 v1::Access ToProto(broker::Access access) {
   return access == broker::Access::kReadWrite ? v1::READ_WRITE : v1::READ;
 }
@@ -34,16 +44,6 @@ std::vector<std::string> DeviceUuids(const backend::Backend* backend) {
 }
 
 }  // namespace
-
-absl::Status ValidateWait(std::uint64_t wait_ms, const char* field) {
-  // Compared as integers: a duration made of 2^63 ms or more wraps negative.
-  if (wait_ms > static_cast<std::uint64_t>(absl::ToInt64Milliseconds(kMaxOpenWait))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " ", wait_ms, " exceeds the maximum of ",
-        absl::ToInt64Milliseconds(kMaxOpenWait), " ms"));
-  }
-  return absl::OkStatus();
-}
 
 MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
                          const session::SessionServer& sessions,
@@ -311,22 +311,30 @@ grpc::ServerUnaryReactor* MemdService::Open(grpc::CallbackServerContext* context
     return OpenMaybeWaiting(context, "Open", std::move(*params), request->wait_timeout_ms(),
                             for_copy, LeaseDelivery(request->mapped_buffer_id(), reply));
   }
-  absl::Status valid = ValidateWait(request->wait_timeout_ms());
-  if (valid.ok()) valid = ValidateWait(memory_ms, "wait_for_memory_ms");
-  if (valid.ok() && !for_copy) {
-    valid = absl::InvalidArgumentError(absl::StrCat(
-        "wait_for_memory_ms ", memory_ms, " needs a location: only an open at a location "
-        "makes a copy that may wait for memory there; buffer '", params->name,
-        "' is opened where it is"));
+  if (!for_copy) {
+    return Respond(context, "Open", [&] {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "wait_for_memory_ms ", memory_ms, " needs a location: only an open at a location "
+          "makes a copy that may wait for memory there; buffer '", params->name,
+          "' is opened where it is"));
+    });
   }
-  if (!valid.ok()) return Respond(context, "Open", [&] { return valid; });
+  return CopyWaitingForMemoryCall(context, "Open", std::move(*params),
+                                  request->wait_timeout_ms(), memory_ms,
+                                  LeaseDelivery(request->mapped_buffer_id(), reply));
+}
+
+grpc::ServerUnaryReactor* MemdService::CopyWaitingForMemoryCall(
+    grpc::CallbackServerContext* context, const char* method, broker::OpenParams params,
+    std::uint64_t wait_ms, std::uint64_t memory_ms, GrantDelivery deliver) {
+  absl::Status valid = ValidateWait(wait_ms);
+  if (valid.ok()) valid = ValidateWait(memory_ms, "wait_for_memory_ms");
+  if (!valid.ok()) return Respond(context, method, [&] { return valid; });
   // It waits for memory at most memory_ms, and in all at most the longer
   // of its two waits (without wait_timeout_ms: as long as its copy takes).
-  const std::uint64_t wait_ms = request->wait_timeout_ms();
-  return OpenMaybeWaiting(context, "Open", CopyWaitingForMemory{std::move(*params)},
-                          wait_ms == 0 ? 0 : std::max(wait_ms, memory_ms), for_copy,
-                          LeaseDelivery(request->mapped_buffer_id(), reply),
-                          absl::Milliseconds(memory_ms));
+  return OpenMaybeWaiting(context, method, CopyWaitingForMemory{std::move(params)},
+                          wait_ms == 0 ? 0 : std::max(wait_ms, memory_ms), /*for_copy=*/true,
+                          std::move(deliver), absl::Milliseconds(memory_ms));
 }
 
 grpc::ServerUnaryReactor* MemdService::OpenOrCreate(

@@ -36,8 +36,6 @@ struct DaemonInfo {
 inline constexpr char kSessionMetadataKey[] = "memd-session";
 // The longest an Open may wait for a seal.
 inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
-// INVALID_ARGUMENT, naming `field`, for a wait beyond kMaxOpenWait.
-absl::Status ValidateWait(std::uint64_t wait_ms, const char* field = "wait_timeout_ms");
 
 /// The memd.v1.Memd gRPC service: authenticates each call by its session
 /// token, validates what the broker does not, calls the broker, sends
@@ -205,6 +203,14 @@ class MemdService final : public v1::Memd::CallbackService {
                                              GrantDelivery deliver,
                                              std::optional<absl::Duration> memory_wait =
                                                  std::nullopt);
+  // Open's and Prefetch's call whose copy at params.location may wait for
+  // memory (memory_ms > 0): both waits checked, then OpenMaybeWaiting.
+  grpc::ServerUnaryReactor* CopyWaitingForMemoryCall(grpc::CallbackServerContext* context,
+                                                     const char* method,
+                                                     broker::OpenParams params,
+                                                     std::uint64_t wait_ms,
+                                                     std::uint64_t memory_ms,
+                                                     GrantDelivery deliver);
 
   broker::Broker& broker_;
   const pool::PoolSet& pools_;

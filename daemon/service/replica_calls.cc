@@ -1,7 +1,6 @@
 // MemdService's replica calls: Prefetch, DropReplica, Sync, and Advise. Opens at a
 // location are Open's (memd_service.cc).
 
-#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -20,17 +19,11 @@ grpc::ServerUnaryReactor* MemdService::Prefetch(grpc::CallbackServerContext* con
     ToProto(grant.buffer, reply);
     return absl::OkStatus();
   };
-  if (const std::uint64_t memory_ms = request->wait_for_memory_ms(); memory_ms > 0) {
-    absl::Status valid = ValidateWait(request->wait_timeout_ms());
-    if (valid.ok()) valid = ValidateWait(memory_ms, "wait_for_memory_ms");
-    if (!valid.ok()) return Respond(context, "Prefetch", [&] { return valid; });
-    // A copy that may wait for memory: the call waits for memory at most
-    // memory_ms, then for the copy; in all at most the longer of its two
-    // waits (without wait_timeout_ms: as long as the copy takes).
-    const std::uint64_t wait_ms = request->wait_timeout_ms();
-    return OpenMaybeWaiting(context, "Prefetch", CopyWaitingForMemory{std::move(*params)},
-                            wait_ms == 0 ? 0 : std::max(wait_ms, memory_ms),
-                            /*for_copy=*/true, answer, absl::Milliseconds(memory_ms));
+  if (request->wait_for_memory_ms() > 0) {
+    // It waits for the copy too, even without wait_timeout_ms.
+    return CopyWaitingForMemoryCall(context, "Prefetch", std::move(*params),
+                                    request->wait_timeout_ms(), request->wait_for_memory_ms(),
+                                    answer);
   }
   if (request->wait_timeout_ms() > 0) {
     return OpenMaybeWaiting(context, "Prefetch", std::move(*params), request->wait_timeout_ms(),

@@ -229,7 +229,7 @@ struct OptionTexts {
   std::string wait_for_memory = "0";
 };
 
-// --wait-for-memory of put, get and prefetch: `when` says when it waits.
+// --wait-for-memory of put, get, cp and prefetch: `when` says when it waits.
 void AddWaitForMemory(CLI::App* sub, OptionTexts& texts, const std::string& when) {
   sub->add_option("--wait-for-memory", texts.wait_for_memory,
                   absl::StrCat(when, " (once what may give way has), wait this long for "
