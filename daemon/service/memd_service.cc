@@ -56,7 +56,7 @@ MemdService::MemdService(broker::Broker& broker, const pool::PoolSet& pools,
       backend_(backend),
       device_uuids_(DeviceUuids(backend)),
       observer_(observer),
-      engine_(engine) {}
+      copies_(broker, engine) {}
 
 std::optional<PeerCredentials> MemdService::ConnectionPeer(
     const grpc::CallbackServerContext& context) const {
@@ -364,7 +364,7 @@ grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context
   return Respond(context, "Seal", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
     absl::StatusOr<broker::BufferInfo> info = broker_.Seal(session->id(), request->lease_id());
-    if (!info.ok()) return WithWritingTransfers(session->id(), info.status());
+    if (!info.ok()) return copies_.WithWritingTransfers(session->id(), info.status());
     ToProto(*info, reply->mutable_buffer());
     return absl::OkStatus();
   });

@@ -6,15 +6,14 @@
 #include <vector>
 
 #include "common/location.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/broker/broker.h"
 #include "daemon/durable/report.h"
 #include "absl/functional/function_ref.h"
 #include "daemon/service/call_observer.h"
+#include "daemon/service/copy_desk.h"
 #include "daemon/service/waiting_open.h"
 #include "daemon/pool/pool_set.h"
 #include "daemon/session/session_server.h"
@@ -65,13 +64,11 @@ class MemdService final : public v1::Memd::CallbackService {
               const backend::Backend* backend = nullptr,
               CallObserver* observer = nullptr, transfer::Engine* engine = nullptr);
 
-  // A session ended (its client hung up or died): cancels its transfers and
-  // waits up to `drain` for their chunks on the GPUs, then releases its
-  // leases (broker::Broker::EndSession), so that no copy touches memory
-  // whose lease is gone. A Copy of the session that races with this is
-  // refused or cancelled, never left running. Blocks up to `drain`: call it
-  // off threads that serve other clients.
-  void EndSession(broker::SessionId session, absl::Duration drain);
+  // A session ended (its client hung up or died): CopyDesk::EndSession.
+  // Blocks up to `drain`: call it off threads that serve other clients.
+  void EndSession(broker::SessionId session, absl::Duration drain) {
+    copies_.EndSession(session, drain);
+  }
 
   grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* context,
                                    const v1::CreateRequest* request,
@@ -148,17 +145,6 @@ class MemdService final : public v1::Memd::CallbackService {
   class WaitingCall;
   class TransferWaitCall;
 
-  // Resolves the request's regions and submits the copy for `session`,
-  // charged to its `uid` (the session's peer credentials).
-  absl::StatusOr<transfer::TransferId> SubmitCopy(broker::SessionId session, uid_t uid,
-                                                  const v1::CopyRequest& request);
-  // The engine, or UNAVAILABLE.
-  absl::StatusOr<transfer::Engine*> TransferEngine() const;
-  // A Seal's refusal; when it says copies still write the buffer, with the
-  // ids of the session's own (the broker counts writers but knows no
-  // transfer ids).
-  absl::Status WithWritingTransfers(broker::SessionId session,
-                                    const absl::Status& refusal) const;
   // Fills the Stats reply's transfer figures (only `only`'s unfinished
   // ones when set) and device health.
   void TransferStatsInto(std::optional<uid_t> only, v1::StatsReply* reply) const;
@@ -220,14 +206,8 @@ class MemdService final : public v1::Memd::CallbackService {
   // By memd's ordinal; fixed once the backend is up.
   const std::vector<std::string> device_uuids_;
   CallObserver* const observer_;
-  transfer::Engine* const engine_;
-
-  // Sessions whose end has begun: a Copy holds the gate (shared) from its
-  // check here to its Submit, and EndSession marks the session (exclusive)
-  // before it cancels the session's transfers, so that no copy slips in
-  // between. Marks go once the broker has forgotten the session.
-  absl::Mutex copy_gate_;
-  absl::flat_hash_set<broker::SessionId> ending_ ABSL_GUARDED_BY(copy_gate_);
+  // Copies, their waits and the fence at a session's end.
+  CopyDesk copies_;
 };
 
 }  // namespace memd::service

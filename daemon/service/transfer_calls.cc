@@ -1,16 +1,13 @@
-// MemdService's transfer calls: Copy, WaitTransfer, CancelTransfer, and the
-// end of a session's transfers.
+// MemdService's transfer calls: Copy, WaitTransfer and CancelTransfer, in
+// gRPC's terms; CopyDesk does the work.
 
 #include <chrono>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "daemon/service/convert.h"
 #include "daemon/service/memd_service.h"
-#include "daemon/service/replica_copier.h"
 #include "daemon/service/transfer_wait.h"
 #include "grpcpp/alarm.h"
 
@@ -28,76 +25,14 @@ absl::Status ValidateTransferWait(std::uint64_t wait_ms) {
   return absl::OkStatus();
 }
 
-// 0: none. Beyond what a duration holds it is as good as none.
-absl::Time DeadlineOf(std::uint64_t deadline_ms, absl::Time now) {
-  if (deadline_ms == 0) return absl::InfiniteFuture();
-  constexpr auto kMost = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  return now + absl::Milliseconds(static_cast<std::int64_t>(std::min(deadline_ms, kMost)));
-}
-
 }  // namespace
 
-absl::StatusOr<transfer::Engine*> MemdService::TransferEngine() const {
-  if (engine_ == nullptr) {
-    return absl::UnavailableError("this daemon runs no transfer engine");
-  }
-  return engine_;
-}
-
-absl::StatusOr<transfer::TransferId> MemdService::SubmitCopy(
-    broker::SessionId session, uid_t uid, const v1::CopyRequest& request) {
-  MEMD_ASSIGN_OR_RETURN(transfer::Engine * engine, TransferEngine());
-  MEMD_ASSIGN_OR_RETURN(transfer::Priority priority, FromProto(request.priority()));
-  // Held to the Submit: EndSession cancels what was submitted before it
-  // marks the session, and nothing is submitted after.
-  absl::ReaderMutexLock gate(&copy_gate_);
-  if (ending_.contains(session)) {
-    return absl::UnauthenticatedError("the session has ended; reconnect");
-  }
-  MEMD_ASSIGN_OR_RETURN(broker::CopyEnds ends,
-                        broker_.ResolveCopy(session, FromProto(request.source()),
-                                            FromProto(request.destination())));
-  transfer::TransferSpec spec;
-  spec.session = session;
-  spec.uid = uid;
-  spec.source = EndpointOf(std::move(ends.source));
-  spec.destination = EndpointOf(std::move(ends.destination));
-  spec.priority = priority;
-  spec.deadline = DeadlineOf(request.deadline_ms(), absl::Now());
-  spec.chunk_bytes = request.chunk_bytes();
-  return engine->Submit(std::move(spec));
-}
-
-absl::Status MemdService::WithWritingTransfers(broker::SessionId session,
-                                               const absl::Status& refusal) const {
-  const std::optional<broker::BufferId> buffer = broker::BufferCopiesStillWrite(refusal);
-  if (!buffer.has_value() || engine_ == nullptr) return refusal;
-  const std::vector<transfer::TransferId> writers = engine_->WritersOf(session, *buffer);
-  if (writers.empty()) return refusal;
-  // Only the caller's own: another session's transfer ids are its own
-  // business (the count in the refusal tells that they exist).
-  return absl::Status(refusal.code(), absl::StrCat(refusal.message(), " (this session's: transfer",
-                                                   writers.size() == 1 ? " " : "s ",
-                                                   absl::StrJoin(writers, ", "), ")"));
-}
-
-void MemdService::EndSession(broker::SessionId session, absl::Duration drain) {
-  {
-    absl::MutexLock gate(&copy_gate_);
-    ending_.insert(session);
-  }
-  if (engine_ != nullptr) engine_->EndSession(session, drain);
-  broker_.EndSession(session);
-  // The broker refuses the session's calls now (UNAUTHENTICATED).
-  absl::MutexLock gate(&copy_gate_);
-  ending_.erase(session);
-}
-
 void MemdService::TransferStatsInto(std::optional<uid_t> only, v1::StatsReply* reply) const {
-  if (engine_ == nullptr) return;
-  const transfer::EngineStats stats = engine_->Stats();
+  absl::StatusOr<transfer::Engine*> engine = copies_.engine();
+  if (!engine.ok()) return;
+  const transfer::EngineStats stats = (*engine)->Stats();
   if (only.has_value()) {
-    const transfer::TransferActivity mine = engine_->UidActivity(*only);
+    const transfer::TransferActivity mine = (*engine)->UidActivity(*only);
     reply->mutable_transfers()->set_active(mine.transfers);
     reply->mutable_transfers()->set_active_bytes(mine.bytes);
   } else {
@@ -115,8 +50,14 @@ grpc::ServerUnaryReactor* MemdService::Copy(grpc::CallbackServerContext* context
                                             v1::CopyReply* reply) {
   return Respond(context, "Copy", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    MEMD_ASSIGN_OR_RETURN(transfer::Priority priority, FromProto(request->priority()));
+    const CopyOrder order{.source = FromProto(request->source()),
+                          .destination = FromProto(request->destination()),
+                          .priority = priority,
+                          .deadline_ms = request->deadline_ms(),
+                          .chunk_bytes = request->chunk_bytes()};
     MEMD_ASSIGN_OR_RETURN(transfer::TransferId id,
-                          SubmitCopy(session->id(), session->peer().uid, *request));
+                          copies_.Submit(session->id(), session->peer().uid, order));
     reply->set_transfer_id(id);
     return absl::OkStatus();
   });
@@ -127,9 +68,8 @@ grpc::ServerUnaryReactor* MemdService::CancelTransfer(
     v1::TransferProgress* reply) {
   return Respond(context, "CancelTransfer", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    MEMD_ASSIGN_OR_RETURN(transfer::Engine * engine, TransferEngine());
     MEMD_ASSIGN_OR_RETURN(transfer::TransferProgress progress,
-                          engine->Cancel(session->id(), request->transfer_id()));
+                          copies_.Cancel(session->id(), request->transfer_id()));
     ToProto(progress, absl::Now(), reply);
     return absl::OkStatus();
   });
@@ -190,12 +130,13 @@ grpc::ServerUnaryReactor* MemdService::WaitTransfer(
   auto session = Authenticate(context);
   absl::Status valid = session.ok() ? ValidateTransferWait(request->wait_ms())
                                     : session.status();
-  if (valid.ok()) valid = TransferEngine().status();
+  absl::StatusOr<transfer::Engine*> engine = copies_.engine();
+  if (valid.ok()) valid = engine.status();
   if (!valid.ok() || request->wait_ms() == 0) {
     return Respond(context, "WaitTransfer", [&]() -> absl::Status {
       MEMD_RETURN_IF_ERROR(valid);
       MEMD_ASSIGN_OR_RETURN(transfer::TransferProgress progress,
-                            engine_->Progress((*session)->id(), request->transfer_id()));
+                            copies_.Progress((*session)->id(), request->transfer_id()));
       ToProto(progress, absl::Now(), reply);
       return absl::OkStatus();
     });
@@ -205,7 +146,7 @@ grpc::ServerUnaryReactor* MemdService::WaitTransfer(
     return Respond(context, "WaitTransfer", [&] { return counted; });
   }
   auto* call = new TransferWaitCall(*this, reply, ticket);
-  call->Wait(std::make_unique<EngineWatcher>(*engine_, (*session)->id(),
+  call->Wait(std::make_unique<EngineWatcher>(**engine, (*session)->id(),
                                              request->transfer_id()),
              absl::Milliseconds(static_cast<std::int64_t>(request->wait_ms())));
   return call;
