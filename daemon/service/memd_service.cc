@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -12,8 +11,8 @@
 #include "common/status_macros.h"
 #include "daemon/broker/permissions.h"
 #include "daemon/service/convert.h"
+#include "daemon/service/waiting_reactor.h"
 #include "daemon/session/token_digest.h"
-#include "grpcpp/alarm.h"
 #include "spdlog/spdlog.h"
 
 namespace memd::service {
@@ -165,11 +164,9 @@ void MemdService::Observe(const char* method, absl::StatusCode code,
   if (observer_ != nullptr) observer_->Observe(method, code, absl::Now() - start);
 }
 
-// A waiting Open-like call in gRPC: the reactor that answers it, the alarm
-// that ends its wait, and what delivering its grant takes. Deletes itself
-// when gRPC is done with the call.
-class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
-                                       public WaitingOpen::Call {
+// A waiting Open-like call in gRPC: what delivering its grant takes, and how
+// it ends; WaitingReactor does the rest.
+class MemdService::WaitingCall final : public WaitingReactor<WaitingOpen> {
  public:
   WaitingCall(MemdService& service, const char* method,
               std::shared_ptr<session::Session> session, GrantDelivery deliver)
@@ -185,42 +182,18 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
             std::optional<absl::Duration> memory_wait = std::nullopt) {
     const std::string name =
         std::visit([](const auto& params) { return params.name; }, request);
-    auto waiting = std::make_shared<WaitingOpen>(
-        std::make_unique<BrokerOpener>(service_.broker_, session_->id(),
-                                       std::move(request)),
-        name, wait, *this, memory_wait);
-    wait_ = waiting;  // Before the first try: a cancel may come at once.
-    waiting->Start();
+    Begin(std::make_shared<WaitingOpen>(
+        std::make_unique<BrokerOpener>(service_.broker_, session_->id(), std::move(request)),
+        name, wait, *this, memory_wait));
   }
 
-  void SetAlarm(absl::Duration wait, std::function<void()> ring) override {
-    alarm_set_ = true;
-    alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait),
-               [ring = std::move(ring)](bool fired) {
-                 if (fired) ring();
-               });
-  }
-  void SetMemoryAlarm(absl::Duration wait, std::function<void()> ring) override {
-    memory_alarm_set_ = true;
-    memory_alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait),
-                      [ring = std::move(ring)](bool fired) {
-                        if (fired) ring();
-                      });
-  }
   absl::Status Deliver(broker::Grant grant) override {
     return deliver_(*session_, std::move(grant));
   }
   void End(const absl::Status& status) override {
-    if (alarm_set_) alarm_.Cancel();
-    if (memory_alarm_set_) memory_alarm_.Cancel();
     service_.Observe(method_, status.code(), start_);
-    Finish(ToGrpcStatus(status));
+    Answer(status);
   }
-
-  void OnCancel() override {
-    if (auto wait = wait_.lock()) wait->On(WaitingOpen::Event::kCancelled);
-  }
-  void OnDone() override { delete this; }
 
  private:
   MemdService& service_;
@@ -228,12 +201,6 @@ class MemdService::WaitingCall final : public grpc::ServerUnaryReactor,
   const absl::Time start_;
   const std::shared_ptr<session::Session> session_;
   const GrantDelivery deliver_;
-  std::weak_ptr<WaitingOpen> wait_;
-  // Set and cancelled only under the wait's mutex (WaitingOpen::Call).
-  bool alarm_set_ = false;
-  grpc::Alarm alarm_;
-  bool memory_alarm_set_ = false;
-  grpc::Alarm memory_alarm_;
 };
 
 grpc::ServerUnaryReactor* MemdService::OpenMaybeWaiting(

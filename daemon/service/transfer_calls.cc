@@ -1,7 +1,6 @@
 // MemdService's transfer calls: Copy, WaitTransfer and CancelTransfer, in
 // gRPC's terms; CopyDesk does the work.
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,7 +8,7 @@
 #include "daemon/service/convert.h"
 #include "daemon/service/memd_service.h"
 #include "daemon/service/transfer_wait.h"
-#include "grpcpp/alarm.h"
+#include "daemon/service/waiting_reactor.h"
 
 namespace memd::service {
 namespace {
@@ -75,53 +74,32 @@ grpc::ServerUnaryReactor* MemdService::CancelTransfer(
   });
 }
 
-// A WaitTransfer call in gRPC: the reactor that answers it and the alarm
-// that ends its wait. Deletes itself when gRPC is done with the call.
+// A WaitTransfer call in gRPC: how it ends (WaitingReactor does the rest).
 // Counted among the session's waiting calls (`ticket`, Broker::
 // AddTransferWait) until gRPC is done with it: what the call holds in the
 // daemon is bounded per uid and in all, like a waiting open's.
-class MemdService::TransferWaitCall final : public grpc::ServerUnaryReactor,
-                                            public TransferWait::Call {
+class MemdService::TransferWaitCall final : public WaitingReactor<TransferWait> {
  public:
   TransferWaitCall(MemdService& service, v1::TransferProgress* reply, broker::WatchId ticket)
       : service_(service), start_(absl::Now()), reply_(reply), ticket_(ticket) {}
   ~TransferWaitCall() override { service_.broker_.CancelWatch(ticket_); }
 
   void Wait(std::unique_ptr<TransferWatcher> watcher, absl::Duration wait) {
-    auto waiting = std::make_shared<TransferWait>(std::move(watcher), wait, *this);
-    wait_ = waiting;  // Before the watch: a cancel may come at once.
-    waiting->Start();
+    Begin(std::make_shared<TransferWait>(std::move(watcher), wait, *this));
   }
 
-  void SetAlarm(absl::Duration wait, std::function<void()> ring) override {
-    alarm_set_ = true;
-    alarm_.Set(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait),
-               [ring = std::move(ring)](bool fired) {
-                 if (fired) ring();
-               });
-  }
   void End(const absl::Status& status,
            const transfer::TransferProgress* progress) override {
-    if (alarm_set_) alarm_.Cancel();
     if (status.ok() && progress != nullptr) ToProto(*progress, absl::Now(), reply_);
     service_.Observe("WaitTransfer", status.code(), start_);
-    Finish(ToGrpcStatus(status));
+    Answer(status);
   }
-
-  void OnCancel() override {
-    if (auto wait = wait_.lock()) wait->On(TransferWait::Event::kCancelled);
-  }
-  void OnDone() override { delete this; }
 
  private:
   MemdService& service_;
   const absl::Time start_;
   v1::TransferProgress* const reply_;
   const broker::WatchId ticket_;
-  std::weak_ptr<TransferWait> wait_;
-  // Set and cancelled only under the wait's mutex (TransferWait::Call).
-  bool alarm_set_ = false;
-  grpc::Alarm alarm_;
 };
 
 grpc::ServerUnaryReactor* MemdService::WaitTransfer(

@@ -26,7 +26,7 @@ void TransferWait::Start() {
     if (!cancel_now) {
       // Weak: the alarm lives as long as the call and must not keep the
       // wait alive; the engine's watch does that.
-      call_.SetAlarm(wait_, [weak = weak_from_this()] {
+      call_.SetAlarm(Call::Alarm::kDeadline, wait_, [weak = weak_from_this()] {
         if (auto self = weak.lock()) self->On(Event::kAlarm);
       });
     }

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/service/waiting_call.h"
 #include "daemon/transfer/engine.h"
 #include "daemon/transfer/types.h"
 
@@ -74,12 +75,9 @@ class TransferWait : public std::enable_shared_from_this<TransferWait> {
  public:
   /// The call a wait answers: gRPC's in the daemon (MemdService), a fake in
   /// tests. Called with the wait's mutex held: must not call back.
-  class Call {
+  /// Its one alarm: kDeadline.
+  class Call : public AlarmedCall {
    public:
-    virtual ~Call() = default;
-    // Calls `ring` once `wait` has passed, unless the call ends first.
-    // Called at most once.
-    virtual void SetAlarm(absl::Duration wait, std::function<void()> ring) = 0;
     // Ends the call (and its alarm): with `progress` when `status` is OK.
     // Called once, last.
     virtual void End(const absl::Status& status,

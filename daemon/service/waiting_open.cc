@@ -115,11 +115,11 @@ void WaitingOpen::TryLocked() {
       state_ = State::kWaiting;
       // Weak: the alarm lives as long as the call, and must not keep the
       // wait alive; the broker's watch does that.
-      call_.SetAlarm(wait_, [weak = weak_from_this()] {
+      call_.SetAlarm(Call::Alarm::kDeadline, wait_, [weak = weak_from_this()] {
         if (auto self = weak.lock()) self->On(Event::kAlarm);
       });
       if (memory_wait_.has_value() && *memory_wait_ < wait_) {
-        call_.SetMemoryAlarm(*memory_wait_, [weak = weak_from_this()] {
+        call_.SetAlarm(Call::Alarm::kMemory, *memory_wait_, [weak = weak_from_this()] {
           if (auto self = weak.lock()) self->On(Event::kMemoryAlarm);
         });
       }

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/broker/broker.h"
+#include "daemon/service/waiting_call.h"
 
 namespace memd::service {
 
@@ -106,15 +107,10 @@ class WaitingOpen : public std::enable_shared_from_this<WaitingOpen> {
  public:
   /// The call a waiting open answers: gRPC's in the daemon (MemdService), a
   /// fake in tests. Called with the wait's mutex held: must not call back.
-  class Call {
+  /// Its alarms: kDeadline, and kMemory only for a wait made with a memory
+  /// wait.
+  class Call : public AlarmedCall {
    public:
-    virtual ~Call() = default;
-    // Calls `ring` once `wait` has passed, unless the call ends first.
-    // Called at most once.
-    virtual void SetAlarm(absl::Duration wait, std::function<void()> ring) = 0;
-    // The same for the memory wait: a second alarm. Called at most once,
-    // and only for a wait made with a memory wait.
-    virtual void SetMemoryAlarm(absl::Duration wait, std::function<void()> ring) = 0;
     // Hands the grant to the client; the status ends the call.
     virtual absl::Status Deliver(broker::Grant grant) = 0;
     // Ends the call (and its alarm); called once, last.

@@ -29,7 +29,8 @@ transfer::TransferProgress ProgressOf(transfer::TransferState state, std::uint64
 // Records what the wait does to its call.
 class FakeCall : public TransferWait::Call {
  public:
-  void SetAlarm(absl::Duration wait, std::function<void()> ring) override {
+  void SetAlarm(Alarm alarm, absl::Duration wait, std::function<void()> ring) override {
+    EXPECT_EQ(alarm, Alarm::kDeadline) << "a transfer wait has one alarm";
     ++alarms_set;
     alarm_wait = wait;
     this->ring = std::move(ring);

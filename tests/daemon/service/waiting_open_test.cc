@@ -23,14 +23,15 @@ using Event = WaitingOpen::Event;
 // Records what the wait does to its call.
 class FakeCall : public WaitingOpen::Call {
  public:
-  void SetAlarm(absl::Duration wait, std::function<void()> ring) override {
+  void SetAlarm(Alarm alarm, absl::Duration wait, std::function<void()> ring) override {
+    if (alarm == Alarm::kMemory) {
+      memory_alarm_wait = wait;
+      ring_memory = std::move(ring);
+      return;
+    }
     ++alarms_set;
     alarm_wait = wait;
     this->ring = std::move(ring);
-  }
-  void SetMemoryAlarm(absl::Duration wait, std::function<void()> ring) override {
-    memory_alarm_wait = wait;
-    ring_memory = std::move(ring);
   }
   absl::Status Deliver(broker::Grant grant) override {
     delivered.push_back(std::move(grant));
