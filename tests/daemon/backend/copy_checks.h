@@ -1,18 +1,16 @@
 #pragma once
 
-// What the copy-side tests of both GPU backends check with
+// What the copy-side tests check with: the conformance suite every copy
+// device passes (copy_device_conformance_test.cc) and each backend's own
 // (cuda_copy_device_test.cc, ze_copy_*_test.cc).
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/copy_device.h"
 #include "gtest/gtest.h"
@@ -46,34 +44,6 @@ inline absl::StatusOr<bool> Await(CopyStream& stream, Marker marker) {
     return !reached.ok() || *reached;
   });
   return reached;
-}
-
-// A wake still running never holds back the copies queued after it: it
-// runs beside the stream (CUDA: a host function on a second stream, since
-// one queued on the copy stream would hold every later chunk; Level Zero:
-// the waiter thread). Copies `bytes` from `source` to `device` while a wake
-// blocks; `landed` says whether they are there, read the backend's way.
-inline void ExpectAPendingWakeNeverHoldsBackLaterCopies(CopyStream& stream, DeviceAddress device,
-                                                       const std::byte* source,
-                                                       std::uint64_t bytes,
-                                                       const std::function<bool()>& landed) {
-  // Shared with the wake, which may still be returning from its wait when
-  // the test ends.
-  struct Gates {
-    absl::Notification waking, release;
-  };
-  auto gates = std::make_shared<Gates>();
-  ASSERT_TRUE(stream.WakeWhenDone([gates] {
-    gates->waking.Notify();
-    gates->release.WaitForNotification();
-  }).ok());
-  ASSERT_TRUE(gates->waking.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  ASSERT_TRUE(stream.HostToDevice(device, source, bytes).ok());
-  auto marker = stream.Mark();
-  ASSERT_TRUE(marker.ok());
-  EXPECT_TRUE(Is(Await(stream, *marker), true));
-  EXPECT_TRUE(landed());
-  gates->release.Notify();
 }
 
 // Reserves `bytes` at `location`, keeps the segment in `segments`, and

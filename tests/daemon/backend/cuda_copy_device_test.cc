@@ -139,23 +139,6 @@ TEST_F(CudaCopyDeviceTest, CopiesEachDirectionAndTheBytesLandBehindTheMarker) {
   EXPECT_TRUE(devices_[0]->health().ok());
 }
 
-TEST_F(CudaCopyDeviceTest, MarkersArePooledAndAForgottenOneIsInvalid) {
-  ASSERT_NO_FATAL_FAILURE(Start());
-  CopyStream& stream = NewStream();
-  auto first = stream.Mark();
-  auto second = stream.Mark();
-  ASSERT_TRUE(first.ok() && second.ok());
-  EXPECT_NE(*first, *second);
-  stream.Forget(*first);
-  EXPECT_EQ(stream.Reached(*first).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(stream.Reached(1000).status().code(), absl::StatusCode::kInvalidArgument);
-  stream.Forget(*first);  // Twice: nothing happens.
-  auto reused = stream.Mark();
-  ASSERT_TRUE(reused.ok());
-  EXPECT_EQ(*reused, *first);
-  EXPECT_TRUE(Is(Await(stream, *reused), true));
-}
-
 TEST_F(CudaCopyDeviceTest, WakeWhenDoneRunsOnceTheEarlierCopiesLanded) {
   ASSERT_NO_FATAL_FAILURE(Start({{"MEMD_FAKE_CUDA_COPY_LATENCY_US", "200000"}}));
   const std::vector<std::byte> data = Pattern(kMiB, 2);
@@ -175,23 +158,6 @@ TEST_F(CudaCopyDeviceTest, WakeWhenDoneRunsOnceTheEarlierCopiesLanded) {
   ASSERT_TRUE(woken.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_TRUE(landed);
   EXPECT_TRUE(Is(stream.Reached(*marker), true));
-}
-
-// A host function blocks the work queued after it in its stream: a wake
-// queued on the copy stream would hold every later chunk until it ran. The
-// wake runs beside the copies instead: a later copy lands while it is
-// still running.
-TEST_F(CudaCopyDeviceTest, APendingWakeNeverHoldsBackLaterCopies) {
-  ASSERT_NO_FATAL_FAILURE(Start({}));
-  const std::vector<std::byte> data = Pattern(kMiB, 3);
-  std::span<std::byte> staging = Staging(kMiB);
-  std::memcpy(staging.data(), data.data(), kMiB);
-  const SegmentMemory device = Reserve(Location::Device(0), 2 * kMiB);
-  CopyStream& stream = NewStream();
-  ExpectAPendingWakeNeverHoldsBackLaterCopies(
-      stream, device.device_address, staging.data(), kMiB,
-      [&] { return Same(Bytes(device.device_address), data.data(), kMiB); });
-  ASSERT_TRUE(stream.Synchronize().ok());
 }
 
 TEST_F(CudaCopyDeviceTest, StagingIsPinnedTouchedAndRefusedAtZero) {

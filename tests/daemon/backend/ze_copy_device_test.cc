@@ -56,37 +56,6 @@ TEST_F(ZeCopyDeviceTest, CopiesEachDirectionAndTheBytesLandBehindTheMarker) {
   EXPECT_TRUE(devices_[0]->health().ok());
 }
 
-TEST_F(ZeCopyDeviceTest, SynchronizeReturnsOnceEverythingQueuedLanded) {
-  if (!Start({{"MEMD_FAKE_ZE_POISON", "1"}, {"MEMD_FAKE_ZE_COPY_LATENCY_US", "200000"}})) return;
-  const std::vector<std::byte> data = Pattern(2 * kMiB, 2);
-  const SegmentMemory device = Reserve(Location::Device(0), 2 * kMiB);
-  std::vector<std::byte> out(2 * kMiB);
-  CopyStream& stream = NewStream();
-  ASSERT_TRUE(stream.HostToDevice(device.device_address, data.data(), data.size()).ok());
-  ASSERT_TRUE(stream.DeviceToHost(out.data(), device.device_address, out.size()).ok());
-  ASSERT_TRUE(stream.Synchronize().ok());
-  EXPECT_TRUE(Same(out.data(), data.data(), data.size()));
-}
-
-TEST_F(ZeCopyDeviceTest, MarkersArePooledAndAForgottenOneIsInvalid) {
-  if (!Start()) return;
-  CopyStream& stream = NewStream();
-  auto first = stream.Mark();
-  auto second = stream.Mark();
-  ASSERT_TRUE(first.ok() && second.ok());
-  EXPECT_NE(*first, *second);
-  EXPECT_TRUE(Is(Await(stream, *first), true));
-  stream.Forget(*first);
-  EXPECT_EQ(stream.Reached(*first).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(stream.Reached(1000).status().code(), absl::StatusCode::kInvalidArgument);
-  stream.Forget(*first);  // Twice: nothing happens.
-  auto reused = stream.Mark();
-  ASSERT_TRUE(reused.ok());
-  EXPECT_EQ(*reused, *first);
-  EXPECT_TRUE(Is(Await(stream, *reused), true));
-  EXPECT_TRUE(Is(Await(stream, *second), true));
-}
-
 // An event reset while the barrier that signals it is still queued would be
 // signalled under its next marker: a marker forgotten before it was reached
 // is reused only once the device has passed it.
@@ -174,18 +143,6 @@ TEST_F(ZeCopyDeviceTest, WakesRunInTheOrderAsked) {
   }));
   absl::MutexLock lock(&mu);
   EXPECT_THAT(order, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// The wake runs on the waiter's thread, beside the command list: a later
-// copy lands while a wake is still running.
-TEST_F(ZeCopyDeviceTest, APendingWakeNeverHoldsBackLaterCopies) {
-  if (!Start()) return;
-  const std::vector<std::byte> data = Pattern(kMiB, 6);
-  const SegmentMemory device = Reserve(Location::Device(0), 2 * kMiB);
-  CopyStream& stream = NewStream();
-  ExpectAPendingWakeNeverHoldsBackLaterCopies(stream, device.device_address, data.data(), kMiB, [&] {
-    return Same(ReadBack(stream, device.device_address, kMiB).data(), data.data(), kMiB);
-  });
 }
 
 TEST_F(ZeCopyDeviceTest, ManyStreamsOnTwoGpusCopyAtOnce) {

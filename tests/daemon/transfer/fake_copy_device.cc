@@ -134,11 +134,14 @@ bool FakeDeviceState::WaitWhileHung(const std::atomic<bool>& stop) {
 }
 
 /// One in-order queue on its own thread. Markers are slots in a table;
-/// a marker's state is set when the worker reaches it.
+/// a marker's state is set when the worker reaches it. Wakes run in order
+/// on a second thread, beside the copies, so that one still running holds
+/// back no later copy (as CUDA's host function on a stream of its own, and
+/// Level Zero's waiter thread).
 class FakeCopyStream : public backend::CopyStream {
  public:
   explicit FakeCopyStream(std::shared_ptr<FakeDeviceState> state)
-      : state_(std::move(state)), worker_([this] { Work(); }) {}
+      : state_(std::move(state)), worker_([this] { Work(); }), waker_([this] { Wake(); }) {}
   ~FakeCopyStream() override {
     {
       std::lock_guard lock(mu_);
@@ -147,6 +150,12 @@ class FakeCopyStream : public backend::CopyStream {
       work_.notify_all();
     }
     worker_.join();
+    {
+      std::lock_guard lock(mu_);
+      wakes_stopping_ = true;
+      wakes_ready_.notify_all();
+    }
+    waker_.join();
   }
 
   absl::Status HostToDevice(backend::DeviceAddress destination, const void* source,
@@ -174,7 +183,7 @@ class FakeCopyStream : public backend::CopyStream {
       marker = free_markers_.back();
       free_markers_.pop_back();
     }
-    markers_[marker] = MarkerState{};
+    markers_[marker] = MarkerState{.live = true, .reached = false, .status = absl::OkStatus()};
     Op op;
     op.kind = Op::kMark;
     op.marker = marker;
@@ -184,12 +193,17 @@ class FakeCopyStream : public backend::CopyStream {
   absl::StatusOr<bool> Reached(backend::Marker marker) override {
     if (absl::Status sticky = state_->sticky(); !sticky.ok()) return sticky;
     std::lock_guard lock(mu_);
+    if (marker >= markers_.size() || !markers_[marker].live) {
+      return absl::InvalidArgumentError(absl::StrCat("marker ", marker, " is not live"));
+    }
     const MarkerState& state = markers_[marker];
     if (!state.status.ok()) return state.status;
     return state.reached;
   }
   void Forget(backend::Marker marker) override {
     std::lock_guard lock(mu_);
+    if (marker >= markers_.size() || !markers_[marker].live) return;  // Twice: nothing.
+    markers_[marker].live = false;
     free_markers_.push_back(marker);
   }
   absl::Status WakeWhenDone(std::function<void()> wake) override {
@@ -219,6 +233,7 @@ class FakeCopyStream : public backend::CopyStream {
     std::function<void()> wake;
   };
   struct MarkerState {
+    bool live = false;  // Marked and not forgotten.
     bool reached = false;
     absl::Status status;
   };
@@ -272,8 +287,26 @@ class FakeCopyStream : public backend::CopyStream {
         pending_error_ = absl::OkStatus();
       }
       busy_ = false;
-      if (op.kind == Op::kWake) op.wake();
+      if (op.kind == Op::kWake) {
+        wakes_.push_back(std::move(op.wake));
+        wakes_ready_.notify_one();
+      }
       idle_.notify_all();
+    }
+  }
+
+  // Runs the wakes the worker reached, in order, without the stream's mutex.
+  void Wake() {
+    while (true) {
+      std::function<void()> wake;
+      {
+        std::unique_lock lock(mu_);
+        wakes_ready_.wait(lock, [this] { return wakes_stopping_ || !wakes_.empty(); });
+        if (wakes_.empty()) return;
+        wake = std::move(wakes_.front());
+        wakes_.pop_front();
+      }
+      wake();
     }
   }
 
@@ -309,11 +342,16 @@ class FakeCopyStream : public backend::CopyStream {
   std::vector<MarkerState> markers_;
   std::vector<backend::Marker> free_markers_;
   absl::Status pending_error_;
+  std::condition_variable wakes_ready_;
+  std::deque<std::function<void()>> wakes_;
+  bool wakes_stopping_ = false;
   std::thread worker_;
+  std::thread waker_;
 };
 
 absl::StatusOr<std::span<std::byte>> FakeCopyDevice::AllocateStaging(std::uint64_t bytes) {
   if (absl::Status sticky = state_->sticky(); !sticky.ok()) return sticky;
+  if (bytes == 0) return absl::InvalidArgumentError("no staging of 0 bytes");
   std::lock_guard lock(mu_);
   staging_.push_back(std::make_unique<std::byte[]>(bytes));
   spans_.emplace_back(staging_.back().get(), bytes);
