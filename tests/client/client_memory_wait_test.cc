@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
+#include "tests/client/in_process_daemon.h"
 #include "tests/client/pattern.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/temp_dir.h"
@@ -26,27 +27,12 @@ using ::testing::HasSubstr;
 constexpr std::uint64_t kMiB = 1 << 20;
 
 // A host pool of 256 MiB, and four 64 MiB buffers to fill it.
-class ClientMemoryWaitTest : public ::testing::Test {
+class ClientMemoryWaitTest : public test::InProcessDaemonTest {
  protected:
   void SetUp() override {
-    config_.socket_dir = dir_.Join("run");
-    config_.metrics_address = "";
     config_.max_buffer_bytes = 64 * kMiB;
     config_.host_pool_limit_bytes = 256 * kMiB;
-    auto daemon = Daemon::Start(config_);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
-    auto client = Client::Connect({.socket_dir = config_.socket_dir});
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = std::move(*client);
-  }
-
-  void Publish(const std::string& name, std::uint64_t size, std::uint32_t seed,
-               const std::string& location = "host") {
-    auto buffer = client_->Create(name, size, {.location = location});
-    ASSERT_TRUE(buffer.ok()) << buffer.status();
-    test::FillPattern(buffer->mutable_data(), seed);
-    ASSERT_TRUE(buffer->Seal().ok());
+    StartDaemon();
   }
 
   // Fills the host with four sealed buffers nobody holds and that may not
@@ -56,10 +42,6 @@ class ClientMemoryWaitTest : public ::testing::Test {
   }
 
   static constexpr std::uint64_t kSize = 64 * kMiB;
-  test::TempDir dir_;
-  Config config_;
-  std::unique_ptr<Daemon> daemon_;
-  std::unique_ptr<Client> client_;
 };
 
 // A create at a full location may wait for memory (issue 26): served when a
@@ -153,7 +135,7 @@ TEST_F(ClientMemoryWaitTest, AnOpenOrCreateAtAFullHostWaitsForMemoryOrForTheName
 // the same queue as creates, and then for the copy; past its wait it says
 // what was free. Here a pinned buffer's copy at the full host.
 TEST_F(ClientMemoryWaitTest, AnOpenAtAFullLocationWaitsForMemoryForItsCopy) {
-  Publish("copy/src", kSize, 7, "pinned");
+  Publish("copy/src", kSize, 7, {.location = "pinned"});
   FillHost();
   auto at_once = client_->Open("copy/src", {.location = "host"});
   ASSERT_TRUE(absl::IsResourceExhausted(at_once.status())) << at_once.status();
@@ -186,7 +168,7 @@ TEST_F(ClientMemoryWaitTest, AnOpenAtAFullLocationWaitsForMemoryForItsCopy) {
 
 // A prefetch waits for memory the same way, then for its copy to be current.
 TEST_F(ClientMemoryWaitTest, APrefetchToAFullLocationWaitsForMemoryThenForTheCopy) {
-  Publish("prefetch/src", kSize, 9, "pinned");
+  Publish("prefetch/src", kSize, 9, {.location = "pinned"});
   FillHost();
   auto at_once = client_->Prefetch("prefetch/src", "host");
   ASSERT_TRUE(absl::IsResourceExhausted(at_once.status())) << at_once.status();

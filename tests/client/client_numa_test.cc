@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memd/client.h"
+#include "tests/client/in_process_daemon.h"
 #include "tests/support/fake_numa.h"
 #include "tests/support/temp_dir.h"
 
@@ -24,19 +25,8 @@ using ::testing::HasSubstr;
 
 constexpr std::uint64_t kSmall = 64 << 10;  // Carved from a shared segment.
 
-class ClientNumaTest : public ::testing::Test {
+class ClientNumaTest : public test::InProcessDaemonTest {
  protected:
-  void StartDaemon() {
-    config_.socket_dir = dir_.Join("run");
-    config_.metrics_address = "";
-    auto daemon = Daemon::Start(config_);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
-    auto client = Client::Connect({.socket_dir = config_.socket_dir});
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = std::move(*client);
-  }
-
   // The node the policy of the client's own mapping of `buffer` names,
   // after every page of it was written.
   static std::optional<int> PolicyAfterWriting(Buffer& buffer) {
@@ -44,11 +34,6 @@ class ClientNumaTest : public ::testing::Test {
     std::memset(bytes.data(), 0x5a, bytes.size());
     return numa::PolicyNodeOf(bytes.data() + bytes.size() - 1);
   }
-
-  test::TempDir dir_;
-  Config config_;
-  std::unique_ptr<Daemon> daemon_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(ClientNumaTest, NodeZeroIsBoundAndReportedAndAutoOnOneNodeIsANoOp) {

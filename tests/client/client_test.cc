@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "memd/v1/memd.grpc.pb.h"
+#include "tests/client/in_process_daemon.h"
 #include "tests/client/pattern.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/raw_session.h"
@@ -34,35 +35,12 @@ using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 
-class ClientTest : public ::testing::Test {
+class ClientTest : public test::InProcessDaemonTest {
  protected:
   void SetUp() override {
-    config_.socket_dir = dir_.Join("run");
-    config_.metrics_address = "";
     config_.max_buffer_bytes = 64 * kMiB;
     config_.host_pool_limit_bytes = 256 * kMiB;
     StartDaemon();
-    client_ = Connect();
-  }
-
-  void StartDaemon() {
-    auto daemon = Daemon::Start(config_);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
-  }
-
-  std::unique_ptr<Client> Connect() {
-    auto client = Client::Connect({.socket_dir = config_.socket_dir});
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? std::move(*client) : nullptr;
-  }
-
-  // A sealed buffer with the pattern of `seed`.
-  void Publish(const std::string& name, std::uint64_t size, std::uint32_t seed) {
-    auto buffer = client_->Create(name, size);
-    ASSERT_TRUE(buffer.ok()) << buffer.status();
-    test::FillPattern(buffer->mutable_data(), seed);
-    ASSERT_TRUE(buffer->Seal().ok());
   }
 
   // A raw stub on the control socket, for calls libmemd would never make.
@@ -75,11 +53,6 @@ class ClientTest : public ::testing::Test {
   test::RawSession OpenRawSession() {
     return test::RawSession::Open(config_.socket_dir);
   }
-
-  test::TempDir dir_;
-  Config config_;
-  std::unique_ptr<Daemon> daemon_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(ClientTest, CreateWriteSealThenOpenReadsTheSameBytes) {
@@ -589,7 +562,7 @@ TEST_F(ClientTest, ClientSurvivesADaemonRestart) {
   daemon_->Shutdown();
   daemon_.reset();
   EXPECT_EQ(client_->Stats().status().code(), absl::StatusCode::kUnavailable);
-  StartDaemon();
+  StartDaemon(/*connect=*/false);  // The old client comes back by itself.
   // A new session, the old buffer gone with the old daemon, the old mapping
   // still readable, and releasing the old lease is harmless.
   auto stats = client_->Stats();
@@ -605,7 +578,7 @@ TEST_F(ClientTest, SessionsBeyondTheLimitAreRefusedWithTheNumbers) {
   daemon_.reset();
   client_.reset();
   config_.max_sessions = 1;
-  StartDaemon();
+  StartDaemon(/*connect=*/false);
   client_ = Connect();
   ASSERT_NE(client_, nullptr);
   auto second = Client::Connect({.socket_dir = config_.socket_dir});

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "memd/client.h"
 #include "memd/v1/memd.grpc.pb.h"
+#include "tests/client/in_process_daemon.h"
 #include "tests/client/pattern.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/raw_session.h"
@@ -29,26 +30,11 @@ constexpr std::uint64_t kMiB = 1 << 20;
 
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
 
-class TransferTest : public ::testing::Test {
+class TransferTest : public test::InProcessDaemonTest {
  protected:
   void SetUp() override {
-    config_.socket_dir = dir_.Join("run");
-    config_.metrics_address = "";
     config_.max_buffer_bytes = 64 * kMiB;
     config_.host_pool_limit_bytes = 512 * kMiB;
-  }
-
-  void StartDaemon() {
-    auto daemon = Daemon::Start(config_);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
-    client_ = Connect();
-  }
-
-  std::unique_ptr<Client> Connect() {
-    auto client = Client::Connect({.socket_dir = config_.socket_dir});
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? std::move(*client) : nullptr;
   }
 
   // A writable buffer filled with the pattern of `seed` (0: zeros).
@@ -65,11 +51,6 @@ class TransferTest : public ::testing::Test {
     EXPECT_TRUE(stats.ok()) << stats.status();
     return stats.ok() ? *stats : DaemonStats{};
   }
-
-  test::TempDir dir_;
-  Config config_;
-  std::unique_ptr<Daemon> daemon_;
-  std::unique_ptr<Client> client_;
 };
 
 class HostTransferTest : public TransferTest {
