@@ -127,7 +127,8 @@ TEST_F(InstallTest, PutsProgramsLibraryPackageUnitAndConfigurationInThePrefix) {
     EXPECT_THAT(version.out + version.err, HasSubstr(MEMD_VERSION)) << path;
   }
   EXPECT_TRUE(PathExists(Installed(kIncludeDir, "memd/client.h")));
-  for (const char* header : {"memd/client.h", "memd/memd.h"}) {
+  for (const char* header :
+       {"memd/client.h", "memd/records.h", "memd/options.h", "memd/memd.h"}) {
     EXPECT_EQ(ReadWholeFile(Installed(kIncludeDir, header)),
               ReadWholeFile(absl::StrCat(MEMD_SOURCE_DIR "/client/include/", header)))
         << header;
