@@ -11,32 +11,15 @@
 #include "common/bytes.h"
 #include "common/names.h"
 #include "common/status_macros.h"
+#include "daemon/broker/broker_messages.h"
 #include "daemon/broker/permissions.h"
 #include "daemon/broker/with_lock.h"
 
 namespace memd::broker {
 namespace {
 
-std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
-
 // The payload of a Seal refusal that copies still write the buffer: its id.
 constexpr char kCopiesStillWrite[] = "type.memd.dev/broker.CopiesStillWrite";
-
-// The owner, group and mode are told only to a caller who may read the
-// buffer (Stat would tell it them anyway). Anyone else learns that the name
-// is taken, which a Create of it would tell them too, and nothing more
-// (docs/security.md, "What a client learns of others").
-absl::Status PermissionDenied(const PeerCredentials& peer, const BufferInfo& buffer,
-                              std::string_view what, std::string_view why = "") {
-  std::string message = absl::StrFormat("uid %d may not %s buffer %s", peer.uid,
-                                        std::string(what), Quoted(buffer.name));
-  if (MayAccess(peer, buffer, Access::kRead)) {
-    absl::StrAppendFormat(&message, " (owner uid %d, gid %d, mode 0%o)", buffer.owner_uid,
-                          buffer.owner_gid, buffer.mode);
-  }
-  if (!why.empty()) absl::StrAppend(&message, ": ", std::string(why));
-  return absl::PermissionDeniedError(message);
-}
 
 }  // namespace
 
@@ -98,84 +81,6 @@ Broker::~Broker() {
   // may not) free what they hold when they let go, without calling back.
   // Outside mu_: a pin's let-go takes it.
   for (auto& buffer : buffers) buffer->pin->Detach(*buffer->pool, std::move(buffer->allocation));
-}
-
-absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
-                                               std::string command,
-                                               const std::string& token_digest) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status admitted = uid_counts_.Admit(peer.uid, UidCounts::Kind::kSessions,
-                                            limits_.max_sessions_per_uid);
-      !admitted.ok()) {
-    ++rejections_.sessions_per_uid;
-    return admitted;
-  }
-  if (sessions_.size() >= limits_.max_sessions) {
-    ++rejections_.sessions;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "too many sessions: ", sessions_.size(), " are open; the limit is ",
-        limits_.max_sessions, " (max_sessions)"));
-  }
-  // A dead session's id stays its own until the grace period ends: the
-  // state names its leases by it.
-  SessionId id;
-  do {
-    id = session_ids_.Next();
-  } while (sessions_.contains(id) || dead_sessions_.contains(id));
-  uid_counts_.Add(peer.uid, UidCounts::Kind::kSessions);
-  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, {}});
-  if (journal_ != nullptr) journal_->SessionStarted(id, peer.uid, token_digest);
-  return id;
-}
-
-void Broker::EndSession(SessionId session) {
-  WithLock([&](AfterUnlock& after) {
-    auto it = sessions_.find(session);
-    if (it == sessions_.end()) return;
-    // One record for the session and its leases, before what their ends
-    // do to buffers.
-    if (journal_ != nullptr) journal_->SessionEnded(session);
-    std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
-    for (LeaseId lease : leases) ReleaseLocked(lease, after, /*journal=*/false);
-    usage_.ForgetSession(session);
-    absl::erase_if(failed_fills_,
-                   [&](const auto& entry) { return entry.second.session == session; });
-    // Woken, their opens try again and fail: the session is gone.
-    after.Wake(waiters_.TakeSession(session));
-    std::vector<WatchId> creates;
-    for (const auto& [watch, wait] : memory_waits_) {
-      if (wait.session == session) creates.push_back(watch);
-    }
-    for (WatchId watch : creates) ForgetMemoryWaitLocked(watch);
-    for (auto& [id, segment] : it->second.replayable) {
-      after.let_go.push_back(std::move(segment));
-    }
-    const uid_t uid = it->second.peer.uid;
-    sessions_.erase(it);
-    uid_counts_.Remove(uid, UidCounts::Kind::kSessions);
-  });
-}
-
-absl::StatusOr<Broker::Session*> Broker::FindSessionLocked(SessionId session) {
-  auto it = sessions_.find(session);
-  if (it == sessions_.end()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("session ", session, " has ended; reconnect"));
-  }
-  return &it->second;
-}
-
-absl::StatusOr<Broker::Lease*> Broker::FindLeaseLocked(SessionId session,
-                                                       LeaseId lease_id) {
-  MEMD_RETURN_IF_ERROR(FindSessionLocked(session).status());
-  auto lease = leases_.find(lease_id);
-  // Another session's lease is as unknown to this one as a made-up id.
-  if (lease == leases_.end() || lease->second.session != session) {
-    return absl::NotFoundError(absl::StrCat(
-        "lease ", lease_id, " is not held by this session (released already, "
-        "or never granted)"));
-  }
-  return &lease->second;
 }
 
 absl::Status Broker::AdmitLocked(SessionId session, const Session& caller,
@@ -612,139 +517,6 @@ absl::StatusOr<BufferInfo> Broker::Seal(SessionId session, LeaseId lease_id) {
     // What the lease maps, sealed: the sealer's Buffer keeps its own
     // location (a copy's, when it sealed through one).
     return record.info;
-  });
-}
-
-absl::Status Broker::Release(SessionId session, LeaseId lease_id) {
-  return WithLock([&](AfterUnlock& after) -> absl::Status {
-    MEMD_RETURN_IF_ERROR(FindLeaseLocked(session, lease_id).status());
-    ReleaseLocked(lease_id, after);
-    return absl::OkStatus();
-  });
-}
-
-void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after, bool journal) {
-  auto lease = leases_.find(lease_id);
-  Lease released = lease->second;
-  leases_.erase(lease);
-  if (journal && journal_ != nullptr) journal_->LeaseEnded(lease_id);
-  auto session = sessions_.find(released.session);
-  if (session != sessions_.end()) session->second.leases.erase(lease_id);
-  uid_counts_.Remove(released.uid, UidCounts::Kind::kLeases);
-  Buffer& record = *buffers_.at(released.buffer);
-  --record.info.lease_count;
-  CountLeaseLocked(record, released.access, /*added=*/false);
-  // What the last lease does is the buffer's: its leases at every copy.
-  Buffer* home = HomeOfLocked(record);
-  if (home == nullptr) {  // An orphaned copy.
-    if (record.info.lease_count == 0) FreeIfUnusedLocked(record.info.id, after);
-    return;
-  }
-  if (TotalLeasesLocked(*home) > 0) return;
-  LastLeaseEndedLocked(*home, after);
-}
-
-void Broker::LastLeaseEndedLocked(Buffer& buffer, AfterUnlock& after) {
-  // Ephemeral buffers go, and so do buffers nobody sealed, since nobody is
-  // left who could finish writing them.
-  if (!buffer.info.unlinked &&
-      (buffer.info.persistence == Persistence::kEphemeral ||
-       buffer.info.state != BufferState::kSealed)) {
-    UnlinkLocked(buffer, after);
-    return;
-  }
-  FreeIfUnusedLocked(buffer.info.id, after);
-}
-
-void Broker::UnlinkLocked(Buffer& buffer, AfterUnlock& after) {
-  names_.erase(buffer.info.name);
-  buffer.info.unlinked = true;
-  // Whoever watches the name tries again: a copy waiting for memory ends
-  // (no buffer, or another of that name), an open waiting for a seal waits on.
-  after.Wake(waiters_.TakeName(buffer.info.name));
-  // Its copies go as the home does: when nothing holds them any more.
-  for (auto& [at, id] : buffer.copies) OrphanLocked(*buffers_.at(id), after);
-  buffer.copies.clear();
-  JournalLocked(buffer);
-  FreeIfUnusedLocked(buffer.info.id, after);
-}
-
-void Broker::JournalLocked(const Buffer& buffer) {
-  if (journal_ == nullptr) return;
-  if (buffer.is_copy) {
-    // A restart keeps a copy only for holders who re-claim its leases: as
-    // an unlinked buffer, which goes with its last lease.
-    BufferInfo info = buffer.info;
-    info.unlinked = true;
-    journal_->BufferChanged(info, buffer.allocation);
-    return;
-  }
-  if (buffer.info.state == BufferState::kSealed && !HomeCurrentLocked(buffer)) {
-    // Sealed through a copy whose bytes the home has not caught up with: a
-    // restart now must not serve the home's old bytes under the sealed
-    // name, so the state calls it unsealed (a restart drops it) until the
-    // home's refresh ends (FinishFill journals it again).
-    BufferInfo info = buffer.info;
-    info.state = BufferState::kCreating;
-    info.sealed.reset();
-    journal_->BufferChanged(info, buffer.allocation);
-    return;
-  }
-  journal_->BufferChanged(buffer.info, buffer.allocation);
-}
-
-void Broker::JournalLeaseLocked(const Grant& grant, SessionId session) {
-  if (journal_ != nullptr) {
-    journal_->LeaseGranted(grant.lease, session, grant.buffer.id, grant.access);
-  }
-}
-
-void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
-  auto it = buffers_.find(id);
-  if (it == buffers_.end()) return;
-  Buffer& buffer = *it->second;
-  if (!buffer.info.unlinked || buffer.info.lease_count > 0) return;
-  if (buffer.pin->claims() > 0) {
-    // Copies may still reach its bytes: it stays, charged to its owner,
-    // until the last lets go (CopiesLetGo). Nobody can read a parked
-    // buffer, so what copies would still write it is wasted: cancelled.
-    if (!buffer.parked && buffer.pin->writers() > 0) {
-      after.freed_while_written.push_back(id);
-      after.on_freed_while_written = on_freed_while_written_;
-    }
-    buffer.parked = true;
-    return;
-  }
-  // Adopted buffers wait for their holders until the grace period ends.
-  if (buffer.awaiting_holders) return;
-  if (journal_ != nullptr) journal_->BufferFreed(id);
-  if (!buffer.is_copy) tracker_.Forget(id);
-  pool::Pool* pool = it->second->pool;
-  usage_.Remove(it->second->charge);
-  // The uid it was counted against: the owner, or for a copy whoever asked.
-  uid_counts_.Remove(it->second->charge.uid, UidCounts::Kind::kBuffers);
-  after.freed.emplace_back(pool, std::move(it->second));
-  buffers_.erase(it);
-}
-
-void Broker::CopiesLetGo(BufferId id) {
-  WithLock([&](AfterUnlock& after) { FreeIfUnusedLocked(id, after); });
-}
-
-absl::Status Broker::Unlink(SessionId session, const std::string& name) {
-  MEMD_RETURN_IF_ERROR(ValidateBufferName(name));
-  return WithLock([&](AfterUnlock& after) -> absl::Status {
-    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-    Buffer* buffer = FindNamedLocked(name);
-    if (buffer == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no buffer named ", Quoted(name)));
-    }
-    if (caller->peer.uid != 0 && caller->peer.uid != buffer->info.owner_uid) {
-      return PermissionDenied(caller->peer, buffer->info,
-                              "unlink", "only its owner and root may");
-    }
-    UnlinkLocked(*buffer, after);
-    return absl::OkStatus();
   });
 }
 

@@ -15,14 +15,13 @@
 #include "common/bytes.h"
 #include "common/status_macros.h"
 #include "daemon/broker/broker.h"
+#include "daemon/broker/broker_messages.h"
 #include "daemon/broker/eviction.h"
 #include "daemon/broker/permissions.h"
 #include "daemon/broker/with_lock.h"
 
 namespace memd::broker {
 namespace {
-
-std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
 
 // Rounds of "take back, allocate again": a pool whose free memory is
 // scattered may refuse again after the first; each round takes at least

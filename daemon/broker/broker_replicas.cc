@@ -13,13 +13,12 @@
 #include "common/names.h"
 #include "common/status_macros.h"
 #include "daemon/broker/broker.h"
+#include "daemon/broker/broker_messages.h"
 #include "daemon/broker/permissions.h"
 #include "daemon/broker/with_lock.h"
 
 namespace memd::broker {
 namespace {
-
-std::string Quoted(const std::string& name) { return absl::StrCat("'", name, "'"); }
 
 // The payload of an open refused only for want of a wake (OpenWouldWait).
 constexpr char kWouldWait[] = "type.memd.dev/broker.OpenWouldWait";
