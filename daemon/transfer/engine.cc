@@ -75,7 +75,7 @@ class Engine::Impl {
     for (const auto& device : devices_) ordinals_.push_back(device->ordinal());
   }
   ~Impl() {
-    core_.CancelAll("shutdown");
+    core_.CancelAll(FailureReason::kShutdown);
     for (auto& lane : lanes_) lane->Stop();
     lanes_.clear();
   }
@@ -96,15 +96,7 @@ class Engine::Impl {
   absl::StatusOr<TransferId> Submit(TransferSpec spec) {
     MEMD_ASSIGN_OR_RETURN(RecordPtr record,
                           PlanTransfer(std::move(spec), core_.options(), ordinals_));
-    for (int index : {record->device_index, record->peer_index}) {
-      if (index < 0) continue;
-      if (absl::Status health = core_.DeviceHealth(index); !health.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "device ", ordinals_[index],
-            " is unhealthy and takes no copies until the daemon restarts: ", health.message()));
-      }
-    }
-    return core_.Submit(std::move(record));
+    return core_.Submit(std::move(record));  // Which refuses a broken device's copies.
   }
 
   EngineCore& core() { return core_; }

@@ -84,9 +84,7 @@ struct EngineStats {
   std::vector<PriorityStats> priorities;  // One per priority.
   std::vector<DeviceStats> devices;
   std::map<DataPath, std::uint64_t> paths;     // Transfers started, by path.
-  std::map<std::string, std::uint64_t> failures;  // By reason: "deadline",
-      // "stall", "driver", "device_unhealthy", "cancelled", "session_ended",
-      // "destination_freed".
+  std::map<FailureReason, std::uint64_t> failures;  // By reason, those seen.
   std::uint64_t retries = 0;
   std::uint64_t active_transfers = 0;   // Unfinished, now.
   std::uint64_t active_bytes = 0;       // Their bytes, now (admission).

@@ -22,6 +22,7 @@ using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using transfer::FailureReason;
 using transfer::Priority;
 using transfer::TransferState;
 
@@ -53,7 +54,7 @@ TEST_F(EngineFailureTest, CancelARunningCopyDrainsItsChunksThenEndsCancelled) {
   EXPECT_EQ(end.status.code(), absl::StatusCode::kCancelled);
   EXPECT_LT(end.bytes_done, end.bytes_total);
   EXPECT_EQ(engine->Stats().devices[0].slots_in_use, 0);
-  EXPECT_EQ(engine->Stats().failures.at("cancelled"), 1u);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kCancelled), 1u);
   // Cancelling again changes nothing.
   EXPECT_EQ(engine->Cancel(1, *id)->state, TransferState::kCancelled);
 }
@@ -88,7 +89,7 @@ TEST_F(EngineFailureTest, PassedDeadlineEndsDeadlineExceeded) {
   EXPECT_EQ(end.state, TransferState::kFailed);
   EXPECT_EQ(end.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(end.status.message(), HasSubstr("deadline"));
-  EXPECT_EQ(engine->Stats().failures.at("deadline"), 1u);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kDeadline), 1u);
 }
 
 TEST_F(EngineFailureTest, CopyThatNeverCompletesIsEndedByTheStallTimeout) {
@@ -105,7 +106,7 @@ TEST_F(EngineFailureTest, CopyThatNeverCompletesIsEndedByTheStallTimeout) {
   EXPECT_EQ(end.state, TransferState::kFailed);
   EXPECT_EQ(end.status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(end.status.message(), HasSubstr("stalled"));
-  EXPECT_EQ(engine->Stats().failures.at("stall"), 1u);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kStall), 1u);
   devices.states[0]->Release();
 }
 
@@ -259,7 +260,7 @@ TEST_F(EngineFailureTest, ExhaustedRetriesFailNamingTheChunkOffsetAndDriverCall)
   EXPECT_THAT(end.status.message(), HasSubstr("after 3 retries"));
   EXPECT_THAT(end.status.message(), HasSubstr("cuMemcpyHtoDAsync_v2"));
   EXPECT_THAT(end.status.message(), HasSubstr("CUDA_ERROR_OUT_OF_MEMORY"));
-  EXPECT_EQ(engine->Stats().failures.at("driver"), 1u);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kDriver), 1u);
   EXPECT_EQ(engine->Stats().devices[0].slots_in_use, 0);
 }
 
@@ -304,7 +305,7 @@ TEST_F(EngineFailureTest, StickyErrorMarksTheDeviceUnhealthyAndFailsItsTransfers
   const transfer::EngineStats stats = engine->Stats();
   EXPECT_FALSE(stats.devices[0].health.ok());
   EXPECT_TRUE(stats.devices[1].health.ok());
-  EXPECT_EQ(stats.failures.at("device_unhealthy"), 2u);
+  EXPECT_EQ(stats.failures.at(FailureReason::kDeviceUnhealthy), 2u);
   // The other device still copies.
   TestBuffer& fine = Buffer(kMiB);
   auto elsewhere = engine->Submit(Spec(1, Host(fine), DeviceAt(1, other, 0, kMiB)));
@@ -384,7 +385,9 @@ TEST_F(EngineFailureTest, StickyErrorBetweenACopyAndItsMarkerStillFailsTheTransf
   }
   const transfer::EngineStats stats = engine->Stats();
   EXPECT_FALSE(stats.devices[0].health.ok());
-  EXPECT_EQ(stats.failures.count("device_unhealthy") ? stats.failures.at("device_unhealthy") : 0,
+  EXPECT_EQ(stats.failures.count(FailureReason::kDeviceUnhealthy)
+                ? stats.failures.at(FailureReason::kDeviceUnhealthy)
+                : 0,
             3u);
   // The other device still copies, into what `queued` read.
   TestBuffer& fine = Buffer(kMiB);
@@ -535,7 +538,7 @@ TEST_F(EngineFailureTest, EndSessionCancelsDrainsAndForgetsItsTransfers) {
   const transfer::EngineStats stats = engine->Stats();
   EXPECT_EQ(stats.active_transfers, 0u);
   EXPECT_EQ(stats.devices[0].slots_in_use, 0);
-  EXPECT_EQ(stats.failures.at("session_ended"), 2u);
+  EXPECT_EQ(stats.failures.at(FailureReason::kSessionEnded), 2u);
 }
 
 TEST_F(EngineFailureTest, DestroyingTheEngineCancelsRunningTransfers) {
