@@ -70,8 +70,9 @@ absl::Status CheckOptions(const EngineOptions& o) {
 // (their streams and rings), then the core, then the devices.
 class Engine::Impl {
  public:
-  Impl(std::vector<std::unique_ptr<backend::CopyDevice>> devices, const EngineOptions& options)
-      : devices_(std::move(devices)), core_(options, Raw(devices_)) {
+  Impl(std::vector<std::unique_ptr<backend::CopyDevice>> devices, const EngineOptions& options,
+       const Clock& clock)
+      : devices_(std::move(devices)), core_(options, Raw(devices_), clock) {
     for (const auto& device : devices_) ordinals_.push_back(device->ordinal());
   }
   ~Impl() {
@@ -116,9 +117,10 @@ class Engine::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
-    std::vector<std::unique_ptr<backend::CopyDevice>> devices, EngineOptions options) {
+    std::vector<std::unique_ptr<backend::CopyDevice>> devices, EngineOptions options,
+    const Clock& clock) {
   MEMD_RETURN_IF_ERROR(CheckOptions(options));
-  auto impl = std::make_unique<Impl>(std::move(devices), options);
+  auto impl = std::make_unique<Impl>(std::move(devices), options, clock);
   MEMD_RETURN_IF_ERROR(impl->StartLanes());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

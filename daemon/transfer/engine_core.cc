@@ -29,9 +29,11 @@ const char* CancelledBecause(FailureReason reason) {
 
 }  // namespace
 
-EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices)
+EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices,
+                       const Clock& clock)
     : options_(options),
       devices_(std::move(devices)),
+      clock_(clock),
       admission_(AdmissionLimits{.max_session_bytes = options.max_session_bytes,
                                  .max_uid_bytes = options.max_uid_bytes,
                                  .max_total_bytes = options.max_total_bytes,
@@ -97,7 +99,7 @@ absl::StatusOr<TransferId> EngineCore::Submit(RecordPtr record) {
   for (int i = 0; i < 2; ++i) {
     if (uses[i] >= 0) reported[i] = devices_[uses[i]]->health();
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   CoreLock lock(*this);
   for (int i = 0; i < 2; ++i) {
     if (uses[i] < 0) continue;
@@ -198,7 +200,7 @@ bool EngineCore::SessionDrained(SessionId session) const {
 }
 
 void EngineCore::EndSession(SessionId session, absl::Duration drain) {
-  const absl::Time give_up = absl::Now() + drain;
+  const absl::Time give_up = clock_.Now() + drain;
   {
     CoreLock lock(*this);
     auto it = sessions_.find(session);
@@ -209,7 +211,7 @@ void EngineCore::EndSession(SessionId session, absl::Duration drain) {
   }  // Wakes the lanes.
   CoreLock lock(*this);
   while (!SessionDrained(session)) {
-    if (changed_.WaitWithDeadline(&mu_, give_up)) break;
+    if (clock_.WaitWithDeadline(&mu_, &changed_, give_up)) break;
   }
   // What still runs ends later, unseen; its holds keep the memory alive.
   sessions_.erase(session);
@@ -256,7 +258,7 @@ std::optional<Chunk> EngineCore::TakeChunk(
     record.progress.state = TransferState::kRunning;
     // The clock now, not the lane's turn: a transfer that waited for another
     // starts after that one's finish time.
-    record.progress.started = absl::Now();
+    record.progress.started = clock_.Now();
     record.progress.path = record.path;
     ++paths_[record.path];
     PriorityStats& stats = priority_stats_[static_cast<int>(record.priority)];
@@ -392,7 +394,7 @@ void EngineCore::Finish(TransferRecord& record, TransferState state, absl::Statu
   if (record.terminal()) return;
   record.progress.state = state;
   record.progress.status = std::move(status);
-  record.progress.finished = absl::Now();
+  record.progress.finished = clock_.Now();
   if (reason.has_value()) ++failures_[*reason];
   admission_.Release(record.session, record.uid, record.total());
   LetGoOnceDrained(record);

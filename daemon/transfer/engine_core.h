@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/opaque_ids.h"
 #include "daemon/backend/copy_device.h"
 #include "daemon/transfer/admission.h"
@@ -44,12 +45,17 @@ struct DeviceCounters {
 /// transfer (next chunk, done, retry, failed, cancelled, timed out); the
 /// lanes move the bytes without holding the mutex. Callbacks of watches
 /// and lane wakes that a change produces run after the mutex is released
-/// (CoreLock). Thread-safe.
+/// (CoreLock). Every time it reads or waits for is the injected clock's,
+/// and so is every time its lanes read or wait for: a test's fake clock
+/// decides when a deadline, a retry, a stall or an ageing period comes.
+/// Borrows the devices and the clock (both outlive it). Thread-safe.
 class EngineCore {
  public:
-  EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices);
+  EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices,
+             const Clock& clock);
 
   const EngineOptions& options() const { return options_; }
+  const Clock& clock() const { return clock_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
   backend::CopyDevice& device(int index) const { return *devices_[index]; }
   DeviceCounters& counters(int index) { return *counters_[index]; }
@@ -129,6 +135,7 @@ class EngineCore {
 
   const EngineOptions options_;
   const std::vector<backend::CopyDevice*> devices_;
+  const Clock& clock_;
   std::vector<std::unique_ptr<DeviceCounters>> counters_;
   std::vector<Lane*> lanes_;
 
