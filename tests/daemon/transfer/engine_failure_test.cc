@@ -3,7 +3,8 @@
 // session and of the engine. Whatever ends by time (deadline, stall,
 // retry, the stop bound) runs on a FakeClock the test moves; whatever
 // must not happen yet is checked against a later turn of the lane (a probe
-// copy it has started), never against a wait.
+// copy it has started) or a thread seen asleep in the fake clock, never
+// against a wait.
 
 #include <atomic>
 #include <deque>
