@@ -225,9 +225,10 @@ transfer::EngineOptions EngineOptionsOf(const Config& config) {
 }
 
 // The engine over every GPU the backend serves (none: host-to-host copies
-// only).
+// only), on the daemon's one clock.
 absl::StatusOr<std::unique_ptr<transfer::Engine>> StartEngine(const Config& config,
-                                                              backend::Backend& backend) {
+                                                              backend::Backend& backend,
+                                                              const Clock& clock) {
   auto devices = backend.CopyDevices();
   if (!devices.ok()) {
     return absl::Status(devices.status().code(),
@@ -235,7 +236,7 @@ absl::StatusOr<std::unique_ptr<transfer::Engine>> StartEngine(const Config& conf
                                      devices.status().message()));
   }
   const std::size_t count = devices->size();
-  auto engine = transfer::Engine::Start(std::move(*devices), EngineOptionsOf(config));
+  auto engine = transfer::Engine::Start(std::move(*devices), EngineOptionsOf(config), clock);
   if (!engine.ok()) {
     return absl::Status(engine.status().code(),
                         absl::StrCat("the transfer engine did not start: ",
@@ -396,7 +397,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   parts->trimmer = std::make_unique<pool::PeriodicTrimmer>(
       parts->pools, idle, std::min(idle / 4, absl::Seconds(1)));
 
-  MEMD_ASSIGN_OR_RETURN(parts->engine, StartEngine(config, *parts->backend));
+  MEMD_ASSIGN_OR_RETURN(parts->engine, StartEngine(config, *parts->backend, parts->clock));
 
   parts->broker =
       std::make_unique<broker::Broker>(parts->pools, LimitsOf(config, caps), parts->clock);

@@ -72,10 +72,17 @@ void Paths(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
 }
 
 void Failures(const DaemonSnapshot& snapshot, std::vector<Sample>& out) {
-  std::map<std::string, std::uint64_t> failures = snapshot.transfers.failures;
-  for (const char* reason : {"cancelled", "deadline", "stall", "driver", "device_unhealthy",
-                             "session_ended", "destination_freed"}) {
-    failures.try_emplace(reason, 0);
+  using transfer::FailureReason;
+  // By name: the series come out in the order they always had.
+  std::map<std::string, std::uint64_t> failures;
+  for (FailureReason reason :
+       {FailureReason::kCancelled, FailureReason::kDeadline, FailureReason::kStall,
+        FailureReason::kDriver, FailureReason::kDeviceUnhealthy, FailureReason::kSessionEnded,
+        FailureReason::kDestinationFreed}) {
+    failures.try_emplace(std::string(transfer::FailureReasonName(reason)), 0);
+  }
+  for (const auto& [reason, count] : snapshot.transfers.failures) {
+    failures[std::string(transfer::FailureReasonName(reason))] += count;
   }
   for (const auto& [reason, count] : failures) {
     out.push_back({{{"reason", reason}}, Number(count)});

@@ -9,14 +9,16 @@
 namespace memd::transfer {
 namespace {
 
-// Adds the time since `start` to a counter when it goes out of scope.
+// Adds the time since it was made, in the engine's clock, to a counter
+// when it goes out of scope.
 class StagingTimer {
  public:
-  explicit StagingTimer(std::atomic<std::int64_t>& counter)
-      : counter_(counter), start_(absl::Now()) {}
-  ~StagingTimer() { counter_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start_)); }
+  StagingTimer(const Clock& clock, std::atomic<std::int64_t>& counter)
+      : clock_(clock), counter_(counter), start_(clock.Now()) {}
+  ~StagingTimer() { counter_.fetch_add(absl::ToInt64Nanoseconds(clock_.Now() - start_)); }
 
  private:
+  const Clock& clock_;
   std::atomic<std::int64_t>& counter_;
   absl::Time start_;
 };
@@ -158,7 +160,7 @@ void DeviceLane::Stage(std::byte* to, const std::byte* from, std::uint64_t bytes
                            (!critical_in_.fifo.empty() || !critical_out_.fifo.empty());
     const std::uint64_t piece = piecewise ? std::min(kPiece, bytes - done) : bytes - done;
     {
-      StagingTimer timer(counters_.staging_ns);
+      StagingTimer timer(clock_, counters_.staging_ns);
       copy_.Copy(to + done, from + done, piece, stores);
     }
     done += piece;
@@ -170,7 +172,7 @@ void DeviceLane::TakeInCriticalChunks() {
   PollQueue(critical_in_);
   PollQueue(critical_out_);
   if (outcomes_.empty()) return;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   CountDmaTime(now);
   {
     CoreLock lock(core_);

@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<DeviceLane>> DeviceLane::Create(EngineCore& core,
 
 DeviceLane::DeviceLane(EngineCore& core, int index, StagingRing ring)
     : core_(core),
+      clock_(core.clock()),
       index_(index),
       lane_(index + 1),
       device_(core.device(index)),
@@ -64,7 +65,7 @@ bool DeviceLane::Step() {
   std::optional<Chunk> next;
   absl::Time wake = absl::InfiniteFuture();
   bool exit = false;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   // Before the core hears of the finished chunks: a transfer reported done
   // has its DMA time counted already.
   CountDmaTime(now);
@@ -95,14 +96,14 @@ bool DeviceLane::Step() {
   if (exit) return false;
   if (next) {
     Issue(std::move(*next));
-    CountDmaTime(absl::Now());
+    CountDmaTime(clock_.Now());
     return true;
   }
   // A broken lane sleeps once it has dropped all its device held: the core
   // failed its transfers and refuses new ones, so only Stop (which wakes
   // it) is left. It used to turn without pause, a core's worth of CPU.
   const bool dropping = broken_ && Busy();
-  if (!abandon_ && !look_again && !dropping) waker()->WaitUntil(wake);
+  if (!abandon_ && !look_again && !dropping) waker()->WaitUntil(clock_, wake);
   return true;
 }
 

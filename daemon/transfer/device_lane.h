@@ -93,6 +93,7 @@ class DeviceLane : public Lane {
   void Succeed(InFlight& entry);
 
   EngineCore& core_;
+  const Clock& clock_;  // The engine's: DMA time, stalls, the stop bound, naps.
   const int index_;
   const LaneIndex lane_;
   backend::CopyDevice& device_;

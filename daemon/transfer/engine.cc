@@ -70,12 +70,13 @@ absl::Status CheckOptions(const EngineOptions& o) {
 // (their streams and rings), then the core, then the devices.
 class Engine::Impl {
  public:
-  Impl(std::vector<std::unique_ptr<backend::CopyDevice>> devices, const EngineOptions& options)
-      : devices_(std::move(devices)), core_(options, Raw(devices_)) {
+  Impl(std::vector<std::unique_ptr<backend::CopyDevice>> devices, const EngineOptions& options,
+       const Clock& clock)
+      : devices_(std::move(devices)), core_(options, Raw(devices_), clock) {
     for (const auto& device : devices_) ordinals_.push_back(device->ordinal());
   }
   ~Impl() {
-    core_.CancelAll("shutdown");
+    core_.CancelAll(FailureReason::kShutdown);
     for (auto& lane : lanes_) lane->Stop();
     lanes_.clear();
   }
@@ -96,15 +97,7 @@ class Engine::Impl {
   absl::StatusOr<TransferId> Submit(TransferSpec spec) {
     MEMD_ASSIGN_OR_RETURN(RecordPtr record,
                           PlanTransfer(std::move(spec), core_.options(), ordinals_));
-    for (int index : {record->device_index, record->peer_index}) {
-      if (index < 0) continue;
-      if (absl::Status health = core_.DeviceHealth(index); !health.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "device ", ordinals_[index],
-            " is unhealthy and takes no copies until the daemon restarts: ", health.message()));
-      }
-    }
-    return core_.Submit(std::move(record));
+    return core_.Submit(std::move(record));  // Which refuses a broken device's copies.
   }
 
   EngineCore& core() { return core_; }
@@ -124,9 +117,10 @@ class Engine::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(
-    std::vector<std::unique_ptr<backend::CopyDevice>> devices, EngineOptions options) {
+    std::vector<std::unique_ptr<backend::CopyDevice>> devices, EngineOptions options,
+    const Clock& clock) {
   MEMD_RETURN_IF_ERROR(CheckOptions(options));
-  auto impl = std::make_unique<Impl>(std::move(devices), options);
+  auto impl = std::make_unique<Impl>(std::move(devices), options, clock);
   MEMD_RETURN_IF_ERROR(impl->StartLanes());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

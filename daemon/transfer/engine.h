@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "daemon/backend/copy_device.h"
 #include "daemon/transfer/types.h"
 
@@ -84,9 +85,7 @@ struct EngineStats {
   std::vector<PriorityStats> priorities;  // One per priority.
   std::vector<DeviceStats> devices;
   std::map<DataPath, std::uint64_t> paths;     // Transfers started, by path.
-  std::map<std::string, std::uint64_t> failures;  // By reason: "deadline",
-      // "stall", "driver", "device_unhealthy", "cancelled", "session_ended",
-      // "destination_freed".
+  std::map<FailureReason, std::uint64_t> failures;  // By reason, those seen.
   std::uint64_t retries = 0;
   std::uint64_t active_transfers = 0;   // Unfinished, now.
   std::uint64_t active_bytes = 0;       // Their bytes, now (admission).
@@ -101,15 +100,20 @@ struct EngineStats {
 /// filling one slot overlaps the DMA of the previous one. Owns the copy
 /// devices, their staging rings and streams, one progress thread per device
 /// (and one for host-to-host copies), and the record of every unfinished
-/// transfer and of each session's last finished ones. Thread-safe.
+/// transfer and of each session's last finished ones. Every time it keeps
+/// (deadlines, retries, stalls, ageing, the times a progress shows, the
+/// staging and DMA seconds) and every wait of its threads is the clock's
+/// it is given, which it borrows. Thread-safe.
 class Engine {
  public:
   // Allocates every device's staging ring and streams now (never per
   // transfer). `devices` may be empty: then only host-to-host copies run.
+  // `clock` must outlive the engine; tests give a fake one.
   // Errors: INVALID_ARGUMENT (options out of range, with the numbers),
   // the devices' errors (RESOURCE_EXHAUSTED for staging memory).
   static absl::StatusOr<std::unique_ptr<Engine>> Start(
-      std::vector<std::unique_ptr<backend::CopyDevice>> devices, EngineOptions options);
+      std::vector<std::unique_ptr<backend::CopyDevice>> devices, EngineOptions options,
+      const Clock& clock = RealClock::Default());
   // Cancels every transfer, waits for chunks on the GPUs, stops the threads.
   ~Engine();
 

@@ -16,24 +16,30 @@ constexpr absl::Duration kBusyNap = absl::Milliseconds(5);
 constexpr absl::Duration kIdleNap = absl::Milliseconds(100);
 
 // How a cancelled transfer's status says why, by RequestCancel's reason.
-const char* CancelledBecause(std::string_view reason) {
-  if (reason == "session_ended") return " ended with its session";
-  if (reason == "destination_freed") {
-    return " was cancelled: its destination buffer was freed, and nobody could read it";
+const char* CancelledBecause(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kSessionEnded:
+      return " ended with its session";
+    case FailureReason::kDestinationFreed:
+      return " was cancelled: its destination buffer was freed, and nobody could read it";
+    default:
+      return " was cancelled";
   }
-  return " was cancelled";
 }
 
 }  // namespace
 
-EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices)
+EngineCore::EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices,
+                       const Clock& clock)
     : options_(options),
       devices_(std::move(devices)),
+      clock_(clock),
       admission_(AdmissionLimits{.max_session_bytes = options.max_session_bytes,
                                  .max_uid_bytes = options.max_uid_bytes,
                                  .max_total_bytes = options.max_total_bytes,
                                  .max_session_transfers = options.max_session_transfers,
-                                 .max_uid_transfers = options.max_uid_transfers}) {
+                                 .max_uid_transfers = options.max_uid_transfers}),
+      backoff_(options.retry_backoff) {
   absl::MutexLock lock(&mu_);
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     counters_.push_back(std::make_unique<DeviceCounters>());
@@ -76,16 +82,29 @@ absl::Status EngineCore::DeviceHealth(int index) const {
   return devices_[index]->health();
 }
 
+absl::Status EngineCore::Unhealthy(int index, const absl::Status& sticky) const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("device ", devices_[index]->ordinal(),
+                   " is unhealthy and takes no copies until the daemon restarts: ",
+                   sticky.message()));
+}
+
 absl::StatusOr<TransferId> EngineCore::Submit(RecordPtr record) {
-  const absl::Time now = absl::Now();
+  // A copy on or to a broken device is refused, the one place that checks.
+  // What the devices say now is read first (health() is a driver call,
+  // never made under the mutex); what their lanes recorded is read under
+  // it, so that no copy joins a lane after it failed its device's copies.
+  const int uses[] = {record->device_index, record->peer_index};
+  absl::Status reported[2];
+  for (int i = 0; i < 2; ++i) {
+    if (uses[i] >= 0) reported[i] = devices_[uses[i]]->health();
+  }
+  const absl::Time now = clock_.Now();
   CoreLock lock(*this);
-  for (int index : {record->device_index, record->peer_index}) {
-    if (index >= 0 && !unhealthy_[index].ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("device ", devices_[index]->ordinal(),
-                       " is unhealthy and takes no copies until the daemon restarts: ",
-                       unhealthy_[index].message()));
-    }
+  for (int i = 0; i < 2; ++i) {
+    if (uses[i] < 0) continue;
+    const absl::Status& sticky = unhealthy_[uses[i]].ok() ? reported[i] : unhealthy_[uses[i]];
+    if (!sticky.ok()) return Unhealthy(uses[i], sticky);
   }
   MEMD_RETURN_IF_ERROR(admission_.Admit(record->session, record->uid, record->total()));
   record->id = ids_.Next();
@@ -149,10 +168,10 @@ bool EngineCore::CancelWatch(std::uint64_t token) {
   return false;
 }
 
-void EngineCore::RequestCancel(TransferRecord& record, std::string_view reason) {
+void EngineCore::RequestCancel(TransferRecord& record, FailureReason reason) {
   if (record.terminal() || record.cancel_requested) return;
   record.cancel_requested = true;
-  record.cancel_reason = std::string(reason);
+  record.cancel_reason = reason;
   deferred_wakes_.push_back(record.lane);
 }
 
@@ -160,7 +179,7 @@ absl::StatusOr<TransferProgress> EngineCore::Cancel(SessionId session, TransferI
   CoreLock lock(*this);
   RecordPtr record = Find(session, id);
   if (record == nullptr) return NotFound(session, id);
-  RequestCancel(*record, "cancelled");
+  RequestCancel(*record, FailureReason::kCancelled);
   return record->progress;
 }
 
@@ -181,22 +200,24 @@ bool EngineCore::SessionDrained(SessionId session) const {
 }
 
 void EngineCore::EndSession(SessionId session, absl::Duration drain) {
-  const absl::Time give_up = absl::Now() + drain;
+  const absl::Time give_up = clock_.Now() + drain;
   {
     CoreLock lock(*this);
     auto it = sessions_.find(session);
     if (it == sessions_.end()) return;
-    for (auto& [id, record] : it->second.transfers) RequestCancel(*record, "session_ended");
+    for (auto& [id, record] : it->second.transfers) {
+      RequestCancel(*record, FailureReason::kSessionEnded);
+    }
   }  // Wakes the lanes.
   CoreLock lock(*this);
   while (!SessionDrained(session)) {
-    if (changed_.WaitWithDeadline(&mu_, give_up)) break;
+    if (clock_.WaitWithDeadline(&mu_, &changed_, give_up)) break;
   }
   // What still runs ends later, unseen; its holds keep the memory alive.
   sessions_.erase(session);
 }
 
-void EngineCore::CancelAll(std::string_view reason) {
+void EngineCore::CancelAll(FailureReason reason) {
   CoreLock lock(*this);
   for (Scheduler& scheduler : schedulers_) {
     for (const RecordPtr& record : scheduler.records()) RequestCancel(*record, reason);
@@ -209,7 +230,7 @@ void EngineCore::CancelWritesTo(std::uint64_t buffer_id) {
   for (Scheduler& scheduler : schedulers_) {
     for (const RecordPtr& record : scheduler.records()) {
       if (record->destination.buffer_id == buffer_id) {
-        RequestCancel(*record, "destination_freed");
+        RequestCancel(*record, FailureReason::kDestinationFreed);
       }
     }
   }
@@ -237,7 +258,7 @@ std::optional<Chunk> EngineCore::TakeChunk(
     record.progress.state = TransferState::kRunning;
     // The clock now, not the lane's turn: a transfer that waited for another
     // starts after that one's finish time.
-    record.progress.started = absl::Now();
+    record.progress.started = clock_.Now();
     record.progress.path = record.path;
     ++paths_[record.path];
     PriorityStats& stats = priority_stats_[static_cast<int>(record.priority)];
@@ -269,7 +290,7 @@ void EngineCore::ChunkDone(const Chunk& chunk, absl::Time now) {
   }
   if (record.progress.bytes_done == record.total()) {
     ++flow.transfers;
-    Finish(record, TransferState::kDone, absl::OkStatus(), "");
+    Finish(record, TransferState::kDone, absl::OkStatus(), std::nullopt);
   }
 }
 
@@ -280,12 +301,7 @@ void EngineCore::ChunkFailed(const Chunk& chunk, const absl::Status& error, absl
   LetGoOnceDrained(record);
   if (record.terminal() || record.cancel_requested) return;
   if (absl::IsUnavailable(error) && chunk.attempt < options_.max_retries) {
-    jitter_state_ ^= jitter_state_ << 13;
-    jitter_state_ ^= jitter_state_ >> 17;
-    jitter_state_ ^= jitter_state_ << 5;
-    const double jitter = 0.5 + (jitter_state_ % 1024) / 1024.0;  // 0.5 .. 1.5
-    const absl::Duration backoff =
-        options_.retry_backoff * (std::uint64_t{1} << std::min(chunk.attempt, 20)) * jitter;
+    const absl::Duration backoff = backoff_.After(chunk.attempt);
     if (now + backoff < record.deadline) {
       record.redo.push_back(ChunkRedo{chunk.offset, chunk.bytes, chunk.attempt + 1, now + backoff});
       ++record.progress.retries;
@@ -301,14 +317,12 @@ void EngineCore::ChunkFailed(const Chunk& chunk, const absl::Status& error, absl
                       absl::StrCat(Describe(record), ": chunk ", record.chunk_index(chunk.offset),
                                    " at byte offset ", chunk.offset, " (", chunk.bytes,
                                    " bytes) failed", retried, ": ", error.message())),
-         "driver");
+         FailureReason::kDriver);
 }
 
 void EngineCore::FailDevice(int index, const absl::Status& sticky) {
   if (unhealthy_[index].ok()) unhealthy_[index] = sticky;
-  const absl::Status status = absl::FailedPreconditionError(
-      absl::StrCat("device ", devices_[index]->ordinal(), " is unhealthy (",
-                   sticky.message(), ")"));
+  const absl::Status status = Unhealthy(index, sticky);
   for (Scheduler& scheduler : schedulers_) {
     for (const RecordPtr& record : scheduler.records()) {
       if (record->terminal()) continue;
@@ -316,7 +330,7 @@ void EngineCore::FailDevice(int index, const absl::Status& sticky) {
       Finish(*record, TransferState::kFailed,
              absl::Status(status.code(), absl::StrCat(Describe(*record), " failed: ",
                                                       status.message())),
-             "device_unhealthy");
+             FailureReason::kDeviceUnhealthy);
     }
   }
 }
@@ -337,7 +351,7 @@ void EngineCore::Sweep(LaneIndex lane, absl::Time now) {
       Finish(record, TransferState::kFailed,
              absl::DeadlineExceededError(
                  absl::StrCat(Describe(record), " passed its deadline (", moved, ")")),
-             "deadline");
+             FailureReason::kDeadline);
     } else if (record.in_flight > 0 && now - record.last_progress >= options_.stall_timeout) {
       // Its chunks never came back: end it anyway; they keep their holds.
       const std::string why = absl::StrCat(
@@ -348,7 +362,8 @@ void EngineCore::Sweep(LaneIndex lane, absl::Time now) {
         Finish(record, TransferState::kCancelled, absl::CancelledError(why),
                record.cancel_reason);
       } else {
-        Finish(record, TransferState::kFailed, absl::DeadlineExceededError(why), "stall");
+        Finish(record, TransferState::kFailed, absl::DeadlineExceededError(why),
+               FailureReason::kStall);
       }
     }
   }
@@ -375,12 +390,12 @@ bool EngineCore::LaneIdle(LaneIndex lane) const {
 }
 
 void EngineCore::Finish(TransferRecord& record, TransferState state, absl::Status status,
-                        std::string_view reason) {
+                        std::optional<FailureReason> reason) {
   if (record.terminal()) return;
   record.progress.state = state;
   record.progress.status = std::move(status);
-  record.progress.finished = absl::Now();
-  if (state != TransferState::kDone) ++failures_[std::string(reason)];
+  record.progress.finished = clock_.Now();
+  if (reason.has_value()) ++failures_[*reason];
   admission_.Release(record.session, record.uid, record.total());
   LetGoOnceDrained(record);
   for (WatchList::Entry& entry : watches_.Take(record.id)) {

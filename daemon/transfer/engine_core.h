@@ -6,7 +6,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -18,12 +17,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/opaque_ids.h"
 #include "daemon/backend/copy_device.h"
 #include "daemon/transfer/admission.h"
 #include "daemon/transfer/engine.h"
 #include "daemon/transfer/lane.h"
 #include "daemon/transfer/range_order.h"
+#include "daemon/transfer/retry_backoff.h"
 #include "daemon/transfer/scheduler.h"
 #include "daemon/transfer/transfer_record.h"
 #include "daemon/transfer/watch_list.h"
@@ -44,12 +45,17 @@ struct DeviceCounters {
 /// transfer (next chunk, done, retry, failed, cancelled, timed out); the
 /// lanes move the bytes without holding the mutex. Callbacks of watches
 /// and lane wakes that a change produces run after the mutex is released
-/// (CoreLock). Thread-safe.
+/// (CoreLock). Every time it reads or waits for is the injected clock's,
+/// and so is every time its lanes read or wait for: a test's fake clock
+/// decides when a deadline, a retry, a stall or an ageing period comes.
+/// Borrows the devices and the clock (both outlive it). Thread-safe.
 class EngineCore {
  public:
-  EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices);
+  EngineCore(const EngineOptions& options, std::vector<backend::CopyDevice*> devices,
+             const Clock& clock);
 
   const EngineOptions& options() const { return options_; }
+  const Clock& clock() const { return clock_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
   backend::CopyDevice& device(int index) const { return *devices_[index]; }
   DeviceCounters& counters(int index) { return *counters_[index]; }
@@ -63,13 +69,14 @@ class EngineCore {
   bool CancelWatch(std::uint64_t token);
   absl::StatusOr<TransferProgress> Cancel(SessionId session, TransferId id);
   void EndSession(SessionId session, absl::Duration drain);
-  void CancelAll(std::string_view reason);
+  void CancelAll(FailureReason reason);
   void CancelWritesTo(std::uint64_t buffer_id);
   std::vector<TransferId> WritersOf(SessionId session, std::uint64_t buffer_id) const;
   EngineStats Stats() const;
   TransferActivity UidActivity(uid_t uid) const;
   void SetMaxSessionWatches(int most);
-  // OK, or why the device takes no copies (the sticky error it reported).
+  // OK, or the sticky error device `index` reported (recorded by its lane,
+  // or reported by the device now): what Stats shows.
   absl::Status DeviceHealth(int index) const;
 
   // The lanes' side, under mu() (hold a CoreLock).
@@ -112,17 +119,23 @@ class EngineCore {
 
   RecordPtr Find(SessionId session, TransferId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static absl::Status NotFound(SessionId session, TransferId id);
+  // FAILED_PRECONDITION naming device `index` and the sticky error that
+  // broke it: the one text for a refused copy and a failed transfer.
+  absl::Status Unhealthy(int index, const absl::Status& sticky) const;
+  // Ends the transfer in `state`: done (no reason), or failed or cancelled
+  // for `reason` (counted in Stats).
   void Finish(TransferRecord& record, TransferState state, absl::Status status,
-              std::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+              std::optional<FailureReason> reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LetGoOnceDrained(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(TransferRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RequestCancel(TransferRecord& record, std::string_view reason)
+  void RequestCancel(TransferRecord& record, FailureReason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SessionDrained(SessionId session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string Describe(const TransferRecord& record) const;
 
   const EngineOptions options_;
   const std::vector<backend::CopyDevice*> devices_;
+  const Clock& clock_;
   std::vector<std::unique_ptr<DeviceCounters>> counters_;
   std::vector<Lane*> lanes_;
 
@@ -152,13 +165,13 @@ class EngineCore {
   int letting_go_ ABSL_GUARDED_BY(mu_) = 0;
   // Watches whose callbacks run now, and on which thread.
   absl::flat_hash_map<std::uint64_t, std::thread::id> firing_ ABSL_GUARDED_BY(mu_);
-  std::uint32_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b9u;
+  RetryBackoff backoff_ ABSL_GUARDED_BY(mu_);
 
   // Counters since start (Stats).
   std::map<std::pair<Direction, int>, FlowStats> flows_ ABSL_GUARDED_BY(mu_);
   PriorityStats priority_stats_[kPriorities] ABSL_GUARDED_BY(mu_);
   std::map<DataPath, std::uint64_t> paths_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::uint64_t> failures_ ABSL_GUARDED_BY(mu_);
+  std::map<FailureReason, std::uint64_t> failures_ ABSL_GUARDED_BY(mu_);
   std::uint64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

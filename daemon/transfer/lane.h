@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace memd::transfer {
 
@@ -21,11 +22,12 @@ class Waker {
     woken_ = true;
     cv_.Signal();
   }
-  // Returns when woken (and lowers the flag) or at `until`.
-  void WaitUntil(absl::Time until) {
+  // Returns when woken (and lowers the flag) or when `clock` reaches
+  // `until`: the engine's clock, so that a test's fake clock ends the nap.
+  void WaitUntil(const Clock& clock, absl::Time until) {
     absl::MutexLock lock(&mu_);
     while (!woken_) {
-      if (cv_.WaitWithDeadline(&mu_, until)) break;
+      if (clock.WaitWithDeadline(&mu_, &cv_, until)) break;
     }
     woken_ = false;
   }

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -55,7 +54,8 @@ struct TransferRecord {
   absl::Time waiting_since;        // Since its last chunk (ageing).
   absl::Time last_progress;        // Last chunk issued to an idle transfer or finished.
   bool cancel_requested = false;
-  std::string cancel_reason;       // "cancelled", "session_ended", "shutdown".
+  // Why it was cancelled: kCancelled, kSessionEnded, kDestinationFreed, kShutdown.
+  FailureReason cancel_reason = FailureReason::kCancelled;
   int blockers = 0;                // Earlier overlapping transfers unfinished.
   std::vector<std::shared_ptr<TransferRecord>> dependents;  // Waiting on this.
 

@@ -62,4 +62,26 @@ std::string_view DirectionName(Direction direction) {
   return "unknown";
 }
 
+std::string_view FailureReasonName(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kCancelled:
+      return "cancelled";
+    case FailureReason::kDeadline:
+      return "deadline";
+    case FailureReason::kStall:
+      return "stall";
+    case FailureReason::kDriver:
+      return "driver";
+    case FailureReason::kDeviceUnhealthy:
+      return "device_unhealthy";
+    case FailureReason::kSessionEnded:
+      return "session_ended";
+    case FailureReason::kDestinationFreed:
+      return "destination_freed";
+    case FailureReason::kShutdown:
+      return "shutdown";
+  }
+  return "unknown";
+}
+
 }  // namespace memd::transfer

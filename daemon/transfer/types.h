@@ -38,10 +38,24 @@ enum class DataPath {
 
 enum class Direction { kHostToHost, kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
+// Why a transfer ended without finishing: what EngineStats counts, what a
+// cancelled transfer's status says, the metric's `reason` label.
+enum class FailureReason {
+  kCancelled,         // Its session's Cancel.
+  kDeadline,          // TransferSpec::deadline passed.
+  kStall,             // No chunk finished for EngineOptions::stall_timeout.
+  kDriver,            // A chunk failed (not transient, or out of retries).
+  kDeviceUnhealthy,   // A device it uses reported a sticky error.
+  kSessionEnded,      // Its session ended (EndSession).
+  kDestinationFreed,  // Its destination buffer was freed (CancelWritesTo).
+  kShutdown,          // The engine stopped.
+};
+
 std::string_view PriorityName(Priority priority);       // "critical", ...
 std::string_view StateName(TransferState state);         // "queued", ...
 std::string_view DataPathName(DataPath path);            // "cpu", "staged", ...
 std::string_view DirectionName(Direction direction);     // "h2d", "d2h", ...
+std::string_view FailureReasonName(FailureReason reason);  // "cancelled", "deadline", ...
 
 // One side of a copy: bytes the daemon reaches, and what keeps them alive
 // while the transfer runs.

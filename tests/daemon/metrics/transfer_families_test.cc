@@ -55,7 +55,7 @@ DaemonSnapshot Busy() {
   device.dma_seconds = 2.5;
   stats.devices = {device};
   stats.paths = {{DataPath::kStaged, 5}};
-  stats.failures = {{"deadline", 2}};
+  stats.failures = {{transfer::FailureReason::kDeadline, 2}};
   stats.retries = 6;
   stats.active_transfers = 3;
   stats.active_bytes = 1 << 30;

@@ -476,7 +476,8 @@ TEST(ConvertTest, EngineStatsAreSummedOverDirectionsDevicesAndReasons) {
   transfer::EngineStats stats;
   stats.flows = {{transfer::Direction::kHostToHost, -1, 100, 2},
                  {transfer::Direction::kHostToDevice, 0, 1000, 3}};
-  stats.failures = {{"deadline", 1}, {"cancelled", 4}};
+  stats.failures = {{transfer::FailureReason::kDeadline, 1},
+                    {transfer::FailureReason::kCancelled, 4}};
   stats.retries = 5;
   stats.active_transfers = 6;
   stats.active_bytes = 7;

@@ -4,6 +4,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/transfer/engine_fixture.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/poll_until.h"
 
 namespace memd::test {
 namespace {
@@ -26,6 +28,7 @@ class EngineDeviceTest : public ::testing::Test {
     return WaitEnd(*engine_, 1, *id);
   }
 
+  FakeClock clock_;  // For the tests that give it to the engine: outlives it.
   std::unique_ptr<FakeDevices> devices_;
   std::unique_ptr<transfer::Engine> engine_;
 };
@@ -42,9 +45,44 @@ TEST_F(EngineDeviceTest, PageableHostToDeviceGoesThroughStaging) {
   EXPECT_TRUE(SameBytes(host, 0, device, 0, host.bytes.size()));
   EXPECT_EQ(devices_->states[0]->reused_too_early(), 0);
   EXPECT_LE(devices_->states[0]->max_queued(), SmallOptions().chunks_in_flight);
-  const transfer::EngineStats stats = engine_->Stats();
-  EXPECT_GT(stats.devices[0].staging_seconds, 0);
-  EXPECT_GT(stats.devices[0].dma_seconds, 0);
+}
+
+// Staging seconds are the engine clock's: on a clock that moves 1 ms at
+// every read and by nothing else, each of the 4 slot fills is timed at
+// 1 ms at least (the wall clock would give it a few microseconds).
+TEST_F(EngineDeviceTest, StagingTimeIsCountedInTheEnginesClock) {
+  clock_.TickOnEveryRead(absl::Milliseconds(1));
+  devices_ = std::make_unique<FakeDevices>(1);
+  engine_ = StartEngine(*devices_, SmallOptions(), clock_);
+  ASSERT_NE(engine_, nullptr);
+  TestBuffer host(4 * kMiB, 1, 1);
+  TestBuffer device(4 * kMiB, 2, 2);
+  ASSERT_EQ(Copy(Host(host), Device(0, device)).state, TransferState::kDone);
+  const transfer::DeviceStats stats = engine_->Stats().devices[0];
+  EXPECT_GE(stats.staging_seconds, 4 * 0.001);
+  EXPECT_GT(stats.dma_seconds, 0);
+}
+
+// DMA seconds are the engine clock's too, exactly: the device holds the
+// one chunk while the clock moves 1 s, and nothing else moves it.
+TEST_F(EngineDeviceTest, DmaTimeIsCountedInTheEnginesClock) {
+  devices_ = std::make_unique<FakeDevices>(1);
+  engine_ = StartEngine(*devices_, SmallOptions(), clock_);
+  ASSERT_NE(engine_, nullptr);
+  devices_->states[0]->Hang();
+  TestBuffer host(kMiB, 1, 1);
+  TestBuffer device(kMiB, 2, 2);
+  auto id = engine_->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(PollUntil([&] { return devices_->states[0]->max_queued() == 1; }));
+  // Both lanes asleep: the device's has read the clock after its issue.
+  ASSERT_TRUE(PollUntil([&] { return clock_.waiters() == 2; }));
+  clock_.Advance(absl::Seconds(1));
+  devices_->states[0]->Release();
+  EXPECT_EQ(WaitEnd(*engine_, 1, *id).state, TransferState::kDone);
+  const transfer::DeviceStats stats = engine_->Stats().devices[0];
+  EXPECT_EQ(stats.dma_seconds, 1.0);
+  EXPECT_EQ(stats.staging_seconds, 0.0);  // The fill took no time in this clock.
 }
 
 TEST_F(EngineDeviceTest, RegisteredHostSourceGoesStraightToDma) {

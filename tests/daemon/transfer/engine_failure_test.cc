@@ -1,18 +1,24 @@
 // Every way a transfer ends other than done: cancel, deadline, stall,
 // driver errors (retried or not), a sticky device, admission, the end of a
-// session and of the engine.
-
-#include <sys/resource.h>
+// session and of the engine. Whatever ends by time (deadline, stall,
+// retry, the stop bound) runs on a FakeClock the test moves; whatever
+// must not happen yet is checked against a later turn of the lane (a probe
+// copy it has started) or a thread seen asleep in the fake clock, never
+// against a wait.
 
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/transfer/retry_backoff.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/transfer/engine_fixture.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/poll_until.h"
 
 namespace memd::test {
@@ -22,10 +28,9 @@ using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using transfer::FailureReason;
 using transfer::Priority;
 using transfer::TransferState;
-
-constexpr FakeLink kSlowLink{0.5, absl::Microseconds(20)};
 
 // Buffers outlive the engine: a transfer that ended early may leave chunks
 // on the fake device, which (like a GPU) still writes them; in the daemon
@@ -36,31 +41,62 @@ class EngineFailureTest : public ::testing::Test {
     buffers_.emplace_back(bytes, buffers_.size() + 1, static_cast<int>(buffers_.size()));
     return buffers_.back();
   }
+  // Starts a 1 MiB copy out of device 0 (its own stream and buffers, so
+  // nothing holds it back) and returns once the lane has issued its chunk:
+  // the lane has then taken a turn since the call, and any transfer that
+  // was runnable, fitted and came first in its order (same class and uid,
+  // waiting longer) was started in that turn or before. How a test sees
+  // that something did not happen, without waiting for it not to.
+  transfer::TransferId Probe(transfer::Engine& engine, transfer::SessionId session) {
+    TestBuffer& device = Buffer(kMiB);
+    TestBuffer& host = Buffer(kMiB);
+    auto id = engine.Submit(Spec(session, Device(0, device), Host(host)));
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return 0;
+    EXPECT_TRUE(PollUntil([&] {
+      return engine.Progress(session, *id)->state != TransferState::kQueued;
+    })) << "the lane never started the probe";
+    return *id;
+  }
   std::deque<TestBuffer> buffers_;
 };
 
+// The device keeps the chunks the copy has on it (chunks_in_flight: 2)
+// until the test lets them land: the cancel can only be served by
+// draining them, whatever the threads' speed.
 TEST_F(EngineFailureTest, CancelARunningCopyDrainsItsChunksThenEndsCancelled) {
-  FakeDevices devices(1, kSlowLink);
+  FakeDevices devices(1);
   auto engine = StartEngine(devices, SmallOptions());
+  devices.states[0]->Hang();
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
   TestBuffer& host = Buffer(64 * kMiB);
   TestBuffer& device = Buffer(64 * kMiB);
   auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *id)->bytes_done > 0; }));
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->max_queued() == 2; }));
   ASSERT_TRUE(engine->Cancel(1, *id).ok());
+  // The lane has looked at the cancel; the copy's chunks are still on the
+  // device, so it has not ended.
+  const transfer::TransferId probe = Probe(*engine, 1);
+  EXPECT_EQ(engine->Progress(1, *id)->state, TransferState::kRunning);
+  devices.states[0]->Release();
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
   EXPECT_EQ(end.state, TransferState::kCancelled);
   EXPECT_EQ(end.status.code(), absl::StatusCode::kCancelled);
-  EXPECT_LT(end.bytes_done, end.bytes_total);
+  // The two chunks on the device landed before it ended; no other started.
+  EXPECT_EQ(end.bytes_done, 2 * kMiB);
+  EXPECT_EQ(WaitEnd(*engine, 1, probe).state, TransferState::kDone);
   EXPECT_EQ(engine->Stats().devices[0].slots_in_use, 0);
-  EXPECT_EQ(engine->Stats().failures.at("cancelled"), 1u);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kCancelled), 1u);
   // Cancelling again changes nothing.
   EXPECT_EQ(engine->Cancel(1, *id)->state, TransferState::kCancelled);
 }
 
 TEST_F(EngineFailureTest, CancelAQueuedCopyEndsItWithNoBytesMoved) {
-  FakeDevices devices(1, kSlowLink);
+  FakeDevices devices(1);
   auto engine = StartEngine(devices, SmallOptions());
+  devices.states[0]->Hang();  // `first` cannot end before `behind` is cancelled.
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
   TestBuffer& host = Buffer(32 * kMiB);
   TestBuffer& device = Buffer(32 * kMiB);
   TestBuffer& other = Buffer(32 * kMiB);
@@ -71,53 +107,76 @@ TEST_F(EngineFailureTest, CancelAQueuedCopyEndsItWithNoBytesMoved) {
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *behind);
   EXPECT_EQ(end.state, TransferState::kCancelled);
   EXPECT_EQ(end.bytes_done, 0u);
+  devices.states[0]->Release();
   EXPECT_EQ(WaitEnd(*engine, 1, *first).state, TransferState::kDone);
   EXPECT_TRUE(SameBytes(host, 0, device, 0, 32 * kMiB));
 }
 
+// The deadline is the engine clock's: the copy (which the hung device
+// cannot finish) ends when that clock passes it, not a moment before.
 TEST_F(EngineFailureTest, PassedDeadlineEndsDeadlineExceeded) {
-  FakeDevices devices(1, kSlowLink);
-  auto engine = StartEngine(devices, SmallOptions());
-  TestBuffer& host = Buffer(64 * kMiB);
-  TestBuffer& device = Buffer(64 * kMiB);
+  FakeClock clock;
+  FakeDevices devices(1);
+  auto engine = StartEngine(devices, SmallOptions(), clock);
+  devices.states[0]->Hang();
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
+  TestBuffer& host = Buffer(4 * kMiB);
+  TestBuffer& device = Buffer(4 * kMiB);
   transfer::TransferSpec spec = Spec(1, Host(host), Device(0, device));
-  spec.deadline = absl::Now() + absl::Milliseconds(30);
+  spec.deadline = clock.Now() + absl::Milliseconds(30);
   auto id = engine->Submit(spec);
   ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->max_queued() == 2; }));
+  clock.Advance(absl::Milliseconds(30) - absl::Nanoseconds(1));
+  Probe(*engine, 1);
+  EXPECT_EQ(engine->Progress(1, *id)->state, TransferState::kRunning) << "ended before its deadline";
+  clock.Advance(absl::Nanoseconds(1));
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
   EXPECT_EQ(end.state, TransferState::kFailed);
   EXPECT_EQ(end.status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(end.status.message(), HasSubstr("deadline"));
-  EXPECT_EQ(engine->Stats().failures.at("deadline"), 1u);
+  EXPECT_THAT(end.status.message(), HasSubstr("passed its deadline"));
+  EXPECT_EQ(end.finished, spec.deadline);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kDeadline), 1u);
 }
 
 TEST_F(EngineFailureTest, CopyThatNeverCompletesIsEndedByTheStallTimeout) {
+  FakeClock clock;
   FakeDevices devices(1);
   transfer::EngineOptions options = SmallOptions();
   options.stall_timeout = absl::Milliseconds(100);
-  auto engine = StartEngine(devices, options);
+  auto engine = StartEngine(devices, options, clock);
   devices.states[0]->Hang();
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
   TestBuffer& host = Buffer(4 * kMiB);
   TestBuffer& device = Buffer(4 * kMiB);
   auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
   ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->max_queued() == 2; }));
+  const absl::Time issued = clock.Now();
+  clock.Advance(options.stall_timeout - absl::Nanoseconds(1));
+  Probe(*engine, 1);
+  EXPECT_EQ(engine->Progress(1, *id)->state, TransferState::kRunning) << "ended before its stall";
+  clock.Advance(absl::Nanoseconds(1));
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
   EXPECT_EQ(end.state, TransferState::kFailed);
   EXPECT_EQ(end.status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(end.status.message(), HasSubstr("stalled"));
-  EXPECT_EQ(engine->Stats().failures.at("stall"), 1u);
-  devices.states[0]->Release();
+  EXPECT_THAT(end.status.message(), HasSubstr("stalled: no chunk finished for 100ms"));
+  EXPECT_THAT(end.status.message(), HasSubstr("2 chunks still on the device"));
+  EXPECT_EQ(end.finished, issued + options.stall_timeout);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kStall), 1u);
 }
 
 // A transfer ended by the stall timeout still has its chunk on the device,
 // which may yet write the destination: a later copy into the same range
 // waits until that chunk has drained, or its bytes could be overwritten.
 TEST_F(EngineFailureTest, OverlappingCopyWaitsForAStalledCopysChunksToDrain) {
+  FakeClock clock;
   FakeDevices devices(1);
   transfer::EngineOptions options = SmallOptions();
   options.stall_timeout = absl::Milliseconds(100);
-  auto engine = StartEngine(devices, options);
+  auto engine = StartEngine(devices, options, clock);
   devices.states[0]->Hang();
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
   TestBuffer& first = Buffer(kMiB);
   TestBuffer& second = Buffer(kMiB);
   TestBuffer& device = Buffer(kMiB);
@@ -125,12 +184,13 @@ TEST_F(EngineFailureTest, OverlappingCopyWaitsForAStalledCopysChunksToDrain) {
   ASSERT_TRUE(stalled.ok());
   auto behind = engine->Submit(Spec(1, Host(second), Device(0, device)));
   ASSERT_TRUE(behind.ok());
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->max_queued() == 1; }));
+  clock.Advance(options.stall_timeout);
   EXPECT_EQ(WaitEnd(*engine, 1, *stalled).status.code(), absl::StatusCode::kDeadlineExceeded);
-  // Time for a wrongly released copy to start; this one must not.
-  absl::SleepFor(absl::Milliseconds(200));
-  auto waiting = engine->Progress(1, *behind);
-  ASSERT_TRUE(waiting.ok());
-  EXPECT_EQ(waiting->state, TransferState::kQueued);
+  // `behind` waited longer than the probe: started by now if it were let go.
+  Probe(*engine, 1);
+  EXPECT_EQ(engine->Progress(1, *behind)->state, TransferState::kQueued)
+      << "started over a chunk still on the device";
   devices.states[0]->Release();
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *behind);
   EXPECT_EQ(end.state, TransferState::kDone) << end.status;
@@ -141,11 +201,13 @@ TEST_F(EngineFailureTest, OverlappingCopyWaitsForAStalledCopysChunksToDrain) {
 // which may yet write the destination: its memory stays (the pins) until
 // that chunk drains.
 TEST_F(EngineFailureTest, AStalledCopyKeepsItsMemoryUntilItsChunksDrain) {
+  FakeClock clock;
   FakeDevices devices(1);
   transfer::EngineOptions options = SmallOptions();
   options.stall_timeout = absl::Milliseconds(100);
-  auto engine = StartEngine(devices, options);
+  auto engine = StartEngine(devices, options, clock);
   devices.states[0]->Hang();
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
   TestBuffer& host = Buffer(kMiB);
   TestBuffer& device = Buffer(kMiB);
   transfer::TransferSpec spec = Spec(1, Host(host), Device(0, device));
@@ -154,7 +216,15 @@ TEST_F(EngineFailureTest, AStalledCopyKeepsItsMemoryUntilItsChunksDrain) {
   spec.destination.pin = std::move(pin);
   auto id = engine->Submit(std::move(spec));
   ASSERT_TRUE(id.ok());
-  EXPECT_EQ(WaitEnd(*engine, 1, *id).status.code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->max_queued() == 1; }));
+  // Watched from before its end: the engine lets go of what a transfer
+  // held before it runs its watches, so had it let go, it would have by
+  // the time this one runs.
+  auto end = std::make_shared<absl::Notification>();
+  ASSERT_TRUE(engine->Watch(1, *id, [end](const auto&) { end->Notify(); }).ok());
+  clock.Advance(options.stall_timeout);
+  ASSERT_TRUE(end->WaitForNotificationWithTimeout(kGuard));
+  EXPECT_EQ(engine->Progress(1, *id)->status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_FALSE(kept.expired()) << "let go with its chunk still on the device";
   devices.states[0]->Release();
   EXPECT_TRUE(PollUntil([&] { return kept.expired(); }));
@@ -211,15 +281,21 @@ TEST_F(EngineFailureTest, WatchesWaitingPerSessionAreBoundedWithTheNumbers) {
   EXPECT_EQ(WaitEnd(*engine, 2, *theirs).state, TransferState::kDone);
 }
 
+// Chunks 0 and 1 fail at their enqueue; each is tried again once the
+// engine's clock has passed its backoff (at most 1.5 x retry_backoff).
 TEST_F(EngineFailureTest, TransientEnqueueFailuresAreRetriedAndTheCopySucceeds) {
+  FakeClock clock;
   FakeDevices devices(1);
-  auto engine = StartEngine(devices, SmallOptions());
+  const transfer::EngineOptions options = SmallOptions();
+  auto engine = StartEngine(devices, options, clock);
   devices.states[0]->FailEnqueues(
       2, absl::UnavailableError("cuMemcpyHtoDAsync_v2 on device 0: CUDA_ERROR_OUT_OF_MEMORY (2)"));
   TestBuffer& host = Buffer(3 * kMiB);
   TestBuffer& device = Buffer(3 * kMiB);
   auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
   ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *id)->retries == 2; }));
+  clock.Advance(transfer::RetryBackoff(options.retry_backoff).Longest(0));
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
   EXPECT_EQ(end.state, TransferState::kDone) << end.status;
   EXPECT_EQ(end.retries, 2u);
@@ -228,13 +304,18 @@ TEST_F(EngineFailureTest, TransientEnqueueFailuresAreRetriedAndTheCopySucceeds) 
 }
 
 TEST_F(EngineFailureTest, TransientErrorAtAMarkerIsRetried) {
+  FakeClock clock;
   FakeDevices devices(1);
-  auto engine = StartEngine(devices, SmallOptions());
+  const transfer::EngineOptions options = SmallOptions();
+  auto engine = StartEngine(devices, options, clock);
   devices.states[0]->FailCopies(1, absl::UnavailableError("cuEventQuery: CUDA_ERROR_X"));
   TestBuffer& device = Buffer(3 * kMiB);
   TestBuffer& host = Buffer(3 * kMiB);
   auto id = engine->Submit(Spec(1, Device(0, device), Host(host)));
   ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *id)->retries >= 1; }));
+  ASSERT_TRUE(AdvanceUntil(clock, transfer::RetryBackoff(options.retry_backoff).Longest(0),
+                           [&] { return Ended(*engine, 1, *id); }));
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
   EXPECT_EQ(end.state, TransferState::kDone) << end.status;
   EXPECT_GE(end.retries, 1u);
@@ -242,16 +323,22 @@ TEST_F(EngineFailureTest, TransientErrorAtAMarkerIsRetried) {
 }
 
 TEST_F(EngineFailureTest, ExhaustedRetriesFailNamingTheChunkOffsetAndDriverCall) {
+  FakeClock clock;
   FakeDevices devices(1);
   transfer::EngineOptions options = SmallOptions();
   options.max_retries = 3;
-  auto engine = StartEngine(devices, options);
+  auto engine = StartEngine(devices, options, clock);
   TestBuffer& host = Buffer(3 * kMiB);
   TestBuffer& device = Buffer(3 * kMiB);
   devices.states[0]->FailEnqueues(
       1000, absl::UnavailableError("cuMemcpyHtoDAsync_v2 on device 0: CUDA_ERROR_OUT_OF_MEMORY (2)"));
   auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
   ASSERT_TRUE(id.ok());
+  // Each step lets every retry then waiting come due (the longest backoff
+  // of the last attempt); how many steps it takes changes nothing.
+  ASSERT_TRUE(AdvanceUntil(clock,
+                           transfer::RetryBackoff(options.retry_backoff).Longest(options.max_retries),
+                           [&] { return Ended(*engine, 1, *id); }));
   const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
   EXPECT_EQ(end.state, TransferState::kFailed);
   EXPECT_EQ(end.status.code(), absl::StatusCode::kUnavailable);
@@ -259,8 +346,43 @@ TEST_F(EngineFailureTest, ExhaustedRetriesFailNamingTheChunkOffsetAndDriverCall)
   EXPECT_THAT(end.status.message(), HasSubstr("after 3 retries"));
   EXPECT_THAT(end.status.message(), HasSubstr("cuMemcpyHtoDAsync_v2"));
   EXPECT_THAT(end.status.message(), HasSubstr("CUDA_ERROR_OUT_OF_MEMORY"));
-  EXPECT_EQ(engine->Stats().failures.at("driver"), 1u);
+  EXPECT_EQ(engine->Stats().failures.at(FailureReason::kDriver), 1u);
   EXPECT_EQ(engine->Stats().devices[0].slots_in_use, 0);
+}
+
+// A chunk that failed transiently is tried again when the engine's clock
+// has passed its backoff, not before: retry_backoff of 1 s with jitter
+// puts the first retry in [0.5 s, 1.5 s).
+TEST_F(EngineFailureTest, ARetryComesWhenTheClockPassesItsBackoff) {
+  constexpr std::uint64_t kChunk = kMiB / 2;  // The copy's one chunk; the probe's are 1 MiB.
+  FakeClock clock;
+  FakeDevices devices(1);
+  transfer::EngineOptions options = SmallOptions();
+  options.retry_backoff = absl::Seconds(1);
+  const transfer::RetryBackoff backoff(options.retry_backoff);
+  auto engine = StartEngine(devices, options, clock);
+  devices.states[0]->Hang();  // The retried chunk stays on the device, to be counted.
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
+  devices.states[0]->FailEnqueues(
+      1, absl::UnavailableError("cuMemcpyHtoDAsync_v2 on device 0: CUDA_ERROR_OUT_OF_MEMORY (2)"));
+  TestBuffer& host = Buffer(kChunk);
+  TestBuffer& device = Buffer(kChunk);
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *id)->retries == 1; }));
+  // Just short of the shortest backoff: the lane turns (the probe) and
+  // passes the chunk over, which it would take before the probe if due.
+  clock.Advance(backoff.Shortest(0) - absl::Nanoseconds(1));
+  Probe(*engine, 1);
+  EXPECT_EQ(devices.states[0]->queued_of(kChunk), 0) << "tried again before its backoff";
+  clock.Advance(backoff.Longest(0) - backoff.Shortest(0));
+  EXPECT_TRUE(PollUntil([&] { return devices.states[0]->queued_of(kChunk) == 1; }))
+      << "not tried again once its backoff had passed";
+  devices.states[0]->Release();
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kDone) << end.status;
+  EXPECT_EQ(end.retries, 1u);
+  EXPECT_TRUE(SameBytes(host, 0, device, 0, kChunk));
 }
 
 TEST_F(EngineFailureTest, NonTransientDriverErrorFailsAtOnce) {
@@ -304,7 +426,7 @@ TEST_F(EngineFailureTest, StickyErrorMarksTheDeviceUnhealthyAndFailsItsTransfers
   const transfer::EngineStats stats = engine->Stats();
   EXPECT_FALSE(stats.devices[0].health.ok());
   EXPECT_TRUE(stats.devices[1].health.ok());
-  EXPECT_EQ(stats.failures.at("device_unhealthy"), 2u);
+  EXPECT_EQ(stats.failures.at(FailureReason::kDeviceUnhealthy), 2u);
   // The other device still copies.
   TestBuffer& fine = Buffer(kMiB);
   auto elsewhere = engine->Submit(Spec(1, Host(fine), DeviceAt(1, other, 0, kMiB)));
@@ -313,39 +435,33 @@ TEST_F(EngineFailureTest, StickyErrorMarksTheDeviceUnhealthyAndFailsItsTransfers
   devices.states[0]->Release();
 }
 
-// The CPU time this process has used, user and system.
-absl::Duration ProcessCpuTime() {
-  struct rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
-}
-
 // A broken device's lane has nothing left to do once it has dropped what the
 // device held: it sleeps until the engine stops instead of turning (and
 // taking the engine's lock) as fast as it can, which cost the daemon a whole
-// core for as long as it ran after a sticky GPU error.
+// core for as long as it ran after a sticky GPU error. With the engine's
+// clock standing still, a lane that sleeps stays asleep in it: both of the
+// engine's threads (the host lane's and this one's) end up waiting there.
+// A lane that turned without pause never would.
 TEST_F(EngineFailureTest, ABrokenDevicesLaneSleeps) {
+  FakeClock clock;
   FakeDevices devices(1);
-  auto engine = StartEngine(devices, SmallOptions());
-  TestBuffer& host = Buffer(kMiB);
-  TestBuffer& device = Buffer(kMiB);
+  auto engine = StartEngine(devices, SmallOptions(), clock);
+  devices.states[0]->Hang();
+  TestBuffer& host = Buffer(4 * kMiB);
+  TestBuffer& device = Buffer(4 * kMiB);
+  // A transfer for the lane to find the device broken with: its chunks
+  // land after the break, and their wakes send the lane to a broken device.
+  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->max_queued() == 2; }));
   devices.states[0]->BreakSticky(
       absl::InternalError("cuEventQuery on device 0: CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
-  // A transfer for the lane to find the device broken with.
-  auto id = engine->Submit(Spec(1, Host(host), Device(0, device)));
-  if (id.ok()) {
-    EXPECT_EQ(WaitEnd(*engine, 1, *id).state, TransferState::kFailed);
-  }
-  ASSERT_TRUE(PollUntil([&] { return !engine->Stats().devices[0].health.ok(); }));
-  absl::SleepFor(absl::Milliseconds(50));  // Its last turns, dropping.
-  const absl::Duration cpu_before = ProcessCpuTime();
-  const absl::Time wall_before = absl::Now();
-  absl::SleepFor(absl::Milliseconds(500));
-  const absl::Duration cpu = ProcessCpuTime() - cpu_before;
-  const absl::Duration wall = absl::Now() - wall_before;
-  // Nothing else here runs: a turning lane would use most of the window
-  // even on a loaded machine, a sleeping one next to nothing.
-  EXPECT_LT(cpu, wall / 4) << "the process used " << cpu << " of CPU in " << wall;
+  devices.states[0]->Release();
+  const transfer::TransferProgress end = WaitEnd(*engine, 1, *id);
+  EXPECT_EQ(end.state, TransferState::kFailed);
+  EXPECT_EQ(end.status.code(), absl::StatusCode::kFailedPrecondition) << end.status;
+  EXPECT_TRUE(PollUntil([&] { return clock.waiters() == 2; }))
+      << clock.waiters() << " of the engine's 2 threads asleep: the broken lane turns";
 }
 
 // The race the test above loses now and then under load, made certain: the
@@ -384,7 +500,9 @@ TEST_F(EngineFailureTest, StickyErrorBetweenACopyAndItsMarkerStillFailsTheTransf
   }
   const transfer::EngineStats stats = engine->Stats();
   EXPECT_FALSE(stats.devices[0].health.ok());
-  EXPECT_EQ(stats.failures.count("device_unhealthy") ? stats.failures.at("device_unhealthy") : 0,
+  EXPECT_EQ(stats.failures.count(FailureReason::kDeviceUnhealthy)
+                ? stats.failures.at(FailureReason::kDeviceUnhealthy)
+                : 0,
             3u);
   // The other device still copies, into what `queued` read.
   TestBuffer& fine = Buffer(kMiB);
@@ -514,9 +632,15 @@ TEST_F(EngineFailureTest, AdmissionBoundsEachUidAcrossItsSessions) {
   EXPECT_EQ(engine->UidActivity(kMallory).bytes, 0u);
 }
 
+// EndSession cancels the session's copies and returns only once their
+// chunks on the device have drained. The device keeps them until the test
+// has seen EndSession wait in the engine's clock (which stands still, so
+// its `drain` bound cannot end the wait either).
 TEST_F(EngineFailureTest, EndSessionCancelsDrainsAndForgetsItsTransfers) {
-  FakeDevices devices(1, kSlowLink);
-  auto engine = StartEngine(devices, SmallOptions());
+  FakeClock clock;
+  FakeDevices devices(1);
+  auto engine = StartEngine(devices, SmallOptions(), clock);
+  devices.states[0]->Hang();
   TestBuffer& host = Buffer(32 * kMiB);
   TestBuffer& device = Buffer(32 * kMiB);
   TestBuffer& host2 = Buffer(32 * kMiB);
@@ -528,17 +652,34 @@ TEST_F(EngineFailureTest, EndSessionCancelsDrainsAndForgetsItsTransfers) {
   ASSERT_TRUE(engine->Watch(5, *one, [&](const auto& p) {
                   if (p.state == TransferState::kCancelled) ++ended;
                 }).ok());
-  ASSERT_TRUE(PollUntil([&] { return engine->Progress(5, *one)->bytes_done > 0; }));
-  engine->EndSession(5, kGuard);
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->max_queued() == 2; }));
+  absl::Notification returned;
+  std::thread ender([&] {
+    engine->EndSession(5, kGuard);
+    returned.Notify();
+  });
+  absl::Cleanup join = [&] {
+    devices.states[0]->Release();
+    ender.join();
+  };
+  // Three threads wait in the clock at most: the two lanes and EndSession,
+  // which waits only once it has cancelled the session's copies.
+  ASSERT_TRUE(PollUntil([&] { return clock.waiters() == 3; })) << clock.waiters();
+  EXPECT_FALSE(returned.HasBeenNotified()) << "returned with the session's chunks on the device";
+  devices.states[0]->Release();
+  ASSERT_TRUE(returned.WaitForNotificationWithTimeout(kGuard));
   EXPECT_EQ(ended.load(), 1);
   EXPECT_EQ(engine->Progress(5, *one).status().code(), absl::StatusCode::kNotFound);
   const transfer::EngineStats stats = engine->Stats();
   EXPECT_EQ(stats.active_transfers, 0u);
   EXPECT_EQ(stats.devices[0].slots_in_use, 0);
-  EXPECT_EQ(stats.failures.at("session_ended"), 2u);
+  EXPECT_EQ(stats.failures.at(FailureReason::kSessionEnded), 2u);
 }
 
 TEST_F(EngineFailureTest, DestroyingTheEngineCancelsRunningTransfers) {
+  // A link slow enough (1 MiB in ~2 ms) that the copies are still running
+  // when the engine goes; either end is counted, so how slow is no matter.
+  constexpr FakeLink kSlowLink{0.5, absl::Microseconds(20)};
   FakeDevices devices(1, kSlowLink);
   auto engine = StartEngine(devices, SmallOptions());
   TestBuffer& host = Buffer(64 * kMiB);
@@ -561,18 +702,34 @@ TEST_F(EngineFailureTest, DestroyingTheEngineCancelsRunningTransfers) {
   EXPECT_EQ(cancelled.load(), 2);
 }
 
+// The engine waits for chunks on a device only so long: up to the stall
+// bound in its clock to end the transfer, then as long again for the
+// chunks, then gives them up. The device never finishes them.
 TEST_F(EngineFailureTest, DestroyingTheEngineWithAHungDeviceReturns) {
+  FakeClock clock;
   FakeDevices devices(1);
   transfer::EngineOptions options = SmallOptions();
   options.stall_timeout = absl::Milliseconds(50);
-  auto engine = StartEngine(devices, options);
+  auto engine = StartEngine(devices, options, clock);
   devices.states[0]->Hang();
   TestBuffer& host = Buffer(4 * kMiB);
   TestBuffer& device = Buffer(4 * kMiB);
   ASSERT_TRUE(engine->Submit(Spec(1, Host(host), Device(0, device))).ok());
   ASSERT_TRUE(PollUntil([&] { return engine->Stats().devices[0].slots_in_use > 0; }));
-  engine.reset();  // Returns once the stall bound passes.
-  SUCCEED();
+  absl::Notification destroyed;
+  std::thread destroyer([&] {
+    engine.reset();
+    destroyed.Notify();
+  });
+  // Should the engine never give up, the device lets go, so that the
+  // thread ends and the test reports.
+  absl::Cleanup join = [&] {
+    devices.states[0]->Release();
+    destroyer.join();
+  };
+  EXPECT_TRUE(AdvanceUntil(clock, options.stall_timeout,
+                           [&] { return destroyed.HasBeenNotified(); }))
+      << "the engine kept waiting for a hung device's chunks";
 }
 
 }  // namespace

@@ -2,18 +2,26 @@
 
 // What the engine's tests share: buffers with a pattern, endpoints over
 // them (host, registered host, fake device memory), an engine over fake
-// devices, and a wait for a transfer's end through Watch.
+// devices, a wait for a transfer's end through Watch, and the drive of a
+// fake clock. A test whose outcome depends on time gives the engine (and,
+// when it needs the link's time, the fake devices) a FakeClock and moves
+// it; nothing here sleeps.
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "daemon/transfer/engine.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/transfer/fake_copy_device.h"
+#include "tests/support/fake_clock.h"
+#include "tests/support/poll_until.h"
 
 namespace memd::test {
 
@@ -79,10 +87,14 @@ inline transfer::EngineOptions SmallOptions() {
   return options;
 }
 
-// Fake devices 0..n-1 and their steering handles.
+// Fake devices 0..n-1 and their steering handles; their link runs in
+// `clock`'s time (it must outlive the engine).
 struct FakeDevices {
-  explicit FakeDevices(int count, FakeLink link = FakeLink{}) {
-    for (int i = 0; i < count; ++i) states.push_back(std::make_shared<FakeDeviceState>(link));
+  explicit FakeDevices(int count, FakeLink link = FakeLink{},
+                       const Clock& clock = RealClock::Default()) {
+    for (int i = 0; i < count; ++i) {
+      states.push_back(std::make_shared<FakeDeviceState>(link, clock));
+    }
   }
   std::vector<std::unique_ptr<backend::CopyDevice>> Make() const {
     std::vector<std::unique_ptr<backend::CopyDevice>> devices;
@@ -95,8 +107,9 @@ struct FakeDevices {
 };
 
 inline std::unique_ptr<transfer::Engine> StartEngine(const FakeDevices& devices,
-                                                     transfer::EngineOptions options) {
-  auto engine = transfer::Engine::Start(devices.Make(), options);
+                                                     transfer::EngineOptions options,
+                                                     const Clock& clock = RealClock::Default()) {
+  auto engine = transfer::Engine::Start(devices.Make(), options, clock);
   EXPECT_TRUE(engine.ok()) << engine.status();
   return engine.ok() ? std::move(*engine) : nullptr;
 }
@@ -120,6 +133,42 @@ inline transfer::TransferProgress WaitEnd(transfer::Engine& engine, transfer::Se
     return progress.ok() ? *progress : transfer::TransferProgress{};
   }
   return *result;
+}
+
+// Whether the transfer has ended (false for one it cannot find).
+inline bool Ended(const transfer::Engine& engine, transfer::SessionId session,
+                  transfer::TransferId id) {
+  auto progress = engine.Progress(session, id);
+  return progress.ok() && progress->terminal();
+}
+
+// Moves `clock` on by `step` between looks at `done` until it holds (the
+// guard bounds a test that fails). For copies on a link in the fake
+// clock's time, whose end the test need not know: each step lets the link
+// move on; what the test asserts must not depend on how many steps it took.
+inline bool AdvanceUntil(FakeClock& clock, absl::Duration step,
+                         const std::function<bool()>& done) {
+  return PollUntil([&] {
+    if (done()) return true;
+    clock.Advance(step);
+    return false;
+  });
+}
+
+// Destroys the engine while moving `clock` on, a minute a step: a test on
+// a link in the fake clock's time that stopped early (a failed assertion)
+// leaves copies that land only as the clock moves, and a lane that waits
+// for them up to its stop bound in that clock. Quick when all has ended.
+inline void StopEngine(std::unique_ptr<transfer::Engine>& engine, FakeClock& clock) {
+  if (engine == nullptr) return;
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    engine.reset();
+    stopped.Notify();
+  });
+  EXPECT_TRUE(AdvanceUntil(clock, absl::Minutes(1), [&] { return stopped.HasBeenNotified(); }))
+      << "the engine did not stop";
+  stopper.join();
 }
 
 inline bool SameBytes(const TestBuffer& a, std::uint64_t a_offset, const TestBuffer& b,

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/transfer/engine_fixture.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/poll_until.h"
 
 namespace memd::test {
@@ -67,8 +68,9 @@ TEST(EngineHostTest, AFinishedCopyLetsGoOfItsMemoryThoughItsRecordStays) {
 // buffer released under such a copy before the session's leases go, and a
 // caller that sees the session gone sees its memory back.
 TEST(EngineHostTest, EndSessionReturnsOnlyOnceItsCopiesLetGoOfWhatTheyHeld) {
+  FakeClock clock;  // Stands still: EndSession's `drain` bound never ends its wait.
   FakeDevices devices(0);
-  auto engine = StartEngine(devices, SmallOptions());
+  auto engine = StartEngine(devices, SmallOptions(), clock);
   TestBuffer source(2 * kMiB, 1, 1);
   TestBuffer destination(2 * kMiB, 2, 2);
   transfer::TransferSpec spec = Spec(7, Host(source), Host(destination));
@@ -89,8 +91,12 @@ TEST(EngineHostTest, EndSessionReturnsOnlyOnceItsCopiesLetGoOfWhatTheyHeld) {
     engine->EndSession(7, kGuard);
     ended.Notify();
   });
-  // A bound on a wait that must not end, not a duration measured.
-  EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Seconds(1)))
+  // The host lane is the thread letting go (held in the pin's deleter), so
+  // the one thread that can wait in the clock is EndSession: once it does,
+  // it has looked and found the session not drained.
+  EXPECT_TRUE(PollUntil([&] { return clock.waiters() == 1; }))
+      << "EndSession never waited for the copy to let go";
+  EXPECT_FALSE(ended.HasBeenNotified())
       << "the session ended while its copy still held its memory";
   let_go->Notify();
   EXPECT_TRUE(ended.WaitForNotificationWithTimeout(kGuard));

@@ -4,9 +4,11 @@
 #include <atomic>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/transfer/engine_fixture.h"
+#include "tests/support/fake_clock.h"
 #include "tests/support/poll_until.h"
 
 namespace memd::test {
@@ -15,59 +17,95 @@ namespace {
 using transfer::Priority;
 using transfer::TransferState;
 
-// 1 MiB takes about 2 ms on this link: a 64 MiB copy runs for ~130 ms.
+// 1 MiB takes about 2 ms on this link. The tests that say which copy ends
+// first run it, and the engine, on a FakeClock: a copy lands only when the
+// test has moved the clock past its modelled end, so what is still running
+// when another copy ends is the model's answer, whatever the threads' speed.
 constexpr FakeLink kSlowLink{0.5, absl::Microseconds(20)};
 
+// What the slow link takes for a copy of `bytes`, as the fake models it.
+absl::Duration LinkTime(std::uint64_t bytes) {
+  return kSlowLink.latency + absl::Nanoseconds(bytes / kSlowLink.gbps);
+}
+
+// Options for a link in fake time: no stall however the test steps the clock.
+transfer::EngineOptions SlowLinkOptions() {
+  transfer::EngineOptions options = SmallOptions();
+  options.stall_timeout = absl::Hours(1);
+  return options;
+}
+
+// The critical copy is queued while the background copy's chunks hold its
+// stream, on a stream of its own, and waits on the link only for the chunk
+// there: one background chunk's time and its own after it was queued, it
+// has ended and the background copy has moved two chunks of 64.
 TEST(EnginePriorityTest, CriticalCopyBehindLongBackgroundCopyFinishesFirst) {
-  FakeDevices devices(1, kSlowLink);
-  auto engine = StartEngine(devices, SmallOptions());
+  constexpr std::uint64_t kSmall = kMiB / 2;
+  FakeClock clock;
+  FakeDevices devices(1, kSlowLink, clock);
+  auto engine = StartEngine(devices, SlowLinkOptions(), clock);
   TestBuffer big_host(64 * kMiB, 1, 1);
   TestBuffer big_device(64 * kMiB, 2, 2);
-  TestBuffer small_host(kMiB, 3, 3);
-  TestBuffer small_device(kMiB, 4, 4);
+  TestBuffer small_host(kSmall, 3, 3);
+  TestBuffer small_device(kSmall, 4, 4);
+  absl::Cleanup stop = [&] { StopEngine(engine, clock); };  // Even after a failed assertion;
+  // before the buffers go.
   auto background =
       engine->Submit(Spec(1, Host(big_host), Device(0, big_device), Priority::kBackground));
   ASSERT_TRUE(background.ok());
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->queued_of(kMiB) == 2; }));
+  clock.Advance(LinkTime(kMiB));  // Its first chunk lands.
   ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *background)->bytes_done > 0; }));
   auto critical =
       engine->Submit(Spec(1, Host(small_host), Device(0, small_device), Priority::kCritical));
   ASSERT_TRUE(critical.ok());
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->queued_of(kSmall) == 1; }))
+      << "the critical copy waited for the background copy's stream";
+  clock.Advance(LinkTime(kMiB) + LinkTime(kSmall));
   const transfer::TransferProgress small = WaitEnd(*engine, 1, *critical);
   EXPECT_EQ(small.state, TransferState::kDone);
   const transfer::TransferProgress big_then = *engine->Progress(1, *background);
   EXPECT_EQ(big_then.state, TransferState::kRunning) << "the critical copy waited for the "
                                                         "whole background copy";
-  EXPECT_LT(big_then.bytes_done, big_then.bytes_total);
+  EXPECT_LE(big_then.bytes_done, 2 * kMiB) << "the critical copy waited for more than one chunk";
+  ASSERT_TRUE(AdvanceUntil(clock, LinkTime(kMiB), [&] { return Ended(*engine, 1, *background); }));
   EXPECT_EQ(WaitEnd(*engine, 1, *background).state, TransferState::kDone);
-  EXPECT_TRUE(SameBytes(small_host, 0, small_device, 0, kMiB));
+  EXPECT_TRUE(SameBytes(small_host, 0, small_device, 0, kSmall));
   EXPECT_TRUE(SameBytes(big_host, 0, big_device, 0, 64 * kMiB));
 }
 
 // A GPU runs what a stream holds in order: a critical copy queued on the
 // stream of a background copy's chunks would wait for all of them. It gets
-// a stream of its own, where it finds nothing ahead of it.
+// a stream of its own, where it finds nothing ahead of it, and each probe
+// ends one background chunk's time and its own after it was queued.
 TEST(EnginePriorityTest, CriticalCopyNeverQueuesBehindOtherChunksOnAStream) {
   constexpr std::uint64_t kSmall = 64 << 10;
-  FakeDevices devices(1, kSlowLink);
-  auto engine = StartEngine(devices, SmallOptions());
+  FakeClock clock;
+  FakeDevices devices(1, kSlowLink, clock);
+  auto engine = StartEngine(devices, SlowLinkOptions(), clock);
   TestBuffer big_host(64 * kMiB, 1, 1);
   TestBuffer big_device(64 * kMiB, 2, 2);
   TestBuffer small_host(kSmall, 3, 3);
   TestBuffer small_device(kSmall, 4, 4);
+  absl::Cleanup stop = [&] { StopEngine(engine, clock); };  // Even after a failed assertion;
+  // before the buffers go.
   auto background =
       engine->Submit(Spec(1, Host(big_host), Device(0, big_device), Priority::kBackground));
   ASSERT_TRUE(background.ok());
-  ASSERT_TRUE(PollUntil([&] { return engine->Progress(1, *background)->bytes_done > 0; }));
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->queued_of(kMiB) == 2; }));
   for (int i = 0; i < 5; ++i) {
     auto critical =
         engine->Submit(Spec(1, Host(small_host), Device(0, small_device), Priority::kCritical));
     ASSERT_TRUE(critical.ok());
-    EXPECT_EQ(WaitEnd(*engine, 1, *critical).state, TransferState::kDone);
+    ASSERT_TRUE(PollUntil([&] { return devices.states[0]->queued_of(kSmall) == i + 1; }));
+    clock.Advance(LinkTime(kMiB) + LinkTime(kSmall));
+    EXPECT_EQ(WaitEnd(*engine, 1, *critical).state, TransferState::kDone) << "probe " << i;
   }
-  EXPECT_FALSE(engine->Progress(1, *background)->terminal()) << "the probes came too late";
+  EXPECT_FALSE(Ended(*engine, 1, *background));
   EXPECT_EQ(devices.states[0]->most_queued_ahead(kSmall), 0);
   // The control: the background's chunks do queue behind each other.
   EXPECT_GE(devices.states[0]->most_queued_ahead(kMiB), 1);
+  ASSERT_TRUE(AdvanceUntil(clock, LinkTime(kMiB), [&] { return Ended(*engine, 1, *background); }));
   EXPECT_EQ(WaitEnd(*engine, 1, *background).state, TransferState::kDone);
   EXPECT_TRUE(SameBytes(small_host, 0, small_device, 0, kSmall));
   EXPECT_TRUE(SameBytes(big_host, 0, big_device, 0, 64 * kMiB));
@@ -145,11 +183,21 @@ TEST(EnginePriorityTest, CriticalCopiesTakenInBetweenPiecesOfOtherFillsKeepEvery
   EXPECT_EQ(devices.states[0]->reused_too_early(), 0);
 }
 
+// Ageing, in the engine's clock: under a stream of critical copies that
+// never leaves a gap (and may take every turn: max_critical_run is out of
+// reach), a background copy waits while the clock stands still, however
+// many criticals pass, and moves once the clock has passed two ageing
+// periods (background 2 -> critical 0; its uid then comes first, never
+// served).
 TEST(EnginePriorityTest, BackgroundCopyProgressesUnderAStreamOfCriticalCopies) {
+  constexpr uid_t kCriticalUid = 61002;
+  constexpr uid_t kBackgroundUid = 61001;
+  FakeClock clock;
   FakeDevices devices(0);
   transfer::EngineOptions options = SmallOptions();
-  options.ageing = absl::Milliseconds(5);
-  auto engine = StartEngine(devices, options);
+  options.ageing = absl::Milliseconds(1);  // Short: time leaking from the wall would show.
+  options.max_critical_run = 1 << 30;
+  auto engine = StartEngine(devices, options, clock);
   TestBuffer big_source(8 * kMiB, 1, 1);
   TestBuffer big_destination(8 * kMiB, 2, 2);
   TestBuffer source(4 * kMiB, 3, 3);
@@ -160,20 +208,25 @@ TEST(EnginePriorityTest, BackgroundCopyProgressesUnderAStreamOfCriticalCopies) {
   std::function<void(const transfer::TransferProgress&)> again;
   again = [&](const transfer::TransferProgress&) {
     if (stop.load()) return;
-    auto id = engine->Submit(Spec(2, Host(source), Host(destination), Priority::kCritical));
+    transfer::TransferSpec spec = Spec(2, Host(source), Host(destination), Priority::kCritical);
+    spec.uid = kCriticalUid;
+    auto id = engine->Submit(std::move(spec));
     if (!id.ok()) return;
     ++criticals;
     (void)engine->Watch(2, *id, again);
   };
   for (int i = 0; i < 3; ++i) again({});
-  // The stream flows (criticals end and come back) before the background
-  // copy is even submitted: from then on three criticals are always queued.
-  // Waited for, not counted afterwards: on a loaded machine the background
-  // could age past the first criticals before any came back.
-  ASSERT_TRUE(PollUntil([&] { return criticals.load() > 3; })) << "no critical came back";
-  auto background = engine->Submit(
-      Spec(1, Host(big_source), Host(big_destination), Priority::kBackground));
+  transfer::TransferSpec spec =
+      Spec(1, Host(big_source), Host(big_destination), Priority::kBackground);
+  spec.uid = kBackgroundUid;
+  auto background = engine->Submit(std::move(spec));
   ASSERT_TRUE(background.ok());
+  const int before = criticals.load();
+  ASSERT_TRUE(PollUntil([&] { return criticals.load() >= before + 20; }))
+      << "the criticals stopped coming back";
+  EXPECT_EQ(engine->Progress(1, *background)->bytes_done, 0u)
+      << "moved before it aged, with the clock standing still";
+  clock.Advance(2 * options.ageing);
   EXPECT_TRUE(PollUntil([&] { return engine->Progress(1, *background)->bytes_done > 0; }))
       << "background starved";
   stop.store(true);
@@ -181,12 +234,18 @@ TEST(EnginePriorityTest, BackgroundCopyProgressesUnderAStreamOfCriticalCopies) {
   engine.reset();  // Before `again` and the buffers go.
 }
 
+// Times in the engine's clock, which only the test moves: the later copy's
+// first chunk comes after the earlier copy's end in the link's model, not
+// by a wall clock that may step.
 TEST(EnginePriorityTest, OverlappingWritesRunInSubmissionOrderWhateverThePriority) {
-  FakeDevices devices(1, kSlowLink);
-  auto engine = StartEngine(devices, SmallOptions());
+  FakeClock clock;
+  FakeDevices devices(1, kSlowLink, clock);
+  auto engine = StartEngine(devices, SlowLinkOptions(), clock);
   TestBuffer first(8 * kMiB, 1, 1);
   TestBuffer second(8 * kMiB, 2, 2);
   TestBuffer target(16 * kMiB, 3, 3);
+  absl::Cleanup stop = [&] { StopEngine(engine, clock); };  // Even after a failed assertion;
+  // before the buffers go.
   auto earlier = engine->Submit(
       Spec(1, Host(first), DeviceAt(0, target, 0, 8 * kMiB), Priority::kBackground));
   ASSERT_TRUE(earlier.ok());
@@ -194,11 +253,15 @@ TEST(EnginePriorityTest, OverlappingWritesRunInSubmissionOrderWhateverThePriorit
   auto later = engine->Submit(
       Spec(1, Host(second), DeviceAt(0, target, 4 * kMiB, 8 * kMiB), Priority::kCritical));
   ASSERT_TRUE(later.ok());
+  ASSERT_TRUE(AdvanceUntil(clock, LinkTime(kMiB), [&] {
+    return Ended(*engine, 1, *earlier) && Ended(*engine, 1, *later);
+  }));
   const transfer::TransferProgress later_done = WaitEnd(*engine, 1, *later);
   const transfer::TransferProgress earlier_done = WaitEnd(*engine, 1, *earlier);
   ASSERT_EQ(earlier_done.state, TransferState::kDone);
   ASSERT_EQ(later_done.state, TransferState::kDone);
   EXPECT_GE(later_done.started, earlier_done.finished);
+  EXPECT_GT(earlier_done.finished, earlier_done.started);  // The clock moved between.
   EXPECT_TRUE(SameBytes(first, 0, target, 0, 4 * kMiB));
   EXPECT_TRUE(SameBytes(second, 0, target, 4 * kMiB, 8 * kMiB));
 }
@@ -217,21 +280,39 @@ TEST(EnginePriorityTest, ReadAfterWriteOfTheSameRangeWaitsForTheWrite) {
   EXPECT_TRUE(SameBytes(source, 0, back, 0, 6 * kMiB));
 }
 
+// The background copy moves 2 MiB chunks, the critical one 1 MiB chunks.
+// Whichever the lane issues first, both critical chunks are on the link at
+// once and each waits at most for one background chunk there: two of each
+// later the critical copy has ended and the background has moved at most
+// two chunks of 16.
 TEST(EnginePriorityTest, CopiesOfDisjointRangesOvertakeByPriority) {
-  FakeDevices devices(1, kSlowLink);
-  auto engine = StartEngine(devices, SmallOptions());
+  constexpr std::uint64_t kBigChunk = 2 * kMiB;
+  FakeClock clock;
+  FakeDevices devices(1, kSlowLink, clock);
+  auto engine = StartEngine(devices, SlowLinkOptions(), clock);
   TestBuffer a(32 * kMiB, 1, 1);
   TestBuffer target(34 * kMiB, 2, 2);
   TestBuffer b(2 * kMiB, 3, 3);
-  auto slow = engine->Submit(
-      Spec(1, Host(a), DeviceAt(0, target, 0, 32 * kMiB), Priority::kBackground));
+  absl::Cleanup stop = [&] { StopEngine(engine, clock); };  // Even after a failed assertion;
+  // before the buffers go.
+  transfer::TransferSpec background =
+      Spec(1, Host(a), DeviceAt(0, target, 0, 32 * kMiB), Priority::kBackground);
+  background.chunk_bytes = kBigChunk;
+  auto slow = engine->Submit(std::move(background));
   auto quick = engine->Submit(
       Spec(1, Host(b), DeviceAt(0, target, 32 * kMiB, 2 * kMiB), Priority::kCritical));
   ASSERT_TRUE(slow.ok() && quick.ok());
+  ASSERT_TRUE(PollUntil([&] { return devices.states[0]->queued_of(kMiB) == 2; }));
+  clock.Advance(2 * LinkTime(kBigChunk) + 2 * LinkTime(kMiB));
   const transfer::TransferProgress quick_done = WaitEnd(*engine, 1, *quick);
   EXPECT_EQ(quick_done.state, TransferState::kDone);
-  EXPECT_FALSE(engine->Progress(1, *slow)->terminal());
+  const transfer::TransferProgress slow_then = *engine->Progress(1, *slow);
+  EXPECT_FALSE(slow_then.terminal());
+  EXPECT_LE(slow_then.bytes_done, 2 * kBigChunk);
+  ASSERT_TRUE(AdvanceUntil(clock, LinkTime(kBigChunk), [&] { return Ended(*engine, 1, *slow); }));
   EXPECT_EQ(WaitEnd(*engine, 1, *slow).state, TransferState::kDone);
+  EXPECT_TRUE(SameBytes(a, 0, target, 0, 32 * kMiB));
+  EXPECT_TRUE(SameBytes(b, 0, target, 32 * kMiB, 2 * kMiB));
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace memd::test {
 namespace {
@@ -99,30 +101,90 @@ int FakeDeviceState::most_queued_ahead(std::uint64_t bytes) const {
   auto found = queued_ahead_.find(bytes);
   return found == queued_ahead_.end() ? 0 : found->second;
 }
+int FakeDeviceState::queued_of(std::uint64_t bytes) const {
+  std::lock_guard lock(mu_);
+  auto found = queued_of_.find(bytes);
+  return found == queued_of_.end() ? 0 : found->second;
+}
 void FakeDeviceState::NoteQueued(std::uint64_t bytes, int queued) {
   std::lock_guard lock(mu_);
   max_queued_ = std::max(max_queued_, queued);
   int& ahead = queued_ahead_[bytes];
   ahead = std::max(ahead, queued - 1);
+  ++queued_of_[bytes];
 }
-void FakeDeviceState::TakeWire(int wire) {
+int FakeDeviceState::NewStream() {
+  std::lock_guard lock(mu_);
+  return next_stream_++;
+}
+std::uint64_t FakeDeviceState::Queue(int stream, int wire, std::uint64_t bytes,
+                                     absl::Time queued) {
+  std::lock_guard lock(mu_);
+  const std::uint64_t ticket = next_ticket_++;
+  queued_copies_[ticket] = Queued{stream, wire, bytes, queued};
+  stream_copies_[stream].push_back(ticket);
+  wire_turn_.notify_all();
+  return ticket;
+}
+absl::Time FakeDeviceState::ReadyLocked(const Queued& copy) const {
+  auto end = stream_end_.find(copy.stream);
+  return end == stream_end_.end() ? copy.queued : std::max(copy.queued, end->second);
+}
+std::optional<absl::Time> FakeDeviceState::AwaitTurn(int wire, std::uint64_t ticket,
+                                                     const std::atomic<bool>& stop) {
   std::unique_lock lock(mu_);
-  const std::uint64_t ticket = wire_next_[wire]++;
-  wire_turn_.wait(lock, [&] { return wire_serving_[wire] == ticket; });
+  while (true) {
+    if (stop.load()) return std::nullopt;  // ForgetStream drops its copies.
+    const Queued& mine = queued_copies_.at(ticket);
+    const auto my_turn = std::make_pair(ReadyLocked(mine), ticket);
+    bool first = !wire_busy_[wire];
+    // Against the head of every other stream with a copy for this wire. A
+    // copy behind another of its stream is not ready before that one ends;
+    // a stream whose head is for another wire is left out (on the engine's
+    // streams only same-device copies share a stream with host-to-device
+    // ones, and no test on a fake clock mixes them).
+    for (const auto& [stream, tickets] : stream_copies_) {
+      if (!first) break;
+      if (stream == mine.stream || tickets.empty()) continue;
+      const Queued& head = queued_copies_.at(tickets.front());
+      if (head.wire != wire) continue;
+      if (std::make_pair(ReadyLocked(head), tickets.front()) < my_turn) first = false;
+    }
+    const absl::Time start = std::max(my_turn.first, wire_free_[wire]);
+    // Only once the clock is there: a copy queued later is queued at that
+    // time or after, and so is ready no earlier than this one.
+    if (first && start <= clock_.Now()) {
+      const absl::Time end = start + link_.latency + absl::Nanoseconds(mine.bytes / link_.gbps);
+      wire_busy_[wire] = true;
+      wire_free_[wire] = end;
+      stream_end_[mine.stream] = end;
+      stream_copies_[mine.stream].pop_front();
+      queued_copies_.erase(ticket);
+      return end;
+    }
+    // Slices: the fake clock moves without telling anyone.
+    wire_turn_.wait_for(lock, std::chrono::milliseconds(1));
+  }
 }
 void FakeDeviceState::GiveWire(int wire) {
   std::lock_guard lock(mu_);
-  ++wire_serving_[wire];
+  wire_busy_[wire] = false;
+  wire_turn_.notify_all();
+}
+void FakeDeviceState::ForgetStream(int stream) {
+  std::lock_guard lock(mu_);
+  auto it = stream_copies_.find(stream);
+  if (it != stream_copies_.end()) {
+    for (std::uint64_t ticket : it->second) queued_copies_.erase(ticket);
+    stream_copies_.erase(it);
+  }
+  stream_end_.erase(stream);
   wire_turn_.notify_all();
 }
 void FakeDeviceState::NoteCopy(bool reused) {
   std::lock_guard lock(mu_);
   ++copies_;
   if (reused) ++reused_too_early_;
-}
-FakeLink FakeDeviceState::link() const {
-  std::lock_guard lock(mu_);
-  return link_;
 }
 bool FakeDeviceState::WaitWhileHung(const std::atomic<bool>& stop) {
   std::unique_lock lock(mu_);
@@ -141,13 +203,21 @@ bool FakeDeviceState::WaitWhileHung(const std::atomic<bool>& stop) {
 class FakeCopyStream : public backend::CopyStream {
  public:
   explicit FakeCopyStream(std::shared_ptr<FakeDeviceState> state)
-      : state_(std::move(state)), worker_([this] { Work(); }), waker_([this] { Wake(); }) {}
+      : state_(std::move(state)),
+        id_(state_->NewStream()),
+        worker_([this] { Work(); }),
+        waker_([this] { Wake(); }) {}
   ~FakeCopyStream() override {
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
       stopping_atomic_.store(true);
       work_.notify_all();
+    }
+    {
+      absl::MutexLock lock(&link_mu_);
+      link_stop_ = true;
+      link_cv_.SignalAll();
     }
     worker_.join();
     {
@@ -156,6 +226,7 @@ class FakeCopyStream : public backend::CopyStream {
       wakes_ready_.notify_all();
     }
     waker_.join();
+    state_->ForgetStream(id_);  // Its copies that never ran keep no other off the wire.
   }
 
   absl::Status HostToDevice(backend::DeviceAddress destination, const void* source,
@@ -229,6 +300,7 @@ class FakeCopyStream : public backend::CopyStream {
     std::uint64_t bytes = 0;
     int wire = 0;
     std::uint64_t checksum = 0;
+    std::uint64_t ticket = 0;  // Its place in the link's schedule.
     backend::Marker marker = 0;
     std::function<void()> wake;
   };
@@ -252,6 +324,8 @@ class FakeCopyStream : public backend::CopyStream {
     op.bytes = bytes;
     op.wire = wire;
     std::lock_guard lock(mu_);
+    // Under the stream's lock: its copies are queued in its order.
+    op.ticket = state_->Queue(id_, wire, bytes, state_->clock().Now());
     // Until the copy lands its destination holds garbage, as a GPU's would.
     std::memset(op.destination, static_cast<int>(kPoison), bytes);
     op.checksum = Checksum(op.source, bytes);
@@ -311,12 +385,16 @@ class FakeCopyStream : public backend::CopyStream {
   }
 
   // The modelled link: one copy per direction at a time, taking latency +
-  // bytes / bandwidth. False when the stream is being destroyed while hung.
+  // bytes / bandwidth in the link's clock. False when the stream is being
+  // destroyed while hung or before the copy's end came.
   bool Run(Op& op) {
     if (!state_->WaitWhileHung(stopping_atomic_)) return false;
-    const FakeLink link = state_->link();
-    state_->TakeWire(op.wire);
-    absl::SleepFor(link.latency + absl::Nanoseconds(op.bytes / link.gbps));
+    const std::optional<absl::Time> end = state_->AwaitTurn(op.wire, op.ticket, stopping_atomic_);
+    if (!end.has_value()) return false;
+    if (!WaitForTheLink(*end)) {
+      state_->GiveWire(op.wire);
+      return false;
+    }
     const bool reused = Checksum(op.source, op.bytes) != op.checksum;
     absl::Status fault = state_->TakeCopyFault();
     if (fault.ok()) {
@@ -330,7 +408,17 @@ class FakeCopyStream : public backend::CopyStream {
     return true;
   }
 
+  // Until the link's clock reaches `end`; false when the stream stops first.
+  bool WaitForTheLink(absl::Time end) {
+    absl::MutexLock lock(&link_mu_);
+    while (!link_stop_) {
+      if (state_->clock().WaitWithDeadline(&link_mu_, &link_cv_, end)) return true;
+    }
+    return false;
+  }
+
   std::shared_ptr<FakeDeviceState> state_;
+  const int id_;  // In the link's schedule.
   std::mutex mu_;
   std::condition_variable work_;
   std::condition_variable idle_;
@@ -345,6 +433,11 @@ class FakeCopyStream : public backend::CopyStream {
   std::condition_variable wakes_ready_;
   std::deque<std::function<void()>> wakes_;
   bool wakes_stopping_ = false;
+  // The wait for the link's clock, which Clock::WaitWithDeadline makes on
+  // an absl::Mutex; raised by the destructor.
+  absl::Mutex link_mu_;
+  absl::CondVar link_cv_;
+  bool link_stop_ ABSL_GUARDED_BY(link_mu_) = false;
   std::thread worker_;
   std::thread waker_;
 };

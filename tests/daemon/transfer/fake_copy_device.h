@@ -4,10 +4,18 @@
 // memory (a SegmentMemory with device = N and device_address = the host
 // pointer's value), each stream runs its copies in order on a thread of its
 // own, and a modelled link (bandwidth and per-operation latency, one copy
-// at a time per direction per device, in the order the streams reach them,
-// as a GPU's copy engine takes them) makes copies finish later, as a GPU's
-// do. Faults are injected per device: an error at enqueue, an error
-// surfaced at a marker, a sticky error, copies that never complete.
+// at a time per direction per device, taken in the order they became ready
+// at the head of their streams, as a GPU's copy engine takes them) makes
+// copies finish later, as a GPU's do. The link's time is a Clock's: the
+// real one by default, or a test's FakeClock, on which a copy lands only
+// when the test has moved the clock past its modelled end (nothing
+// sleeps). The schedule is computed from modelled times (when a copy was
+// queued, when the copy before it on its stream and on the wire ended),
+// never from when a thread got somewhere, and a copy takes the wire only
+// once the clock has reached its start: on a fake clock it is the same
+// however the threads run. Faults are injected per device: an error at
+// enqueue, an error surfaced at a marker, a sticky error, copies that
+// never complete.
 
 #include <atomic>
 #include <condition_variable>
@@ -18,11 +26,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "daemon/backend/copy_device.h"
 
 namespace memd::test {
@@ -33,10 +43,12 @@ struct FakeLink {
 };
 
 // What tests steer and read; shared by a FakeCopyDevice and its streams, so
-// a test keeps it after handing the device to the engine. Thread-safe.
+// a test keeps it after handing the device to the engine. Borrows `clock`
+// (it must outlive the streams). Thread-safe.
 class FakeDeviceState {
  public:
-  explicit FakeDeviceState(FakeLink link) : link_(link) {}
+  explicit FakeDeviceState(FakeLink link, const Clock& clock = RealClock::Default())
+      : link_(link), clock_(clock) {}
 
   // The next `count` enqueue calls (HostToDevice, DeviceToHost,
   // DeviceToDevice) return `error` and queue nothing.
@@ -70,7 +82,11 @@ class FakeDeviceState {
   // The most unfinished copies a copy of `bytes` bytes ever found ahead of
   // it on its stream when it was queued (0 if none was ever queued).
   int most_queued_ahead(std::uint64_t bytes) const;
+  // Copies of `bytes` bytes queued so far: how a test knows that a copy is
+  // on the device before it moves the link's clock.
+  int queued_of(std::uint64_t bytes) const;
   std::uint64_t copies() const;
+  const Clock& clock() const { return clock_; }
 
  private:
   friend class FakeCopyDevice;
@@ -82,11 +98,23 @@ class FakeDeviceState {
   void NoteEnqueued();
   absl::Status sticky() const;
   void NoteQueued(std::uint64_t bytes, int queued);
-  // Waits for the direction's turn on the link, in arrival order.
-  void TakeWire(int wire);
+  // The link's schedule. A stream is a number; a queued copy a ticket.
+  int NewStream();
+  // The copy is queued on `stream` (at `queued`, in the link's clock).
+  std::uint64_t Queue(int stream, int wire, std::uint64_t bytes, absl::Time queued);
+  // Waits until the copy, the next of its stream, takes its wire, and
+  // returns when it ends in the modelled time. Of the copies at the head
+  // of their streams, the wire takes the one ready first (queued, and its
+  // stream's copy before it ended), the earliest queued on a tie, once the
+  // wire is free and the clock has reached that start; it takes latency +
+  // bytes / bandwidth. The wire is the copy's until GiveWire. nullopt when
+  // `stop` was raised first (the copy is forgotten).
+  std::optional<absl::Time> AwaitTurn(int wire, std::uint64_t ticket,
+                                      const std::atomic<bool>& stop);
   void GiveWire(int wire);
+  // The stream is going: its copies never run, and keep no other off the wire.
+  void ForgetStream(int stream);
   void NoteCopy(bool reused);
-  FakeLink link() const;
   // Blocks while hung; false when `stop` was raised first.
   bool WaitWhileHung(const std::atomic<bool>& stop);
 
@@ -104,13 +132,27 @@ class FakeDeviceState {
   int reused_too_early_ = 0;
   int max_queued_ = 0;
   std::map<std::uint64_t, int> queued_ahead_;  // By copy size.
+  std::map<std::uint64_t, int> queued_of_;     // By copy size.
   std::uint64_t copies_ = 0;
   EnqueueHook on_enqueue_;
-  // One copy at a time per direction on the modelled link, first come first
-  // served (a std::mutex lets the stream that just let go take it again).
+  // The modelled link: one copy at a time per direction (wire).
+  struct Queued {
+    int stream = 0;
+    int wire = 0;
+    std::uint64_t bytes = 0;
+    absl::Time queued;
+  };
+  // When a queued copy is ready: queued, and its stream's copy before ended.
+  absl::Time ReadyLocked(const Queued& copy) const;
   std::condition_variable wire_turn_;
-  std::uint64_t wire_next_[3] = {};
-  std::uint64_t wire_serving_[3] = {};
+  int next_stream_ = 0;
+  std::uint64_t next_ticket_ = 0;
+  std::map<std::uint64_t, Queued> queued_copies_;  // Not yet on a wire, by ticket.
+  std::map<int, std::deque<std::uint64_t>> stream_copies_;  // Their tickets, per stream.
+  std::map<int, absl::Time> stream_end_;  // The end of each stream's last copy on a wire.
+  bool wire_busy_[3] = {};
+  absl::Time wire_free_[3] = {absl::InfinitePast(), absl::InfinitePast(), absl::InfinitePast()};
+  const Clock& clock_;
 };
 
 class FakeCopyDevice : public backend::CopyDevice {
