@@ -135,7 +135,7 @@ absl::StatusOr<TransferProgress> EngineCore::Progress(SessionId session, Transfe
 }
 
 absl::StatusOr<std::uint64_t> EngineCore::Watch(SessionId session, TransferId id,
-                                                Engine::Done done) {
+                                                TransferDone done) {
   TransferProgress ended;
   std::uint64_t token = 0;
   {

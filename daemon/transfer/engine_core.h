@@ -21,7 +21,7 @@
 #include "common/opaque_ids.h"
 #include "daemon/backend/copy_device.h"
 #include "daemon/transfer/admission.h"
-#include "daemon/transfer/engine.h"
+#include "daemon/transfer/engine_types.h"
 #include "daemon/transfer/lane.h"
 #include "daemon/transfer/range_order.h"
 #include "daemon/transfer/retry_backoff.h"
@@ -65,7 +65,7 @@ class EngineCore {
   // Engine's calls (see engine.h); they take the mutex themselves.
   absl::StatusOr<TransferId> Submit(RecordPtr record);
   absl::StatusOr<TransferProgress> Progress(SessionId session, TransferId id) const;
-  absl::StatusOr<std::uint64_t> Watch(SessionId session, TransferId id, Engine::Done done);
+  absl::StatusOr<std::uint64_t> Watch(SessionId session, TransferId id, TransferDone done);
   bool CancelWatch(std::uint64_t token);
   absl::StatusOr<TransferProgress> Cancel(SessionId session, TransferId id);
   void EndSession(SessionId session, absl::Duration drain);
@@ -113,7 +113,7 @@ class EngineCore {
   };
   struct Firing {
     std::uint64_t token;
-    Engine::Done done;
+    TransferDone done;
     TransferProgress progress;
   };
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/transfer/engine.h"
+#include "daemon/transfer/engine_types.h"
 #include "daemon/transfer/transfer_record.h"
 
 namespace memd::transfer {

@@ -5,7 +5,7 @@
 
 namespace memd::transfer {
 
-std::uint64_t WatchList::Add(SessionId session, TransferId transfer, Engine::Done done) {
+std::uint64_t WatchList::Add(SessionId session, TransferId transfer, TransferDone done) {
   const std::uint64_t token = NewToken();
   waiting_[token] = Waiting{transfer, session};
   entries_[transfer].push_back(Entry{token, std::move(done)});

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "daemon/transfer/engine.h"
+#include "daemon/transfer/engine_types.h"
 
 namespace memd::transfer {
 
@@ -15,12 +15,12 @@ class WatchList {
  public:
   struct Entry {
     std::uint64_t token = 0;
-    Engine::Done done;
+    TransferDone done;
   };
 
   // A token no watch ever had: for a transfer that had already ended.
   std::uint64_t NewToken() { return next_token_++; }
-  std::uint64_t Add(SessionId session, TransferId transfer, Engine::Done done);
+  std::uint64_t Add(SessionId session, TransferId transfer, TransferDone done);
   // False when `token` is not waiting (ran, running or unknown).
   bool Remove(std::uint64_t token);
   // The watches of `transfer`, forgotten here.
