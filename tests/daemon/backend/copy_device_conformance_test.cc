@@ -251,11 +251,17 @@ TEST_P(CopyDeviceConformanceTest, CopiesEachDirectionInOrderAndTheBytesLandBehin
   const DeviceAddress second = rig_->DeviceMemory(4 * kMiB);
   CopyStream& stream = NewStream();
 
+  const absl::Time enqueued = absl::Now();
   ASSERT_TRUE(stream.HostToDevice(first, source.data(), size).ok());
   auto uploaded = stream.Mark();
   ASSERT_TRUE(uploaded.ok()) << uploaded.status();
-  // A modelled 200 ms per copy: not there yet.
-  EXPECT_TRUE(Is(stream.Reached(*uploaded), false));
+  const absl::StatusOr<bool> early = stream.Reached(*uploaded);
+  ASSERT_TRUE(early.ok()) << early.status();
+  // A modelled 200 ms per copy: not there yet, when this thread looked well
+  // within them (a loaded machine may not let it).
+  if (absl::Now() - enqueued < absl::Microseconds(kCopyLatencyUs / 2)) {
+    EXPECT_FALSE(*early) << "a marker was reached before its copy could have landed";
+  }
   // Each copy reads what the one before wrote: in order, or the bytes differ.
   ASSERT_TRUE(stream.DeviceToDevice(second, first, size).ok());
   ASSERT_TRUE(stream.DeviceToHost(landing.data(), second, size).ok());
