@@ -1,10 +1,12 @@
-// DeviceLane: the legs of one chunk on each data path.
+// ChunkPipeline: one device's chunks, from issue to end, on each data path.
+
+#include "daemon/transfer/chunk_pipeline.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/transfer/device_lane.h"
+#include "common/status_macros.h"
 
 namespace memd::transfer {
 namespace {
@@ -25,24 +27,63 @@ class StagingTimer {
 
 }  // namespace
 
-bool DeviceLane::NeedsSlot(const TransferRecord& record) {
+absl::StatusOr<std::unique_ptr<ChunkPipeline>> ChunkPipeline::Create(
+    EngineCore& core, int index, std::shared_ptr<Waker> waker) {
+  const EngineOptions& options = core.options();
+  backend::CopyDevice& device = core.device(index);
+  MEMD_ASSIGN_OR_RETURN(StagingRing ring,
+                        StagingRing::Allocate(device, options.staging_slots, options.slot_bytes));
+  std::unique_ptr<ChunkPipeline> pipeline(
+      new ChunkPipeline(core, index, std::move(ring), std::move(waker)));
+  pipeline->queues_ = {&pipeline->in_, &pipeline->out_, &pipeline->critical_in_,
+                       &pipeline->critical_out_};
+  for (Queue* queue : pipeline->queues_) {
+    MEMD_ASSIGN_OR_RETURN(queue->stream, device.NewStream());
+    queue->device = index;
+  }
+  pipeline->peers_.resize(core.device_count());
+  for (int other = 0; other < core.device_count(); ++other) {
+    if (other == index) continue;
+    MEMD_ASSIGN_OR_RETURN(pipeline->peers_[other].stream, core.device(other).NewStream());
+    pipeline->peers_[other].device = other;
+    pipeline->queues_.push_back(&pipeline->peers_[other]);
+  }
+  pipeline->counters_.slots.store(options.staging_slots);
+  return pipeline;
+}
+
+ChunkPipeline::ChunkPipeline(EngineCore& core, int index, StagingRing ring,
+                             std::shared_ptr<Waker> waker)
+    : core_(core),
+      clock_(core.clock()),
+      index_(index),
+      counters_(core.counters(index)),
+      waker_(std::move(waker)),
+      ring_(std::move(ring)),
+      copy_(core.options().copy_threads) {}
+
+// The streams go before the ring: their destructors wait for what was
+// enqueued, which may still read or write a slot.
+ChunkPipeline::~ChunkPipeline() = default;
+
+bool ChunkPipeline::NeedsSlot(const TransferRecord& record) {
   return record.path == DataPath::kStaged || record.path == DataPath::kPeerStaged;
 }
 
-bool DeviceLane::IntoDevice(const TransferRecord& record) {
+bool ChunkPipeline::IntoDevice(const TransferRecord& record) {
   return record.direction == Direction::kHostToDevice || record.path == DataPath::kDevice;
 }
 
 // By the class the client asked for, not the aged one: a transfer's chunks
 // stay on one stream.
-DeviceLane::Queue& DeviceLane::QueueFor(const TransferRecord& record) {
+ChunkPipeline::Queue& ChunkPipeline::QueueFor(const TransferRecord& record) {
   if (record.priority == Priority::kCritical) {
     return IntoDevice(record) ? critical_in_ : critical_out_;
   }
   return IntoDevice(record) ? in_ : out_;
 }
 
-bool DeviceLane::Fits(const TransferRecord& record) {
+bool ChunkPipeline::Fits(const TransferRecord& record) {
   if (QueueFor(record).fifo.size() >= static_cast<std::size_t>(core_.options().chunks_in_flight)) {
     return false;
   }
@@ -53,7 +94,7 @@ bool DeviceLane::Fits(const TransferRecord& record) {
   return !NeedsSlot(record) || ring_.free() > kept;
 }
 
-void DeviceLane::Issue(Chunk chunk) {
+void ChunkPipeline::Issue(Chunk chunk) {
   Queue& queue = QueueFor(*chunk.record);
   InFlight entry;
   entry.leg = IntoDevice(*chunk.record) ? Leg::kIn : Leg::kOut;
@@ -72,7 +113,7 @@ void DeviceLane::Issue(Chunk chunk) {
 
 // The first (often only) leg: fill the slot from a pageable source, then
 // queue the DMA.
-absl::Status DeviceLane::Enqueue(const Chunk& chunk, int slot, Queue& queue) {
+absl::Status ChunkPipeline::Enqueue(const Chunk& chunk, int slot, Queue& queue) {
   const TransferRecord& record = *chunk.record;
   const std::uint64_t offset = chunk.offset;
   const std::uint64_t bytes = chunk.bytes;
@@ -102,14 +143,14 @@ absl::Status DeviceLane::Enqueue(const Chunk& chunk, int slot, Queue& queue) {
 }
 
 // Marks the queued leg and asks to be woken when it is done.
-void DeviceLane::Record(Queue& queue, InFlight entry) {
+void ChunkPipeline::Record(Queue& queue, InFlight entry) {
   absl::StatusOr<backend::Marker> marker = queue.stream->Mark();
   if (!marker.ok()) {
     Fail(entry, marker.status(), /*enqueued=*/true, queue);
     return;
   }
   entry.marker = *marker;
-  Waker* waker = this->waker().get();  // Outlives the streams: Lane's own.
+  Waker* waker = waker_.get();  // Outlives the streams: they go first.
   // A wake that cannot be arranged leaves the lane's short nap to notice.
   (void)queue.stream->WakeWhenDone([waker] { waker->Wake(); });
   queue.fifo.push(std::move(entry));
@@ -117,7 +158,7 @@ void DeviceLane::Record(Queue& queue, InFlight entry) {
 
 // A leg's marker was reached: the next leg, the drain into the
 // destination, or the chunk is done.
-bool DeviceLane::Complete(InFlight& done) {
+bool ChunkPipeline::Complete(InFlight& done) {
   const TransferRecord& record = *done.chunk.record;
   const std::uint64_t offset = done.chunk.offset;
   const std::uint64_t bytes = done.chunk.bytes;
@@ -151,7 +192,7 @@ bool DeviceLane::Complete(InFlight& done) {
 // own steps, so a critical chunk that ends during another class's 4 MiB
 // fill would wait for all of it: while a critical chunk is on the device,
 // such a copy goes a piece at a time, taking in ended chunks between pieces.
-void DeviceLane::Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
+void ChunkPipeline::Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
                        const TransferRecord& record, Stores stores) {
   constexpr std::uint64_t kPiece = std::uint64_t{1} << 20;
   std::uint64_t done = 0;
@@ -168,7 +209,7 @@ void DeviceLane::Stage(std::byte* to, const std::byte* from, std::uint64_t bytes
   }
 }
 
-void DeviceLane::TakeInCriticalChunks() {
+void ChunkPipeline::TakeInCriticalChunks() {
   PollQueue(critical_in_);
   PollQueue(critical_out_);
   if (outcomes_.empty()) return;
@@ -181,14 +222,14 @@ void DeviceLane::TakeInCriticalChunks() {
   outcomes_.clear();  // Outside the lock: a record's last reference may go here.
 }
 
-void DeviceLane::ReleaseSlot(InFlight& entry) {
+void ChunkPipeline::ReleaseSlot(InFlight& entry) {
   if (entry.slot < 0) return;
   ring_.Release(entry.slot);
   counters_.slots_in_use.fetch_sub(1);
   entry.slot = -1;
 }
 
-void DeviceLane::Succeed(InFlight& entry) {
+void ChunkPipeline::Succeed(InFlight& entry) {
   ReleaseSlot(entry);
   outcomes_.push_back(Outcome{std::move(entry.chunk), absl::OkStatus()});
 }
@@ -199,10 +240,85 @@ void DeviceLane::Succeed(InFlight& entry) {
 // copy, and a lane waiting for it would never end a transfer again nor
 // stop. Its slot is given up at once, as PollQueue and Drop give up those
 // of the chunks it holds: a broken context moves no more bytes.
-void DeviceLane::Fail(InFlight& entry, absl::Status status, bool enqueued, Queue& queue) {
+void ChunkPipeline::Fail(InFlight& entry, absl::Status status, bool enqueued, Queue& queue) {
   if (enqueued && core_.device(queue.device).health().ok()) (void)queue.stream->Synchronize();
   ReleaseSlot(entry);
   outcomes_.push_back(Outcome{std::move(entry.chunk), std::move(status)});
+}
+
+
+void ChunkPipeline::ReportOutcomes(absl::Time now) {
+  for (Outcome& outcome : outcomes_) {
+    if (outcome.status.ok()) {
+      core_.ChunkDone(outcome.chunk, now);
+    } else {
+      core_.ChunkFailed(outcome.chunk, outcome.status, now);
+    }
+  }
+}
+
+bool ChunkPipeline::Poll() {
+  bool look_again = false;
+  for (Queue* queue : queues_) look_again |= PollQueue(*queue);
+  return look_again;
+}
+
+void ChunkPipeline::DropAll(const absl::Status& why) {
+  for (Queue* queue : queues_) Drop(*queue, why);
+}
+
+// Takes in the queue's finished chunks, in order, but stops after one whose
+// slot it drained into host memory: the lane then issues the next chunk
+// before draining another, so the device always has DMA queued. Draining
+// every finished chunk first left the device idle after each batch: on an
+// H100 the d2h lane slept ~0.2 ms per 1.6 chunks waiting for the DMAs it
+// issued only afterwards (docs/benchmarks.md). True when it stopped early:
+// the caller must look again before sleeping, since the wakes of the chunks
+// left behind have fired already.
+bool ChunkPipeline::PollQueue(Queue& queue) {
+  while (!queue.fifo.empty()) {
+    InFlight& head = queue.fifo.front();
+    absl::StatusOr<bool> reached = queue.stream->Reached(head.marker);
+    if (reached.ok() && !*reached) return false;  // In order: nothing later is done either.
+    queue.stream->Forget(head.marker);
+    InFlight entry = std::move(head);
+    queue.fifo.pop();
+    if (!reached.ok()) {
+      Fail(entry, reached.status(), /*enqueued=*/false, queue);
+    } else if (Complete(entry) && !queue.fifo.empty()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The device broke, or the engine stops and the device never finished:
+// what it holds is given up (the records keep their holds until here).
+void ChunkPipeline::Drop(Queue& queue, const absl::Status& why) {
+  while (!queue.fifo.empty()) {
+    InFlight entry = std::move(queue.fifo.front());
+    queue.fifo.pop();
+    queue.stream->Forget(entry.marker);
+    ReleaseSlot(entry);
+    outcomes_.push_back(Outcome{std::move(entry.chunk), why});
+  }
+}
+
+bool ChunkPipeline::Busy() const {
+  for (const Queue* queue : queues_) {
+    if (!queue->fifo.empty()) return true;
+  }
+  return false;
+}
+
+void ChunkPipeline::CountDmaTime(absl::Time now) {
+  const bool busy = Busy();
+  if (busy && busy_since_ == absl::InfinitePast()) {
+    busy_since_ = now;
+  } else if (!busy && busy_since_ != absl::InfinitePast()) {
+    counters_.dma_ns.fetch_add(absl::ToInt64Nanoseconds(now - busy_since_));
+    busy_since_ = absl::InfinitePast();
+  }
 }
 
 }  // namespace memd::transfer
