@@ -339,24 +339,28 @@ void EngineCore::Sweep(LaneIndex lane, absl::Time now) {
   for (const RecordPtr& pointer : schedulers_[lane].records()) {
     TransferRecord& record = *pointer;
     if (record.terminal()) continue;
-    const std::string moved = absl::StrCat(FormatBytes(record.progress.bytes_done), " of ",
-                                           FormatBytes(record.total()), " moved");
+    // Formatted only for a transfer that ends here: this runs every lane
+    // turn for every transfer.
+    const auto moved = [&record] {
+      return absl::StrCat(FormatBytes(record.progress.bytes_done), " of ",
+                          FormatBytes(record.total()), " moved");
+    };
     if (record.cancel_requested && record.in_flight == 0) {
       Finish(record, TransferState::kCancelled,
              absl::CancelledError(
                  absl::StrCat(Describe(record), CancelledBecause(record.cancel_reason), " (",
-                              moved, ")")),
+                              moved(), ")")),
              record.cancel_reason);
     } else if (now >= record.deadline) {
       Finish(record, TransferState::kFailed,
              absl::DeadlineExceededError(
-                 absl::StrCat(Describe(record), " passed its deadline (", moved, ")")),
+                 absl::StrCat(Describe(record), " passed its deadline (", moved(), ")")),
              FailureReason::kDeadline);
     } else if (record.in_flight > 0 && now - record.last_progress >= options_.stall_timeout) {
       // Its chunks never came back: end it anyway; they keep their holds.
       const std::string why = absl::StrCat(
           Describe(record), " stalled: no chunk finished for ",
-          absl::FormatDuration(options_.stall_timeout), " (", moved, "; ", record.in_flight,
+          absl::FormatDuration(options_.stall_timeout), " (", moved(), "; ", record.in_flight,
           " chunks still on the device)");
       if (record.cancel_requested) {
         Finish(record, TransferState::kCancelled, absl::CancelledError(why),
