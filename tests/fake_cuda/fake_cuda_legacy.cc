@@ -48,6 +48,7 @@ CUresult FakeDriver::MemAlloc(CUdeviceptr* dptr, size_t bytesize) {
   size_t size = 0;
   if (!RoundUp(bytesize, PageSize(), &size)) return CUDA_ERROR_OUT_OF_MEMORY;
   Device& device = *devices_[static_cast<size_t>(context->device)];
+  SweepReleased();  // Memory the last import let go of is free again, as for cuMemCreate.
   if (size > memory_ - device.used) return CUDA_ERROR_OUT_OF_MEMORY;
   LegacyAllocation allocation;
   allocation.id = (static_cast<uint64_t>(getpid()) << 32) | ++legacy_count_;

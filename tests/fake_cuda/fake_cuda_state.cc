@@ -30,6 +30,7 @@ FakeDriver::~FakeDriver() {
   for (auto& [base, mapping] : ipc_) munmap(AsPointer(base), mapping.size);
   for (auto& [base, reservation] : reservations_) munmap(AsPointer(base), reservation);
   for (auto& [handle, allocation] : allocations_) close(allocation.fd);
+  for (const VmmAllocation& allocation : released_) close(allocation.fd);
 }
 
 // ---- Fault injection by call count (MEMD_FAKE_CUDA_FAULTS "symbol@N=CODE") ----

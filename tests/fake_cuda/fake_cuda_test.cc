@@ -882,6 +882,32 @@ TEST_F(FakeCudaTest, ReleasedMemoryAnImportHoldsStaysUsedUntilTheImportGoes) {
   EXPECT_EQ(cu.MemRelease(other), CUDA_SUCCESS);
 }
 
+// cuMemAlloc, too, finds the memory free once the last import let go of it,
+// without a cuMemGetInfo or cuMemCreate in between to notice.
+TEST_F(FakeCudaTest, LegacyAllocationsReuseMemoryTheLastImportLetGoOf) {
+  setenv("MEMD_FAKE_CUDA_MEMORY", "8388608", 1);
+  ASSERT_NO_FATAL_FAILURE(InitWithContext());
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr ptr = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateMapped(4 * kMiB, &handle, &ptr));
+  int fd = -1;
+  ASSERT_EQ(cu.MemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                          0),
+            CUDA_SUCCESS);
+  CUmemGenericAllocationHandle imported = 0;
+  ASSERT_EQ(cu.MemImportFromShareableHandle(&imported, reinterpret_cast<void*>(uintptr_t(fd)),
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_SUCCESS);
+  close(fd);
+  UnmapAndRelease(4 * kMiB, handle, ptr);
+  CUdeviceptr legacy = 0;
+  EXPECT_EQ(cu.MemAlloc(&legacy, 6 * kMiB), CUDA_ERROR_OUT_OF_MEMORY)
+      << "the import still holds the released 4 MiB";
+  ASSERT_EQ(cu.MemRelease(imported), CUDA_SUCCESS);  // The last import goes.
+  ASSERT_EQ(cu.MemAlloc(&legacy, 6 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(cu.MemFree(legacy), CUDA_SUCCESS);
+}
+
 TEST_F(FakeCudaTest, ExportImportErrors) {
   ASSERT_EQ(cu.Init(0), CUDA_SUCCESS);
   const CUmemAllocationProp not_exportable = DeviceProp(0, CU_MEM_HANDLE_TYPE_NONE);
