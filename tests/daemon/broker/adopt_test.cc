@@ -12,21 +12,21 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/daemon/peer.h"
 #include "tests/support/fake_clock.h"
 
 namespace memd::broker {
 namespace {
 
+using ::memd::test::Peer;
+
+constexpr gid_t kGroup = 50;  // Every client's and adopted buffer's group.
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 constexpr uid_t kAlice = 1000;
 constexpr uid_t kBob = 1001;
-
-PeerCredentials Peer(uid_t uid) {
-  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, 50, {}};
-}
 
 CreateParams Params(std::string name, Persistence persistence = Persistence::kPersistent) {
   return CreateParams{std::move(name), kMiB, Location::Host(), kDefaultMode, persistence};
@@ -77,7 +77,7 @@ class AdoptTest : public ::testing::Test {
                              Persistence persistence = Persistence::kPersistent,
                              bool unlinked = false) {
     Broker::AdoptedBuffer adopted;
-    auto allocation = host().Allocate(kMiB, pool::Domain{kAlice, 50, kDefaultMode});
+    auto allocation = host().Allocate(kMiB, pool::Domain{kAlice, kGroup, kDefaultMode});
     EXPECT_TRUE(allocation.ok()) << allocation.status();
     adopted.allocation = std::move(*allocation);
     BufferInfo& info = adopted.info;
@@ -86,7 +86,7 @@ class AdoptTest : public ::testing::Test {
     info.size = kMiB;
     info.location = Location::Host();
     info.owner_uid = kAlice;
-    info.owner_gid = 50;
+    info.owner_gid = kGroup;
     info.state = state;
     if (state == BufferState::kSealed) info.sealed = clock_.Now();
     info.persistence = persistence;
@@ -116,7 +116,7 @@ class AdoptTest : public ::testing::Test {
 TEST_F(AdoptTest, TheJournalHearsOfEveryBufferFromCreateToFreeInOrder) {
   RecordingJournal journal;
   broker_->SetJournal(&journal);
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test");
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test");
   auto kept = broker_->Create(alice, Params("kept"));
   auto dropped = broker_->Create(alice, Params("dropped", Persistence::kEphemeral));
   ASSERT_TRUE(kept.ok() && dropped.ok());
@@ -137,8 +137,8 @@ TEST_F(AdoptTest, AdoptedBuffersKeepTheirIdsNamesOwnersAndCharges) {
   left.push_back(Left(77, "weights", BufferState::kSealed));
   const std::uint64_t bytes = left[0].allocation.bytes;
   ASSERT_TRUE(broker_->Adopt(std::move(left)).ok());
-  SessionId bob = *broker_->StartSession(Peer(kBob), "test");
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test");
+  SessionId bob = *broker_->StartSession(Peer(kBob, kGroup), "test");
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test");
   auto info = broker_->Stat(alice, "weights");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->id, 77u);
@@ -172,7 +172,7 @@ TEST_F(AdoptTest, BuffersThatWaitForHoldersGoWhenTheGraceEndsUnlessReclaimed) {
   ASSERT_TRUE(broker_->Adopt(std::move(left)).ok());
   EXPECT_EQ(broker_->Counts().buffers, 5u);
   EXPECT_EQ(host().Stats().used_bytes, 5 * kMiB);
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test");
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test");
   auto reclaimed = broker_->Open(alice, {"reclaimed"});
   ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
   // An ephemeral buffer's name goes with its last lease, as ever; its
@@ -211,7 +211,7 @@ TEST_F(AdoptTest, AnAdoptionThatCannotBeWholeAdoptsNothingAndGivesTheMemoryBack)
   EXPECT_EQ(broker_->Counts().buffers, 0u);
   EXPECT_EQ(host().Stats().used_bytes, 0u);
 
-  ASSERT_TRUE(broker_->StartSession(Peer(kAlice), "test").ok());
+  ASSERT_TRUE(broker_->StartSession(Peer(kAlice, kGroup), "test").ok());
   std::vector<Broker::AdoptedBuffer> late;
   late.push_back(Left(3, "d", BufferState::kSealed));
   EXPECT_EQ(broker_->Adopt(std::move(late)).code(), absl::StatusCode::kFailedPrecondition);
@@ -221,7 +221,7 @@ TEST_F(AdoptTest, AnAdoptionThatCannotBeWholeAdoptsNothingAndGivesTheMemoryBack)
 TEST_F(AdoptTest, TheJournalHearsOfSessionsAndLeasesAndASessionEndsInOneRecord) {
   RecordingJournal journal;
   broker_->SetJournal(&journal);
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('a'));
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test", Digest('a'));
   auto created = broker_->Create(alice, Params("x"));
   ASSERT_TRUE(created.ok());
   const BufferId x = created->buffer.id;
@@ -242,8 +242,8 @@ TEST_F(AdoptTest, TheJournalHearsOfSessionsAndLeasesAndASessionEndsInOneRecord) 
 
 TEST_F(AdoptTest, ALeaseIsReclaimedOnlyByItsUidWithItsTokenAndOnlyOnce) {
   AdoptHeld();
-  SessionId bob = *broker_->StartSession(Peer(kBob), "test", Digest('b'));
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  SessionId bob = *broker_->StartSession(Peer(kBob, kGroup), "test", Digest('b'));
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test", Digest('c'));
   auto code_of = [&](SessionId session, const std::string& digest) {
     auto outcomes = broker_->Reclaim(session, digest, {900});
     EXPECT_TRUE(outcomes.ok()) << outcomes.status();
@@ -273,7 +273,7 @@ TEST_F(AdoptTest, ALeaseIsReclaimedOnlyByItsUidWithItsTokenAndOnlyOnce) {
 
 TEST_F(AdoptTest, AnUnclaimedLeaseEndsWithTheGraceAndItsUnsealedBufferGoes) {
   AdoptHeld();
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test", Digest('c'));
   EXPECT_EQ(broker_->EndGrace(), 1u);
   EXPECT_EQ(broker_->Stat(alice, "wip").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(host().Stats().used_bytes, 0u);
@@ -284,7 +284,7 @@ TEST_F(AdoptTest, AnUnclaimedLeaseEndsWithTheGraceAndItsUnsealedBufferGoes) {
 
 TEST_F(AdoptTest, ABufferSomeoneMayStillMapOutlivesAnUnlinkUntilTheGraceEnds) {
   AdoptHeld(BufferState::kSealed);
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test", Digest('c'));
   ASSERT_TRUE(broker_->Unlink(alice, "wip").ok());
   // The dead session's client may still map it: its memory is not reused.
   EXPECT_EQ(host().Stats().used_bytes, kMiB);
@@ -296,7 +296,7 @@ TEST_F(AdoptTest, AReclaimIsBoundedByTheSessionsAndTheUidsLeaseLimits) {
   BrokerLimits limits;
   limits.max_leases_per_session = 1;
   AdoptHeld(BufferState::kCreating, 900, limits);
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test", Digest('c'));
   EXPECT_EQ(broker_->Reclaim(alice, Digest('a'), {900, 901}).status().code(),
             absl::StatusCode::kInvalidArgument);  // More than a session may hold.
   limits.max_leases_per_session = 1 << 20;
@@ -335,7 +335,7 @@ TEST_F(AdoptTest, AReclaimIsBoundedByTheSessionsAndTheUidsLeaseLimits) {
 TEST_F(AdoptTest, AReclaimedLeaseCountsItsAgeFromTheAdoption) {
   AdoptHeld();
   clock_.Advance(absl::Hours(2));
-  SessionId alice = *broker_->StartSession(Peer(kAlice), "test", Digest('c'));
+  SessionId alice = *broker_->StartSession(Peer(kAlice, kGroup), "test", Digest('c'));
   auto claimed = broker_->Reclaim(alice, Digest('a'), {900});
   ASSERT_TRUE(claimed.ok() && (*claimed)[0].status.ok());
   clock_.Advance(absl::Minutes(30));

@@ -11,11 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/daemon/peer.h"
 #include "tests/support/fake_clock.h"
 
 namespace memd::broker {
 namespace {
 
+using ::memd::test::Peer;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::Field;
@@ -27,10 +29,6 @@ constexpr uid_t kBob = 1001;
 constexpr pid_t kAlicePid = 4000 + kAlice;
 constexpr pid_t kBobPid = 4000 + kBob;
 constexpr std::uint64_t kPage = 4096;
-
-PeerCredentials Peer(uid_t uid) {
-  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, 50, {}};
-}
 
 auto Kind(const std::string& kind, const std::string& subject) {
   return AllOf(Field(&Leak::kind, kind), Field(&Leak::subject, subject));

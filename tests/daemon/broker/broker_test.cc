@@ -13,11 +13,13 @@
 #include "gtest/gtest.h"
 #include "daemon/pool/carving_pool.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/daemon/peer.h"
 #include "tests/support/fake_clock.h"
 
 namespace memd::broker {
 namespace {
 
+using ::memd::test::Peer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -27,10 +29,6 @@ constexpr uid_t kAlice = 1000;
 constexpr uid_t kBob = 1001;
 constexpr gid_t kStaff = 50;
 constexpr gid_t kOther = 60;
-
-PeerCredentials Peer(uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
-  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, gid, std::move(groups)};
-}
 
 CreateParams Params(std::string name, std::uint64_t size = kMiB,
                     std::uint32_t mode = kDefaultMode,

@@ -14,21 +14,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/daemon/peer.h"
 #include "tests/support/fake_clock.h"
 
 namespace memd::broker {
 namespace {
 
+using ::memd::test::Peer;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 constexpr uid_t kAlice = 1000;
 constexpr uid_t kBob = 1001;
-
-PeerCredentials Peer(uid_t uid) {
-  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, uid, {}};
-}
 
 std::string Message(const absl::Status& status) { return std::string(status.message()); }
 

@@ -18,9 +18,12 @@
 #include "daemon/pool/carving_pool.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/daemon/peer.h"
 #include "tests/support/fake_clock.h"
 
 namespace memd::broker {
+
+using ::memd::test::Peer;
 
 inline constexpr std::uint64_t kMiB = 1 << 20;
 inline constexpr uid_t kAlice = 1000;
@@ -28,10 +31,6 @@ inline constexpr uid_t kBob = 1001;
 inline const Location kHost = Location::Host();
 inline const Location kDev0 = Location::Device(0);
 inline const Location kDev1 = Location::Device(1);
-
-inline PeerCredentials Peer(uid_t uid) {
-  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, uid, {}};
-}
 
 // Fills wait here until the test finishes them, oldest first: then the
 // bytes are copied (both ends are host-mapped on the fake backend) and the

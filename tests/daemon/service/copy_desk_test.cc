@@ -11,20 +11,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/fake_backend.h"
+#include "tests/daemon/peer.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/poll_until.h"
 
 namespace memd::service {
 namespace {
 
+using ::memd::test::Peer;
 using ::testing::HasSubstr;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 constexpr std::uint64_t kBytes = 3 * kMiB + 5;
-
-PeerCredentials Peer(uid_t uid) {
-  return PeerCredentials{static_cast<pid_t>(4000 + uid), uid, uid, {}};
-}
 
 class CopyDeskTest : public ::testing::Test {
  protected:
