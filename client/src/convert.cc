@@ -1,5 +1,7 @@
 #include "client/src/convert.h"
 
+#include "client/src/record_fields.h"
+
 namespace memd::internal {
 
 BufferInfo FromProto(const v1::BufferInfo& info) {
@@ -26,10 +28,7 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   out.creator_pid = static_cast<pid_t>(info.creator_pid());
   for (const v1::Attr& attr : info.attrs()) out.attrs.emplace(attr.key(), attr.value());
   for (const v1::Replica& replica : info.replicas()) {
-    out.replicas.push_back(ReplicaInfo{replica.location(), replica.state(),
-                                       replica.generation(), replica.readers(),
-                                       replica.writers(), replica.bytes(),
-                                       static_cast<uid_t>(replica.charged_uid())});
+    out.replicas.push_back(FromTable<ReplicaInfo>(replica));
   }
   out.sync_state = info.sync_state();
   out.generation = info.generation();
@@ -55,15 +54,10 @@ BufferUsage FromProto(const v1::BufferUsage& usage) {
 }
 
 Recommendation FromProto(const v1::Recommendation& recommendation) {
-  return Recommendation{recommendation.subject(), recommendation.action(),
-                        {recommendation.locations().begin(), recommendation.locations().end()},
-                        recommendation.evidence(), recommendation.bytes()};
+  return FromTable<Recommendation>(recommendation);
 }
 
-Leak FromProto(const v1::Leak& leak) {
-  return Leak{leak.uid(),   leak.kind(), leak.subject(), leak.bytes(),
-              absl::Seconds(leak.age_seconds()), leak.pid(), leak.evidence()};
-}
+Leak FromProto(const v1::Leak& leak) { return FromTable<Leak>(leak); }
 
 LeakReport FromProto(const v1::LeaksReply& reply) {
   LeakReport report;
@@ -73,88 +67,17 @@ LeakReport FromProto(const v1::LeaksReply& reply) {
 }
 
 SizeClassStats FromProto(const v1::SizeClassStats& size_class) {
-  return SizeClassStats{size_class.bytes(), size_class.allocations(), size_class.cached()};
+  return FromTable<SizeClassStats>(size_class);
 }
 
-PoolStats FromProto(const v1::PoolStats& pool) {
-  PoolStats out;
-  out.location = pool.location();
-  out.reserved_bytes = pool.reserved_bytes();
-  out.used_bytes = pool.used_bytes();
-  out.free_bytes = pool.free_bytes();
-  out.peak_reserved_bytes = pool.peak_reserved_bytes();
-  out.peak_used_bytes = pool.peak_used_bytes();
-  out.hit_count = pool.hit_count();
-  out.miss_count = pool.miss_count();
-  out.largest_free_block_bytes = pool.largest_free_block_bytes();
-  out.fragmentation = pool.fragmentation();
-  out.segments = pool.segments();
-  out.scrubbed_bytes = pool.scrubbed_bytes();
-  out.trimmed_bytes = pool.trimmed_bytes();
-  out.limit_bytes = pool.limit_bytes();
-  for (const auto& size_class : pool.size_classes()) {
-    out.size_classes.push_back(FromProto(size_class));
-  }
-  out.evictions = pool.evictions();
-  out.evicted_bytes = pool.evicted_bytes();
-  out.demotions = pool.demotions();
-  out.demoted_bytes = pool.demoted_bytes();
-  return out;
-}
+PoolStats FromProto(const v1::PoolStats& pool) { return FromTable<PoolStats>(pool); }
 
-namespace {
+DeviceInfo FromProto(const v1::DeviceInfo& device) { return FromTable<DeviceInfo>(device); }
 
-std::string HandleTypeName(v1::HandleType type) {
-  switch (type) {
-    case v1::CUDA_IPC: return "ipc";
-    case v1::LEVEL_ZERO_IPC: return "level_zero_ipc";
-    default: return "vmm_fd";
-  }
-}
-
-}  // namespace
-
-DeviceInfo FromProto(const v1::DeviceInfo& device) {
-  return DeviceInfo{device.ordinal(),
-                    device.uuid(),
-                    device.name(),
-                    device.total_bytes(),
-                    device.free_bytes(),
-                    device.vmm(),
-                    device.posix_fd(),
-                    HandleTypeName(device.handle_type()),
-                    // The daemon names what broke it, and nothing while healthy.
-                    device.health_error().empty(),
-                    device.health_error(),
-                    // An older daemon serves CUDA only and does not say.
-                    device.api().empty() ? "cuda" : device.api(),
-                    device.pci_address(),
-                    device.ipc(),
-                    device.has_free(),
-                    device.memd_bytes(),
-                    device.outside_memd_bytes()};
-}
-
-TransferStats FromProto(const v1::TransferStats& stats) {
-  return TransferStats{stats.active(),  stats.active_bytes(), stats.completed(),
-                       stats.bytes(),   stats.failed(),       stats.retries(),
-                       stats.rejected()};
-}
+TransferStats FromProto(const v1::TransferStats& stats) { return FromTable<TransferStats>(stats); }
 
 DurabilityStats FromProto(const v1::DurabilityStats& durability) {
-  DurabilityStats out;
-  out.recording = durability.recording();
-  out.not_recording = durability.not_recording();
-  out.generation = durability.generation();
-  out.recovered = durability.recovered();
-  out.recovered_at = absl::FromUnixNanos(durability.recovered_unix_ns());
-  out.recovery = absl::Nanoseconds(durability.recovery_ns());
-  out.adopted_segments = durability.adopted_segments();
-  out.adopted_buffers = durability.adopted_buffers();
-  out.adopted_bytes = durability.adopted_bytes();
-  out.lost_buffers = durability.lost_buffers();
-  out.lost_segments = durability.lost_segments();
-  return out;
+  return FromTable<DurabilityStats>(durability);
 }
 
 namespace {
@@ -242,25 +165,13 @@ DaemonStats FromProto(const v1::StatsReply& reply) {
   stats.daemon_wide = reply.daemon_wide();
   stats.durability = FromProto(reply.durability());
   for (const auto& waits : reply.memory_waits()) {
-    stats.memory_waits.push_back(MemoryWaits{waits.location(), waits.calls(), waits.bytes()});
+    stats.memory_waits.push_back(FromTable<MemoryWaits>(waits));
   }
   return stats;
 }
 
-SessionInfo FromProto(const v1::SessionInfo& session) {
-  return SessionInfo{session.id(),
-                     static_cast<pid_t>(session.pid()),
-                     session.uid(),
-                     session.gid(),
-                     session.command(),
-                     session.lease_count(),
-                     absl::FromUnixNanos(session.started_unix_ns()),
-                     session.created_bytes()};
-}
+SessionInfo FromProto(const v1::SessionInfo& session) { return FromTable<SessionInfo>(session); }
 
-UidUsage FromProto(const v1::UidUsage& usage) {
-  return UidUsage{usage.uid(), usage.location(), usage.bytes(), usage.buffers(),
-                  usage.quota_bytes()};
-}
+UidUsage FromProto(const v1::UidUsage& usage) { return FromTable<UidUsage>(usage); }
 
 }  // namespace memd::internal

@@ -4,7 +4,10 @@
 // memd/client.h, which stay free of protobuf. One function per message; a
 // field the daemon sends and the public struct has is read here and nowhere
 // else (tests/client/convert_test.cc fails when a field of either side has
-// no counterpart).
+// no counterpart). The records with a field table (client/src/
+// record_fields.h: pools, size classes, devices, transfer and durability
+// statistics, memory waits, usage, sessions, replicas, advice, leaks) are
+// read by walking it; the rest field by field.
 
 #include "memd/client.h"
 #include "memd/v1/memd.pb.h"

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "client/src/record_fields.h"
 
 namespace memd::internal {
 
@@ -50,15 +51,7 @@ Json BufferJson(const BufferInfo& info) {
   json["attrs"] = Json::object();
   for (const auto& [key, value] : info.attrs) json["attrs"][key] = value;
   json["replicas"] = Json::array();
-  for (const ReplicaInfo& replica : info.replicas) {
-    json["replicas"].push_back(Json{{"location", replica.location},
-                                    {"state", replica.state},
-                                    {"generation", replica.generation},
-                                    {"readers", replica.readers},
-                                    {"writers", replica.writers},
-                                    {"bytes", replica.bytes},
-                                    {"charged_uid", replica.charged_uid}});
-  }
+  for (const ReplicaInfo& replica : info.replicas) json["replicas"].push_back(TableJson(replica));
   json["sync_state"] = info.sync_state;
   json["generation"] = info.generation;
   json["fill_failure"] = info.fill_failure;
@@ -84,25 +77,11 @@ Json BufferUsageJson(const BufferUsage& usage) {
 }
 
 Json RecommendationJson(const Recommendation& recommendation) {
-  Json json;
-  json["subject"] = recommendation.subject;
-  json["action"] = recommendation.action;
-  json["locations"] = recommendation.locations;
-  json["evidence"] = recommendation.evidence;
-  json["bytes"] = recommendation.bytes;
-  return json;
+  return TableJson(recommendation);
 }
 
 Json LeakJson(const Leak& leak) {
-  Json json;
-  json["uid"] = leak.uid;
-  json["kind"] = leak.kind;
-  json["subject"] = leak.subject;
-  json["bytes"] = leak.bytes;
-  json["age_seconds"] = absl::ToDoubleSeconds(leak.age);
-  json["pid"] = leak.pid;
-  json["evidence"] = leak.evidence;
-  return json;
+  return TableJson(leak);
 }
 
 Json LeakReportJson(const LeakReport& report) {
@@ -114,26 +93,11 @@ Json LeakReportJson(const LeakReport& report) {
 }
 
 Json UsageJson(const UidUsage& usage) {
-  Json json;
-  json["uid"] = usage.uid;
-  json["location"] = usage.location;
-  json["bytes"] = usage.bytes;
-  json["buffers"] = usage.buffers;
-  json["quota_bytes"] = usage.quota_bytes;
-  return json;
+  return TableJson(usage);
 }
 
 Json SessionJson(const SessionInfo& session) {
-  Json json;
-  json["id"] = session.id;
-  json["pid"] = session.pid;
-  json["uid"] = session.uid;
-  json["gid"] = session.gid;
-  json["command"] = session.command;
-  json["lease_count"] = session.lease_count;
-  json["started_unix_ns"] = UnixNanos(session.started);
-  json["created_bytes"] = session.created_bytes;
-  return json;
+  return TableJson(session);
 }
 
 Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
@@ -149,35 +113,7 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   json["waits"] = stats.waits;
   json["daemon_wide"] = stats.daemon_wide;
   Json pools = Json::array();
-  for (const PoolStats& pool : stats.pools) {
-    Json entry;
-    entry["location"] = pool.location;
-    entry["reserved_bytes"] = pool.reserved_bytes;
-    entry["used_bytes"] = pool.used_bytes;
-    entry["hit_count"] = pool.hit_count;
-    entry["miss_count"] = pool.miss_count;
-    entry["free_bytes"] = pool.free_bytes;
-    entry["peak_reserved_bytes"] = pool.peak_reserved_bytes;
-    entry["peak_used_bytes"] = pool.peak_used_bytes;
-    entry["largest_free_block_bytes"] = pool.largest_free_block_bytes;
-    entry["fragmentation"] = pool.fragmentation;
-    entry["segments"] = pool.segments;
-    entry["scrubbed_bytes"] = pool.scrubbed_bytes;
-    entry["trimmed_bytes"] = pool.trimmed_bytes;
-    entry["limit_bytes"] = pool.limit_bytes;
-    entry["evictions"] = pool.evictions;
-    entry["evicted_bytes"] = pool.evicted_bytes;
-    entry["demotions"] = pool.demotions;
-    entry["demoted_bytes"] = pool.demoted_bytes;
-    Json classes = Json::array();
-    for (const SizeClassStats& size_class : pool.size_classes) {
-      classes.push_back(Json{{"bytes", size_class.bytes},
-                             {"allocations", size_class.allocations},
-                             {"cached", size_class.cached}});
-    }
-    entry["size_classes"] = std::move(classes);
-    pools.push_back(std::move(entry));
-  }
+  for (const PoolStats& pool : stats.pools) pools.push_back(TableJson(pool));
   json["pools"] = std::move(pools);
   Json devices = Json::array();
   for (const DeviceInfo& device : stats.devices) devices.push_back(DeviceJson(device));
@@ -185,61 +121,21 @@ Json StatsJson(const DaemonStats& stats, const std::string& socket_dir) {
   json["transfers"] = TransferStatsJson(stats.transfers);
   json["durability"] = DurabilityJson(stats.durability);
   Json memory_waits = Json::array();
-  for (const MemoryWaits& waits : stats.memory_waits) {
-    memory_waits.push_back(
-        Json{{"location", waits.location}, {"calls", waits.calls}, {"bytes", waits.bytes}});
-  }
+  for (const MemoryWaits& waits : stats.memory_waits) memory_waits.push_back(TableJson(waits));
   json["memory_waits"] = std::move(memory_waits);
   return json;
 }
 
 Json DeviceJson(const DeviceInfo& device) {
-  Json json;
-  json["ordinal"] = device.ordinal;
-  json["uuid"] = device.uuid;
-  json["name"] = device.name;
-  json["total_bytes"] = device.total_bytes;
-  json["free_bytes"] = device.free_bytes;
-  json["vmm"] = device.vmm;
-  json["posix_fd"] = device.posix_fd;
-  json["handle_type"] = device.handle_type;
-  json["healthy"] = device.healthy;
-  json["health_error"] = device.health_error;
-  json["api"] = device.api;
-  json["pci_address"] = device.pci_address;
-  json["ipc"] = device.ipc;
-  json["has_free"] = device.has_free;
-  json["memd_bytes"] = device.memd_bytes;
-  json["outside_memd_bytes"] = device.outside_memd_bytes;
-  return json;
+  return TableJson(device);
 }
 
 Json TransferStatsJson(const TransferStats& transfers) {
-  Json json;
-  json["active"] = transfers.active;
-  json["active_bytes"] = transfers.active_bytes;
-  json["completed"] = transfers.completed;
-  json["bytes"] = transfers.bytes;
-  json["failed"] = transfers.failed;
-  json["retries"] = transfers.retries;
-  json["rejected"] = transfers.rejected;
-  return json;
+  return TableJson(transfers);
 }
 
 Json DurabilityJson(const DurabilityStats& durability) {
-  Json json;
-  json["recording"] = durability.recording;
-  json["not_recording"] = durability.not_recording;
-  json["generation"] = durability.generation;
-  json["recovered"] = durability.recovered;
-  json["recovered_unix_ns"] = UnixNanos(durability.recovered_at);
-  json["recovery_ns"] = absl::ToInt64Nanoseconds(durability.recovery);
-  json["adopted_segments"] = durability.adopted_segments;
-  json["adopted_buffers"] = durability.adopted_buffers;
-  json["adopted_bytes"] = durability.adopted_bytes;
-  json["lost_buffers"] = durability.lost_buffers;
-  json["lost_segments"] = durability.lost_segments;
-  return json;
+  return TableJson(durability);
 }
 
 Json TrimmedPoolJson(const TrimmedPool& pool) {

@@ -6,6 +6,10 @@
 // its fields. The names are an interface: scripts and the Python package
 // read them, so add fields freely but never rename or drop one.
 //
+// A record with a field table (client/src/record_fields.h) shows its fields
+// in the table's order, under the protocol's names; the lists below name
+// them for a reader.
+//
 // Pure functions of their arguments; thread-safe. They throw only what
 // nlohmann::json and std::string throw (std::bad_alloc).
 
@@ -35,39 +39,37 @@ std::int64_t UnixNanos(absl::Time time);
 // Fields: name, id, size_bytes, location, owner_uid, owner_gid, mode
 // ("0600"), state, persistence, lease_count, unlinked, created_unix_ns,
 // sealed_unix_ns (null until sealed), creator_pid, attrs (an object),
-// usage (BufferUsageJson).
+// replicas[] (RecordTable<ReplicaInfo>'s), sync_state, generation,
+// fill_failure, usage (BufferUsageJson), placement, retention, numa_node.
 Json BufferJson(const BufferInfo& info);
 // Fields: opens_by_location (an object), opens_by_uid (an object keyed by
 // the uid in decimal), lazy_copies, bytes_copied (an object keyed by
 // direction), copies_avoided, last_used_unix_ns (0: never).
 Json BufferUsageJson(const BufferUsage& usage);
-// Fields: subject, action, locations[], evidence, bytes.
+// Fields: RecordTable<Recommendation>'s (subject, action, locations[], ...).
 Json RecommendationJson(const Recommendation& recommendation);
-// Fields: uid, kind, subject, bytes, age_seconds, pid, evidence.
+// Fields: RecordTable<Leak>'s (uid, kind, subject, bytes, age_seconds, ...).
 Json LeakJson(const Leak& leak);
 // Fields: leaks[] (LeakJson), omitted.
 Json LeakReportJson(const LeakReport& report);
-// Fields: id, pid, uid, gid, command, lease_count, started_unix_ns,
-// created_bytes.
+// Fields: RecordTable<SessionInfo>'s (id, pid, uid, ..., started_unix_ns,
+// ...).
 Json SessionJson(const SessionInfo& session);
-// Fields: uid, location, bytes, buffers, quota_bytes.
+// Fields: RecordTable<UidUsage>'s (uid, location, bytes, ...).
 Json UsageJson(const UidUsage& usage);
 // Fields: version, backend, socket_dir, started_unix_ns, metrics_address
 // ("" when off), buffers, sessions, leases, waits, daemon_wide, pools[]
-// (location, reserved_bytes, used_bytes, hit_count, miss_count, free_bytes,
-// peak_reserved_bytes, peak_used_bytes, largest_free_block_bytes,
-// fragmentation, segments, scrubbed_bytes, trimmed_bytes, limit_bytes,
-// size_classes[] of bytes, allocations, cached), devices[] (DeviceJson),
-// transfers (TransferStatsJson), durability (DurabilityJson).
+// (RecordTable<PoolStats>'s: location, reserved_bytes, ..., size_classes[]
+// of RecordTable<SizeClassStats>'s), devices[] (DeviceJson), transfers
+// (TransferStatsJson), durability (DurabilityJson), memory_waits[]
+// (RecordTable<MemoryWaits>'s).
 Json StatsJson(const DaemonStats& stats, const std::string& socket_dir);
-// Fields: ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
-// handle_type, healthy, health_error, api, pci_address, ipc.
+// Fields: RecordTable<DeviceInfo>'s (ordinal, uuid, name, ...).
 Json DeviceJson(const DeviceInfo& device);
-// Fields: active, active_bytes, completed, bytes, failed, retries, rejected.
+// Fields: RecordTable<TransferStats>'s (active, active_bytes, ...).
 Json TransferStatsJson(const TransferStats& transfers);
-// Fields: recording, not_recording, generation, recovered,
-// recovered_unix_ns (0 unless recovered), recovery_ns, adopted_segments,
-// adopted_buffers, adopted_bytes, lost_buffers, lost_segments.
+// Fields: RecordTable<DurabilityStats>'s (recording, ..., recovered_unix_ns
+// (0 unless recovered), recovery_ns, ...).
 Json DurabilityJson(const DurabilityStats& durability);
 // Fields: location, released_bytes.
 Json TrimmedPoolJson(const TrimmedPool& pool);

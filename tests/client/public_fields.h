@@ -2,60 +2,31 @@
 
 #include <tuple>
 
+#include "client/src/record_fields.h"
 #include "memd/client.h"
 #include "tests/support/struct_fields.h"
 
 // The public structs of memd/client.h, field by field (tests/support/
-// struct_fields.h). A line here stops compiling when its struct gains a
-// field: read the field in client/src/convert.cc's FromProto, show it in
-// memctl's JSON (tools/memctl/format.cc), then name it here.
+// struct_fields.h).
+//
+// A record with a table (client/src/record_fields.h) has its fields in the
+// table's order, and stops compiling here when it gains a member the table
+// does not name: add the member to the table.
+//
+// The others are listed below; a line stops compiling when its struct gains
+// a field: read the field in client/src/convert.cc's FromProto, show it in
+// client/src/report_json.cc, then name it here.
 namespace memd::test {
-template <>
-struct Fields<SizeClassStats> {
+template <internal::HasRecordTable Record>
+struct Fields<Record> {
+  static constexpr auto& kTable = internal::RecordTable<Record>::kFields;
+  static_assert(AggregateFieldCount<Record>() ==
+                    std::tuple_size_v<std::remove_cvref_t<decltype(kTable)>>,
+                "a member of this record is missing from its table in "
+                "client/src/record_fields.h");
   static auto Of(auto& s) {
-    auto& [bytes, allocations, cached] = s;
-    return std::tie(bytes, allocations, cached);
-  }
-};
-template <>
-struct Fields<PoolStats> {
-  static auto Of(auto& s) {
-    auto& [location, reserved_bytes, used_bytes, free_bytes, peak_reserved_bytes,
-           peak_used_bytes, hit_count, miss_count, largest_free_block_bytes, fragmentation,
-           segments, scrubbed_bytes, trimmed_bytes, limit_bytes, size_classes, evictions,
-           evicted_bytes, demotions, demoted_bytes] = s;
-    return std::tie(location, reserved_bytes, used_bytes, free_bytes, peak_reserved_bytes,
-                    peak_used_bytes, hit_count, miss_count, largest_free_block_bytes,
-                    fragmentation, segments, scrubbed_bytes, trimmed_bytes, limit_bytes,
-                    size_classes, evictions, evicted_bytes, demotions, demoted_bytes);
-  }
-};
-template <>
-struct Fields<DeviceInfo> {
-  static auto Of(auto& s) {
-    auto& [ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd, handle_type,
-           healthy, health_error, api, pci_address, ipc, has_free, memd_bytes,
-           outside_memd_bytes] = s;
-    return std::tie(ordinal, uuid, name, total_bytes, free_bytes, vmm, posix_fd,
-                    handle_type, healthy, health_error, api, pci_address, ipc, has_free,
-                    memd_bytes, outside_memd_bytes);
-  }
-};
-template <>
-struct Fields<TransferStats> {
-  static auto Of(auto& s) {
-    auto& [active, active_bytes, completed, bytes, failed, retries, rejected] = s;
-    return std::tie(active, active_bytes, completed, bytes, failed, retries, rejected);
-  }
-};
-template <>
-struct Fields<DurabilityStats> {
-  static auto Of(auto& s) {
-    auto& [recording, not_recording, generation, recovered, recovered_at, recovery,
-           adopted_segments, adopted_buffers, adopted_bytes, lost_buffers, lost_segments] = s;
-    return std::tie(recording, not_recording, generation, recovered, recovered_at, recovery,
-                    adopted_segments, adopted_buffers, adopted_bytes, lost_buffers,
-                    lost_segments);
+    return std::apply([&](const auto&... field) { return std::tie(s.*field.member...); },
+                      kTable);
   }
 };
 template <>
@@ -68,26 +39,12 @@ struct Fields<DaemonStats> {
   }
 };
 template <>
-struct Fields<MemoryWaits> {
-  static auto Of(auto& s) {
-    auto& [location, creates, bytes] = s;
-    return std::tie(location, creates, bytes);
-  }
-};
-template <>
 struct Fields<TransferProgress> {
   static auto Of(auto& s) {
     auto& [id, state, bytes_done, bytes_total, direction, path, device, retries, status,
            elapsed] = s;
     return std::tie(id, state, bytes_done, bytes_total, direction, path, device, retries,
                     status, elapsed);
-  }
-};
-template <>
-struct Fields<ReplicaInfo> {
-  static auto Of(auto& s) {
-    auto& [location, state, generation, readers, writers, bytes, charged_uid] = s;
-    return std::tie(location, state, generation, readers, writers, bytes, charged_uid);
   }
 };
 template <>
@@ -112,13 +69,6 @@ struct Fields<BufferUsage> {
   }
 };
 template <>
-struct Fields<Recommendation> {
-  static auto Of(auto& s) {
-    auto& [subject, action, locations, evidence, bytes] = s;
-    return std::tie(subject, action, locations, evidence, bytes);
-  }
-};
-template <>
 struct Fields<LeaksOptions> {
   static auto Of(auto& s) {
     auto& [older_than, many_leases] = s;
@@ -126,31 +76,10 @@ struct Fields<LeaksOptions> {
   }
 };
 template <>
-struct Fields<Leak> {
-  static auto Of(auto& s) {
-    auto& [uid, kind, subject, bytes, age, pid, evidence] = s;
-    return std::tie(uid, kind, subject, bytes, age, pid, evidence);
-  }
-};
-template <>
 struct Fields<LeakReport> {
   static auto Of(auto& s) {
     auto& [leaks, omitted] = s;
     return std::tie(leaks, omitted);
-  }
-};
-template <>
-struct Fields<SessionInfo> {
-  static auto Of(auto& s) {
-    auto& [id, pid, uid, gid, command, lease_count, started, created_bytes] = s;
-    return std::tie(id, pid, uid, gid, command, lease_count, started, created_bytes);
-  }
-};
-template <>
-struct Fields<UidUsage> {
-  static auto Of(auto& s) {
-    auto& [uid, location, bytes, buffers, quota_bytes] = s;
-    return std::tie(uid, location, bytes, buffers, quota_bytes);
   }
 };
 }  // namespace memd::test

@@ -74,6 +74,42 @@ def test_stat_list_stats_sessions_usage_ping(client, name):
         client.stat(name)
 
 
+def test_stats_documents_have_no_field_the_dataclasses_drop(client, name):
+    """memd/_records.py keeps only the keys its dataclasses name (a newer
+    libmemd may send more): a statistic added to the C++ records
+    (client/src/record_fields.h) must be added to memd/_types.py too."""
+    import dataclasses
+    from memd import _capi
+
+    def fields(cls):
+        return {f.name for f in dataclasses.fields(cls)}
+
+    # Renamed on the way: nanoseconds become seconds under the record's name.
+    renamed = {"recovered_unix_ns": "recovered_at", "recovery_ns": "recovery",
+               "started_unix_ns": "started"}
+
+    def expect_known(document, cls):
+        keys = {renamed.get(key, key) for key in document}
+        assert keys <= fields(cls), f"{cls.__name__} drops {sorted(keys - fields(cls))}"
+
+    with client.create(name, 4096):
+        stats = client._json(_capi.lib.memd_stats_json)
+        for pool in stats["pools"]:
+            expect_known(pool, memd.PoolStats)
+            for size_class in pool["size_classes"]:
+                expect_known(size_class, memd.SizeClassStats)
+        for device in stats["devices"]:
+            expect_known(device, memd.DeviceInfo)
+        for waits in stats["memory_waits"]:
+            expect_known(waits, memd.MemoryWaits)
+        expect_known(stats["transfers"], memd.TransferStats)
+        expect_known(stats["durability"], memd.DurabilityStats)
+        for usage in client._json(_capi.lib.memd_usage_json):
+            expect_known(usage, memd.UidUsage)
+        for session in client._json(_capi.lib.memd_sessions_json):
+            expect_known(session, memd.SessionInfo)
+
+
 def test_open_or_create_creates_then_opens(client, name):
     with client.open_or_create(name, 4096) as first:
         assert first.created and first.writable

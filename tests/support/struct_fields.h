@@ -37,6 +37,26 @@ struct Fields;  // Specialised per struct, as above.
 template <typename T>
 concept HasFields = requires(T& value) { Fields<T>::Of(value); };
 
+// Converts to any type; only ever named in unevaluated contexts.
+struct AnyField {
+  template <typename T>
+  operator T() const;
+};
+
+// How many fields the aggregate T has: T{a, b, ...} compiles with up to that
+// many initializers. For a Fields<T> built from a list other than a
+// structured binding (client/src/record_fields.h's tables), so that it too
+// stops compiling when T gains a field. AnyField converts to a field's own
+// type, so a field that is an aggregate counts once (no brace elision).
+template <typename T, typename... Initializers>
+constexpr std::size_t AggregateFieldCount() {
+  if constexpr (requires { T{Initializers{}..., AnyField{}}; }) {
+    return AggregateFieldCount<T, Initializers..., AnyField>();
+  } else {
+    return sizeof...(Initializers);
+  }
+}
+
 template <typename T>
 struct IsVector : std::false_type {};
 template <typename E>
