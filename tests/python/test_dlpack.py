@@ -82,6 +82,18 @@ def test_writable_lease_versioned_capsule_is_not_read_only(client, name):
         buf.seal()
 
 
+def test_sealed_buffer_exports_read_only_through_its_writable_lease(client, name):
+    # The lease is still read-write in libmemd; the seal made the contents
+    # final, and the export says so (memd_dlpack_options.read_only).
+    with client.create(name, 64) as buf:
+        buf.seal()
+        capsule = buf.__dlpack__(max_version=(1, 0))
+        assert versioned(capsule).flags & READ_ONLY
+        with pytest.raises(BufferError, match="read-only"):
+            buf.__dlpack__()
+        del capsule
+
+
 def test_np_from_dlpack_of_a_writable_lease_is_zero_copy(client, name):
     with client.create_array(name, (2, 3), "int16") as buf:
         buf.numpy()[...] = [[1, 2, 3], [4, 5, 6]]
