@@ -170,7 +170,8 @@ deleted = []
 dlpack.on_delete = on_delete_t(lambda context: deleted.append(context))
 dlpack.on_delete_context = 1234
 tensor = ctypes.POINTER(DLManagedTensorVersioned)()
-assert call(to_dlpack_versioned, reader, ctypes.byref(dlpack), ctypes.byref(tensor)) == (MEMD_OK, "")
+assert call(to_dlpack_versioned, reader, ctypes.byref(dlpack),
+            ctypes.byref(tensor)) == (MEMD_OK, "")
 assert (tensor.contents.major, tensor.contents.minor) == (1, 0)
 assert tensor.contents.flags == 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 assert tensor.contents.dl_tensor.data == data(reader) and tensor.contents.dl_tensor.ndim == 1

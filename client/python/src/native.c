@@ -274,7 +274,8 @@ static PyModuleDef_Slot native_module_slots[] = {
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     "memd._native",
-    "The buffer protocol, and DLPack capsules around libmemd's tensors, for memd.Buffer (stable ABI).",
+    "The buffer protocol, and DLPack capsules around libmemd's tensors, for memd.Buffer "
+    "(stable ABI).",
     0,
     native_methods,
     native_module_slots,
