@@ -75,6 +75,41 @@ transfer_progress_json = declare("memd_transfer_progress_json", ctypes.c_int, c_
 transfer_free = declare("memd_transfer_free", None, c_transfer_p)
 MEMD_TO_END = 2**64 - 1
 
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+# DLPack 1.0's DLManagedTensorVersioned (memd.h declares it where dlpack.h is 0.6).
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+on_delete_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DlpackOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("dtype", DLDataType), ("ndim", ctypes.c_int32),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("allow_read_only", ctypes.c_int),
+                ("on_delete", on_delete_t), ("on_delete_context", ctypes.c_void_p),
+                ("read_only", ctypes.c_int), ("scalar", ctypes.c_int)]
+
+
+dlpack_options_init = declare("memd_dlpack_options_init", None, ctypes.POINTER(DlpackOptions))
+to_dlpack_versioned = declare("memd_buffer_to_dlpack_versioned", ctypes.c_int, c_buffer_p,
+                              ctypes.POINTER(DlpackOptions),
+                              ctypes.POINTER(ctypes.POINTER(DLManagedTensorVersioned)),
+                              ctypes.POINTER(c_error_p))
+
 MEMD_OK, MEMD_INVALID_ARGUMENT, MEMD_NOT_FOUND, MEMD_ALREADY_EXISTS = 0, 3, 5, 6
 
 
@@ -124,6 +159,27 @@ reader = c_buffer_p()
 assert call(open_, client, name, None, ctypes.byref(reader))[0] == MEMD_OK
 assert mutable_data(reader) is None, "a read-only lease gave a writable pointer"
 assert ctypes.string_at(data(reader), len(payload)) == payload
+
+# DLPack 1.0 of the read lease: marked read-only, and the hook runs (here
+# a Python function) when the consumer calls the deleter.
+dlpack = DlpackOptions()
+dlpack_options_init(ctypes.byref(dlpack))
+assert dlpack.struct_size == ctypes.sizeof(DlpackOptions), dlpack.struct_size
+assert (dlpack.dtype.code, dlpack.dtype.bits, dlpack.dtype.lanes) == (1, 8, 1)
+deleted = []
+dlpack.on_delete = on_delete_t(lambda context: deleted.append(context))
+dlpack.on_delete_context = 1234
+tensor = ctypes.POINTER(DLManagedTensorVersioned)()
+assert call(to_dlpack_versioned, reader, ctypes.byref(dlpack),
+            ctypes.byref(tensor)) == (MEMD_OK, "")
+assert (tensor.contents.major, tensor.contents.minor) == (1, 0)
+assert tensor.contents.flags == 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+assert tensor.contents.dl_tensor.data == data(reader) and tensor.contents.dl_tensor.ndim == 1
+assert tensor.contents.dl_tensor.shape[0] == len(payload)
+assert tensor.contents.dl_tensor.strides[0] == 1
+assert deleted == []
+ctypes.CFUNCTYPE(None, ctypes.c_void_p)(tensor.contents.deleter)(ctypes.addressof(tensor.contents))
+assert deleted == [1234], deleted
 
 missing = f"ctypes-{os.getpid()}/missing".encode()
 code, message = call(open_, client, missing, None, ctypes.byref(c_buffer_p()))

@@ -44,7 +44,11 @@ TEST(CApiTest, EveryCallAndErrorPathFromC) {
        {"ok - stats, sessions, usage, leaks and trim: memctl's JSON documents",
         "ok - copy errors, before anything moves",
         "ok - a transfer outlives its client; a copy names its own client's leases",
-        "ok - a buffer outlives its client"}) {
+        "ok - a buffer outlives its client",
+        "ok - DLPack 1.0: a read-only lease exports marked read-only",
+        "ok - DLPack: the deleter calls on_delete once, after letting go of the lease; a failed "
+        "export never",
+        "ok - DLPack: an options struct of before the hook takes the defaults for the rest"}) {
     EXPECT_NE(result.out.find(passed), std::string::npos) << passed << "\n" << Describe(result);
   }
 }

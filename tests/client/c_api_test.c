@@ -512,7 +512,8 @@ static void dlpack_host(memd_client* client) {
   CHECK(tensor->dl_tensor.data == memd_buffer_mutable_data(writer));
   CHECK(tensor->dl_tensor.ndim == 1 && tensor->dl_tensor.shape[0] == 256);
   CHECK(tensor->dl_tensor.dtype.code == kDLUInt && tensor->dl_tensor.dtype.bits == 8);
-  CHECK(tensor->dl_tensor.strides == NULL && tensor->dl_tensor.byte_offset == 0);
+  CHECK(tensor->dl_tensor.strides != NULL && tensor->dl_tensor.strides[0] == 1);
+  CHECK(tensor->dl_tensor.byte_offset == 0);
   tensor->deleter(tensor);
 
   memd_dlpack_options_init(&options);
@@ -523,6 +524,7 @@ static void dlpack_host(memd_client* client) {
   OK(memd_buffer_to_dlpack(writer, &options, &kept, &error));
   shape[0] = 99; /* Copied: the tensor keeps 16. */
   CHECK(kept->dl_tensor.ndim == 2 && kept->dl_tensor.shape[0] == 16 && kept->dl_tensor.shape[1] == 4);
+  CHECK(kept->dl_tensor.strides[0] == 4 && kept->dl_tensor.strides[1] == 1);
   shape[0] = 17; /* 17 * 4 * 4 bytes > 256 */
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "more than 64 elements of 4 bytes",
               memd_buffer_to_dlpack(writer, &options, &tensor, &error));
@@ -561,6 +563,135 @@ static void dlpack_host(memd_client* client) {
   CHECK(tensor->dl_tensor.data == memd_buffer_data(reader));
   tensor->deleter(tensor);
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "tensor is NULL", memd_buffer_to_dlpack(reader, &options, NULL, &error));
+  OK(memd_buffer_release(reader, &error));
+  OK(memd_unlink(client, name, &error));
+  pass();
+}
+
+/* What memd_dlpack_options.on_delete saw. */
+typedef struct deletes_seen {
+  int calls;
+  memd_client* client;
+  const char* name;
+  uint32_t lease_count; /* The buffer's, when the hook ran. */
+} deletes_seen;
+
+static void count_deletes(void* context) {
+  deletes_seen* seen = (deletes_seen*)context;
+  memd_buffer_info* info = NULL;
+  ++seen->calls;
+  OK(memd_stat(seen->client, seen->name, &info, &error));
+  seen->lease_count = info->lease_count;
+  memd_buffer_info_free(info);
+}
+
+static void dlpack_versioned_and_hook(memd_client* client) {
+  memd_buffer* writer = NULL;
+  memd_buffer* reader = NULL;
+  memd_buffer_info* info = NULL;
+  memd_dlpack_options options;
+  DLManagedTensor* tensor = NULL;
+  memd_DLManagedTensorVersioned* versioned = NULL;
+  int64_t shape[2] = {8, 4};
+  deletes_seen deletes = {0, NULL, NULL, 99};
+  char name[128];
+  keep(name, "dlpackv");
+  deletes.client = client;
+  deletes.name = name;
+
+  begin("DLPack 1.0: a read-only lease exports marked read-only");
+  OK(memd_create(client, name, 128, NULL, &writer, &error));
+  fill(memd_buffer_mutable_data(writer), 128);
+  OK(memd_buffer_to_dlpack_versioned(writer, NULL, &versioned, &error));
+  CHECK(versioned->version.major == 1 && versioned->version.minor == 0);
+  CHECK(versioned->flags == 0); /* A writable lease. */
+  versioned->deleter(versioned);
+  memd_dlpack_options_init(&options);
+  options.read_only = 1; /* The caller's own promise: read-only from a writer. */
+  OK(memd_buffer_to_dlpack_versioned(writer, &options, &versioned, &error));
+  CHECK(versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+  versioned->deleter(versioned);
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "read_only is set",
+              memd_buffer_to_dlpack(writer, &options, &tensor, &error));
+  OK(memd_buffer_seal(writer, &error));
+  OK(memd_buffer_release(writer, &error));
+  OK(memd_open(client, name, NULL, &reader, &error));
+  memd_dlpack_options_init(&options);
+  options.dtype.code = kDLFloat;
+  options.dtype.bits = 32;
+  options.ndim = 2;
+  options.shape = shape;
+  OK(memd_buffer_to_dlpack_versioned(reader, &options, &versioned, &error));
+  CHECK(versioned->flags == DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK(versioned->dl_tensor.data == memd_buffer_data(reader));
+  CHECK(versioned->dl_tensor.device.device_type == kDLCPU && versioned->dl_tensor.device.device_id == 0);
+  CHECK(versioned->dl_tensor.ndim == 2 && versioned->dl_tensor.shape[0] == 8 &&
+        versioned->dl_tensor.shape[1] == 4);
+  CHECK(versioned->dl_tensor.strides[0] == 4 && versioned->dl_tensor.strides[1] == 1);
+  CHECK(versioned->dl_tensor.dtype.code == kDLFloat && versioned->dl_tensor.dtype.bits == 32 &&
+        versioned->dl_tensor.dtype.lanes == 1);
+  CHECK(filled(versioned->dl_tensor.data, 128));
+  versioned->deleter(versioned);
+  /* The checks are the 0.6 export's. */
+  shape[0] = 9;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "more than 32 elements of 4 bytes",
+              memd_buffer_to_dlpack_versioned(reader, &options, &versioned, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "tensor is NULL",
+              memd_buffer_to_dlpack_versioned(reader, &options, NULL, &error));
+  memd_dlpack_options_init(&options);
+  options.scalar = 1; /* Zero dimensions: one element. */
+  OK(memd_buffer_to_dlpack_versioned(reader, &options, &versioned, &error));
+  CHECK(versioned->dl_tensor.ndim == 0);
+  versioned->deleter(versioned);
+  pass();
+
+  begin("DLPack: the deleter calls on_delete once, after letting go of the lease; a failed export never");
+  memd_dlpack_options_init(&options);
+  options.on_delete = count_deletes;
+  options.on_delete_context = &deletes;
+  options.allow_read_only = 1;
+  OK(memd_buffer_to_dlpack(reader, &options, &tensor, &error));
+  OK(memd_buffer_to_dlpack_versioned(reader, &options, &versioned, &error));
+  OK(memd_buffer_release(reader, &error));
+  CHECK(deletes.calls == 0);
+  tensor->deleter(tensor);
+  CHECK(deletes.calls == 1 && deletes.lease_count == 1); /* The versioned tensor holds it. */
+  versioned->deleter(versioned);
+  CHECK(deletes.calls == 2 && deletes.lease_count == 0); /* The hook ran after the lease ended. */
+  OK(memd_stat(client, name, &info, &error));
+  CHECK(info->lease_count == 0);
+  memd_buffer_info_free(info);
+  OK(memd_open(client, name, NULL, &reader, &error));
+  options.dtype.bits = 12;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "12 bits",
+              memd_buffer_to_dlpack_versioned(reader, &options, &versioned, &error));
+  options.dtype.bits = 8;
+  options.allow_read_only = 0;
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "allow_read_only",
+              memd_buffer_to_dlpack(reader, &options, &tensor, &error));
+  CHECK(deletes.calls == 2);
+  pass();
+
+  begin("DLPack: an options struct of before the hook takes the defaults for the rest");
+  /* A caller built against the older memd.h: what follows allow_read_only
+   * is garbage past its struct_size and must not be read (a garbage hook
+   * would be called; read_only would refuse; scalar would drop the
+   * dimension). */
+  memset(&options, 0x7f, sizeof options);
+  options.struct_size = offsetof(memd_dlpack_options, on_delete);
+  CHECK(options.struct_size == 32); /* sizeof the old struct, padding included. */
+  options.dtype.code = kDLUInt;
+  options.dtype.bits = 8;
+  options.dtype.lanes = 1;
+  options.ndim = 0;
+  options.shape = NULL;
+  options.allow_read_only = 1;
+  OK(memd_buffer_to_dlpack(reader, &options, &tensor, &error));
+  CHECK(tensor->dl_tensor.ndim == 1 && tensor->dl_tensor.shape[0] == 128);
+  tensor->deleter(tensor);
+  OK(memd_buffer_to_dlpack_versioned(reader, &options, &versioned, &error));
+  CHECK(versioned->flags == DLPACK_FLAG_BITMASK_READ_ONLY && versioned->dl_tensor.ndim == 1);
+  versioned->deleter(versioned);
   OK(memd_buffer_release(reader, &error));
   OK(memd_unlink(client, name, &error));
   pass();
@@ -1234,6 +1365,7 @@ int main(int argc, char** argv) {
     location_auto(client);
     open_or_create_stat_list(client);
     dlpack_host(client);
+    dlpack_versioned_and_hook(client);
     host_copies(client);
     transfer_outlives_client(client);
     buffer_outlives_client();

@@ -82,6 +82,18 @@ def test_writable_lease_versioned_capsule_is_not_read_only(client, name):
         buf.seal()
 
 
+def test_sealed_buffer_exports_read_only_through_its_writable_lease(client, name):
+    # The lease is still read-write in libmemd; the seal made the contents
+    # final, and the export says so (memd_dlpack_options.read_only).
+    with client.create(name, 64) as buf:
+        buf.seal()
+        capsule = buf.__dlpack__(max_version=(1, 0))
+        assert versioned(capsule).flags & READ_ONLY
+        with pytest.raises(BufferError, match="read-only"):
+            buf.__dlpack__()
+        del capsule
+
+
 def test_np_from_dlpack_of_a_writable_lease_is_zero_copy(client, name):
     with client.create_array(name, (2, 3), "int16") as buf:
         buf.numpy()[...] = [[1, 2, 3], [4, 5, 6]]
@@ -176,3 +188,46 @@ def test_memd_error_is_not_raised_for_dlpack_misuse(client, name):
         with pytest.raises(BufferError) as caught:
             buf.__dlpack__(copy=True)
         assert not isinstance(caught.value, memd.Error)
+
+
+def test_export_libmemd_refuses_keeps_no_view(client, name, monkeypatch):
+    # The capsule's tensor comes from libmemd (memd_buffer_to_dlpack*): where
+    # it refuses, the view counted for it is let go and its error raised.
+    from memd import _capi
+    for function in ("memd_buffer_to_dlpack", "memd_buffer_to_dlpack_versioned"):
+        real = getattr(_capi.lib, function)
+
+        def refused(handle, options, tensor, error, real=real):
+            options._obj.struct_size = 3  # byref(): the struct itself.
+            return real(handle, options, tensor, error)
+
+        monkeypatch.setattr(_capi.lib, function, refused)
+    with client.create(name, 64) as buf:
+        with pytest.raises(memd.InvalidArgumentError, match="struct_size is 3"):
+            buf.__dlpack__()
+        with pytest.raises(memd.InvalidArgumentError, match="struct_size is 3"):
+            buf.__dlpack__(max_version=(1, 0))
+        assert buf._views == 0 and buf._writable_views == 0
+        buf.seal()  # No writable view was left behind.
+
+
+def test_scalar_layout_exports_zero_dimensions(client, name):
+    with client.create(name, 8) as buf:
+        buf.numpy("float64", ())[...] = 1.5
+        capsule = buf._dlpack("float64", (), max_version=(1, 0))
+        managed = versioned(capsule)
+        assert managed.dl_tensor.ndim == 0
+        assert (managed.dl_tensor.dtype.code, managed.dl_tensor.dtype.bits) == (2, 64)
+        assert ctypes.c_double.from_address(managed.dl_tensor.data).value == 1.5
+        del managed, capsule
+
+
+def test_package_dlpack_options_match_libmemd():
+    # memd/_capi.py writes memd_dlpack_options by hand: libmemd's init must
+    # agree on its size and defaults.
+    from memd import _capi
+    options = _capi.DlpackOptions()
+    _capi.lib.memd_dlpack_options_init(ctypes.byref(options))
+    assert options.struct_size == ctypes.sizeof(_capi.DlpackOptions)
+    assert (options.dtype.code, options.dtype.bits, options.dtype.lanes) == (1, 8, 1)
+    assert not options.on_delete and not options.read_only and not options.scalar

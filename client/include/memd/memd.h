@@ -530,33 +530,83 @@ memd_code memd_list_json(memd_client* client, const char* prefix, char** json,
 
 /* ---- DLPack ---- */
 
+/* DLPack 1.0's versioned tensor (dmlc/dlpack v1.0 include/dlpack/dlpack.h),
+ * which can say "read-only". Debian 12's libdlpack-dev is 0.6 and lacks it,
+ * so memd declares it here, with 1.0's layout, unless dlpack.h already did
+ * (then memd_DLManagedTensorVersioned is DLManagedTensorVersioned). */
+#ifndef DLPACK_FLAG_BITMASK_READ_ONLY
+typedef struct memd_DLPackVersion {
+  uint32_t major;
+  uint32_t minor;
+} memd_DLPackVersion;
+typedef struct memd_DLManagedTensorVersioned {
+  memd_DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(struct memd_DLManagedTensorVersioned* self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} memd_DLManagedTensorVersioned;
+#define DLPACK_FLAG_BITMASK_READ_ONLY (UINT64_C(1) << 0)
+#define DLPACK_FLAG_BITMASK_IS_COPIED (UINT64_C(1) << 1)
+#else
+typedef DLManagedTensorVersioned memd_DLManagedTensorVersioned;
+#endif
+
 typedef struct memd_dlpack_options {
   size_t struct_size; /* sizeof(memd_dlpack_options) */
   /* Element type; default uint8 (kDLUInt, 8 bits, 1 lane). Whole bytes. */
   DLDataType dtype;
   /* 1 to 32 dimensions, row-major, `ndim` of them in `shape` (copied).
    * ndim 0 (default): one dimension, of every whole element the buffer
-   * holds. */
+   * holds (zero dimensions with `scalar`). */
   int32_t ndim;
   const int64_t* shape;
-  /* DLPack 0.6 cannot say "read-only", and a consumer (torch) may write
-   * through what it imports: a read-only lease exports only when this is
+  /* memd_buffer_to_dlpack only: DLPack 0.6 cannot say "read-only", and a
+   * consumer (torch) may write through what it imports: a read-only export
+   * (a read-only lease, or read_only set) is made only when this is
    * nonzero, the caller promising that nothing writes. */
   int allow_read_only;
+  /* Since 0.4 (a caller whose struct_size ends before these gets the
+   * defaults). Called once, with on_delete_context, by the tensor's
+   * deleter, on the thread that runs it, after the tensor let go of the
+   * memory (the lease may have ended within the deleter). Never called when
+   * the export fails: the context is then still the caller's. Default
+   * NULL: none. */
+  void (*on_delete)(void* context);
+  void* on_delete_context;
+  /* Nonzero: export read-only even from a writable lease (a sealed buffer,
+   * memory the caller hands out read-only): the versioned tensor carries
+   * DLPACK_FLAG_BITMASK_READ_ONLY, the 0.6 one needs allow_read_only. */
+  int read_only;
+  /* Nonzero, with ndim 0: a tensor of zero dimensions (one element). */
+  int scalar;
 } memd_dlpack_options;
 
 void memd_dlpack_options_init(memd_dlpack_options* options);
 
-/* Exports the buffer's memory as a DLPack tensor: kDLCPU for host memory,
- * kDLCUDA and this process's ordinal for CUDA device buffers, kDLOneAPI (14)
- * and this process's Level Zero device index for Level Zero ones. The tensor holds
- * the mapping (and the lease) until its deleter runs, even past
- * memd_buffer_release: the consumer calls `(*tensor)->deleter(*tensor)`
- * once. Errors: INVALID_ARGUMENT (dtype, ndim, a negative dimension, more
- * elements than the buffer holds: the numbers), FAILED_PRECONDITION (a
- * read-only lease without allow_read_only; a released buffer). */
+/* Exports the buffer's memory as a DLPack 0.6 tensor: kDLCPU for host
+ * memory, kDLCUDA and this process's ordinal for CUDA device buffers,
+ * kDLOneAPI (14) and this process's Level Zero device index for Level Zero
+ * ones; row-major, with its strides given. The tensor holds the mapping (and
+ * the lease) until its deleter runs, even past memd_buffer_release: the
+ * consumer calls `(*tensor)->deleter(*tensor)` once, from any thread.
+ * Errors: INVALID_ARGUMENT (dtype, ndim, a negative dimension, more
+ * elements than the buffer holds: the numbers; a bad struct_size),
+ * FAILED_PRECONDITION (a read-only export without allow_read_only; a
+ * released buffer). */
 memd_code memd_buffer_to_dlpack(memd_buffer* buffer, const memd_dlpack_options* options,
                                 DLManagedTensor** tensor, memd_error** error);
+
+/* The same as a DLPack 1.0 versioned tensor (version 1.0), which consumers
+ * such as numpy 2 and torch ask for by max_version: a read-only lease (or
+ * read_only set) exports with DLPACK_FLAG_BITMASK_READ_ONLY in `flags`
+ * instead of being refused; allow_read_only is not read. Since 0.4.
+ * Errors: INVALID_ARGUMENT (as memd_buffer_to_dlpack), FAILED_PRECONDITION
+ * (a released buffer). */
+memd_code memd_buffer_to_dlpack_versioned(memd_buffer* buffer,
+                                          const memd_dlpack_options* options,
+                                          memd_DLManagedTensorVersioned** tensor,
+                                          memd_error** error);
 
 /* ---- Transfers ----
  *

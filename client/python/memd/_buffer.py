@@ -1,9 +1,10 @@
 """memd.Buffer: a lease on a named buffer and its mapping, over libmemd's
-memd_buffer (memd/_capi.py), with the buffer protocol and DLPack from
-memd._native."""
+memd_buffer (memd/_capi.py), with the buffer protocol from memd._native
+and DLPack from libmemd (memd_buffer_to_dlpack*, wrapped by memd._native)."""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from typing import Any, Dict, Optional, Tuple
 
@@ -381,10 +382,34 @@ class Buffer(_native.Exportable):
                 "np.asarray(buf), memoryview(buf) or buf.numpy(), buf.torch(), or pass "
                 "max_version=(1, 0) for a read-only versioned capsule")
         layout = _layout.resolve(self.attrs, self.size, dtype, shape)
+        options = _capi.DlpackOptions(
+            struct_size=ctypes.sizeof(_capi.DlpackOptions),
+            dtype=_capi.DLDataType(layout.dtype.dl_code, layout.dtype.bits, 1),
+            ndim=len(layout.shape), shape=(ctypes.c_int64 * len(layout.shape))(*layout.shape),
+            allow_read_only=int(allow_read_only), read_only=int(readonly),
+            scalar=int(not layout.shape))
+        export = (_capi.lib.memd_buffer_to_dlpack_versioned if versioned
+                  else _capi.lib.memd_buffer_to_dlpack)
         self._begin_view(not readonly)
-        # From here the capsule's deleter ends the view, also if this fails.
-        return _native.dlpack(self, self._known().address, own[0], own[1], layout.dtype.dl_code,
-                              layout.dtype.bits, tuple(layout.shape), readonly, versioned)
+        try:
+            options.on_delete, options.on_delete_context = _native.view_context(self, not readonly)
+        except BaseException:
+            self._release_view(not readonly)
+            raise
+        # From here the context holds the view: libmemd's tensor ends it through
+        # the hook when its deleter runs, drop_context when there is no tensor.
+        tensor = ctypes.c_void_p()
+        error = _capi.ErrorP()
+        with self._lock:  # memd_buffer is for one thread at a time.
+            handle = self._handle
+            code = -1 if handle is None else export(handle, ctypes.byref(options),
+                                                    ctypes.byref(tensor), ctypes.byref(error))
+        if code != 0:
+            _native.drop_context(options.on_delete_context)
+            if handle is None:
+                raise ValueError(f"buffer {name!r} is released")
+            _capi.raise_error(error)
+        return _native.capsule(tensor.value, versioned)
 
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:

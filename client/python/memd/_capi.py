@@ -29,8 +29,8 @@ from . import _build
 from ._errors import InvalidArgumentError, error_for_code
 
 # The C API this package is written against: the same major, at least this
-# minor (memd.h's MEMD_ABI_VERSION).
-ABI_MAJOR, ABI_MINOR = 0, 2
+# minor (memd.h's MEMD_ABI_VERSION). 0.4: memd_buffer_to_dlpack_versioned.
+ABI_MAJOR, ABI_MINOR = 0, 4
 
 
 class Error_(Structure):
@@ -116,6 +116,17 @@ class CopyOptions(Structure):
                 ("deadline_unix_ns", c_int64), ("chunk_bytes", c_uint64)]
 
 
+class DLDataType(Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DlpackOptions(Structure):
+    _fields_ = [("struct_size", c_size_t), ("dtype", DLDataType), ("ndim", c_int32),
+                ("shape", POINTER(c_int64)), ("allow_read_only", c_int),
+                ("on_delete", c_void_p), ("on_delete_context", c_void_p),
+                ("read_only", c_int), ("scalar", c_int)]
+
+
 PRIORITIES = {"critical": 0, "normal": 1, "background": 2}
 TO_END = 2**64 - 1  # MEMD_TO_END
 
@@ -158,6 +169,10 @@ _SIGNATURES = {
     "memd_buffer_placement": (c_char_p, [BufferP]),
     "memd_buffer_retention": (c_char_p, [BufferP]),
     "memd_buffer_numa_node": (c_int, [BufferP]),
+    # The tensor as an address: memd._native wraps it in a capsule.
+    "memd_buffer_to_dlpack": (c_int, [BufferP, POINTER(DlpackOptions), POINTER(c_void_p), _E]),
+    "memd_buffer_to_dlpack_versioned": (c_int, [BufferP, POINTER(DlpackOptions),
+                                                POINTER(c_void_p), _E]),
     "memd_stat_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_list_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_stat": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferInfo)), _E]),
@@ -218,6 +233,10 @@ def _load() -> ctypes.CDLL:
         if major != ABI_MAJOR or minor < ABI_MINOR:
             tried.append(f"{path}: C API {major}.{minor}, this package needs "
                          f"{ABI_MAJOR}.{ABI_MINOR} or a later 0.x")
+            continue
+        missing = [name for name in _SIGNATURES if not hasattr(library, name)]
+        if missing:  # A 0.4 built before the call existed.
+            tried.append(f"{path}: lacks {', '.join(missing)}")
             continue
         for name, (restype, argtypes) in _SIGNATURES.items():
             function = getattr(library, name)

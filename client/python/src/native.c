@@ -2,20 +2,24 @@
  * every CPython >= 3.9, written against the stable ABI (one binary,
  * `_native.abi3.so`, for every version; it links no libpython):
  *
- *   Exportable  a base class whose instances export the buffer protocol
- *               (memoryview(buf), np.asarray(buf)) by asking the instance:
- *               `_get_view(writable) -> (address, size, readonly)` when a
- *               view is taken and `_release_view(writable)` when it is let
- *               go, so that memd.Buffer counts its live views in Python.
- *               (Python's own __buffer__ exists only from 3.12.)
- *   dlpack(...) a DLPack capsule, legacy "dltensor" or DLPack 1.0
- *               "dltensor_versioned" (with the read-only flag), over memory
- *               an owner object keeps alive; the tensor's deleter, from any
- *               thread, calls `owner._release_view(writable)` with the GIL
- *               held. A capsule no consumer took lets go in its destructor.
+ *   Exportable     a base class whose instances export the buffer protocol
+ *                  (memoryview(buf), np.asarray(buf)) by asking the
+ *                  instance: `_get_view(writable) -> (address, size,
+ *                  readonly)` when a view is taken and
+ *                  `_release_view(writable)` when it is let go, so that
+ *                  memd.Buffer counts its live views in Python. (Python's
+ *                  own __buffer__ exists only from 3.12.)
+ *   view_context   DLPack's half: libmemd makes the tensor
+ *   drop_context   (memd_buffer_to_dlpack{,_versioned}, called through
+ *   capsule        ctypes); this module gives it a deleter hook that calls
+ *                  `owner._release_view(writable)` with the GIL held, from
+ *                  whatever thread the consumer lets the tensor go on, and
+ *                  wraps the tensor in a "dltensor" or "dltensor_versioned"
+ *                  capsule whose destructor lets an untaken tensor go.
  *
- * It never calls libmemd: memd/_capi.py binds that with ctypes. Nothing here
- * knows what a memd buffer is beyond an address, a size and an owner.
+ * It never calls libmemd: memd/_capi.py binds that with ctypes, and hands
+ * this module only addresses. memd.h is included for the DLPack 1.0 struct
+ * it declares (Debian 12's dlpack.h is 0.6), not for its functions.
  *
  * The buffer protocol's struct and slots entered the limited API in 3.11;
  * their layout and slot numbers are those of every CPython since 3.3 (the
@@ -29,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <dlpack/dlpack.h> /* DLTensor (0.6 on Debian 12: the 1.0 structs below) */
+#include "memd/memd.h" /* DLManagedTensor, memd_DLManagedTensorVersioned */
 
 #if !defined(Py_bf_getbuffer)
 #define Py_bf_getbuffer 1
@@ -54,28 +58,8 @@ PyAPI_FUNC(int) PyBuffer_FillInfo(Py_buffer* view, PyObject* o, void* buf, Py_ss
 #define PyBUF_WRITABLE 0x0001
 #endif
 
-/* ---- DLPack 1.0 (dmlc/dlpack v1.0 include/dlpack/dlpack.h), absent from 0.6 ---- */
-
-#ifndef DLPACK_FLAG_BITMASK_READ_ONLY
-typedef struct {
-  uint32_t major;
-  uint32_t minor;
-} memd_DLPackVersion;
-typedef struct memd_DLManagedTensorVersioned {
-  memd_DLPackVersion version;
-  void* manager_ctx;
-  void (*deleter)(struct memd_DLManagedTensorVersioned* self);
-  uint64_t flags;
-  DLTensor dl_tensor;
-} memd_DLManagedTensorVersioned;
-#define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
-#else
-typedef DLManagedTensorVersioned memd_DLManagedTensorVersioned;
-#endif
-
 static const char kLegacyName[] = "dltensor";
 static const char kVersionedName[] = "dltensor_versioned";
-#define MEMD_MAX_DIMS 32
 
 /* ---- Exportable ---- */
 
@@ -141,17 +125,16 @@ static PyType_Spec exportable_spec = {
 
 /* ---- DLPack ---- */
 
-/* What a tensor holds beyond the memory: its shape and strides, and the
- * owner it is a view of. */
+/* A view the tensor's deleter ends: whose, and whether writable. */
 typedef struct {
   PyObject* owner; /* strong */
   int writable;
-  int64_t shape[MEMD_MAX_DIMS];
-  int64_t strides[MEMD_MAX_DIMS];
-} ExportContext;
+} ViewContext;
 
-/* The consumer may call a deleter from any thread, with or without the GIL. */
-static void let_go(ExportContext* context) {
+/* memd_dlpack_options.on_delete. The consumer may call a deleter from any
+ * thread, with or without the GIL. */
+static void let_go(void* opaque) {
+  ViewContext* context = (ViewContext*)opaque;
   /* After the interpreter is gone there is nothing to count (exiting). */
   if (Py_IsInitialized()) {
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -170,14 +153,48 @@ static void let_go(ExportContext* context) {
   free(context);
 }
 
-static void legacy_deleter(DLManagedTensor* self) {
-  let_go((ExportContext*)self->manager_ctx);
-  free(self);
+PyDoc_STRVAR(view_context_doc,
+             "view_context(owner, writable) -> (on_delete, context)\n\n"
+             "A view the caller has counted on `owner`, for memd_dlpack_options: on_delete "
+             "is the address of a C function that, given `context`, calls "
+             "owner._release_view(writable) with the GIL and frees the context. Pass both "
+             "to the export; if it fails, drop_context(context).");
+
+static PyObject* view_context(PyObject* module, PyObject* args) {
+  (void)module;
+  PyObject* owner = NULL;
+  int writable = 0;
+  if (!PyArg_ParseTuple(args, "Op", &owner, &writable)) return NULL;
+  ViewContext* context = (ViewContext*)calloc(1, sizeof(ViewContext));
+  if (context == NULL) return PyErr_NoMemory();
+  Py_INCREF(owner);
+  context->owner = owner;
+  context->writable = writable;
+  PyObject* answer = Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)let_go,
+                                   (unsigned long long)(uintptr_t)context);
+  if (answer == NULL) {
+    Py_DECREF(owner);
+    free(context);
+  }
+  return answer;
 }
 
-static void versioned_deleter(memd_DLManagedTensorVersioned* self) {
-  let_go((ExportContext*)self->manager_ctx);
-  free(self);
+PyDoc_STRVAR(drop_context_doc,
+             "drop_context(context)\n\n"
+             "Ends the view of a context no tensor took (its export failed), as its hook "
+             "would have.");
+
+static PyObject* drop_context(PyObject* module, PyObject* args) {
+  (void)module;
+  unsigned long long address = 0;
+  if (!PyArg_ParseTuple(args, "K", &address)) return NULL;
+  if (address == 0) {
+    PyErr_SetString(PyExc_ValueError, "context is NULL");
+    return NULL;
+  }
+  let_go((void*)(uintptr_t)address);
+  if (PyErr_Occurred()) return NULL;
+  Py_RETURN_NONE;
 }
 
 /* A consumer that took the tensor renamed the capsule (used_...) and owns
@@ -195,120 +212,47 @@ static void versioned_capsule_destructor(PyObject* capsule) {
   if (managed != NULL && managed->deleter != NULL) managed->deleter(managed);
 }
 
-static void fill_tensor(DLTensor* tensor, ExportContext* context, unsigned long long address,
-                        int device_type, int device_id, int code, int bits, int ndim) {
-  tensor->data = (void*)(uintptr_t)address;
-  tensor->device.device_type = (DLDeviceType)device_type;
-  tensor->device.device_id = device_id;
-  tensor->ndim = ndim;
-  tensor->dtype.code = (uint8_t)code;
-  tensor->dtype.bits = (uint8_t)bits;
-  tensor->dtype.lanes = 1;
-  tensor->shape = ndim > 0 ? context->shape : NULL;
-  tensor->strides = ndim > 0 ? context->strides : NULL;
-  tensor->byte_offset = 0;
-}
+PyDoc_STRVAR(capsule_doc,
+             "capsule(tensor, versioned) -> capsule\n\n"
+             "A \"dltensor_versioned\" (versioned) or \"dltensor\" capsule around the "
+             "address of a memd_DLManagedTensorVersioned or DLManagedTensor. The capsule "
+             "owns the tensor: its destructor calls the tensor's deleter unless a consumer "
+             "renamed it, and so does this call when it fails.");
 
-PyDoc_STRVAR(dlpack_doc,
-             "dlpack(owner, address, device_type, device_id, code, bits, shape, readonly, "
-             "versioned) -> capsule\n\n"
-             "A DLPack capsule over `address` (C-contiguous `shape`). The caller has counted "
-             "one view on `owner` (writable unless readonly); the tensor's deleter calls "
-             "owner._release_view(writable), also when this call fails.");
-
-static PyObject* dlpack(PyObject* module, PyObject* args) {
+static PyObject* capsule(PyObject* module, PyObject* args) {
   (void)module;
-  PyObject* owner = NULL;
   unsigned long long address = 0;
-  int device_type = 0, device_id = 0, code = 0, bits = 0, readonly = 0, versioned = 0;
-  PyObject* shape = NULL;
-  if (!PyArg_ParseTuple(args, "OKiiiiOpp", &owner, &address, &device_type, &device_id, &code,
-                        &bits, &shape, &readonly, &versioned)) {
+  int versioned = 0;
+  if (!PyArg_ParseTuple(args, "Kp", &address, &versioned)) return NULL;
+  if (address == 0) {
+    PyErr_SetString(PyExc_ValueError, "tensor is NULL");
     return NULL;
   }
-  ExportContext* context = (ExportContext*)calloc(1, sizeof(ExportContext));
-  if (context == NULL) return PyErr_NoMemory();
-  Py_INCREF(owner);
-  context->owner = owner;
-  context->writable = !readonly;
-  /* From here the context holds the view: let_go ends it on every path. */
-  PyObject* dims = PySequence_Fast(shape, "shape must be a sequence of ints");
-  Py_ssize_t ndim = dims == NULL ? -1 : PySequence_Size(dims);
-  if (dims != NULL && (ndim < 0 || ndim > MEMD_MAX_DIMS)) {
-    PyErr_Format(PyExc_ValueError, "shape has %zd dimensions; DLPack export takes 0 to %d",
-                 ndim, MEMD_MAX_DIMS);
-    ndim = -1;
-  }
-  for (Py_ssize_t i = 0; ndim > 0 && i < ndim; ++i) {
-    PyObject* item = PySequence_GetItem(dims, i);
-    long long value = item == NULL ? -1 : PyLong_AsLongLong(item);
-    Py_XDECREF(item);
-    if (PyErr_Occurred()) {
-      ndim = -1;
-      break;
-    }
-    context->shape[i] = value;
-  }
-  Py_XDECREF(dims);
-  if (ndim < 0) {
+  void* tensor = (void*)(uintptr_t)address;
+  PyObject* made =
+      versioned ? PyCapsule_New(tensor, kVersionedName, versioned_capsule_destructor)
+                : PyCapsule_New(tensor, kLegacyName, legacy_capsule_destructor);
+  if (made == NULL) {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    let_go(context);
+    if (versioned) {
+      memd_DLManagedTensorVersioned* managed = (memd_DLManagedTensorVersioned*)tensor;
+      managed->deleter(managed);
+    } else {
+      DLManagedTensor* managed = (DLManagedTensor*)tensor;
+      managed->deleter(managed);
+    }
     PyErr_Restore(type, value, traceback);
-    return NULL;
   }
-  if (ndim > 0) context->strides[ndim - 1] = 1;
-  for (Py_ssize_t i = ndim - 1; i > 0; --i) {
-    context->strides[i - 1] = context->strides[i] * context->shape[i];
-  }
-
-  PyObject* capsule = NULL;
-  if (versioned) {
-    memd_DLManagedTensorVersioned* managed =
-        (memd_DLManagedTensorVersioned*)calloc(1, sizeof(memd_DLManagedTensorVersioned));
-    if (managed == NULL) {
-      let_go(context);
-      return PyErr_NoMemory();
-    }
-    managed->version.major = 1;
-    managed->version.minor = 0;
-    managed->flags = readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
-    managed->manager_ctx = context;
-    managed->deleter = versioned_deleter;
-    fill_tensor(&managed->dl_tensor, context, address, device_type, device_id, code, bits,
-                (int)ndim);
-    capsule = PyCapsule_New(managed, kVersionedName, versioned_capsule_destructor);
-    if (capsule == NULL) {
-      PyObject *type, *value, *traceback;
-      PyErr_Fetch(&type, &value, &traceback);
-      managed->deleter(managed);
-      PyErr_Restore(type, value, traceback);
-    }
-  } else {
-    DLManagedTensor* managed = (DLManagedTensor*)calloc(1, sizeof(DLManagedTensor));
-    if (managed == NULL) {
-      let_go(context);
-      return PyErr_NoMemory();
-    }
-    managed->manager_ctx = context;
-    managed->deleter = legacy_deleter;
-    fill_tensor(&managed->dl_tensor, context, address, device_type, device_id, code, bits,
-                (int)ndim);
-    capsule = PyCapsule_New(managed, kLegacyName, legacy_capsule_destructor);
-    if (capsule == NULL) {
-      PyObject *type, *value, *traceback;
-      PyErr_Fetch(&type, &value, &traceback);
-      managed->deleter(managed);
-      PyErr_Restore(type, value, traceback);
-    }
-  }
-  return capsule;
+  return made;
 }
 
 /* ---- The module ---- */
 
 static PyMethodDef native_methods[] = {
-    {"dlpack", dlpack, METH_VARARGS, dlpack_doc},
+    {"view_context", view_context, METH_VARARGS, view_context_doc},
+    {"drop_context", drop_context, METH_VARARGS, drop_context_doc},
+    {"capsule", capsule, METH_VARARGS, capsule_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -330,7 +274,8 @@ static PyModuleDef_Slot native_module_slots[] = {
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     "memd._native",
-    "The buffer protocol and DLPack capsules for memd.Buffer (stable ABI).",
+    "The buffer protocol, and DLPack capsules around libmemd's tensors, for memd.Buffer "
+    "(stable ABI).",
     0,
     native_methods,
     native_module_slots,

@@ -3,11 +3,11 @@
 #include <cstring>
 #include <memory>
 
-#include "client/src/c_api/dlpack.h"
 #include "client/src/c_api/errors.h"
 #include "client/src/c_api/flat_info.h"
 #include "client/src/c_api/handles.h"
 #include "client/src/c_api/options.h"
+#include "client/src/dlpack_export.h"
 #include "common/status_macros.h"
 #include "memd/memd.h"
 
@@ -68,7 +68,7 @@ int memd_buffer_device(const memd_buffer* buffer) {
 
 int memd_buffer_device_type(const memd_buffer* buffer) {
   if (buffer == nullptr) return 0;
-  if (buffer->lease->level_zero()) return memd::c_api::kDLOneAPIDevice;
+  if (buffer->lease->level_zero()) return memd::internal::kDLOneAPIDevice;
   return buffer->lease->device() >= 0 ? kDLCUDA : kDLCPU;
 }
 
@@ -123,7 +123,22 @@ memd_code memd_buffer_to_dlpack(memd_buffer* buffer, const memd_dlpack_options* 
     MEMD_ASSIGN_OR_RETURN(
         memd_dlpack_options dlpack,
         memd::c_api::ReadOptions(options, memd_dlpack_options_init, "memd_dlpack_options"));
-    MEMD_ASSIGN_OR_RETURN(*tensor, memd::c_api::ExportDlpack(buffer->lease, dlpack));
+    MEMD_ASSIGN_OR_RETURN(*tensor, memd::internal::ExportDlpack(buffer->lease, dlpack));
+    return absl::OkStatus();
+  });
+}
+
+memd_code memd_buffer_to_dlpack_versioned(memd_buffer* buffer,
+                                          const memd_dlpack_options* options,
+                                          memd_DLManagedTensorVersioned** tensor,
+                                          memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
+    MEMD_RETURN_IF_ERROR(Required(tensor, "tensor"));
+    MEMD_ASSIGN_OR_RETURN(
+        memd_dlpack_options dlpack,
+        memd::c_api::ReadOptions(options, memd_dlpack_options_init, "memd_dlpack_options"));
+    MEMD_ASSIGN_OR_RETURN(*tensor, memd::internal::ExportDlpackVersioned(buffer->lease, dlpack));
     return absl::OkStatus();
   });
 }
