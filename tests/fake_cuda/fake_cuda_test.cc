@@ -219,6 +219,23 @@ class FakeCudaTest : public ::testing::Test {
     EXPECT_EQ(cu.MemRelease(handle), CUDA_SUCCESS);
   }
 
+  // Memory this process created and released while its own import (another
+  // open file description, as another process's would be) still holds it.
+  void ReleaseWhileImported(size_t size, CUmemGenericAllocationHandle* imported) {
+    CUmemGenericAllocationHandle handle = 0;
+    CUdeviceptr ptr = 0;
+    ASSERT_NO_FATAL_FAILURE(CreateMapped(size, &handle, &ptr));
+    int fd = -1;
+    ASSERT_EQ(cu.MemExportToShareableHandle(&fd, handle,
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_SUCCESS);
+    ASSERT_EQ(cu.MemImportFromShareableHandle(imported, reinterpret_cast<void*>(uintptr_t(fd)),
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              CUDA_SUCCESS);
+    close(fd);  // An importer keeps the import, not the descriptor.
+    UnmapAndRelease(size, handle, ptr);  // The exporter lets go of all of it.
+  }
+
   // A fresh, initialised fake that reads CUDA_VISIBLE_DEVICES=`visible`
   // (unset for nullptr); the other variables stay as they are.
   void ReloadWithVisible(const char* visible) {
@@ -854,19 +871,8 @@ TEST_F(FakeCudaTest, ExportedFdImportsAsTheSameMemory) {
 TEST_F(FakeCudaTest, ReleasedMemoryAnImportHoldsStaysUsedUntilTheImportGoes) {
   setenv("MEMD_FAKE_CUDA_MEMORY", "8388608", 1);
   ASSERT_NO_FATAL_FAILURE(InitWithContext());
-  CUmemGenericAllocationHandle handle = 0;
-  CUdeviceptr ptr = 0;
-  ASSERT_NO_FATAL_FAILURE(CreateMapped(4 * kMiB, &handle, &ptr));
-  int fd = -1;
-  ASSERT_EQ(cu.MemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                          0),
-            CUDA_SUCCESS);
   CUmemGenericAllocationHandle imported = 0;
-  ASSERT_EQ(cu.MemImportFromShareableHandle(&imported, reinterpret_cast<void*>(uintptr_t(fd)),
-                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-            CUDA_SUCCESS);
-  close(fd);  // An importer keeps the import, not the descriptor.
-  UnmapAndRelease(4 * kMiB, handle, ptr);  // The exporter lets go of all of it.
+  ASSERT_NO_FATAL_FAILURE(ReleaseWhileImported(4 * kMiB, &imported));
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   ASSERT_EQ(cu.MemGetInfo(&free_bytes, &total_bytes), CUDA_SUCCESS);
@@ -887,19 +893,8 @@ TEST_F(FakeCudaTest, ReleasedMemoryAnImportHoldsStaysUsedUntilTheImportGoes) {
 TEST_F(FakeCudaTest, LegacyAllocationsReuseMemoryTheLastImportLetGoOf) {
   setenv("MEMD_FAKE_CUDA_MEMORY", "8388608", 1);
   ASSERT_NO_FATAL_FAILURE(InitWithContext());
-  CUmemGenericAllocationHandle handle = 0;
-  CUdeviceptr ptr = 0;
-  ASSERT_NO_FATAL_FAILURE(CreateMapped(4 * kMiB, &handle, &ptr));
-  int fd = -1;
-  ASSERT_EQ(cu.MemExportToShareableHandle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                          0),
-            CUDA_SUCCESS);
   CUmemGenericAllocationHandle imported = 0;
-  ASSERT_EQ(cu.MemImportFromShareableHandle(&imported, reinterpret_cast<void*>(uintptr_t(fd)),
-                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-            CUDA_SUCCESS);
-  close(fd);
-  UnmapAndRelease(4 * kMiB, handle, ptr);
+  ASSERT_NO_FATAL_FAILURE(ReleaseWhileImported(4 * kMiB, &imported));
   CUdeviceptr legacy = 0;
   EXPECT_EQ(cu.MemAlloc(&legacy, 6 * kMiB), CUDA_ERROR_OUT_OF_MEMORY)
       << "the import still holds the released 4 MiB";

@@ -14,6 +14,25 @@
 using memd::c_api::Guarded;
 using memd::c_api::Required;
 
+namespace {
+
+// Either kind of tensor, by `export_tensor` (memd::internal's exporters).
+template <typename Tensor, typename Export>
+memd_code ToDlpack(memd_buffer* buffer, const memd_dlpack_options* options, Tensor** tensor,
+                   memd_error** error, Export export_tensor) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
+    MEMD_RETURN_IF_ERROR(Required(tensor, "tensor"));
+    MEMD_ASSIGN_OR_RETURN(
+        memd_dlpack_options dlpack,
+        memd::c_api::ReadOptions(options, memd_dlpack_options_init, "memd_dlpack_options"));
+    MEMD_ASSIGN_OR_RETURN(*tensor, export_tensor(buffer->lease, dlpack));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error) {
@@ -117,30 +136,14 @@ void memd_dlpack_options_init(memd_dlpack_options* options) {
 
 memd_code memd_buffer_to_dlpack(memd_buffer* buffer, const memd_dlpack_options* options,
                                 DLManagedTensor** tensor, memd_error** error) {
-  return Guarded(error, [&]() -> absl::Status {
-    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
-    MEMD_RETURN_IF_ERROR(Required(tensor, "tensor"));
-    MEMD_ASSIGN_OR_RETURN(
-        memd_dlpack_options dlpack,
-        memd::c_api::ReadOptions(options, memd_dlpack_options_init, "memd_dlpack_options"));
-    MEMD_ASSIGN_OR_RETURN(*tensor, memd::internal::ExportDlpack(buffer->lease, dlpack));
-    return absl::OkStatus();
-  });
+  return ToDlpack(buffer, options, tensor, error, memd::internal::ExportDlpack);
 }
 
 memd_code memd_buffer_to_dlpack_versioned(memd_buffer* buffer,
                                           const memd_dlpack_options* options,
                                           memd_DLManagedTensorVersioned** tensor,
                                           memd_error** error) {
-  return Guarded(error, [&]() -> absl::Status {
-    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
-    MEMD_RETURN_IF_ERROR(Required(tensor, "tensor"));
-    MEMD_ASSIGN_OR_RETURN(
-        memd_dlpack_options dlpack,
-        memd::c_api::ReadOptions(options, memd_dlpack_options_init, "memd_dlpack_options"));
-    MEMD_ASSIGN_OR_RETURN(*tensor, memd::internal::ExportDlpackVersioned(buffer->lease, dlpack));
-    return absl::OkStatus();
-  });
+  return ToDlpack(buffer, options, tensor, error, memd::internal::ExportDlpackVersioned);
 }
 
 }  // extern "C"
