@@ -193,7 +193,8 @@ const std::vector<Option>& Options() {
        "and DMA (default 4)",
        nullptr, &Config::transfer_staging_slots},
       {"transfer_copy_threads", Kind::kCount,
-       "CPU threads per GPU that fill and drain staging slots, 1..4 (default 2)",
+       "CPU threads per GPU that fill and drain staging slots, 1..16 (default: half the "
+       "CPUs memd may run on, 2 to 8)",
        nullptr, &Config::transfer_copy_threads},
       {"transfer_max_session_bytes", Kind::kBytes,
        "most bytes of unfinished copies one session may have (default 64GiB)",

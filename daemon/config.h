@@ -108,7 +108,7 @@ struct Config {
   std::uint64_t transfer_chunk_bytes = std::uint64_t{4} << 20;
   std::uint64_t transfer_slot_bytes = std::uint64_t{16} << 20;
   std::uint64_t transfer_staging_slots = 4;
-  std::uint64_t transfer_copy_threads = 2;
+  std::uint64_t transfer_copy_threads = 0;  // 0: not set, transfer::DefaultCopyThreads.
   std::uint64_t transfer_max_session_bytes = std::uint64_t{64} << 30;
   std::uint64_t transfer_max_uid_bytes = std::uint64_t{64} << 30;
   std::uint64_t transfer_max_total_bytes = std::uint64_t{256} << 30;

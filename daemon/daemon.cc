@@ -4,9 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/bytes.h"
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "common/errno_status.h"
 #include "common/location.h"
 #include "common/paths.h"
@@ -211,7 +214,9 @@ transfer::EngineOptions EngineOptionsOf(const Config& config) {
   options.chunk_bytes = config.transfer_chunk_bytes;
   options.slot_bytes = config.transfer_slot_bytes;
   options.staging_slots = Clamped(config.transfer_staging_slots, 1 << 20);
-  options.copy_threads = Clamped(config.transfer_copy_threads, 1 << 10);
+  options.copy_threads = config.transfer_copy_threads == 0
+                             ? transfer::DefaultCopyThreads(UsableCpus())
+                             : Clamped(config.transfer_copy_threads, 1 << 10);
   options.max_session_bytes = config.transfer_max_session_bytes;
   options.max_uid_bytes = config.transfer_max_uid_bytes;
   options.max_total_bytes = config.transfer_max_total_bytes;
@@ -236,7 +241,8 @@ absl::StatusOr<std::unique_ptr<transfer::Engine>> StartEngine(const Config& conf
                                      devices.status().message()));
   }
   const std::size_t count = devices->size();
-  auto engine = transfer::Engine::Start(std::move(*devices), EngineOptionsOf(config), clock);
+  const transfer::EngineOptions options = EngineOptionsOf(config);
+  auto engine = transfer::Engine::Start(std::move(*devices), options, clock);
   if (!engine.ok()) {
     return absl::Status(engine.status().code(),
                         absl::StrCat("the transfer engine did not start: ",
@@ -245,9 +251,14 @@ absl::StatusOr<std::unique_ptr<transfer::Engine>> StartEngine(const Config& conf
   if (count == 0) {
     spdlog::info("transfer engine: host-to-host copies only (no GPU)");
   } else {
-    spdlog::info("transfer engine: {} GPU(s), each with {} pinned staging slots of {}",
-                 count, config.transfer_staging_slots,
-                 FormatBytes(config.transfer_slot_bytes));
+    spdlog::info(
+        "transfer engine: {} GPU(s), each with {} pinned staging slots of {} and {} copy "
+        "threads{}",
+        count, config.transfer_staging_slots, FormatBytes(config.transfer_slot_bytes),
+        options.copy_threads,
+        config.transfer_copy_threads == 0
+            ? absl::StrCat(" (half the ", UsableCpus(), " CPUs memd may run on, 2 to 8)")
+            : "");
   }
   return engine;
 }

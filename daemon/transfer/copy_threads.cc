@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "daemon/transfer/engine_types.h"
+
 namespace memd::transfer {
 namespace {
 
@@ -15,7 +17,7 @@ constexpr std::uint64_t kLine = 64;
 }  // namespace
 
 CopyThreads::CopyThreads(int threads) {
-  const int helpers = std::clamp(threads, 1, 4) - 1;
+  const int helpers = std::clamp(threads, 1, kMaxCopyThreads) - 1;
   {
     absl::MutexLock lock(&mu_);
     parts_.resize(helpers + 1);

@@ -11,9 +11,10 @@
 
 namespace memd::transfer {
 
-/// Splits one large memcpy across `threads` CPU threads: the caller and
-/// threads - 1 helpers started once and reused (one thread's memcpy cannot
-/// feed a PCIe Gen5 link; four can). Copies below a threshold run on the
+/// Splits one large memcpy across `threads` CPU threads (1 to
+/// kMaxCopyThreads): the caller and threads - 1 helpers started once and
+/// reused (one thread's memcpy, 8-9 GB/s, cannot feed a 55 GB/s PCIe Gen5
+/// link; seven can). Copies below a threshold run on the
 /// caller alone, where waking helpers would cost more than it saves. Owns
 /// its helper threads. Copy is called by one thread at a time (the lane
 /// that owns it); construction and destruction are not concurrent with it.

@@ -33,8 +33,9 @@ absl::Status CheckOptions(const EngineOptions& o) {
   if (o.staging_slots < 1 || o.staging_slots > 256) {
     return OutOfRange("staging_slots", absl::StrCat(o.staging_slots), "1 .. 256");
   }
-  if (o.copy_threads < 1 || o.copy_threads > 4) {
-    return OutOfRange("copy_threads", absl::StrCat(o.copy_threads), "1 .. 4");
+  if (o.copy_threads < 1 || o.copy_threads > kMaxCopyThreads) {
+    return OutOfRange("copy_threads", absl::StrCat(o.copy_threads),
+                      absl::StrCat("1 .. ", kMaxCopyThreads));
   }
   if (o.chunks_in_flight < 1 || o.chunks_in_flight > 64) {
     return OutOfRange("chunks_in_flight", absl::StrCat(o.chunks_in_flight), "1 .. 64");

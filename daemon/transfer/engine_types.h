@@ -16,6 +16,17 @@
 
 namespace memd::transfer {
 
+// The most copy threads per device: one thread's memcpy moves 8-9 GB/s on
+// the H200 machine (docs/benchmarks.md), so 16 cover a PCIe Gen5 x16 link
+// twice over.
+inline constexpr int kMaxCopyThreads = 16;
+
+// Copy threads per device when the operator does not say: as many as a
+// staged pageable copy needs to keep a PCIe Gen5 link busy (~7 at 8-9 GB/s
+// each) where the CPUs allow it, half of `usable_cpus` (the rest serve
+// clients, the other lanes and the host copies), at least 2, at most 8.
+int DefaultCopyThreads(int usable_cpus);
+
 // Called once with a transfer's final progress (Engine::Watch).
 using TransferDone = std::function<void(const TransferProgress&)>;
 
@@ -27,7 +38,8 @@ struct EngineOptions {
   // Pinned staging slots per device (the ring depth). 1 serialises filling
   // and DMA (the control of the overlap measurement).
   int staging_slots = 4;
-  // CPU threads that fill and drain staging slots, per device (1..4).
+  // CPU threads that fill and drain staging slots, per device
+  // (1..kMaxCopyThreads); the daemon's default is DefaultCopyThreads.
   int copy_threads = 2;
   // Chunks queued on the GPU per stream at most: priorities are the
   // engine's, so little may wait where it cannot reorder.

@@ -1,6 +1,12 @@
 #include "daemon/transfer/types.h"
 
+#include <algorithm>
+
+#include "daemon/transfer/engine_types.h"
+
 namespace memd::transfer {
+
+int DefaultCopyThreads(int usable_cpus) { return std::clamp(usable_cpus / 2, 2, 8); }
 
 std::string_view PriorityName(Priority priority) {
   switch (priority) {

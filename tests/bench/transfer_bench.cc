@@ -81,9 +81,12 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
 
+// range(0): copy threads; 0 for the engine's (memd's default for this
+// machine, or --copy_threads).
 void BM_Staging(benchmark::State& state) {
-  transfer::CopyThreads threads(static_cast<int>(state.range(0)));
-  const std::string key = absl::StrCat("staging/", state.range(0));
+  const int count = state.range(0) > 0 ? static_cast<int>(state.range(0)) : g_options.copy_threads;
+  transfer::CopyThreads threads(count);
+  const std::string key = absl::StrCat("staging/", count);
   for (auto _ : state) {
     Record(state, key, CopyIntoSlots([&](std::byte* to, const std::byte* from, std::uint64_t n) {
              threads.Copy(to, from, n);
@@ -91,14 +94,14 @@ void BM_Staging(benchmark::State& state) {
            kStagingBytes);
   }
 }
-BENCHMARK(BM_Staging)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime()->Iterations(20)
+BENCHMARK(BM_Staging)->ArgName("threads")->Arg(1)->Arg(2)->Arg(0)->UseManualTime()->Iterations(20)
     ->Unit(benchmark::kMillisecond);
 
 // The d2h side of staging: 256 MiB out of the four rotating slots into a
-// client-sized destination, on the engine's default 2 threads, with cached
+// client-sized destination, on the engine's copy threads, with cached
 // (memcpy) or non-temporal stores (what the engine drains the ring with).
 void BM_Drain(benchmark::State& state) {
-  transfer::CopyThreads threads(2);
+  transfer::CopyThreads threads(g_options.copy_threads);
   Slots& slots = TheSlots();
   const auto stores = static_cast<transfer::Stores>(state.range(0));
   const std::string key = absl::StrCat("drain/", state.range(0));
@@ -292,7 +295,10 @@ void PrintSummary() {
                 Percentile(seconds, 50) * 1e3, Percentile(seconds, 99) * 1e3);
   }
   std::printf("\nSummary (p50 of each benchmark's iterations; ratios of this run)\n");
-  for (int threads : {1, 2}) {
+  const int engine_threads = g_options.copy_threads;
+  std::vector<int> counts = {1, 2};
+  if (engine_threads > 2) counts.push_back(engine_threads);
+  for (int threads : counts) {
     const double staging = P50(absl::StrCat("staging/", threads));
     const double memcpy = P50("memcpy");
     if (staging > 0 && memcpy > 0) {
@@ -303,12 +309,15 @@ void PrintSummary() {
   const double drain_cached = P50("drain/0");
   const double drain_streaming = P50("drain/1");
   if (drain_cached > 0 && drain_streaming > 0) {
-    Line("drain speed, streaming / cached stores, 2 threads", drain_cached / drain_streaming, "");
+    Line(absl::StrCat("drain speed, streaming / cached stores, ", engine_threads, " threads")
+             .c_str(),
+         drain_cached / drain_streaming, "");
   }
   for (const char* direction : {"0", "1"}) {
-    // The CPU's part of 1 GiB at the engine's default copy threads (2):
-    // filling slots (h2d) or draining them with streaming stores (d2h).
-    const double staging_1g = P50(direction[0] == '0' ? "staging/2" : "drain/1") *
+    // The CPU's part of 1 GiB at the engine's copy threads: filling slots
+    // (h2d) or draining them with streaming stores (d2h).
+    const double staging_1g = P50(direction[0] == '0' ? absl::StrCat("staging/", engine_threads)
+                                                      : std::string("drain/1")) *
                               (kCopyBytes / kStagingBytes);
     const std::string base = absl::StrCat("copy/", direction);
     const double pipelined = P50(base + "/0/4");

@@ -9,13 +9,19 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/notification.h"
+#include "common/cpus.h"
 #include "tests/bench/transfer_bench.h"
 
 namespace memd::transfer_bench {
 
 std::string g_file = "/tmp/memd-transfer-bench.data";
 std::string g_put_flags;
-transfer::EngineOptions g_options;
+// copy_threads 0 until ParseOwnFlags: then --copy_threads, or memd's default.
+transfer::EngineOptions g_options = [] {
+  transfer::EngineOptions options;
+  options.copy_threads = 0;
+  return options;
+}();
 std::uint64_t g_file_bytes = std::uint64_t{2} << 30;
 
 double SecondsSince(Clock::time_point start) {
@@ -170,6 +176,10 @@ bool ParseOwnFlags(int& argc, char** argv) {
     }
   }
   argc = kept;
+  // As memd sizes it, after --cpu: the CPUs this bench may run on.
+  if (g_options.copy_threads == 0) {
+    g_options.copy_threads = transfer::DefaultCopyThreads(UsableCpus());
+  }
   return true;
 }
 

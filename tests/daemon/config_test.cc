@@ -43,6 +43,17 @@ TEST(ConfigTest, DefaultsAreSensible) {
   EXPECT_EQ(config->backend, "auto");
   EXPECT_EQ(config->log_level, "info");
   EXPECT_EQ(config->max_buffer_bytes, std::uint64_t{64} << 30);
+  // Not set: the daemon sizes it from its CPUs (transfer::DefaultCopyThreads).
+  EXPECT_EQ(config->transfer_copy_threads, 0u);
+}
+
+TEST(ConfigTest, CopyThreadsAreAPositiveCountWhenSet) {
+  auto config = Parse({"--transfer-copy-threads", "12"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->transfer_copy_threads, 12u);
+  // 0 is how the daemon spells "not set", not a value an operator gives.
+  EXPECT_THAT(Parse({"--transfer-copy-threads", "0"}).status().message(),
+              HasSubstr("transfer-copy-threads"));
 }
 
 // One uid must not be able to take what the global limits leave for

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/transfer/engine_types.h"
 #include "daemon/transfer/streaming_copy.h"
 #include "gtest/gtest.h"
 
@@ -88,7 +89,7 @@ TEST_P(CopyThreadsTest, CopiesExactlyAndKeepsTheBytesAround) {
 
 INSTANTIATE_TEST_SUITE_P(
     SplitAndUnsplit, CopyThreadsTest,
-    testing::Combine(testing::Values(1, 2, 3, 4),
+    testing::Combine(testing::Values(1, 2, 3, 4, 7, kMaxCopyThreads),
                      testing::Values(static_cast<int>(Stores::kCached),
                                      static_cast<int>(Stores::kStreaming)),
                      // Below the split threshold, at it, and a length whose
@@ -104,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CopyThreadsSplitTest, CopiesTheLastBytesOfLengthsJustPastEvenShares) {
   constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
   constexpr std::uint64_t kLines = std::uint64_t{64} * 4096;  // Shares of whole lines on 3 threads.
-  for (int threads : {2, 3, 4}) {
+  for (int threads : {2, 3, 4, 7, kMaxCopyThreads}) {
     CopyThreads copy(threads);
     for (std::uint64_t bytes :
          {(std::uint64_t{512} << 10) + 1, kMiB + 1, kMiB + 2, kMiB + 3, 2 * kMiB + 4097,
@@ -118,6 +119,24 @@ TEST(CopyThreadsSplitTest, CopiesTheLastBytesOfLengthsJustPastEvenShares) {
       }
     }
   }
+}
+
+TEST(CopyThreadsCountTest, RunsWhatItIsAskedWithinOneToTheMost) {
+  EXPECT_EQ(CopyThreads(1).threads(), 1);
+  EXPECT_EQ(CopyThreads(kMaxCopyThreads).threads(), kMaxCopyThreads);
+  EXPECT_EQ(CopyThreads(kMaxCopyThreads + 5).threads(), kMaxCopyThreads);
+  EXPECT_EQ(CopyThreads(0).threads(), 1);
+}
+
+// Half the CPUs, 2 to 8: a 2-CPU VM keeps 2, a 16-CPU GPU node gets the 8
+// that keep a Gen5 link busy at 8-9 GB/s a thread, a 128-CPU node no more.
+TEST(CopyThreadsCountTest, TheDefaultIsHalfTheCpusFromTwoToEight) {
+  EXPECT_EQ(DefaultCopyThreads(1), 2);
+  EXPECT_EQ(DefaultCopyThreads(2), 2);
+  EXPECT_EQ(DefaultCopyThreads(6), 3);
+  EXPECT_EQ(DefaultCopyThreads(11), 5);
+  EXPECT_EQ(DefaultCopyThreads(16), 8);
+  EXPECT_EQ(DefaultCopyThreads(128), 8);
 }
 
 }  // namespace

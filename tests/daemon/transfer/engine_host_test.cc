@@ -202,9 +202,13 @@ TEST(EngineHostTest, StartRefusesOptionsOutOfRange) {
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(engine.status().message(), HasSubstr("chunk_bytes"));
   options = SmallOptions();
-  options.copy_threads = 9;
-  EXPECT_EQ(transfer::Engine::Start(devices.Make(), options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  options.copy_threads = transfer::kMaxCopyThreads + 1;
+  engine = transfer::Engine::Start(devices.Make(), options);
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(engine.status().message(), HasSubstr("copy_threads is 17"));
+  EXPECT_THAT(engine.status().message(), HasSubstr("1 .. 16"));
+  options.copy_threads = transfer::kMaxCopyThreads;
+  EXPECT_TRUE(transfer::Engine::Start(devices.Make(), options).ok());
   options = SmallOptions();
   options.max_uid_transfers = 0;
   engine = transfer::Engine::Start(devices.Make(), options);
