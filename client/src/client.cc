@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/client_core.h"
 #include "client/src/convert.h"
+#include "client/src/file_fill.h"
+#include "common/cpus.h"
 #include "common/location.h"
 #include "common/paths.h"
 #include "common/status_macros.h"
@@ -31,6 +33,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     core_ = std::move(other.core_);
     mapping_ = std::move(other.mapping_);
     device_import_ = std::move(other.device_import_);
+    descriptor_ = std::move(other.descriptor_);
     device_pointer_ = std::exchange(other.device_pointer_, 0);
     info_ = std::move(other.info_);
     access_ = other.access_;
@@ -57,7 +60,35 @@ absl::Status Buffer::Seal() {
   if (core_ == nullptr) {
     return absl::FailedPreconditionError("this Buffer holds no lease");
   }
-  return core_->Seal(*ticket_, &info_);
+  absl::Status sealed = core_->Seal(*ticket_, &info_);
+  if (sealed.ok()) descriptor_.reset();  // Nothing more to write through it.
+  return sealed;
+}
+
+absl::Status Buffer::WriteFromFile(int fd, std::uint64_t file_offset, std::uint64_t length,
+                                   std::uint64_t offset, int threads) {
+  if (core_ == nullptr) return absl::FailedPreconditionError("this Buffer holds no lease");
+  const std::string& name = info_.name;
+  if (access_ != Access::kReadWrite || info_.state == BufferState::kSealed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer '", name, "' is ", access_ != Access::kReadWrite ? "open for reading" : "sealed",
+        ": nothing writes to it"));
+  }
+  if (descriptor_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer '", name, "' ",
+        mapping_ == nullptr ? "is device memory, which WriteFromFile does not write"
+                            : "keeps no descriptor: create or open it with keep_descriptor"));
+  }
+  if (offset > info_.size || length > info_.size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        length, " bytes at offset ", offset, " run past the end of buffer '", name, "' (",
+        info_.size, " bytes)"));
+  }
+  if (length == 0) return absl::OkStatus();
+  if (threads <= 0) threads = std::min(UsableCpus(), 8);
+  return internal::SendFileInto(descriptor_->fd.get(), descriptor_->offset + offset, fd,
+                                file_offset, length, threads);
 }
 
 absl::StatusOr<BufferInfo> Buffer::Sync() {
@@ -78,6 +109,7 @@ absl::Status Buffer::Release() {
   ticket_.reset();
   mapping_.reset();
   device_import_.reset();
+  descriptor_.reset();
   device_pointer_ = 0;
   return status;
 }
@@ -213,7 +245,7 @@ absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
   absl::Status status = Call(*core_, &v1::Memd::Stub::Create, request, &lease,
                              &connection, options.wait_for_memory);
   if (!status.ok()) return status;
-  return core_->Adopt(*connection, lease, options.populate);
+  return core_->Adopt(*connection, lease, options.populate, options.keep_descriptor);
 }
 
 absl::StatusOr<Buffer> Client::Open(std::string_view name,
@@ -246,7 +278,8 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
       CallOn(*core_, **connection, &v1::Memd::Stub::Open, request, &lease,
              CallWait(options.wait, options.wait_for_memory, !options.location.empty()));
   if (!status.ok()) return status;
-  return core_->Adopt(**connection, lease, options.populate, std::move(mapped), cached_as);
+  return core_->Adopt(**connection, lease, options.populate, options.keep_descriptor,
+                      std::move(mapped), cached_as);
 }
 
 absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
@@ -268,7 +301,7 @@ absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
   absl::Status status = Call(*core_, &v1::Memd::Stub::OpenOrCreate, request,
                              &lease, &connection, std::max(wait, options.wait_for_memory));
   if (!status.ok()) return status;
-  return core_->Adopt(*connection, lease, options.populate);
+  return core_->Adopt(*connection, lease, options.populate, options.keep_descriptor);
 }
 
 absl::Status Client::Unlink(std::string_view name) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "client/src/convert.h"
+#include "client/src/file_fill.h"
 #include "common/errno_status.h"
 #include "common/paths.h"
 
@@ -256,7 +257,7 @@ void ClientCore::Prepare(const Connection& connection,
 
 absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
                                          const v1::Lease& lease, bool populate,
-                                         std::shared_ptr<Mapping> mapped,
+                                         bool keep_descriptor, std::shared_ptr<Mapping> mapped,
                                          const std::string& cached_as) {
   const std::string& cache_name = cached_as.empty() ? lease.buffer().name() : cached_as;
   const v1::Handle& handle = lease.handle();
@@ -320,12 +321,15 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
     if (!fd.ok()) return give_back(fd.status());
     // The mapping holds the memory; the descriptor closes at the end of
-    // this block.
+    // this block, unless the Buffer keeps it.
     auto shared = mappings_.MapOrShare(key, cache_name, fd->get(),
                                        handle.offset(), handle.mapped_bytes(),
                                        populate);
     if (!shared.ok()) return give_back(shared.status());
     mapping = std::move(*shared);
+    if (keep_descriptor && writable) {
+      buffer.descriptor_ = std::make_shared<KeptDescriptor>(std::move(*fd), handle.offset());
+    }
   }
   buffer.mapping_ = std::move(mapping);
   return buffer;

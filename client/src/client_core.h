@@ -91,8 +91,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // `cached_as`: the name the mapping is kept under for later opens (the
   // buffer's name, or name@location for an open at a location); empty: the
   // buffer's name.
+  // `keep_descriptor`: a writable host buffer keeps its descriptor
+  // (Buffer::WriteFromFile).
   absl::StatusOr<Buffer> Adopt(const Connection& connection,
-                               const v1::Lease& lease, bool populate,
+                               const v1::Lease& lease, bool populate, bool keep_descriptor,
                                std::shared_ptr<Mapping> mapped = nullptr,
                                const std::string& cached_as = {});
 

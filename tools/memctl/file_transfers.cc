@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <algorithm>
 #include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/errno_status.h"
 #include "tools/memctl/device_context.h"
 #include "tools/memctl/failure.h"
 #include "tools/memctl/file_io.h"
@@ -23,6 +26,9 @@ namespace {
 // memctl reads into (or writes from) a host buffer's mapping itself, in
 // pieces this large so that a progress bar can follow.
 constexpr std::size_t kPieceBytes = std::size_t{64} << 20;
+// A regular file goes into a host buffer through the buffer's descriptor
+// (Buffer::WriteFromFile, several threads), in pieces this large.
+constexpr std::uint64_t kSendPieceBytes = std::uint64_t{512} << 20;
 
 // put's input and how many bytes it brings: a regular file's size, --size,
 // or (streams of unknown size) everything, collected first, bounded.
@@ -87,7 +93,8 @@ absl::StatusOr<Destination> OpenDestination(Client& client, const FileToBuffer& 
   }
   Destination destination;
   if (existing.has_value()) {
-    absl::StatusOr<Buffer> buffer = client.Open(request.name, {.access = Access::kReadWrite});
+    absl::StatusOr<Buffer> buffer =
+        client.Open(request.name, {.access = Access::kReadWrite, .keep_descriptor = true});
     if (!buffer.ok()) return Failed(request.step, buffer.status());
     if (buffer->size() < size) {
       return Failed(request.step, absl::InvalidArgumentError(absl::StrCat(
@@ -99,6 +106,7 @@ absl::StatusOr<Destination> OpenDestination(Client& client, const FileToBuffer& 
   }
   CreateOptions create = request.create;
   create.location = location;
+  create.keep_descriptor = true;  // For SendFile; device buffers keep none.
   absl::StatusOr<Buffer> buffer = client.Create(request.name, size, create);
   if (!buffer.ok()) return Failed(request.step, buffer.status());
   destination.buffer = *std::move(buffer);
@@ -106,10 +114,50 @@ absl::StatusOr<Destination> OpenDestination(Client& client, const FileToBuffer& 
   return destination;
 }
 
-// Moves the input's bytes into the buffer: straight into a host mapping,
-// through staging for device memory.
+// A regular file into a host buffer through the buffer's descriptor: no
+// page of memctl's fresh mapping faults, and several threads read
+// (docs/benchmarks.md, "A file into a buffer"). The file's position ends
+// past what was read, as a read's would.
+absl::Status SendFile(const FileToBuffer& request, SizedInput& sized, Buffer& buffer,
+                      std::ostream* progress, TransferReport& report) {
+  Input& input = sized.input;
+  const off_t start = ::lseek(input.fd.get(), 0, SEEK_CUR);
+  if (start < 0) return Failed(absl::StrCat("read ", input.label), ErrnoStatus("lseek", errno));
+  report.path = "cpu";
+  report.file_io = "sendfile";
+  ProgressBar bar(progress, request.step);
+  const auto from = static_cast<std::uint64_t>(start);
+  for (std::uint64_t done = 0; done < sized.size;) {
+    const std::uint64_t piece = std::min(kSendPieceBytes, sized.size - done);
+    absl::Status sent = buffer.WriteFromFile(input.fd.get(), from + done, piece, done);
+    if (sent.code() == absl::StatusCode::kOutOfRange) {
+      // The file shrank since memctl measured it: as a read would say.
+      return Failed(absl::StrCat("read ", input.label),
+                    absl::FailedPreconditionError(absl::StrCat(
+                        "the file ended after fewer than ", sized.size,
+                        " bytes; did it change while memctl read it? (", sent.message(), ")")));
+    }
+    if (!sent.ok()) return Failed(absl::StrCat("read ", input.label), sent);
+    done += piece;
+    report.bytes = done;
+    bar.Update(done, sized.size);
+  }
+  if (::lseek(input.fd.get(), start + static_cast<off_t>(sized.size), SEEK_SET) < 0) {
+    return Failed(absl::StrCat("read ", input.label), ErrnoStatus("lseek", errno));
+  }
+  InputReader reader(input, nullptr, request.size.has_value(), sized.size);
+  return reader.CheckEnd();
+}
+
+// Moves the input's bytes into the buffer: a regular file through a host
+// buffer's descriptor, other input straight into its mapping, through
+// staging for device memory.
 absl::Status Fill(Client& client, const FileToBuffer& request, SizedInput& sized,
                   Buffer& buffer, std::ostream* progress, TransferReport& report) {
+  if (!buffer.mutable_data().empty() && !sized.collected_all &&
+      sized.input.kind == Input::Kind::kFile) {
+    return SendFile(request, sized, buffer, progress, report);
+  }
   InputReader reader(sized.input, sized.collected_all ? &sized.collected : nullptr,
                      request.size.has_value(), sized.size);
   if (std::span<std::byte> mapped = buffer.mutable_data(); !mapped.empty()) {

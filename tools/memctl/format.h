@@ -87,8 +87,8 @@ struct TransferReport {
   // mapping itself.
   std::string path;
   std::uint32_t retries = 0;  // Chunks the daemon tried again.
-  // How memctl read a file: "direct" (O_DIRECT), "buffered"; empty when no
-  // file was read.
+  // How memctl read a file: "direct" (O_DIRECT), "buffered", "sendfile"
+  // (into a host buffer through its descriptor); empty when no file was read.
   std::string file_io;
 };
 // Fields: bytes, seconds, gbps (decimal GB/s), path, retries, source,

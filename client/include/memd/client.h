@@ -42,6 +42,7 @@ namespace internal {
 class ClientCore;
 struct Mapping;
 struct DeviceImport;
+struct KeptDescriptor;
 struct LeaseTicket;
 }  // namespace internal
 
@@ -106,6 +107,21 @@ class Buffer {
   // The same bytes, writable; empty for a read-only lease.
   std::span<std::byte> mutable_data();
 
+  // Copies `length` bytes of the file `fd` from `file_offset` into the
+  // buffer at `offset`, through the buffer's descriptor (sendfile(2), on
+  // `threads` threads; 0: one per CPU this process may run on, at most 8),
+  // so that no page of the mapping faults: a page-cached file arrives at
+  // about the speed of a parallel read (docs/benchmarks.md). For a host or
+  // pinned buffer on a writable lease created or opened with
+  // keep_descriptor, before the seal. `fd` must be a file sendfile reads (a
+  // regular file, not a pipe); its position does not move. Errors:
+  // FAILED_PRECONDITION (no lease, a read lease, sealed, a device buffer,
+  // no kept descriptor), INVALID_ARGUMENT (the range past the buffer's
+  // end: the numbers; a file sendfile cannot read), OUT_OF_RANGE (the file
+  // ends first), the file's errors.
+  absl::Status WriteFromFile(int fd, std::uint64_t file_offset, std::uint64_t length,
+                             std::uint64_t offset = 0, int threads = 0);
+
   // Device buffers (location "device:N"): where the buffer starts in this
   // process's GPU address space, else 0. CUDA: a CUdeviceptr valid in the
   // context current on the thread that opened (or created) the buffer, which
@@ -162,6 +178,7 @@ class Buffer {
 
   std::shared_ptr<internal::Mapping> mapping_;
   std::shared_ptr<internal::DeviceImport> device_import_;
+  std::shared_ptr<internal::KeptDescriptor> descriptor_;  // keep_descriptor.
   DevicePointer device_pointer_ = 0;
   BufferInfo info_;
   Access access_ = Access::kRead;

@@ -49,6 +49,10 @@ struct CreateOptions {
   // when the whole buffer will be touched (pool memory is already
   // committed), slower for a large buffer touched sparsely.
   bool populate = false;
+  // Host and pinned buffers: keep the buffer's descriptor open for
+  // Buffer::WriteFromFile (one descriptor more in this process until the
+  // Buffer is released). Ignored for device buffers.
+  bool keep_descriptor = false;
   // Small attributes the buffer carries for its readers (dtype=float16,
   // shape=4096,4096, ...): at most 16; keys of [A-Za-z0-9._-] up to 64
   // bytes, values of printable ASCII up to 256 bytes, 1 KiB in all.
@@ -88,6 +92,8 @@ struct OpenOptions {
   absl::Duration wait = absl::ZeroDuration();
   // As CreateOptions::populate, when this open maps the buffer.
   bool populate = false;
+  // As CreateOptions::keep_descriptor, for a kReadWrite open.
+  bool keep_descriptor = false;
   // The uid that must own the buffer: anyone who may connect can create a
   // name first, so a consumer that trusts only one producer says which.
   // A buffer owned by anyone else is PERMISSION_DENIED, also one sealed
