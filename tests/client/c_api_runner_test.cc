@@ -45,6 +45,7 @@ TEST(CApiTest, EveryCallAndErrorPathFromC) {
         "ok - copy errors, before anything moves",
         "ok - a transfer outlives its client; a copy names its own client's leases",
         "ok - a buffer outlives its client",
+        "ok - a file into a host buffer through its kept descriptor",
         "ok - DLPack 1.0: a read-only lease exports marked read-only",
         "ok - DLPack: the deleter calls on_delete once, after letting go of the lease; a failed "
         "export never",

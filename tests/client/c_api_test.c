@@ -243,6 +243,55 @@ static void create_write_seal_open(memd_client* client) {
   pass();
 }
 
+static void write_from_file(memd_client* client) {
+  memd_create_options create;
+  memd_buffer* writer = NULL;
+  memd_buffer* plain = NULL;
+  unsigned char bytes[8192];
+  char path[] = "/tmp/memd-c-api-test-XXXXXX";
+  char name[128];
+  int fd;
+  int pipe_ends[2];
+  keep(name, "from-file");
+
+  begin("a file into a host buffer through its kept descriptor");
+  fill(bytes, sizeof bytes);
+  fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, bytes, sizeof bytes) == (ssize_t)sizeof bytes);
+  unlink(path);
+  memd_create_options_init(&create);
+  CHECK(create.keep_descriptor == 0);
+  create.keep_descriptor = 1;
+  OK(memd_create(client, name, sizeof bytes, &create, &writer, &error));
+  OK(memd_buffer_write_from_file(writer, fd, 0, 4096, 0, 0, &error));
+  OK(memd_buffer_write_from_file(writer, fd, 4096, 4096, 4096, 2, &error));
+  CHECK(filled(memd_buffer_data(writer), sizeof bytes));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "run past the end",
+              memd_buffer_write_from_file(writer, fd, 0, 4096, 4097, 0, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "threads is -1",
+              memd_buffer_write_from_file(writer, fd, 0, 16, 0, -1, &error));
+  EXPECT_CODE(MEMD_OUT_OF_RANGE, "the file ended",
+              memd_buffer_write_from_file(writer, fd, 4096, 8192, 0, 0, &error));
+  CHECK(pipe(pipe_ends) == 0);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "sendfile",
+              memd_buffer_write_from_file(writer, pipe_ends[0], 0, 16, 0, 0, &error));
+  close(pipe_ends[0]);
+  close(pipe_ends[1]);
+  OK(memd_buffer_seal(writer, &error));
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "sealed",
+              memd_buffer_write_from_file(writer, fd, 0, 16, 0, 0, &error));
+  memd_create_options_init(&create);
+  OK(memd_create(client, named("from-file-plain"), 16, &create, &plain, &error));
+  EXPECT_CODE(MEMD_FAILED_PRECONDITION, "keep_descriptor",
+              memd_buffer_write_from_file(plain, fd, 0, 16, 0, 0, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "",
+              memd_buffer_write_from_file(NULL, fd, 0, 16, 0, 0, &error));
+  OK(memd_buffer_release(plain, &error));
+  OK(memd_buffer_release(writer, &error));
+  close(fd);
+  pass();
+}
+
 static void open_and_create_errors(memd_client* client) {
   memd_create_options create;
   memd_open_options open;
@@ -1360,6 +1409,7 @@ int main(int argc, char** argv) {
     reports_as_json(client);
     gpu_numbering_without_gpus(client);
     create_write_seal_open(client);
+    write_from_file(client);
     open_and_create_errors(client);
     older_and_newer_option_structs(client);
     location_auto(client);

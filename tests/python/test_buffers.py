@@ -125,6 +125,32 @@ def test_writable_open_joins_a_buffer_being_written(client, name):
         assert bytes(memoryview(producer)[:3]) == b"abc"
 
 
+def test_write_from_file_through_the_kept_descriptor(client, name, tmp_path):
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    path = tmp_path / "input.bin"
+    path.write_bytes(data)
+    with open(path, "rb") as f, client.create(name, len(data), keep_descriptor=True) as b:
+        b.write_from_file(f)  # The whole file, its size from fstat.
+        assert bytes(memoryview(b)) == data
+        assert f.tell() == 0  # The position does not move.
+        b.write_from_file(f.fileno(), file_offset=5, length=100, offset=1000, threads=2)
+        assert bytes(memoryview(b)[1000:1100]) == data[5:105]
+        with pytest.raises(memd.InvalidArgumentError, match="run past the end"):
+            b.write_from_file(f, length=len(data), offset=1)
+        with pytest.raises(memd.OutOfRangeError, match="the file ended"):
+            b.write_from_file(f, file_offset=len(data) - 10, length=20)
+        with pytest.raises(memd.InvalidArgumentError, match="at least 0"):
+            b.write_from_file(f, length=-1)
+        with client.open(name, writable=True, keep_descriptor=True) as joined:
+            joined.write_from_file(f, length=4)
+        b.seal()
+        with pytest.raises(memd.FailedPreconditionError, match="sealed"):
+            b.write_from_file(f, length=4)
+        with client.create(name + "-plain", 16) as plain:
+            with pytest.raises(memd.FailedPreconditionError, match="keep_descriptor"):
+                plain.write_from_file(f, length=4)
+
+
 def test_read_lease_views_are_read_only(client, name):
     with client.create(name, 64) as buf:
         buf.seal()

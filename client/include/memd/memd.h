@@ -283,6 +283,10 @@ typedef struct memd_create_options {
    * or a node number such as "1" (one the machine lacks is
    * MEMD_INVALID_ARGUMENT). Since 0.4. */
   const char* numa;
+  /* Nonzero: a host or pinned buffer keeps its descriptor for
+   * memd_buffer_write_from_file (one descriptor more in this process until
+   * the seal or the release). Since 0.4. */
+  int keep_descriptor;
 } memd_create_options;
 
 void memd_create_options_init(memd_create_options* options);
@@ -311,6 +315,8 @@ typedef struct memd_open_options {
    * the longer of this and a nonzero wait_ms. 0 (default): fail at once.
    * Without a location: INVALID_ARGUMENT. */
   int64_t wait_for_memory_ms;
+  /* As memd_create_options.keep_descriptor, for a writable open. Since 0.4. */
+  int keep_descriptor;
 } memd_open_options;
 
 void memd_open_options_init(memd_open_options* options);
@@ -351,6 +357,20 @@ memd_code memd_unlink(memd_client* client, const char* name, memd_error** error)
  * it back; a client re-claims its leases by itself where memd kept them,
  * see memd::Client in memd/client.h). */
 memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error);
+
+/* Copies `length` bytes of the file `fd` from `file_offset` into the buffer
+ * at `offset`, through the buffer's descriptor (sendfile(2)) on `threads`
+ * threads (0: one per CPU this process may run on, at most 8), faulting no
+ * page of the mapping: the fast way to load a file into a host or pinned
+ * buffer. The buffer needs a writable lease created or opened with
+ * keep_descriptor, before its seal; `fd` a regular file (its position does
+ * not move). Errors: FAILED_PRECONDITION (a read lease, sealed, a device
+ * buffer, no kept descriptor), INVALID_ARGUMENT (past the buffer's end: the
+ * numbers; a pipe or socket; threads < 0), OUT_OF_RANGE (the file ends
+ * first), the file's errors. Since 0.4. */
+memd_code memd_buffer_write_from_file(memd_buffer* buffer, int fd, uint64_t file_offset,
+                                      uint64_t length, uint64_t offset, int threads,
+                                      memd_error** error);
 
 /* Ends the lease, unmaps and frees `buffer`, whatever the outcome; where
  * DLPack tensors exported from it live, the last of them ends the lease

@@ -288,6 +288,31 @@ class Buffer(_native.Exportable):
         finally:
             self._sealing = False
 
+    def write_from_file(self, file: Any, file_offset: int = 0, length: Optional[int] = None,
+                        offset: int = 0, threads: int = 0) -> None:
+        """Copies `length` bytes (None: the rest of the file) of `file` (an
+        open file object or a descriptor; a regular file) from `file_offset`
+        into the buffer at `offset`, through the buffer's descriptor
+        (sendfile on `threads` threads; 0: one per CPU, at most 8): no page of
+        the mapping faults, the fast way to load a file into a host or pinned
+        buffer. Needs a writable lease created or opened with
+        keep_descriptor=True, before the seal; the file's position does not
+        move. Raises FailedPreconditionError (read lease, sealed, device
+        buffer, no kept descriptor), InvalidArgumentError (past the end: the
+        numbers; a pipe), OutOfRangeError (the file ends first)."""
+        import os
+        fd = file if isinstance(file, int) else file.fileno()
+        if length is None:
+            length = os.fstat(fd).st_size - int(file_offset)
+        if min(int(file_offset), int(length), int(offset), int(threads)) < 0:
+            raise _capi.error_for_code(
+                3, f"file_offset {file_offset}, length {length}, offset {offset} and threads "
+                f"{threads} are at least 0")
+        self._check_usable()
+        with Buffer._Use(self) as handle:
+            _capi.call(_capi.lib.memd_buffer_write_from_file, handle, fd, int(file_offset),
+                       int(length), int(offset), int(threads))
+
     def release(self) -> None:
         """Ends the lease; idempotent. With views alive, the lease and mapping
         end with the last view (the Buffer counts as released at once).

@@ -71,13 +71,14 @@ class CreateOptions(Structure):
                 ("attr_count", c_size_t), ("existing_owner", c_int64),
                 ("access_hint", c_char_p), ("mappable_locations", POINTER(c_char_p)),
                 ("mappable_location_count", c_size_t), ("retention", c_char_p),
-                ("wait_for_memory_ms", c_int64), ("numa", c_char_p)]
+                ("wait_for_memory_ms", c_int64), ("numa", c_char_p),
+                ("keep_descriptor", c_int)]
 
 
 class OpenOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("writable", c_int), ("wait_ms", c_int64),
                 ("populate", c_int), ("owner", c_int64), ("location", c_char_p),
-                ("wait_for_memory_ms", c_int64)]
+                ("wait_for_memory_ms", c_int64), ("keep_descriptor", c_int)]
 
 
 class PrefetchOptions(Structure):
@@ -155,6 +156,8 @@ _SIGNATURES = {
                                     c_int64, POINTER(BufferP), _E]),
     "memd_unlink": (c_int, [ClientP, c_char_p, _E]),
     "memd_buffer_seal": (c_int, [BufferP, _E]),
+    "memd_buffer_write_from_file": (c_int, [BufferP, c_int, c_uint64, c_uint64, c_uint64, c_int,
+                                            _E]),
     "memd_buffer_release": (c_int, [BufferP, _E]),
     "memd_buffer_data": (c_void_p, [BufferP]),
     "memd_buffer_mutable_data": (c_void_p, [BufferP]),

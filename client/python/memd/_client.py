@@ -38,7 +38,8 @@ class _CreateOptions:
                  attrs: Optional[Mapping[str, str]], populate: bool,
                  existing_owner: Optional[int] = None, hint: str = "",
                  mappable: Optional[Sequence[str]] = None, retention: str = "",
-                 wait_for_memory: Optional[float] = None, numa: str = "") -> None:
+                 wait_for_memory: Optional[float] = None, numa: str = "",
+                 keep_descriptor: bool = False) -> None:
         self._keep = []
         self.struct = _capi.CreateOptions()
         self.struct.struct_size = _capi.ctypes.sizeof(_capi.CreateOptions)
@@ -58,6 +59,7 @@ class _CreateOptions:
         self.struct.access_hint = _capi.encode(hint, "hint")
         self.struct.retention = _capi.encode(retention, "retention")
         self.struct.numa = _capi.encode(numa, "numa")
+        self.struct.keep_descriptor = 1 if keep_descriptor else 0
         self.struct.wait_for_memory_ms = (0 if wait_for_memory is None
                                           else _milliseconds(wait_for_memory, "wait_for_memory"))
         if mappable:
@@ -174,7 +176,8 @@ class Client:
                persistent: bool = True, attrs: Optional[Mapping[str, str]] = None,
                populate: bool = False, hint: str = "",
                mappable: Optional[Sequence[str]] = None, retention: str = "",
-               wait_for_memory: Optional[float] = None, numa: str = "") -> Buffer:
+               wait_for_memory: Optional[float] = None, numa: str = "",
+               keep_descriptor: bool = False) -> Buffer:
         """Creates a buffer and returns a writable lease on it (not sealed yet).
 
         location: "host", "pinned", "device:N" or "auto": memd chooses from
@@ -198,11 +201,13 @@ class Client:
         before any is touched: "" the daemon's default, "off", "auto" (a
         pinned buffer's GPU's node, else this process's) or a node number
         such as "1"; info.numa_node says where they went (-1: not bound).
+        keep_descriptor (host and pinned): keep the buffer's descriptor for
+        Buffer.write_from_file, one descriptor more until the seal or release.
         Raises AlreadyExistsError, InvalidArgumentError (name, size, mode,
         location, attrs, retention, numa), ResourceExhaustedError (pool, quota,
         and nothing could give way)."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, None, hint,
-                                 mappable, retention, wait_for_memory, numa)
+                                 mappable, retention, wait_for_memory, numa, keep_descriptor)
         return self._buffer(_lib.memd_create, name, False, _size(nbytes), byref(options.struct))
 
     def create_array(self, name: str, shape: Any, dtype: Any, **kwargs: Any) -> Buffer:
@@ -219,7 +224,8 @@ class Client:
     def open(self, name: str, *, timeout: Optional[float] = None, writable: bool = False,
              owner: Optional[int] = None, populate: bool = False,
              location: Optional[str] = None,
-             wait_for_memory: Optional[float] = None) -> Buffer:
+             wait_for_memory: Optional[float] = None,
+             keep_descriptor: bool = False) -> Buffer:
         """Opens a buffer by name.
 
         Read-only (the default) opens sealed buffers, waiting up to `timeout`
@@ -233,12 +239,13 @@ class Client:
         long as the copy takes, up to ten minutes). wait_for_memory: with a
         location, seconds the copy waits for memory when the location is
         full (else ResourceExhaustedError at once); the open then waits at
-        most the longer of it and timeout. Raises NotFoundError,
+        most the longer of it and timeout. keep_descriptor: as create(), for
+        a writable open. Raises NotFoundError,
         DeadlineExceededError (the wait ran out), PermissionDeniedError,
         FailedPreconditionError, ResourceExhaustedError (the copy: memory,
         quota)."""
         if (timeout is None and not writable and owner is None and not populate
-                and location is None and wait_for_memory is None):
+                and location is None and wait_for_memory is None and not keep_descriptor):
             options = _DEFAULT_OPEN  # The common case, without building a struct.
         else:
             options = _capi.OpenOptions(
@@ -247,7 +254,8 @@ class Client:
                 1 if populate else 0, -1 if owner is None else int(owner),
                 None if location is None else _capi.encode(location, "location"),
                 0 if wait_for_memory is None
-                else _milliseconds(wait_for_memory, "wait_for_memory"))
+                else _milliseconds(wait_for_memory, "wait_for_memory"),
+                1 if keep_descriptor else 0)
         # A read lease is of a sealed buffer; a writable one of an unsealed one.
         return self._buffer(_lib.memd_open, name, not writable, byref(options))
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "client/src/c_api/errors.h"
 #include "client/src/c_api/flat_info.h"
 #include "client/src/c_api/handles.h"
@@ -41,6 +42,19 @@ memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error) {
     MEMD_RETURN_IF_ERROR(buffer->lease->Seal());
     buffer->info = memd::c_api::FlatInfo(buffer->lease->info());
     return absl::OkStatus();
+  });
+}
+
+memd_code memd_buffer_write_from_file(memd_buffer* buffer, int fd, uint64_t file_offset,
+                                      uint64_t length, uint64_t offset, int threads,
+                                      memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(Required(buffer, "buffer"));
+    if (threads < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("threads is ", threads, "; 0 (one per CPU, at most 8) or more"));
+    }
+    return buffer->lease->WriteFromFile(fd, file_offset, length, offset, threads);
   });
 }
 

@@ -105,6 +105,7 @@ absl::StatusOr<CreateOptions> ToCreateOptions(const memd_create_options* given) 
   if (options.access_hint != nullptr) out.access_hint = options.access_hint;
   if (options.retention != nullptr) out.retention = options.retention;
   if (options.numa != nullptr) out.numa = options.numa;
+  out.keep_descriptor = options.keep_descriptor != 0;
   MEMD_ASSIGN_OR_RETURN(out.wait_for_memory,
                         Milliseconds(options.wait_for_memory_ms, "wait_for_memory_ms"));
   MEMD_ASSIGN_OR_RETURN(out.mappable_locations,
@@ -123,6 +124,7 @@ absl::StatusOr<OpenOptions> ToOpenOptions(const memd_open_options* given) {
   if (options.location != nullptr) out.location = options.location;
   MEMD_ASSIGN_OR_RETURN(out.wait_for_memory,
                         Milliseconds(options.wait_for_memory_ms, "wait_for_memory_ms"));
+  out.keep_descriptor = options.keep_descriptor != 0;
   return out;
 }
 
