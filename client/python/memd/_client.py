@@ -265,7 +265,8 @@ class Client:
                        attrs: Optional[Mapping[str, str]] = None,
                        populate: bool = False, hint: str = "",
                        mappable: Optional[Sequence[str]] = None, retention: str = "",
-                       wait_for_memory: Optional[float] = None, numa: str = "") -> Buffer:
+                       wait_for_memory: Optional[float] = None, numa: str = "",
+                       keep_descriptor: bool = False) -> Buffer:
         """Creates the buffer if the name is free (writable lease, .created
         True), else opens it read-only, waiting up to `timeout` seconds for
         its seal (and only if `owner`, when given, owns it). With
@@ -273,7 +274,8 @@ class Client:
         create(); the call then waits at most the longer of the two, for
         whichever it finds itself waiting for. Other arguments as create()."""
         options = _CreateOptions(location, mode, persistent, attrs, populate, owner, hint,
-                                 mappable, retention, wait_for_memory, numa=numa)
+                                 mappable, retention, wait_for_memory, numa=numa,
+                                 keep_descriptor=keep_descriptor)
         wait = 0 if timeout is None else _milliseconds(timeout, "timeout")
         return self._buffer(_lib.memd_open_or_create, name, None, _size(nbytes),
                             byref(options.struct), wait)

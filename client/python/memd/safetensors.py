@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _pickle
-from ._errors import (AbortedError, NotFoundError, PermissionDeniedError)
+from ._errors import (AbortedError, FailedPreconditionError, InvalidArgumentError, NotFoundError,
+                      OutOfRangeError, PermissionDeniedError)
 
 __all__ = ["load", "read_header", "Header", "Tensor", "fingerprint", "buffer_name"]
 
@@ -244,6 +245,15 @@ def _stream_in(client: Any, file: Any, buf: Any, size: int) -> None:
     """The whole file into `buf` (a writable lease), chunk by chunk."""
     file.seek(0)
     if not buf.is_device:
+        try:
+            # Through the buffer's descriptor, on several threads: no page of
+            # the mapping faults (docs/benchmarks.md, "A file into a buffer").
+            buf.write_from_file(file, 0, size)
+            return
+        except OutOfRangeError as e:
+            raise AbortedError(f"safetensors: the file ended early ({e})") from None
+        except (FailedPreconditionError, InvalidArgumentError):
+            pass  # No kept descriptor, or a file sendfile cannot read: read it in.
         with memoryview(buf) as view:
             done = 0
             while done < size:
@@ -310,7 +320,8 @@ def _attach_or_load(client: Any, path: str, file: Any, location: str, mode: int,
         try:
             buf = client.open_or_create(name, st.st_size, timeout=timeout, owner=me,
                                         location=location, mode=mode, persistent=True,
-                                        attrs=attributes(st, header, fingerprint_hex, path))
+                                        attrs=attributes(st, header, fingerprint_hex, path),
+                                        keep_descriptor=not location.startswith("device:"))
         except PermissionDeniedError:
             # Taken by another uid: root's (a pre-load at node boot) is
             # trusted; anyone else could have put other bytes there.
