@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,7 +36,7 @@ MEMD_ATTACK(write_through_read_lease,
             "NAME: opens NAME read-only (raw session), takes the memfd and tries "
             "every way to change its bytes: reopening it writable, mmap "
             "PROT_WRITE, mprotect, madvise(MADV_REMOVE), fallocate, ftruncate, "
-            "write(2), fchmod. Prints '<path>: refused: ERRNO' or '<path>: WROTE' "
+            "write(2), sendfile(2) (libmemd's WriteFromFile path), fchmod. Prints '<path>: refused: ERRNO' or '<path>: WROTE' "
             "per path; exit 0 when all were refused, 4 when any wrote") {
   if (args.size() != 1) return 2;
   auto session = StepSession();
@@ -108,6 +109,21 @@ MEMD_ATTACK(write_through_read_lease,
       {"ftruncate 0", [&] { return ::ftruncate(memfd, 0) != 0 ? errno : 0; }},
       {"pwrite", [&] {
          return ::pwrite(memfd, scribble.data(), segment, 0) < 0 ? errno : 0;
+       }},
+      // What Buffer::WriteFromFile does with a kept descriptor, from a file
+      // of the attacker's own.
+      {"sendfile",
+       [&] {
+         const int source = ::memfd_create("scribble", MFD_CLOEXEC);
+         if (source < 0) return errno;
+         int error = 0;
+         off_t from = 0;
+         if (::pwrite(source, scribble.data(), segment, 0) < 0 ||
+             ::sendfile(memfd, source, &from, segment) < 0) {
+           error = errno;
+         }
+         ::close(source);
+         return error;
        }},
       {"fchmod 0666, then reopen O_RDWR",
        [&] {

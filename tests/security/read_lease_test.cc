@@ -56,7 +56,7 @@ TEST_F(ReadLeaseTest, AnotherUidCannotWriteASealedBufferByAnyPath) {
   EXPECT_EQ(attack.exit_code, 0) << Describe(attack);
   std::vector<std::string> lines =
       absl::StrSplit(attack.out, '\n', absl::SkipEmpty());
-  EXPECT_THAT(lines, SizeIs(9)) << attack.out;
+  EXPECT_THAT(lines, SizeIs(10)) << attack.out;
   EXPECT_THAT(lines, Each(HasSubstr(": refused: "))) << attack.out;
 
   // A third user reads what the owner sealed.
