@@ -19,6 +19,10 @@ struct ToProto {
     proto->set_error_code(hello.error_code);
   }
   void operator()(const SessionFd& fd) const { out->mutable_fd()->set_seq(fd.seq); }
+  void operator()(const SessionFreed& freed) const {
+    v1::BuffersFreed* proto = out->mutable_freed();
+    for (std::uint64_t id : freed.buffer_ids) proto->add_buffer_ids(id);
+  }
 };
 
 }  // namespace
@@ -42,6 +46,8 @@ absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes) {
                           proto.hello().error_code()};
     case v1::SessionMessage::kFd:
       return SessionFd{proto.fd().seq()};
+    case v1::SessionMessage::kFreed:
+      return SessionFreed{{proto.freed().buffer_ids().begin(), proto.freed().buffer_ids().end()}};
     case v1::SessionMessage::KIND_NOT_SET:
       break;
   }

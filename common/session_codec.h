@@ -6,9 +6,11 @@
 // the contract), but only session_codec.cc sees protobuf, so the session
 // layer stays free of it.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -36,8 +38,17 @@ struct SessionFd {
   std::uint64_t seq = 0;
 };
 
+// Device buffers memd freed that the session asked to hear of
+// (OpenRequest.notify_freed). No descriptor.
+struct SessionFreed {
+  std::vector<std::uint64_t> buffer_ids;
+};
+
+// Most ids in one SessionFreed packet: it stays one small packet.
+inline constexpr std::size_t kMaxFreedIdsPerPacket = 64;
+
 // One packet of the session socket.
-using SessionMessage = std::variant<SessionHello, SessionFd>;
+using SessionMessage = std::variant<SessionHello, SessionFd, SessionFreed>;
 
 // The bytes of one packet. Never fails.
 std::string EncodeSessionMessage(const SessionMessage& message);

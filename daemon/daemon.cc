@@ -435,6 +435,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   MEMD_ASSIGN_OR_RETURN(parts->sessions,
                         MakeSessionServer(config, caps, *parts->socket_dir,
                                           *parts->broker, *parts->ender, parts->control));
+  // A client that keeps its import of a device buffer lets go once told
+  // that memd freed it; one that does not read its socket is not told.
+  parts->broker->SetFreedNotice(
+      [sessions = parts->sessions.get()](broker::SessionId id,
+                                         const std::vector<broker::BufferId>& freed) {
+        if (std::shared_ptr<session::Session> session = sessions->FindById(id)) {
+          absl::Status sent = session->SendFreed(freed);
+          if (!sent.ok()) spdlog::debug("freed notice to session {}: {}", id, sent.ToString());
+        }
+      });
   if (!config.metrics_address.empty()) {
     parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
     MEMD_ASSIGN_OR_RETURN(parts->metrics,
@@ -484,6 +494,7 @@ void Daemon::Shutdown() {
   parts_->server.reset();
   parts_->sessions->Stop();
   parts_->ender->Stop();  // The ends Stop queued: transfers, then leases.
+  parts_->broker->SetFreedNotice(nullptr);  // It names the sessions.
   spdlog::debug("shutdown: sessions ended");
   parts_->metrics.reset();
   spdlog::debug("shutdown: metrics stopped");

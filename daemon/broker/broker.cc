@@ -49,6 +49,10 @@ void Broker::AfterUnlock::Run() && {
     for (BufferId id : freed_while_written) on_freed_while_written(id);
   }
   freed_while_written.clear();
+  if (on_freed_notice) {
+    for (const auto& [session, ids] : freed_notices) on_freed_notice(session, ids);
+  }
+  freed_notices.clear();
   if (on_pressure) {
     for (const std::string& line : pressure_lines) on_pressure(line);
   }
@@ -546,6 +550,12 @@ void Broker::SetJournal(BufferJournal* journal) {
 void Broker::SetFreedWhileWritten(std::function<void(BufferId)> hook) {
   absl::MutexLock lock(&mu_);
   on_freed_while_written_ = std::move(hook);
+}
+
+void Broker::SetFreedNotice(
+    std::function<void(SessionId, const std::vector<BufferId>&)> hook) {
+  absl::MutexLock lock(&mu_);
+  on_freed_notice_ = std::move(hook);
 }
 
 }  // namespace memd::broker

@@ -377,6 +377,11 @@ class Broker {
   // may still write it (the daemon cancels them: transfer::Engine::
   // CancelWritesTo). Empty: nothing is called. Must not call the broker.
   void SetFreedWhileWritten(std::function<void(BufferId)> hook);
+  // Called, outside the mutex, with the device buffers freed that a live
+  // session opened with OpenParams::notify_freed: the daemon tells its
+  // client, which lets go of its import. nullptr: nobody is told.
+  void SetFreedNotice(
+      std::function<void(SessionId, const std::vector<BufferId>&)> hook);
 
   // Called outside the broker's mutex with one line for each buffer memory
   // pressure evicted and each copy it demoted: which, where, its bytes and
@@ -411,6 +416,9 @@ class Broker {
     // Its creation or its last lease: eviction takes the least recently
     // used first.
     absl::Time last_used;
+    // Sessions to tell when it is freed (Session::notify_freed, the other
+    // side): bounded by the sessions alive.
+    absl::flat_hash_set<SessionId> notify_on_free;
   };
   // A fill the broker decided on under its mutex, started after it.
   struct FillStart {
@@ -448,6 +456,9 @@ class Broker {
     // Segments of replayable handles granted to the session, by segment id:
     // held until it ends, since the client may open the handle any time.
     absl::flat_hash_map<std::uint64_t, pool::SegmentHold> replayable;
+    // Device buffers it opened with OpenParams::notify_freed that live: it
+    // hears when each is freed. Bounded by the buffers alive.
+    absl::flat_hash_set<BufferId> notify_freed;
   };
   // What to free and whom to wake once the mutex is released: a pool may
   // reach the backend, and a wake retries an open, which takes the mutex.
@@ -461,6 +472,10 @@ class Broker {
     std::function<void(BufferId)> on_freed_while_written;
     // Segments an ended session held (Session::replayable); let go last.
     std::vector<pool::SegmentHold> let_go;
+    // Buffers freed that sessions asked to hear of, by session, and the
+    // hook that tells them (SetFreedNotice).
+    absl::flat_hash_map<SessionId, std::vector<BufferId>> freed_notices;
+    std::function<void(SessionId, const std::vector<BufferId>&)> on_freed_notice;
     // What memory pressure took (MakeRoomLocked), for the pressure log.
     std::vector<std::string> pressure_lines;
     std::function<void(const std::string&)> on_pressure;
@@ -473,7 +488,8 @@ class Broker {
     void Run() &&;
     bool empty() const {
       return freed.empty() && wakes.empty() && let_go.empty() &&
-             freed_while_written.empty() && fills.empty() && pressure_lines.empty();
+             freed_while_written.empty() && fills.empty() && pressure_lines.empty() &&
+             freed_notices.empty();
     }
     // A filled AfterUnlock that was never run is a bug: asserted.
     ~AfterUnlock();
@@ -639,6 +655,8 @@ class Broker {
   OpaqueIds lease_ids_ ABSL_GUARDED_BY(mu_);
   OpaqueIds session_ids_ ABSL_GUARDED_BY(mu_);
   std::function<void(BufferId)> on_freed_while_written_ ABSL_GUARDED_BY(mu_);
+  std::function<void(SessionId, const std::vector<BufferId>&)> on_freed_notice_
+      ABSL_GUARDED_BY(mu_);
   BufferJournal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool in_grace_ ABSL_GUARDED_BY(mu_) = false;
   // Until EndGrace: the previous memd's sessions, and the leases they held

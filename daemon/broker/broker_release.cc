@@ -116,6 +116,14 @@ void Broker::FreeIfUnusedLocked(BufferId id, AfterUnlock& after) {
   }
   // Adopted buffers wait for their holders until the grace period ends.
   if (buffer.awaiting_holders) return;
+  // Clients that keep their import of it let go once told.
+  for (SessionId told : buffer.notify_on_free) {
+    if (auto holder = sessions_.find(told); holder != sessions_.end()) {
+      holder->second.notify_freed.erase(id);
+    }
+    after.freed_notices[told].push_back(id);
+    after.on_freed_notice = on_freed_notice_;
+  }
   if (journal_ != nullptr) journal_->BufferFreed(id);
   if (!buffer.is_copy) tracker_.Forget(id);
   pool::Pool* pool = it->second->pool;

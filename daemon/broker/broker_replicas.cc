@@ -165,6 +165,10 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenAtLocked(
       }
       MEMD_ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, record, params.access));
       JournalLeaseLocked(grant, session);
+      if (params.notify_freed && record.info.location.kind == Location::Kind::kDevice) {
+        caller.notify_freed.insert(record.info.id);
+        record.notify_on_free.insert(session);
+      }
       // Away from home, a copy that was there already (not the one this
       // open's own fill made) spared a copy.
       const bool avoided = &record != &home && (watch == 0 || record.filled_for != watch);

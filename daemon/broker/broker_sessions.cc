@@ -36,7 +36,7 @@ absl::StatusOr<SessionId> Broker::StartSession(const PeerCredentials& peer,
     id = session_ids_.Next();
   } while (sessions_.contains(id) || dead_sessions_.contains(id));
   uid_counts_.Add(peer.uid, UidCounts::Kind::kSessions);
-  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, {}});
+  sessions_.emplace(id, Session{peer, std::move(command), clock_.Now(), {}, {}, {}});
   if (journal_ != nullptr) journal_->SessionStarted(id, peer.uid, token_digest);
   return id;
 }
@@ -48,6 +48,12 @@ void Broker::EndSession(SessionId session) {
     // One record for the session and its leases, before what their ends
     // do to buffers.
     if (journal_ != nullptr) journal_->SessionEnded(session);
+    // Nobody is left to tell of the buffers it kept imports of.
+    for (BufferId kept : it->second.notify_freed) {
+      if (auto buffer = buffers_.find(kept); buffer != buffers_.end()) {
+        buffer->second->notify_on_free.erase(session);
+      }
+    }
     std::vector<LeaseId> leases(it->second.leases.begin(), it->second.leases.end());
     for (LeaseId lease : leases) ReleaseLocked(lease, after, /*journal=*/false);
     usage_.ForgetSession(session);

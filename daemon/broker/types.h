@@ -123,6 +123,9 @@ struct OpenParams {
   // (an open without a wait timeout that waits only for a fill): NOT_FOUND
   // and FAILED_PRECONDITION at once, as without a wake.
   bool wait_for_seal = true;
+  // A device buffer granted to this open is one the session hears of when
+  // memd frees it (Broker::SetFreedNotice): its client keeps its import.
+  bool notify_freed = false;
 };
 
 // A lease the broker granted, with a descriptor for the caller to pass on.

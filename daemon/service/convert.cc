@@ -411,6 +411,7 @@ absl::StatusOr<broker::OpenParams> FromProto(const v1::OpenRequest& request) {
   params.name = request.name();
   MEMD_ASSIGN_OR_RETURN(params.access, FromProto(request.access()));
   if (request.has_owner_uid()) params.expected_owner = request.owner_uid();
+  params.notify_freed = request.notify_freed();
   if (!request.location().empty()) {
     MEMD_ASSIGN_OR_RETURN(params.location, ReplicaLocation(request.location()));
   }

@@ -2,8 +2,11 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/session_codec.h"
+#include "common/status_macros.h"
 
 namespace memd::session {
 namespace {
@@ -41,18 +44,35 @@ absl::StatusOr<std::uint64_t> Session::FdsInFlight() const {
   return (*unread + charge - 1) / charge;
 }
 
-absl::StatusOr<std::uint64_t> Session::SendFd(int fd) {
-  absl::MutexLock lock(&send_mu_);
+absl::Status Session::CheckInFlight() const {
   const std::uint32_t limit =
       shared_->max_fds_in_flight.load(std::memory_order_relaxed);
   absl::StatusOr<std::uint64_t> in_flight = FdsInFlight();
   if (in_flight.ok() && *in_flight >= limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "session ", id_, " (pid ", peer_.pid, ", uid ", peer_.uid, ") has ",
-        *in_flight, " descriptors it has not read from its session socket; at "
+        *in_flight, " packets (descriptors, notices) it has not read from its session socket; at "
         "most ", limit, " may wait (max_fds_in_flight_per_session): the client "
         "must read the session socket (libmemd does)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Session::SendFreed(const std::vector<std::uint64_t>& buffer_ids) {
+  absl::MutexLock lock(&send_mu_);
+  for (std::size_t at = 0; at < buffer_ids.size(); at += kMaxFreedIdsPerPacket) {
+    MEMD_RETURN_IF_ERROR(CheckInFlight());
+    const std::size_t end = std::min(buffer_ids.size(), at + kMaxFreedIdsPerPacket);
+    SessionFreed freed{{buffer_ids.begin() + at, buffer_ids.begin() + end}};
+    MEMD_RETURN_IF_ERROR(
+        SendPacket(socket_.get(), EncodeSessionMessage(freed), -1, MSG_DONTWAIT));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::uint64_t> Session::SendFd(int fd) {
+  absl::MutexLock lock(&send_mu_);
+  MEMD_RETURN_IF_ERROR(CheckInFlight());
   const std::uint64_t seq = next_seq_;
   absl::Status sent = SendPacket(socket_.get(), EncodeSessionMessage(SessionFd{seq}),
                                 fd, MSG_DONTWAIT);

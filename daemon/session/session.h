@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -50,10 +51,22 @@ class Session {
   // UNAVAILABLE (the client hung up, or its socket is full).
   absl::StatusOr<std::uint64_t> SendFd(int fd);
 
+  // Tells the client that memd freed these buffers, which it opened asking
+  // to hear of it (OpenRequest.notify_freed), in packets of at most
+  // kMaxFreedIdsPerPacket ids and no descriptor. Never blocks. The packets
+  // count against max_fds_in_flight like descriptors: a client that does
+  // not read its socket gets no more of them. Errors: RESOURCE_EXHAUSTED
+  // (that many packets wait unread: the rest are dropped), UNAVAILABLE (the
+  // client hung up, or its socket is full).
+  absl::Status SendFreed(const std::vector<std::uint64_t>& buffer_ids);
+
  private:
   // Descriptors sent and not yet read by the client, from the kernel's
   // accounting of the socket's queue (every packet of memd's costs the same).
   absl::StatusOr<std::uint64_t> FdsInFlight() const;
+  // RESOURCE_EXHAUSTED, with the numbers, when max_fds_in_flight packets
+  // wait unread; OK when fewer do, or when the kernel cannot say.
+  absl::Status CheckInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
 
   const std::uint64_t id_;
   const std::string token_;

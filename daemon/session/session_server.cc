@@ -127,6 +127,7 @@ void SessionServer::Stop() {
     {
       absl::MutexLock lock(&mu_);
       by_token_.erase(session->token());
+      by_id_.erase(session->id());
     }
     hooks_.end(session->id());
   }
@@ -226,6 +227,7 @@ void SessionServer::AcceptSessions(absl::Time now) {
     {
       absl::MutexLock lock(&mu_);
       by_token_.emplace(*token, session);
+      by_id_.emplace(*id, session);
     }
     by_fd_.emplace(raw, session);
     SendHello(raw, hello);
@@ -267,6 +269,7 @@ void SessionServer::Hangup(int fd) {
   {
     absl::MutexLock lock(&mu_);
     by_token_.erase(session->token());
+    by_id_.erase(session->id());
   }
   spdlog::debug("session {} ended (pid {})", session->id(), session->peer().pid);
   hooks_.end(session->id());
@@ -276,6 +279,12 @@ std::shared_ptr<Session> SessionServer::Find(absl::string_view token) const {
   absl::ReaderMutexLock lock(&mu_);
   auto it = by_token_.find(token);
   return it == by_token_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Session> SessionServer::FindById(std::uint64_t id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second;
 }
 
 std::optional<PeerCredentials> SessionServer::ControlPeer(int fd) const {

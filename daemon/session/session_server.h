@@ -74,6 +74,8 @@ class SessionServer {
 
   // The session a gRPC call's token belongs to, or nullptr.
   std::shared_ptr<Session> Find(absl::string_view token) const;
+  // The live session with that id, or nullptr.
+  std::shared_ptr<Session> FindById(std::uint64_t id) const;
 
   // Who is on the control connection with descriptor `fd`, when memd
   // accepted it and it is open.
@@ -114,6 +116,7 @@ class SessionServer {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> by_token_
       ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::uint64_t, std::shared_ptr<Session>> by_id_ ABSL_GUARDED_BY(mu_);
   ConnectionLimits connection_limits_ ABSL_GUARDED_BY(mu_);
   ControlConnections connections_;
   // Touched only by the epoll thread (and by Stop after joining it).

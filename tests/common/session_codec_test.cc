@@ -48,6 +48,15 @@ TEST(SessionCodecTest, ADescriptorsSequenceNumberSurvivesTheRoundTrip) {
   }
 }
 
+TEST(SessionCodecTest, FreedBufferIdsSurviveTheRoundTrip) {
+  const SessionFreed sent{{1, 42, ~std::uint64_t{0}}};
+  absl::StatusOr<SessionMessage> got = DecodeSessionMessage(EncodeSessionMessage(sent));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const auto* freed = std::get_if<SessionFreed>(&*got);
+  ASSERT_NE(freed, nullptr);
+  EXPECT_EQ(freed->buffer_ids, sent.buffer_ids);
+}
+
 TEST(SessionCodecTest, ATruncatedMessageIsDataLoss) {
   const std::string bytes =
       EncodeSessionMessage(SessionHello{kSessionProtocolVersion, 7, "token", "", 0});
@@ -57,9 +66,9 @@ TEST(SessionCodecTest, ATruncatedMessageIsDataLoss) {
 }
 
 TEST(SessionCodecTest, AMessageOfNoKnownKindIsDataLoss) {
-  // Empty: no kind at all. "\x18\x01": field 3, a kind a later version
+  // Empty: no kind at all. "\x20\x01": field 4, a kind a later version
   // might add.
-  for (absl::string_view bytes : {absl::string_view(""), absl::string_view("\x18\x01")}) {
+  for (absl::string_view bytes : {absl::string_view(""), absl::string_view("\x20\x01")}) {
     absl::StatusOr<SessionMessage> got = DecodeSessionMessage(bytes);
     EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
   }

@@ -46,7 +46,7 @@ TEST(FdsInFlightTest, SessionsThatNeverReadCostOnlyTheirOwnUser) {
   EXPECT_THAT(report, HasSubstr("sessions 4 granted 128\n")) << report;
   EXPECT_THAT(report, HasSubstr("open 8 4: could not pass the buffer's descriptor "
                                 "to the client: session")) << report;
-  EXPECT_THAT(report, HasSubstr("has 32 descriptors it has not read")) << report;
+  EXPECT_THAT(report, HasSubstr("has 32 packets (descriptors, notices) it has not read")) << report;
   EXPECT_THAT(report, HasSubstr("session 8 246: ")) << report;
   EXPECT_THAT(report, HasSubstr("(max_sessions_per_uid)")) << report;
 

@@ -140,7 +140,7 @@ TEST_F(SessionServerTest, ASessionMayLeaveOnlyItsBoundOfDescriptorsUnread) {
   }
   auto refused = session->SendFd(1);
   ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
-  EXPECT_NE(refused.status().message().find("4 descriptors it has not read"),
+  EXPECT_NE(refused.status().message().find("4 packets (descriptors, notices) it has not read"),
             std::string::npos)
       << refused.status();
   // Once the client reads them, sends go through again.
