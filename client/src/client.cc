@@ -135,7 +135,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ConnectOptions options) 
     trust.daemon_uid = *from_environment;
   }
   auto core = std::make_shared<ClientCore>(std::move(dir), options.call_timeout,
-                                           options.mapping_cache_bytes, trust,
+                                           options.mapping_cache_bytes,
+                                           options.device_cache_bytes, trust,
                                            options.level_zero_context);
   auto connection = core->Current();
   if (!connection.ok()) return connection.status();
@@ -267,9 +268,20 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
                                     ? request.name()
                                     : absl::StrCat(request.name(), "@", options.location);
   std::shared_ptr<internal::Mapping> mapped;
+  // The same for device memory: an import kept, which needs no descriptor
+  // and no import call; memd says when it frees the buffer.
+  std::optional<internal::DeviceImports::Kept> kept;
   if (options.access == Access::kRead) {
     mapped = core_->mappings().FindReadOnly((*connection)->generation, cached_as);
-    if (mapped != nullptr) request.set_mapped_buffer_id(mapped->buffer_id);
+    internal::DeviceImports& devices = core_->device_imports();
+    if (mapped != nullptr) {
+      request.set_mapped_buffer_id(mapped->buffer_id);
+    } else if (devices.keep_bytes() > 0) {
+      core_->ForgetFreed(**connection);
+      kept = devices.FindKept((*connection)->generation, cached_as);
+      if (kept.has_value()) request.set_mapped_buffer_id(kept->buffer_id);
+    }
+    request.set_notify_freed(devices.keep_bytes() > 0);
   }
   request.set_wait_for_memory_ms(WaitMillis(options.wait_for_memory));
   // Without a wait, an open at a location still waits for its copy.
@@ -279,7 +291,7 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
              CallWait(options.wait, options.wait_for_memory, !options.location.empty()));
   if (!status.ok()) return status;
   return core_->Adopt(**connection, lease, options.populate, options.keep_descriptor,
-                      std::move(mapped), cached_as);
+                      std::move(mapped), cached_as, std::move(kept));
 }
 
 absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,

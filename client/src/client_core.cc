@@ -213,10 +213,19 @@ void ClientCore::WaitWake(absl::Duration timeout) {
   }
 }
 
+bool ClientCore::Watching() {
+  return HoldsLeases() || device_imports_.kept_bytes() > 0;
+}
+
+void ClientCore::ForgetFreed(const Connection& connection) {
+  std::vector<std::uint64_t> freed = connection.session->TakeFreed();
+  if (!freed.empty()) device_imports_.Forget(connection.generation, freed);
+}
+
 void ClientCore::Watch() {
   absl::Duration retry = kFirstRetry;
   while (!stopping_.load()) {
-    if (!HoldsLeases()) {
+    if (!Watching()) {
       // Nothing to reclaim: the next call reconnects, as it always did.
       WaitWake(absl::InfiniteDuration());
       continue;
@@ -228,12 +237,23 @@ void ClientCore::Watch() {
     }
     if (connection != nullptr && !connection->session->HungUp()) {
       retry = kFirstRetry;
-      absl::StatusOr<bool> hung_up = connection->session->WaitHangUp(wake_.get());
-      if (!hung_up.ok()) {
+      absl::StatusOr<SessionChannel::Event> event = connection->session->Wait(wake_.get());
+      if (!event.ok()) {
         WaitWake(kLastRetry);  // poll itself fails: do not spin.
-      } else if (!*hung_up) {
-        WaitWake(absl::ZeroDuration());  // Woken: empty the eventfd.
+      } else if (*event == SessionChannel::Event::kWoken) {
+        WaitWake(absl::ZeroDuration());  // Empty the eventfd.
+      } else if (*event == SessionChannel::Event::kReadable) {
+        // Descriptors for calls, or notices of buffers memd freed: read
+        // now, so that a kept import goes while nobody calls.
+        if (!connection->session->Drain().ok()) WaitWake(kLastRetry);
+        ForgetFreed(*connection);
       }
+      continue;
+    }
+    if (!HoldsLeases()) {
+      // Only kept imports: a new daemon's ids mean other buffers, and it
+      // will not say when it frees these.
+      device_imports_.ForgetAll();
       continue;
     }
     // The session ended: connect again and reclaim, as a call would.
@@ -258,7 +278,8 @@ void ClientCore::Prepare(const Connection& connection,
 absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
                                          const v1::Lease& lease, bool populate,
                                          bool keep_descriptor, std::shared_ptr<Mapping> mapped,
-                                         const std::string& cached_as) {
+                                         const std::string& cached_as,
+                                         std::optional<DeviceImports::Kept> kept) {
   const std::string& cache_name = cached_as.empty() ? lease.buffer().name() : cached_as;
   const v1::Handle& handle = lease.handle();
   const bool writable = lease.access() == v1::READ_WRITE;
@@ -297,10 +318,25 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
   }
   if (handle.type() == v1::CUDA_VMM_FD || handle.type() == v1::CUDA_IPC) {
     const bool ipc = handle.type() == v1::CUDA_IPC;  // Bytes only, no descriptor.
+    // No descriptor for a VMM segment: memd's answer to the kept import
+    // the request named, which `kept` holds until the Buffer does.
+    const bool with_fd = !ipc && handle.fd_seq() != 0;
+    if (!ipc && !with_fd &&
+        (!kept.has_value() || kept->buffer_id != lease.buffer().id() || writable)) {
+      return give_back(absl::InternalError(absl::StrCat(
+          "memd sent no descriptor for device buffer '", lease.buffer().name(),
+          "', which this client does not keep imported")));
+    }
     DeviceHandle device;
     device.ipc = ipc;
     device.writable = writable;
-    return adopt_device(std::move(device), device_imports_, /*with_fd=*/!ipc);
+    absl::StatusOr<Buffer> made = adopt_device(std::move(device), device_imports_, with_fd);
+    if (made.ok() && !writable) {
+      device_imports_.Keep(connection.generation, cache_name, lease.buffer().id(),
+                           handle.mapped_bytes(), made->device_import_);
+    }
+    ForgetFreed(connection);  // TakeFd may have read notices.
+    return made;
   }
   if (handle.type() != v1::HOST_MEMFD) {
     return give_back(absl::UnimplementedError(absl::StrCat(

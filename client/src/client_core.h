@@ -63,12 +63,13 @@ struct LeaseTicket {
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   ClientCore(std::string socket_dir, absl::Duration call_timeout,
-             std::uint64_t mapping_cache_bytes, DaemonTrust trust,
-             void* level_zero_context = nullptr)
+             std::uint64_t mapping_cache_bytes, std::uint64_t device_cache_bytes,
+             DaemonTrust trust, void* level_zero_context = nullptr)
       : socket_dir_(std::move(socket_dir)),
         call_timeout_(call_timeout),
         trust_(trust),
         mappings_(mapping_cache_bytes),
+        device_imports_(device_cache_bytes),
         ze_imports_(level_zero_context) {}
   // Stops and joins the watcher (in a forked child, where it does not run,
   // lets it be).
@@ -92,11 +93,18 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // buffer's name, or name@location for an open at a location); empty: the
   // buffer's name.
   // `keep_descriptor`: a writable host buffer keeps its descriptor
-  // (Buffer::WriteFromFile).
+  // (Buffer::WriteFromFile). `kept`: the device buffer the request named in
+  // mapped_buffer_id, as `mapped` for host memory; a read-only device lease
+  // is kept imported under `cached_as` (DeviceImports::Keep).
   absl::StatusOr<Buffer> Adopt(const Connection& connection,
                                const v1::Lease& lease, bool populate, bool keep_descriptor,
                                std::shared_ptr<Mapping> mapped = nullptr,
-                               const std::string& cached_as = {});
+                               const std::string& cached_as = {},
+                               std::optional<DeviceImports::Kept> kept = std::nullopt);
+
+  // Lets go of the device imports kept of buffers memd said it freed (the
+  // notices `connection`'s session read so far).
+  void ForgetFreed(const Connection& connection);
 
   MappingCache& mappings() { return mappings_; }
   DeviceImports& device_imports() { return device_imports_; }
@@ -162,6 +170,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                                         std::uint64_t generation);
   // Whether any registered lease lives; forgets tickets gone.
   bool HoldsLeases();
+  // Whether the watcher has anything to watch for: a lease, or a device
+  // import kept (whose buffer memd may free).
+  bool Watching();
   // The watcher's loop (see the class comment); returns once stopping_.
   void Watch();
   // Waits until wake_ is written to or `timeout` passes, and empties it.

@@ -223,6 +223,11 @@ absl::StatusOr<std::shared_ptr<DeviceImport>> DeviceImports::Import(
   if (auto found = imports_.find(key); found != imports_.end()) {
     if (std::shared_ptr<DeviceImport> shared = found->second.lock()) return shared;
   }
+  if (!handle.ipc && !handle.fd) {
+    return absl::InternalError(absl::StrCat(
+        "memd sent no descriptor for segment ", handle.segment_id,
+        ", which this process does not import"));
+  }
   auto import = std::make_shared<CudaImport>();
   import->driver = driver;
   import->device = ordinal;

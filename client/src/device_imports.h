@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,9 +60,43 @@ struct DeviceHandle {
 
 /// This process's imports of device memory, one per exported segment and
 /// shared by every Buffer in it ("imported once per process"); the CUDA
-/// driver is loaded on first use. Thread-safe.
+/// driver is loaded on first use. Imports of read-only leases are also kept
+/// after their last Buffer goes — the most recently used, up to a byte
+/// budget — so that opening the same buffer again needs neither a
+/// descriptor nor an import; memd tells the process when it frees such a
+/// buffer (OpenRequest.notify_freed), and its import is let go then.
+/// Thread-safe.
 class DeviceImports {
  public:
+  // `keep_bytes`: most bytes of read-only leases' buffers kept imported
+  // after their last Buffer goes; 0 keeps none.
+  explicit DeviceImports(std::uint64_t keep_bytes = 0) : keep_bytes_(keep_bytes) {}
+
+  std::uint64_t keep_bytes() const { return keep_bytes_; }
+
+  // A buffer a read-only open may find imported already: its id and its
+  // segment's import.
+  struct Kept {
+    std::uint64_t buffer_id = 0;
+    std::shared_ptr<DeviceImport> import;
+  };
+  // The buffer this process last opened read-only under `name` (the name,
+  // or name@location) in `generation`, while kept; else nullopt.
+  std::optional<Kept> FindKept(std::uint64_t generation, const std::string& name);
+
+  // Keeps `import` for buffer `buffer_id` (`bytes` of it, read-only) after
+  // its last Buffer goes, as `name`'s latest; marks it used now. Beyond
+  // the budget the least recently used go.
+  void Keep(std::uint64_t generation, const std::string& name, std::uint64_t buffer_id,
+            std::uint64_t bytes, std::shared_ptr<DeviceImport> import);
+
+  // Lets go of what is kept of these buffers (memd freed them).
+  void Forget(std::uint64_t generation, const std::vector<std::uint64_t>& buffer_ids);
+  // Lets go of everything kept (the daemon is gone: its ids mean nothing).
+  void ForgetAll();
+
+  std::uint64_t kept_bytes() const;
+
   // The import of `handle`'s segment, made now or shared. Made in the
   // calling thread's current CUDA context when it has one, which must be on
   // the handle's device; a thread with none gets the device's primary
@@ -93,6 +128,31 @@ class DeviceImports {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int> OrdinalOfLocked(const std::string& uuid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // One buffer's import kept: most recently used first.
+  struct KeptEntry {
+    std::uint64_t generation = 0;
+    std::uint64_t buffer_id = 0;
+    std::string name;
+    std::uint64_t bytes = 0;
+    std::shared_ptr<DeviceImport> import;
+  };
+  using KeptList = std::list<KeptEntry>;
+  // Unlinks `at`; the import it held goes to `dropped`, released by the
+  // caller after the lock (an unmap calls the driver).
+  void EraseKeptLocked(KeptList::iterator at,
+                       std::vector<std::shared_ptr<DeviceImport>>& dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(kept_mu_);
+
+  const std::uint64_t keep_bytes_;
+  mutable absl::Mutex kept_mu_;
+  KeptList kept_ ABSL_GUARDED_BY(kept_mu_);
+  std::uint64_t kept_total_ ABSL_GUARDED_BY(kept_mu_) = 0;
+  // (generation, buffer id) -> entry, and name -> entry of its latest.
+  absl::flat_hash_map<std::pair<std::uint64_t, std::uint64_t>, KeptList::iterator>
+      kept_by_id_ ABSL_GUARDED_BY(kept_mu_);
+  absl::flat_hash_map<std::string, KeptList::iterator> kept_by_name_
+      ABSL_GUARDED_BY(kept_mu_);
 
   absl::Mutex mu_;
   std::shared_ptr<const cuda::Driver> driver_ ABSL_GUARDED_BY(mu_);

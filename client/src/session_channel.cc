@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "common/errno_status.h"
 #include "common/paths.h"
 #include "common/session_codec.h"
+#include "common/status_macros.h"
 #include "common/unix_socket.h"
 
 namespace memd::internal {
@@ -21,6 +23,7 @@ namespace {
 
 constexpr std::size_t kMaxPacket = 4096;
 constexpr std::size_t kMaxWaitingFds = 256;
+constexpr std::size_t kMaxFreed = 4096;
 
 // Waits until the socket is readable. Errors: DEADLINE_EXCEEDED, or the
 // errno mapping of poll.
@@ -128,15 +131,44 @@ absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
     }
     auto packet = Receive(socket_.get(), deadline);
     if (!packet.ok()) return packet.status();
-    absl::StatusOr<SessionMessage> message = DecodeSessionMessage(packet->bytes);
-    const SessionFd* sent = message.ok() ? std::get_if<SessionFd>(&*message) : nullptr;
-    if (sent == nullptr || !packet->fd) {
-      return absl::DataLossError("unexpected packet on the session socket");
-    }
-    if (sent->seq == seq) return std::move(packet->fd);
-    waiting_[sent->seq] = std::move(packet->fd);
-    if (waiting_.size() > kMaxWaitingFds) waiting_.erase(waiting_.begin());
+    MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
   }
+}
+
+absl::Status SessionChannel::Drain() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    auto packet = ReceivePacket(socket_.get(), kMaxPacket, MSG_DONTWAIT);
+    if (!packet.ok()) return packet.status();
+    if (!packet->has_value()) return absl::OkStatus();
+    // A packet memd would not send is dropped: reading on is what keeps
+    // the socket from filling.
+    (void)FileLocked(**std::move(packet));
+  }
+}
+
+absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
+  absl::StatusOr<SessionMessage> message = DecodeSessionMessage(packet.bytes);
+  if (message.ok()) {
+    if (const auto* freed = std::get_if<SessionFreed>(&*message);
+        freed != nullptr && !packet.fd) {
+      freed_.insert(freed_.end(), freed->buffer_ids.begin(), freed->buffer_ids.end());
+      // Unclaimed for long (nobody keeps imports): the oldest go.
+      if (freed_.size() > kMaxFreed) freed_.erase(freed_.begin(), freed_.end() - kMaxFreed);
+      return absl::OkStatus();
+    }
+    if (const auto* sent = std::get_if<SessionFd>(&*message); sent != nullptr && packet.fd) {
+      waiting_[sent->seq] = std::move(packet.fd);
+      if (waiting_.size() > kMaxWaitingFds) waiting_.erase(waiting_.begin());
+      return absl::OkStatus();
+    }
+  }
+  return absl::DataLossError("unexpected packet on the session socket");
+}
+
+std::vector<std::uint64_t> SessionChannel::TakeFreed() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(freed_, {});
 }
 
 namespace {
@@ -150,18 +182,17 @@ bool SessionChannel::HungUp() const {
   return ::poll(&poll_fd, 1, 0) > 0 && (poll_fd.revents & kHangUpEvents) != 0;
 }
 
-absl::StatusOr<bool> SessionChannel::WaitHangUp(int wake_fd) const {
+absl::StatusOr<SessionChannel::Event> SessionChannel::Wait(int wake_fd) const {
   for (;;) {
-    // POLLIN is not asked of the socket: a descriptor arriving for a call
-    // must not wake this wait.
-    pollfd poll_fds[2] = {{socket_.get(), POLLRDHUP, 0}, {wake_fd, POLLIN, 0}};
+    pollfd poll_fds[2] = {{socket_.get(), POLLRDHUP | POLLIN, 0}, {wake_fd, POLLIN, 0}};
     const int ready = ::poll(poll_fds, 2, -1);
     if (ready < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("poll", errno);
     }
-    if ((poll_fds[0].revents & kHangUpEvents) != 0) return true;
-    if (poll_fds[1].revents != 0) return false;
+    if ((poll_fds[0].revents & kHangUpEvents) != 0) return Event::kHungUp;
+    if (poll_fds[1].revents != 0) return Event::kWoken;
+    if ((poll_fds[0].revents & POLLIN) != 0) return Event::kReadable;
   }
 }
 

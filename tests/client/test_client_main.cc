@@ -30,8 +30,10 @@
 //       no context current and holds the primary context of each buffer's
 //       GPU while its Buffer lives; read the bytes in that context, made
 //       current afterwards as PyTorch would, and check the pattern; release
-//       the Buffers and check no primary context stays retained. Prints OK,
-//       else what failed (exit 4)
+//       the Buffers and check no primary context stays retained (a client
+//       that keeps no device imports). Then the same through a client that
+//       keeps them: the contexts stay retained while it keeps the imports,
+//       and go with the client. Prints OK, else what failed (exit 4)
 //   memd-test-client device-open-in-context NAME ORDINAL
 //       make CUDA device ORDINAL's primary context current, open NAME and
 //       print the code; if it opened, check that the context is still the
@@ -140,8 +142,20 @@ int Mismatch(const std::string& what) {
   return 4;
 }
 
-// device-open-fresh (see the comment at the top).
-int OpenFresh(memd::Client& client, const std::vector<std::string>& args) {
+// Whether any of the `count` devices' primary contexts is retained, or
+// the error.
+absl::StatusOr<bool> AnyPrimaryActive(const memd::cuda::Driver& driver,
+                                      PrimaryCtxGetState get_state, int count) {
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    auto active = PrimaryActive(driver, get_state, ordinal);
+    if (!active.ok() || *active) return active;
+  }
+  return false;
+}
+
+// device-open-fresh (see the comment at the top), through `client`.
+int OpenFreshThrough(memd::Client& client, const std::vector<std::string>& args,
+                     bool keeps_imports) {
   auto driver = memd::cuda::Driver::Load();
   if (!driver.ok()) return Fail(driver.status());
   const memd::cuda::DriverApi& api = (*driver)->api();
@@ -201,14 +215,35 @@ int OpenFresh(memd::Client& client, const std::vector<std::string>& args) {
     buffers.push_back(std::move(*buffer));
   }
   buffers.clear();
-  for (int ordinal = 0; ordinal < count; ++ordinal) {
-    auto active = PrimaryActive(**driver, get_state, ordinal);
-    if (!active.ok()) return Fail(active.status());
-    if (*active) {
-      return Mismatch("device " + std::to_string(ordinal) +
-                      "'s primary context is still retained after every Buffer went");
-    }
+  auto active = AnyPrimaryActive(**driver, get_state, count);
+  if (!active.ok()) return Fail(active.status());
+  if (*active != keeps_imports) {
+    return Mismatch(keeps_imports
+                        ? "no primary context is retained while the client keeps imports"
+                        : "a primary context is still retained after every Buffer went");
   }
+  return 0;
+}
+
+int OpenFresh(const std::vector<std::string>& args) {
+  for (const bool keeps : {false, true}) {
+    memd::ConnectOptions options;
+    options.device_cache_bytes = keeps ? std::uint64_t{1} << 30 : 0;
+    auto client = memd::Client::Connect(options);
+    if (!client.ok()) return Fail(client.status());
+    if (int failed = OpenFreshThrough(**client, args, keeps); failed != 0) return failed;
+  }
+  // The client that kept imports is gone, and its contexts with it.
+  auto driver = memd::cuda::Driver::Load();
+  if (!driver.ok()) return Fail(driver.status());
+  int count = 0;
+  if (auto got = (*driver)->Check((*driver)->api().DeviceGetCount(&count), "cuDeviceGetCount");
+      !got.ok()) {
+    return Fail(got);
+  }
+  auto active = AnyPrimaryActive(**driver, LoadPrimaryCtxGetState(**driver), count);
+  if (!active.ok()) return Fail(active.status());
+  if (*active) return Mismatch("a primary context is still retained after the client went");
   std::printf("OK\n");
   return 0;
 }
@@ -244,7 +279,7 @@ int RunDeviceCommand(memd::Client& client, const std::vector<std::string>& args)
   const std::string& command = args[0];
   const std::string& name = args[1];
   if (command == "device-open-fresh" && args.size() >= 4 && args.size() % 3 == 1) {
-    return OpenFresh(client, args);
+    return OpenFresh(args);
   }
   if (command == "device-open-in-context" && args.size() >= 3) {
     return OpenInContext(client, name, std::stoi(args[2]));

@@ -98,6 +98,13 @@ MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   return g_driver.PrimaryCtxRelease(dev);
 }
 
+// Not a CUDA symbol: how many times this load of the fake answered `symbol`
+// (e.g. "cuMemImportFromShareableHandle"), for tests that count driver
+// calls. Counts every call, also ones a fault answered.
+MEMD_FAKE_CUDA_API uint64_t memdFakeCudaCallCount(const char* symbol) {
+  return symbol == nullptr ? 0 : g_driver.CallCount(symbol);
+}
+
 MEMD_FAKE_CUDA_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags,
                                                                int* active) {
   MEMD_FAKE_CUDA_INJECT(cuDevicePrimaryCtxGetState)

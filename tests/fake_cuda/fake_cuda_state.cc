@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <string_view>
+
 #include "tests/fake_cuda/fake_cuda_util.h"
 
 namespace memd::fake_cuda {
@@ -38,6 +40,12 @@ FakeDriver::~FakeDriver() {
 // The error the current call of `symbol` must return, or CUDA_SUCCESS.
 // Counts every call from the first successful cuInit on.
 CUresult FakeDriver::Injected(const char* symbol) {
+  {
+    std::lock_guard<std::mutex> lock(count_mu_);
+    auto counted = call_counts_.find(std::string_view(symbol));
+    if (counted == call_counts_.end()) counted = call_counts_.emplace(symbol, 0).first;
+    ++counted->second;
+  }
   if (!call_faults_armed_.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> lock(fault_mu_);
   auto it = call_faults_.find(symbol);
@@ -47,6 +55,12 @@ CUresult FakeDriver::Injected(const char* symbol) {
     if (fault.call == call) return fault.code;
   }
   return CUDA_SUCCESS;
+}
+
+uint64_t FakeDriver::CallCount(const char* symbol) {
+  std::lock_guard<std::mutex> lock(count_mu_);
+  auto counted = call_counts_.find(std::string_view(symbol));
+  return counted == call_counts_.end() ? 0 : counted->second;
 }
 
 }  // namespace memd::fake_cuda

@@ -281,6 +281,9 @@ class FakeDriver {
   // ---- Fault injection by call count (fake_cuda_state.cc) ----
 
   CUresult Injected(const char* symbol);
+  // How many times `symbol` was called in this load of the library (every
+  // call, from the first on; memdFakeCudaCallCount).
+  uint64_t CallCount(const char* symbol);
 
   // ---- Streams, events, asynchronous copies, host functions (fake_cuda_streams.cc) ----
 
@@ -395,6 +398,9 @@ class FakeDriver {
   std::mutex fault_mu_;
   std::atomic<bool> call_faults_armed_{false};
   std::map<std::string, CallCounter> call_faults_;
+  // Every call of every exported symbol, by name (tests count imports).
+  std::mutex count_mu_;
+  std::map<std::string, uint64_t, std::less<>> call_counts_;
 };
 
 // The one driver of this load of the library (fake_cuda_state.cc).

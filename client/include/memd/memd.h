@@ -126,6 +126,11 @@ typedef struct memd_connect_options {
    * the owner of a root-made socket directory; -1 (default):
    * $MEMD_DAEMON_UID when set. */
   int64_t daemon_uid;
+  /* Since 0.4. Imports of read-only device buffers kept after their last
+   * lease for a quick reopen, in bytes of buffers; default 16 GiB, 0 keeps
+   * none. They cost no device memory while memd keeps the buffer, and go
+   * when memd says it freed it. */
+  uint64_t device_cache_bytes;
 } memd_connect_options;
 
 void memd_connect_options_init(memd_connect_options* options);

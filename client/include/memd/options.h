@@ -141,6 +141,13 @@ struct ConnectOptions {
   // recently used first, up to this many bytes: opening the same buffer
   // again then needs no new descriptor and no mmap. 0 unmaps at once.
   std::uint64_t mapping_cache_bytes = std::uint64_t{256} << 20;
+  // The same for device buffers: the import of a read-only lease (CUDA)
+  // stays after its last Buffer is released, up to this many bytes of
+  // buffers, so that opening the buffer again needs no descriptor and no
+  // import call. While memd keeps the buffer this costs no device memory
+  // (the memory is memd's); memd tells this process when it frees the
+  // buffer, and the import goes then. 0 keeps none.
+  std::uint64_t device_cache_bytes = std::uint64_t{16} << 30;
   // Before sending anything, Connect checks whom it talks to, and refuses
   // with PERMISSION_DENIED a socket directory others may write or that an
   // untrusted user owns (or one of the directories above it), and a daemon

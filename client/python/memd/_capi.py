@@ -62,7 +62,7 @@ class Attr(Structure):
 class ConnectOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("socket_dir", c_char_p),
                 ("call_timeout_ms", c_int64), ("mapping_cache_bytes", c_uint64),
-                ("daemon_uid", c_int64)]
+                ("daemon_uid", c_int64), ("device_cache_bytes", c_uint64)]
 
 
 class CreateOptions(Structure):

@@ -106,7 +106,8 @@ class Client:
     @staticmethod
     def connect(socket_dir: Optional[str] = None, *, call_timeout: Optional[float] = None,
                 mapping_cache_bytes: Optional[int] = None,
-                daemon_uid: Optional[int] = None) -> "Client":
+                daemon_uid: Optional[int] = None,
+                device_cache_bytes: Optional[int] = None) -> "Client":
         """Connects to the local memd and returns a Client.
 
         socket_dir: None for $MEMD_SOCKET_DIR, else /run/memd for root, else
@@ -115,7 +116,10 @@ class Client:
         mapping_cache_bytes: read-only mappings kept after their last Buffer
         is released, for a fast reopen (default 256 MiB; 0 unmaps at once).
         daemon_uid: the uid the daemon must run as (default: $MEMD_DAEMON_UID,
-        else the trusted ones libmemd knows).
+        else the trusted ones libmemd knows). device_cache_bytes: the same
+        for read-only device buffers' imports (default 16 GiB; 0 keeps none):
+        no device memory while memd keeps the buffer, let go when memd frees
+        it.
 
         Raises UnavailableError (no daemon there), PermissionDeniedError (the
         socket's mode, or an untrusted socket directory or daemon), ..."""
@@ -128,6 +132,8 @@ class Client:
         options.mapping_cache_bytes = (256 << 20 if mapping_cache_bytes is None
                                        else int(mapping_cache_bytes))
         options.daemon_uid = -1 if daemon_uid is None else int(daemon_uid)
+        options.device_cache_bytes = (16 << 30 if device_cache_bytes is None
+                                      else int(device_cache_bytes))
         handle = _capi.ClientP()
         _capi.call(_lib.memd_connect, byref(options), byref(handle))
         client = object.__new__(Client)
@@ -467,9 +473,11 @@ class Client:
 
 def connect(socket_dir: Optional[str] = None, *, call_timeout: Optional[float] = None,
             mapping_cache_bytes: Optional[int] = None,
-            daemon_uid: Optional[int] = None) -> Client:
+            daemon_uid: Optional[int] = None,
+            device_cache_bytes: Optional[int] = None) -> Client:
     return Client.connect(socket_dir, call_timeout=call_timeout,
-                          mapping_cache_bytes=mapping_cache_bytes, daemon_uid=daemon_uid)
+                          mapping_cache_bytes=mapping_cache_bytes, daemon_uid=daemon_uid,
+                          device_cache_bytes=device_cache_bytes)
 
 
 connect.__doc__ = Client.connect.__doc__

@@ -43,6 +43,7 @@ absl::StatusOr<ConnectOptions> ToConnectOptions(const memd_connect_options* give
   if (options.socket_dir != nullptr) out.socket_dir = options.socket_dir;
   MEMD_ASSIGN_OR_RETURN(out.call_timeout, Milliseconds(options.call_timeout_ms, "call_timeout_ms"));
   out.mapping_cache_bytes = options.mapping_cache_bytes;
+  out.device_cache_bytes = options.device_cache_bytes;
   MEMD_ASSIGN_OR_RETURN(out.daemon_uid, Uid(options.daemon_uid, "daemon_uid"));
   return out;
 }
@@ -175,6 +176,7 @@ void memd_connect_options_init(memd_connect_options* options) {
   options->struct_size = sizeof(*options);
   options->call_timeout_ms = 30000;
   options->mapping_cache_bytes = std::uint64_t{256} << 20;
+  options->device_cache_bytes = std::uint64_t{16} << 30;
   options->daemon_uid = -1;
 }
 
