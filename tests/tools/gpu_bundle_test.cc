@@ -68,6 +68,7 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
   // bundle, but for the C library's own.
   for (const char* object : {"bin/memd", "bin/memctl", "bin/memd-test-client",
                              "bin/memd-c-api-test", "bin/real_gpu_test", "bin/memd-transfer-bench",
+                             "bin/memd-device-open-bench",
                              "bin/memd-ze-test-client", "bin/real_ze_test",
                              "lib-fake/libcuda.so.1", "lib-fake/libmemd_fake_ze.so",
                              "lib-ze/libze_loader.so.1"}) {
