@@ -18,10 +18,11 @@
 // it): libcuda.so.1. Here: the fake, whose import is an mmap —
 //
 //   MEMD_CUDA_DRIVER=build/lib/libmemd_fake_cuda.so MEMD_FAKE_CUDA_MEMORY=4294967296
-//     build/bin/memd-device-open-bench [--bytes=N] [--iterations=N]
+//     build/bin/memd-device-open-bench [--bytes=N] [--iterations=N] [--cpu=N]
 //   (one line)
 
 #include <cuda.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +50,7 @@ using Clock = std::chrono::steady_clock;
 
 std::uint64_t g_bytes = std::uint64_t{1} << 30;
 int g_iterations = 200;
+int g_cpu = -1;  // --cpu=N: this process and memd on that CPU alone.
 
 double Micros(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double, std::micro>(end - start).count();
@@ -80,7 +82,7 @@ Setup& TheSetup() {
     const char* path = std::getenv("MEMD_CUDA_DRIVER");
     std::vector<std::string> args = {"--backend", "cuda"};
     if (path != nullptr && *path != '\0') args.insert(args.end(), {"--cuda-driver", path});
-    auto daemon = memd::test::DaemonProcess::Start(args);
+    auto daemon = memd::test::DaemonProcess::Start(args, absl::Seconds(20), g_cpu);
     if (!daemon.ok()) {
       made->error = daemon.status().ToString();
       return made;
@@ -240,9 +242,21 @@ int main(int argc, char** argv) {
     } else if (arg.rfind("--iterations=", 0) == 0 &&
                absl::SimpleAtoi(arg.substr(13), &value) && value > 0 && value < 1000000) {
       g_iterations = static_cast<int>(value);
+    } else if (arg.rfind("--cpu=", 0) == 0 && absl::SimpleAtoi(arg.substr(6), &value) &&
+               value < CPU_SETSIZE) {
+      g_cpu = static_cast<int>(value);
     } else {
       std::fprintf(stderr, "unknown argument: %s\nusage: %s [--bytes=N] [--iterations=N] "
-                   "[--benchmark_* flags]\n", argv[i], argv[0]);
+                   "[--cpu=N] [--benchmark_* flags]\n", argv[i], argv[0]);
+      return 2;
+    }
+  }
+  if (g_cpu >= 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(g_cpu, &one);
+    if (::sched_setaffinity(0, sizeof(one), &one) != 0) {
+      std::perror("sched_setaffinity");
       return 2;
     }
   }
@@ -255,6 +269,7 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMicrosecond);
   }
   benchmark::AddCustomContext("bytes", std::to_string(g_bytes));
+  benchmark::AddCustomContext("cpu", g_cpu < 0 ? "unpinned" : std::to_string(g_cpu));
   benchmark::RunSpecifiedBenchmarks();
   Summary();
   benchmark::Shutdown();
