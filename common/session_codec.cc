@@ -19,6 +19,19 @@ struct ToProto {
     proto->set_error_code(hello.error_code);
   }
   void operator()(const SessionFd& fd) const { out->mutable_fd()->set_seq(fd.seq); }
+  void operator()(const SessionCall& call) const {
+    v1::SessionCall* proto = out->mutable_call();
+    proto->set_call_id(call.call_id);
+    proto->set_kind(static_cast<v1::SessionCallKind>(call.kind));
+    proto->set_request(call.request);
+  }
+  void operator()(const SessionAnswer& answer) const {
+    v1::SessionAnswer* proto = out->mutable_answer();
+    proto->set_call_id(answer.call_id);
+    proto->set_code(answer.code);
+    proto->set_message(answer.message);
+    proto->set_reply(answer.reply);
+  }
   void operator()(const SessionFreed& freed) const {
     v1::BuffersFreed* proto = out->mutable_freed();
     for (std::uint64_t id : freed.buffer_ids) proto->add_buffer_ids(id);
@@ -26,6 +39,16 @@ struct ToProto {
 };
 
 }  // namespace
+
+const char* SessionCallName(SessionCallKind kind) {
+  switch (kind) {
+    case SessionCallKind::kOpen: return "Open";
+    case SessionCallKind::kRelease: return "Release";
+    case SessionCallKind::kSeal: return "Seal";
+    case SessionCallKind::kUnknown: break;
+  }
+  return "unknown";
+}
 
 std::string EncodeSessionMessage(const SessionMessage& message) {
   v1::SessionMessage proto;
@@ -46,6 +69,20 @@ absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes) {
                           proto.hello().error_code()};
     case v1::SessionMessage::kFd:
       return SessionFd{proto.fd().seq()};
+    case v1::SessionMessage::kCall: {
+      const v1::SessionCall& call = proto.call();
+      SessionCallKind kind = SessionCallKind::kUnknown;
+      switch (call.kind()) {
+        case v1::SESSION_OPEN: kind = SessionCallKind::kOpen; break;
+        case v1::SESSION_RELEASE: kind = SessionCallKind::kRelease; break;
+        case v1::SESSION_SEAL: kind = SessionCallKind::kSeal; break;
+        default: break;
+      }
+      return SessionCall{call.call_id(), kind, call.request()};
+    }
+    case v1::SessionMessage::kAnswer:
+      return SessionAnswer{proto.answer().call_id(), proto.answer().code(),
+                           proto.answer().message(), proto.answer().reply()};
     case v1::SessionMessage::kFreed:
       return SessionFreed{{proto.freed().buffer_ids().begin(), proto.freed().buffer_ids().end()}};
     case v1::SessionMessage::KIND_NOT_SET:

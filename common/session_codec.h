@@ -17,8 +17,10 @@
 
 namespace memd {
 
-// The version of the session protocol this build speaks.
-inline constexpr std::uint32_t kSessionProtocolVersion = 1;
+// The version of the session protocol this build speaks. 2: the daemon
+// takes SessionCalls (the fast control path).
+inline constexpr std::uint32_t kSessionProtocolVersion = 2;
+inline constexpr std::uint32_t kFirstVersionWithCalls = 2;
 
 // The daemon's first packet after accept: the session's id and the token its
 // gRPC calls carry, or, when `error` is set, why the daemon refused the
@@ -47,8 +49,29 @@ struct SessionFreed {
 // Most ids in one SessionFreed packet: it stays one small packet.
 inline constexpr std::size_t kMaxFreedIdsPerPacket = 64;
 
+// The fast control path (memd.v1.SessionCall, SessionAnswer): a request of
+// the gRPC method `kind` names, as the bytes of its protocol message, and
+// its answer. call_id 0: no answer wanted.
+enum class SessionCallKind { kUnknown = 0, kOpen = 1, kRelease = 2, kSeal = 3 };
+struct SessionCall {
+  std::uint64_t call_id = 0;
+  SessionCallKind kind = SessionCallKind::kUnknown;
+  std::string request;
+};
+struct SessionAnswer {
+  std::uint64_t call_id = 0;
+  int code = 0;  // An absl status code number.
+  std::string message;
+  std::string reply;
+};
+
+// The method name a call kind stands for ("Open"...), as metrics and logs
+// name it; "unknown" for others.
+const char* SessionCallName(SessionCallKind kind);
+
 // One packet of the session socket.
-using SessionMessage = std::variant<SessionHello, SessionFd, SessionFreed>;
+using SessionMessage =
+    std::variant<SessionHello, SessionFd, SessionFreed, SessionCall, SessionAnswer>;
 
 // The bytes of one packet. Never fails.
 std::string EncodeSessionMessage(const SessionMessage& message);

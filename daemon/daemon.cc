@@ -320,7 +320,8 @@ pool::PoolSet MakePools(const Config& config, backend::Backend& backend,
 // each (gRPC's own listener would not tell), and hands them to `control`.
 absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
     const Config& config, const DescriptorCaps& caps, SocketDir& socket_dir,
-    broker::Broker& broker, session::SessionEnder& ender, ControlHandOff& control) {
+    broker::Broker& broker, session::SessionEnder& ender, ControlHandOff& control,
+    std::unique_ptr<service::MemdService>* service) {
   MEMD_ASSIGN_OR_RETURN(UniqueFd listener,
                         socket_dir.Listen(kSessionSocketName, SOCK_SEQPACKET,
                                           config.socket_mode));
@@ -335,7 +336,11 @@ absl::StatusOr<std::unique_ptr<session::SessionServer>> MakeSessionServer(
             return broker.StartSession(peer, command, session::TokenDigest(token));
           },
           [&ender](std::uint64_t id) { ender.End(id); },
-          [&control](UniqueFd connection) { control.Take(std::move(connection)); }},
+          [&control](UniqueFd connection) { control.Take(std::move(connection)); },
+          // Made after the server, before it starts; gone after it stops.
+          [service](session::Session& session, const SessionCall& call) {
+            if (*service != nullptr) (*service)->HandleSessionCall(session, call);
+          }},
       session::SessionServerOptions{FdsInFlightOf(caps), ConnectionLimitsOf(caps)});
 }
 
@@ -434,7 +439,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
       kSessionEnders);
   MEMD_ASSIGN_OR_RETURN(parts->sessions,
                         MakeSessionServer(config, caps, *parts->socket_dir,
-                                          *parts->broker, *parts->ender, parts->control));
+                                          *parts->broker, *parts->ender, parts->control,
+                                          &parts->service));
   // A client that keeps its import of a device buffer lets go once told
   // that memd freed it; one that does not read its socket is not told.
   parts->broker->SetFreedNotice(

@@ -246,7 +246,8 @@ absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
   absl::Status status = Call(*core_, &v1::Memd::Stub::Create, request, &lease,
                              &connection, options.wait_for_memory);
   if (!status.ok()) return status;
-  return core_->Adopt(*connection, lease, options.populate, options.keep_descriptor);
+  return core_->Adopt(*connection, lease,
+                      {.populate = options.populate, .keep_descriptor = options.keep_descriptor});
 }
 
 absl::StatusOr<Buffer> Client::Open(std::string_view name,
@@ -284,14 +285,25 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
     request.set_notify_freed(devices.keep_bytes() > 0);
   }
   request.set_wait_for_memory_ms(WaitMillis(options.wait_for_memory));
-  // Without a wait, an open at a location still waits for its copy.
+  internal::ClientCore::AdoptHints hints{options.populate, options.keep_descriptor,
+                                         std::move(mapped), cached_as, std::move(kept), {}};
   v1::Lease lease;
-  absl::Status status =
-      CallOn(*core_, **connection, &v1::Memd::Stub::Open, request, &lease,
-             CallWait(options.wait, options.wait_for_memory, !options.location.empty()));
-  if (!status.ok()) return status;
-  return core_->Adopt(**connection, lease, options.populate, options.keep_descriptor,
-                      std::move(mapped), cached_as, std::move(kept));
+  // An open that waits for nothing goes over the session socket when memd
+  // takes calls there; the rest, and everything when it does not, over
+  // gRPC. Without a wait, an open at a location still waits for its copy.
+  const bool waits = request.wait_timeout_ms() > 0 || !request.location().empty() ||
+                     request.wait_for_memory_ms() > 0;
+  if (!waits && (*connection)->session->takes_calls()) {
+    MEMD_ASSIGN_OR_RETURN(hints.attached,
+                          core_->CallSession(**connection, SessionCallKind::kOpen, request,
+                                             &lease));
+  } else {
+    absl::Status status =
+        CallOn(*core_, **connection, &v1::Memd::Stub::Open, request, &lease,
+               CallWait(options.wait, options.wait_for_memory, !options.location.empty()));
+    if (!status.ok()) return status;
+  }
+  return core_->Adopt(**connection, lease, std::move(hints));
 }
 
 absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
@@ -313,7 +325,8 @@ absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
   absl::Status status = Call(*core_, &v1::Memd::Stub::OpenOrCreate, request,
                              &lease, &connection, std::max(wait, options.wait_for_memory));
   if (!status.ok()) return status;
-  return core_->Adopt(*connection, lease, options.populate, options.keep_descriptor);
+  return core_->Adopt(*connection, lease,
+                      {.populate = options.populate, .keep_descriptor = options.keep_descriptor});
 }
 
 absl::Status Client::Unlink(std::string_view name) {

@@ -267,21 +267,50 @@ void ClientCore::Watch() {
   }
 }
 
+absl::StatusOr<UniqueFd> ClientCore::CallSession(const Connection& connection,
+                                                 SessionCallKind kind,
+                                                 const google::protobuf::MessageLite& request,
+                                                 google::protobuf::MessageLite* reply) {
+  MEMD_ASSIGN_OR_RETURN(
+      SessionChannel::Answer answer,
+      connection.session->Call(kind, request.SerializeAsString(), call_timeout_));
+  if (answer.answer.code != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(answer.answer.code),
+                        answer.answer.message);
+  }
+  if (!reply->ParseFromString(answer.answer.reply)) {
+    return absl::DataLossError(absl::StrCat("memd's answer to ", SessionCallName(kind),
+                                            " on the session socket is no ",
+                                            reply->GetTypeName()));
+  }
+  return std::move(answer.fd);
+}
+
 void ClientCore::Prepare(const Connection& connection,
                          grpc::ClientContext& context,
                          absl::Duration extra) const {
+  // Releases sent over the session socket are done before anything else
+  // asks memd: a Stats or an Unlink sees them.
+  (void)connection.session->SettleReleases(call_timeout_);
   context.AddMetadata(kSessionMetadataKey, connection.session->token());
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoMilliseconds(call_timeout_ + extra));
 }
 
 absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
-                                         const v1::Lease& lease, bool populate,
-                                         bool keep_descriptor, std::shared_ptr<Mapping> mapped,
-                                         const std::string& cached_as,
-                                         std::optional<DeviceImports::Kept> kept) {
-  const std::string& cache_name = cached_as.empty() ? lease.buffer().name() : cached_as;
+                                         const v1::Lease& lease, AdoptHints hints) {
+  const std::string& cache_name =
+      hints.cached_as.empty() ? lease.buffer().name() : hints.cached_as;
+  std::optional<DeviceImports::Kept>& kept = hints.kept;
   const v1::Handle& handle = lease.handle();
+  // The descriptor came with the answer (the session socket's path), or
+  // waits on the socket under its sequence number (gRPC's), or memd sent
+  // none: the client maps the buffer already.
+  const bool has_fd = hints.attached || handle.fd_seq() != 0;
+  auto take_fd = [&]() -> absl::StatusOr<UniqueFd> {
+    if (hints.attached) return std::move(hints.attached);
+    return connection.session->TakeFd(handle.fd_seq(), call_timeout_);
+  };
   const bool writable = lease.access() == v1::READ_WRITE;
   Buffer buffer;
   buffer.core_ = shared_from_this();
@@ -303,7 +332,7 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     device.device_uuid = handle.device_uuid();
     device.ipc_handle = handle.ipc_handle();
     if (with_fd) {
-      auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
+      auto fd = take_fd();
       if (!fd.ok()) return give_back(fd.status());
       device.fd = std::move(*fd);
     }
@@ -320,7 +349,7 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     const bool ipc = handle.type() == v1::CUDA_IPC;  // Bytes only, no descriptor.
     // No descriptor for a VMM segment: memd's answer to the kept import
     // the request named, which `kept` holds until the Buffer does.
-    const bool with_fd = !ipc && handle.fd_seq() != 0;
+    const bool with_fd = !ipc && has_fd;
     if (!ipc && !with_fd &&
         (!kept.has_value() || kept->buffer_id != lease.buffer().id() || writable)) {
       return give_back(absl::InternalError(absl::StrCat(
@@ -345,7 +374,8 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
   }
   const MappingCache::Key key{connection.generation, lease.buffer().id(), writable};
   std::shared_ptr<Mapping> mapping;
-  if (handle.fd_seq() == 0) {
+  std::shared_ptr<Mapping>& mapped = hints.mapped;
+  if (!has_fd) {
     if (mapped == nullptr || mapped->buffer_id != key.buffer_id || writable) {
       return give_back(absl::InternalError(absl::StrCat(
           "memd sent no descriptor for buffer '", lease.buffer().name(),
@@ -354,16 +384,16 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     mapping = std::move(mapped);
     mappings_.Touch(key, cache_name, mapping);
   } else {
-    auto fd = connection.session->TakeFd(handle.fd_seq(), call_timeout_);
+    auto fd = take_fd();
     if (!fd.ok()) return give_back(fd.status());
     // The mapping holds the memory; the descriptor closes at the end of
     // this block, unless the Buffer keeps it.
     auto shared = mappings_.MapOrShare(key, cache_name, fd->get(),
                                        handle.offset(), handle.mapped_bytes(),
-                                       populate);
+                                       hints.populate);
     if (!shared.ok()) return give_back(shared.status());
     mapping = std::move(*shared);
-    if (keep_descriptor && writable) {
+    if (hints.keep_descriptor && writable) {
       buffer.descriptor_ = std::make_shared<KeptDescriptor>(std::move(*fd), handle.offset());
     }
   }
@@ -385,6 +415,15 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectionOf(
 
 absl::Status ClientCore::Seal(const LeaseTicket& ticket, BufferInfo* info) {
   MEMD_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection, ConnectionOf(ticket));
+  if (connection->session->takes_calls()) {
+    v1::SealRequest request;
+    request.set_lease_id(ticket.lease_id);
+    v1::SealReply reply;
+    MEMD_RETURN_IF_ERROR(
+        CallSession(*connection, SessionCallKind::kSeal, request, &reply).status());
+    *info = FromProto(reply.buffer());
+    return absl::OkStatus();
+  }
   grpc::ClientContext context;
   Prepare(*connection, context);
   v1::SealRequest request;
@@ -427,10 +466,17 @@ absl::Status ClientCore::Release(const std::shared_ptr<LeaseTicket>& ticket) {
       connection->session->HungUp()) {
     return absl::OkStatus();
   }
-  grpc::ClientContext context;
-  Prepare(*connection, context);
   v1::ReleaseRequest request;
   request.set_lease_id(lease);
+  // Over the session socket without waiting for the outcome (the next call
+  // there comes after it; Prepare settles it before any gRPC call); over
+  // gRPC when memd does not take calls there or the socket is full.
+  if (connection->session->takes_calls() &&
+      connection->session->SendRelease(request.SerializeAsString()).ok()) {
+    return absl::OkStatus();
+  }
+  grpc::ClientContext context;
+  Prepare(*connection, context);
   v1::ReleaseReply reply;
   return FromGrpc(connection->stub->Release(&context, request, &reply));
 }

@@ -85,8 +85,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void Prepare(const Connection& connection, grpc::ClientContext& context,
                absl::Duration extra = absl::ZeroDuration()) const;
 
-  // Takes the lease's descriptor, maps it (or reuses this process's mapping
-  // of the same memory) and makes the Buffer. `mapped` is the mapping the
+  // Takes the lease's descriptor (`attached`, else from the session socket),
+  // maps it (or reuses this process's mapping of the same memory) and makes
+  // the Buffer (AdoptHints). `mapped` is the mapping the
   // request named in mapped_buffer_id, used when the daemon sent no
   // descriptor.
   // `cached_as`: the name the mapping is kept under for later opens (the
@@ -96,11 +97,26 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // (Buffer::WriteFromFile). `kept`: the device buffer the request named in
   // mapped_buffer_id, as `mapped` for host memory; a read-only device lease
   // is kept imported under `cached_as` (DeviceImports::Keep).
-  absl::StatusOr<Buffer> Adopt(const Connection& connection,
-                               const v1::Lease& lease, bool populate, bool keep_descriptor,
-                               std::shared_ptr<Mapping> mapped = nullptr,
-                               const std::string& cached_as = {},
-                               std::optional<DeviceImports::Kept> kept = std::nullopt);
+  struct AdoptHints {
+    bool populate = false;
+    bool keep_descriptor = false;
+    std::shared_ptr<Mapping> mapped = nullptr;
+    std::string cached_as = {};
+    std::optional<DeviceImports::Kept> kept = std::nullopt;
+    // The lease's descriptor, when it came in a session answer's packet.
+    UniqueFd attached = {};
+  };
+  absl::StatusOr<Buffer> Adopt(const Connection& connection, const v1::Lease& lease,
+                               AdoptHints hints);
+
+  // One call of the fast control path on `connection`'s session socket:
+  // `reply` parsed from the answer, and the descriptor that came with it
+  // (else an empty one). Errors: the daemon's verdict, as gRPC would have
+  // returned it; SessionChannel::Call's; DATA_LOSS (an answer that is no
+  // `reply`).
+  absl::StatusOr<UniqueFd> CallSession(const Connection& connection, SessionCallKind kind,
+                                       const google::protobuf::MessageLite& request,
+                                       google::protobuf::MessageLite* reply);
 
   // Lets go of the device imports kept of buffers memd said it freed (the
   // notices `connection`'s session read so far).

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <string_view>
 #include <cstring>
 #include <utility>
 #include <variant>
@@ -24,6 +26,8 @@ namespace {
 constexpr std::size_t kMaxPacket = 4096;
 constexpr std::size_t kMaxWaitingFds = 256;
 constexpr std::size_t kMaxFreed = 4096;
+// Marks the call ids of Releases nobody waits for (SendRelease).
+constexpr std::uint64_t kUnawaited = std::uint64_t{1} << 63;
 
 // Waits until the socket is readable. Errors: DEADLINE_EXCEEDED, or the
 // errno mapping of poll.
@@ -50,6 +54,13 @@ absl::StatusOr<ReceivedPacket> Receive(int fd, absl::Time deadline) {
     if (packet->has_value()) return std::move(**packet);
     if (auto ready = WaitReadable(fd, deadline); !ready.ok()) return ready;
   }
+}
+
+// MEMD_FAST_CONTROL_PATH=0 sends every call over gRPC (to compare the
+// paths, and to run the tests over both).
+bool FastPathWanted() {
+  const char* value = std::getenv("MEMD_FAST_CONTROL_PATH");
+  return value == nullptr || std::string_view(value) != "0";
 }
 
 }  // namespace
@@ -115,7 +126,8 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
     return absl::Status(code, absl::StrCat("memd refused the session: ", hello->error));
   }
   return std::unique_ptr<SessionChannel>(new SessionChannel(
-      std::move(*socket), hello->session_id, hello->token, std::move(directory)));
+      std::move(*socket), hello->session_id, hello->token, std::move(directory),
+      hello->protocol_version >= kFirstVersionWithCalls && FastPathWanted()));
 }
 
 absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
@@ -157,6 +169,16 @@ absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
       if (freed_.size() > kMaxFreed) freed_.erase(freed_.begin(), freed_.end() - kMaxFreed);
       return absl::OkStatus();
     }
+    if (auto* answer = std::get_if<SessionAnswer>(&*message)) {
+      if ((answer->call_id & kUnawaited) != 0) {
+        // A Release nobody waits for (SendRelease): read, so settled.
+        if (releases_unanswered_.load() > 0) releases_unanswered_.fetch_sub(1);
+        return absl::OkStatus();
+      }
+      answers_[answer->call_id] = Answer{std::move(*answer), std::move(packet.fd)};
+      if (answers_.size() > kMaxWaitingFds) answers_.erase(answers_.begin());
+      return absl::OkStatus();
+    }
     if (const auto* sent = std::get_if<SessionFd>(&*message); sent != nullptr && packet.fd) {
       waiting_[sent->seq] = std::move(packet.fd);
       if (waiting_.size() > kMaxWaitingFds) waiting_.erase(waiting_.begin());
@@ -164,6 +186,58 @@ absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
     }
   }
   return absl::DataLossError("unexpected packet on the session socket");
+}
+
+absl::Status SessionChannel::SendCall(const SessionCall& call) {
+  absl::Status sent =
+      SendPacket(socket_.get(), EncodeSessionMessage(call), -1, MSG_DONTWAIT);
+  if (!sent.ok()) {
+    return absl::UnavailableError(absl::StrCat("the session socket took no call: ",
+                                               sent.message()));
+  }
+  return sent;
+}
+
+absl::StatusOr<SessionChannel::Answer> SessionChannel::Call(SessionCallKind kind,
+                                                            std::string request,
+                                                            absl::Duration timeout) {
+  const std::uint64_t call_id = next_call_id_.fetch_add(1);
+  MEMD_RETURN_IF_ERROR(SendCall(SessionCall{call_id, kind, std::move(request)}));
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    auto found = answers_.find(call_id);
+    if (found != answers_.end()) {
+      Answer answer = std::move(found->second);
+      answers_.erase(found);
+      return answer;
+    }
+    auto packet = Receive(socket_.get(), deadline);
+    if (!packet.ok()) return packet.status();
+    MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
+  }
+}
+
+absl::Status SessionChannel::SendRelease(std::string request) {
+  // Counted first: its answer may be read before SendCall returns.
+  releases_unanswered_.fetch_add(1);
+  const std::uint64_t call_id = next_call_id_.fetch_add(1) | kUnawaited;
+  absl::Status sent =
+      SendCall(SessionCall{call_id, SessionCallKind::kRelease, std::move(request)});
+  if (!sent.ok()) releases_unanswered_.fetch_sub(1);
+  return sent;
+}
+
+absl::Status SessionChannel::SettleReleases(absl::Duration timeout) {
+  if (releases_unanswered_.load() == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  while (releases_unanswered_.load() > 0) {
+    auto packet = Receive(socket_.get(), deadline);
+    if (!packet.ok()) return packet.status();
+    MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::uint64_t> SessionChannel::TakeFreed() {

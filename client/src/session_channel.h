@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/src/daemon_trust.h"
+#include "common/session_codec.h"
 #include "common/unique_fd.h"
 #include "common/unix_socket.h"
 
@@ -55,6 +57,32 @@ class SessionChannel {
   // Drain), each once.
   std::vector<std::uint64_t> TakeFreed();
 
+  // Whether the daemon takes calls on this socket (the fast control path:
+  // protocol version 2 and later).
+  bool takes_calls() const { return takes_calls_; }
+
+  // A call's answer, with the descriptor that came in its packet.
+  struct Answer {
+    SessionAnswer answer;
+    UniqueFd fd;
+  };
+  // Sends a call of `kind` (the request message's bytes) and waits for its
+  // answer; packets for others that arrive first are kept for them.
+  // Errors: UNAVAILABLE (the daemon hung up, or the socket is full: send
+  // the call over gRPC instead), DEADLINE_EXCEEDED, DATA_LOSS. The answer's
+  // own code is the daemon's verdict.
+  absl::StatusOr<Answer> Call(SessionCallKind kind, std::string request, absl::Duration timeout);
+
+  // Sends a Release without waiting for its outcome; its answer is read
+  // later, by whatever reads the socket, and SettleReleases waits for the
+  // answers of all sent so far. Errors: UNAVAILABLE (hung up or full: send
+  // it over gRPC instead).
+  absl::Status SendRelease(std::string request);
+  // Waits (up to `timeout`) until the daemon answered every Release sent so
+  // far, so that a call on another path (gRPC) sees them done. Errors: as
+  // TakeFd.
+  absl::Status SettleReleases(absl::Duration timeout);
+
   enum class Event { kHungUp, kWoken, kReadable };
   // Blocks until the daemon closes its end, `wake_fd` becomes readable or a
   // packet waits on the socket, and says which (in that order when several
@@ -64,11 +92,15 @@ class SessionChannel {
 
  private:
   SessionChannel(UniqueFd socket, std::uint64_t id, std::string token,
-                 std::string directory)
+                 std::string directory, bool takes_calls)
       : socket_(std::move(socket)),
         id_(id),
         token_(std::move(token)),
-        directory_(std::move(directory)) {}
+        directory_(std::move(directory)),
+        takes_calls_(takes_calls) {}
+
+  // Sends one call packet without blocking. Errors: UNAVAILABLE.
+  absl::Status SendCall(const SessionCall& call);
 
   // Keeps a descriptor for its call or a notice for TakeFreed. Errors:
   // DATA_LOSS (a packet memd does not send).
@@ -78,12 +110,19 @@ class SessionChannel {
   const std::uint64_t id_;
   const std::string token_;
   const std::string directory_;
+  const bool takes_calls_;
+  std::atomic<std::uint64_t> next_call_id_{1};
+  // Releases sent whose answers were not read yet (SendRelease).
+  std::atomic<std::uint64_t> releases_unanswered_{0};
   absl::Mutex mu_;
   // Descriptors that arrived for calls still on their way back. Capped: an
   // entry is orphaned only when its call's reply was lost.
   std::map<std::uint64_t, UniqueFd> waiting_ ABSL_GUARDED_BY(mu_);
   // Ids of the BuffersFreed notices not yet taken (TakeFreed). Capped.
   std::vector<std::uint64_t> freed_ ABSL_GUARDED_BY(mu_);
+  // Answers that arrived for calls still waiting, by call id. Capped: an
+  // entry is orphaned only when its call gave up waiting.
+  std::map<std::uint64_t, Answer> answers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace memd::internal

@@ -106,32 +106,44 @@ absl::Status MemdService::Deliver(session::Session& session,
                                   broker::Grant grant,
                                   std::uint64_t mapped_buffer_id,
                                   v1::Lease* reply) {
-  // The buffer's memory never changes while its id lives, so a client that
-  // still maps this id needs no new descriptor.
   std::uint64_t seq = 0;
-  if (grant.handle.fd >= 0 && mapped_buffer_id != grant.buffer.id) {
+  if (NeedsDescriptor(grant, mapped_buffer_id)) {
     auto sent = session.SendFd(grant.handle.fd);
-    if (!sent.ok()) {
-      absl::Status released = broker_.Release(session.id(), grant.lease);
-      if (!released.ok()) spdlog::debug("undo lease: {}", released.ToString());
-      // RESOURCE_EXHAUSTED (too many unread) stays so: the client must
-      // read; anything else means it is gone or not reading at all.
-      const absl::StatusCode code = absl::IsResourceExhausted(sent.status())
-                                        ? absl::StatusCode::kResourceExhausted
-                                        : absl::StatusCode::kUnavailable;
-      return absl::Status(code, absl::StrCat(
-          "could not pass the buffer's descriptor to the client: ",
-          sent.status().message()));
-    }
+    if (!sent.ok()) return UndoGrant(session, grant, sent.status());
     seq = *sent;
   }
+  FillLease(grant, seq, reply);
+  return absl::OkStatus();
+}
+
+bool MemdService::NeedsDescriptor(const broker::Grant& grant, std::uint64_t mapped_buffer_id) {
+  // The buffer's memory never changes while its id lives, so a client that
+  // still maps this id needs no new descriptor.
+  return grant.handle.fd >= 0 && mapped_buffer_id != grant.buffer.id;
+}
+
+absl::Status MemdService::UndoGrant(session::Session& session, const broker::Grant& grant,
+                                    const absl::Status& send_failed) {
+  absl::Status released = broker_.Release(session.id(), grant.lease);
+  if (!released.ok()) spdlog::debug("undo lease: {}", released.ToString());
+  // RESOURCE_EXHAUSTED (too many unread) stays so: the client must read;
+  // anything else means it is gone or not reading at all.
+  const absl::StatusCode code = absl::IsResourceExhausted(send_failed)
+                                    ? absl::StatusCode::kResourceExhausted
+                                    : absl::StatusCode::kUnavailable;
+  return absl::Status(code, absl::StrCat("could not pass the buffer's descriptor to the client: ",
+                                         send_failed.message()));
+}
+
+void MemdService::FillLease(const broker::Grant& grant, std::uint64_t fd_seq,
+                            v1::Lease* reply) const {
   reply->set_lease_id(grant.lease);
   reply->set_access(ToProto(grant.access));
   reply->set_created(grant.created);
   ToProto(grant.buffer, reply->mutable_buffer());
   v1::Handle* handle = reply->mutable_handle();
   handle->set_type(ToProto(grant.handle.type));
-  handle->set_fd_seq(seq);
+  handle->set_fd_seq(fd_seq);
   handle->set_offset(grant.offset);
   handle->set_mapped_bytes(grant.mapped_bytes);
   handle->set_segment_id(grant.segment_id);
@@ -144,7 +156,6 @@ absl::Status MemdService::Deliver(session::Session& session,
       handle->set_device_uuid(device_uuids_[device]);
     }
   }
-  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* MemdService::Respond(
@@ -330,11 +341,16 @@ grpc::ServerUnaryReactor* MemdService::Seal(grpc::CallbackServerContext* context
                                             v1::SealReply* reply) {
   return Respond(context, "Seal", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    absl::StatusOr<broker::BufferInfo> info = broker_.Seal(session->id(), request->lease_id());
-    if (!info.ok()) return copies_.WithWritingTransfers(session->id(), info.status());
-    ToProto(*info, reply->mutable_buffer());
-    return absl::OkStatus();
+    return SealLease(session->id(), *request, reply);
   });
+}
+
+absl::Status MemdService::SealLease(broker::SessionId session, const v1::SealRequest& request,
+                                    v1::SealReply* reply) {
+  absl::StatusOr<broker::BufferInfo> info = broker_.Seal(session, request.lease_id());
+  if (!info.ok()) return copies_.WithWritingTransfers(session, info.status());
+  ToProto(*info, reply->mutable_buffer());
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* MemdService::Release(grpc::CallbackServerContext* context,

@@ -70,6 +70,15 @@ class MemdService final : public v1::Memd::CallbackService {
     copies_.EndSession(session, drain);
   }
 
+  // A call of the fast control path (SessionHooks::call, on the session
+  // server's thread): the same checks and broker calls as its gRPC method,
+  // observed under the method's name, answered on the session socket
+  // without blocking. Only what waits for nothing is taken there: an Open
+  // with a wait, a location or a memory wait is INVALID_ARGUMENT (libmemd
+  // sends those over gRPC), as is a call that is none of Open, Release and
+  // Seal, or an Open or Seal that wants no answer (call_id 0).
+  void HandleSessionCall(session::Session& session, const SessionCall& call);
+
   grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* context,
                                    const v1::CreateRequest* request,
                                    v1::Lease* reply) override;
@@ -166,6 +175,29 @@ class MemdService final : public v1::Memd::CallbackService {
   // released again.
   absl::Status Deliver(session::Session& session, broker::Grant grant,
                        std::uint64_t mapped_buffer_id, v1::Lease* reply);
+  // Whether the grant's descriptor must travel: the handle has one and the
+  // client does not map that buffer already.
+  static bool NeedsDescriptor(const broker::Grant& grant, std::uint64_t mapped_buffer_id);
+  // A descriptor that could not be sent: the lease is released again, and
+  // the status says why (RESOURCE_EXHAUSTED: too many unread; UNAVAILABLE).
+  absl::Status UndoGrant(session::Session& session, const broker::Grant& grant,
+                         const absl::Status& send_failed);
+  // The grant as a Lease reply, its descriptor named by `fd_seq` (0: none
+  // sent, or it rides in the packet of a session answer).
+  void FillLease(const broker::Grant& grant, std::uint64_t fd_seq, v1::Lease* reply) const;
+
+  // Seals the session's lease (both paths): the broker's errors, with the
+  // session's copies still writing the buffer named.
+  absl::Status SealLease(broker::SessionId session, const v1::SealRequest& request,
+                         v1::SealReply* reply);
+  // The fast control path's calls (session_calls.cc): what each does, into
+  // the answer's reply bytes. An Open sends its own answer (its descriptor
+  // rides in it) and returns whether it did.
+  absl::Status SessionOpen(session::Session& session, const SessionCall& call,
+                           SessionAnswer& answer, bool* answered);
+  absl::Status SessionSeal(session::Session& session, const SessionCall& call,
+                           SessionAnswer& answer);
+  absl::Status SessionRelease(session::Session& session, const SessionCall& call);
 
   // Runs a handler body that finishes at once, answers with its status and
   // tells the observer.

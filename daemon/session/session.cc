@@ -70,6 +70,12 @@ absl::Status Session::SendFreed(const std::vector<std::uint64_t>& buffer_ids) {
   return absl::OkStatus();
 }
 
+absl::Status Session::SendAnswer(const SessionAnswer& answer, int fd) {
+  absl::MutexLock lock(&send_mu_);
+  MEMD_RETURN_IF_ERROR(CheckInFlight());
+  return SendPacket(socket_.get(), EncodeSessionMessage(answer), fd, MSG_DONTWAIT);
+}
+
 absl::StatusOr<std::uint64_t> Session::SendFd(int fd) {
   absl::MutexLock lock(&send_mu_);
   MEMD_RETURN_IF_ERROR(CheckInFlight());

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
 #include "common/unix_socket.h"
+#include "common/session_codec.h"
 #include "daemon/session/closer.h"
 
 namespace memd::session {
@@ -26,8 +27,8 @@ struct SessionShared {
 };
 
 /// One connected client of the session socket: its credentials, the token
-/// its gRPC calls carry, and the socket descriptors travel over (to the
-/// client only: the daemon never reads it).
+/// its gRPC calls carry, and the socket descriptors, notices and the fast
+/// control path's answers travel over (the SessionServer reads its calls).
 /// Owns the socket (handed to the closer when the last reference goes).
 /// Thread-safe.
 class Session {
@@ -59,6 +60,11 @@ class Session {
   // (that many packets wait unread: the rest are dropped), UNAVAILABLE (the
   // client hung up, or its socket is full).
   absl::Status SendFreed(const std::vector<std::uint64_t>& buffer_ids);
+
+  // Answers a call of the fast control path, with a duplicate of `fd`
+  // when >= 0 (a lease's descriptor) in the same packet. Never blocks.
+  // Errors: as SendFd (an answer counts like a descriptor).
+  absl::Status SendAnswer(const SessionAnswer& answer, int fd);
 
  private:
   // Descriptors sent and not yet read by the client, from the kernel's

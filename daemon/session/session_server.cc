@@ -177,9 +177,10 @@ void SessionServer::Run() {
         AcceptSessions(now);
       } else if (control_listener_ && fd == control_listener_->fd()) {
         AcceptControl(now);
-      } else {
-        // Session sockets are watched for nothing but hang-ups and errors.
+      } else if ((events[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) != 0) {
         Hangup(fd);
+      } else {
+        ReadCalls(fd, now);
       }
     }
   }
@@ -187,9 +188,6 @@ void SessionServer::Run() {
 
 void SessionServer::AcceptSessions(absl::Time now) {
   while (std::optional<UniqueFd> fd = sessions_listener_.Accept(now)) {
-    // The client has nothing to say on this socket: shut it for reading so
-    // that whatever it sends fails (EPIPE) instead of queueing here.
-    ::shutdown(fd->get(), SHUT_RD);
     SessionHello hello;
     hello.protocol_version = kSessionProtocolVersion;
     auto peer = GetPeerCredentials(fd->get());
@@ -214,7 +212,9 @@ void SessionServer::AcceptSessions(absl::Time now) {
     hello.token = *token;
     const int raw = fd->get();
     epoll_event event{};
-    event.events = 0;  // EPOLLHUP and EPOLLERR are always reported.
+    // Calls of the fast control path, and hang-ups (EPOLLHUP and EPOLLERR
+    // are always reported).
+    event.events = EPOLLIN | EPOLLRDHUP;
     event.data.fd = raw;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw, &event) != 0) {
       spdlog::error("session server: epoll_ctl: {}", std::strerror(errno));
@@ -273,6 +273,39 @@ void SessionServer::Hangup(int fd) {
   }
   spdlog::debug("session {} ended (pid {})", session->id(), session->peer().pid);
   hooks_.end(session->id());
+}
+
+void SessionServer::ReadCalls(int fd, absl::Time now) {
+  auto it = by_fd_.find(fd);
+  if (it == by_fd_.end()) return;
+  const std::shared_ptr<Session> session = it->second;
+  // A few packets a turn: level-triggered epoll comes back for the rest, so
+  // that one busy client takes turns with every other socket.
+  for (int read = 0; read < kCallsPerTurn; ++read) {
+    auto packet = ReceivePacket(fd, kMaxCallBytes, MSG_DONTWAIT);
+    if (!packet.ok()) {
+      if (absl::IsUnavailable(packet.status())) Hangup(fd);
+      return;
+    }
+    if (!packet->has_value()) return;
+    if ((*packet)->fd) {
+      // Refused by the listener where the kernel can (SO_PASSRIGHTS); a
+      // descriptor that came anyway is closed off this thread, since its
+      // close may block.
+      shared_->closer.Close(std::move((*packet)->fd));
+      refusals_.Warn(now, absl::StrCat("session ", session->id(), " (pid ", session->peer().pid,
+                                       ") sent a descriptor: dropped"));
+      continue;
+    }
+    absl::StatusOr<SessionMessage> message = DecodeSessionMessage((*packet)->bytes);
+    const SessionCall* call = message.ok() ? std::get_if<SessionCall>(&*message) : nullptr;
+    if (call == nullptr || !hooks_.call) {
+      refusals_.Warn(now, absl::StrCat("session ", session->id(), " (pid ", session->peer().pid,
+                                       ") sent a packet that is no call: dropped"));
+      continue;
+    }
+    hooks_.call(*session, *call);
+  }
 }
 
 std::shared_ptr<Session> SessionServer::Find(absl::string_view token) const {

@@ -34,6 +34,10 @@ struct SessionHooks {
       start;
   std::function<void(std::uint64_t session)> end;
   std::function<void(UniqueFd connection)> control;
+  // A call of the fast control path from `session`, on the server's
+  // thread: it must not block, and answers (or not) through the session.
+  // Unset: calls are dropped.
+  std::function<void(Session& session, const SessionCall& call)> call;
 };
 
 struct SessionServerOptions {
@@ -52,9 +56,12 @@ struct SessionServerOptions {
 /// leases. On the control socket it accepts gRPC connections itself,
 /// records their credentials (ControlConnections) and hands them to gRPC.
 ///
+/// It also reads the fast control path's calls from session sockets and
+/// hands them to hooks.call on its thread, a few a turn per socket.
+///
 /// No client input can block its thread: the listeners refuse descriptors
-/// (where the kernel can), session sockets are shut for reading at accept
-/// (clients have nothing to say there; a send fails with EPIPE), failing
+/// (where the kernel can; one that comes anyway goes to the closer), calls
+/// are handled without waiting (answers are sent without blocking), failing
 /// accepts back off, and what clients can trigger is logged at a bounded
 /// rate. Owns the listening sockets, one epoll thread and the sessions.
 /// Thread-safe.
@@ -96,6 +103,13 @@ class SessionServer {
   void AcceptSessions(absl::Time now);
   void AcceptControl(absl::Time now);
   void Hangup(int fd);
+  // Reads up to kCallsPerTurn packets of session socket `fd` and hands the
+  // calls to hooks.call; drops anything else (a descriptor goes to the
+  // closer).
+  void ReadCalls(int fd, absl::Time now);
+  static constexpr int kCallsPerTurn = 16;
+  // The largest call read; a longer packet is cut short and fails to decode.
+  static constexpr std::size_t kMaxCallBytes = 16 * 1024;
   // Sets what epoll waits for on a listener: connections, or nothing while
   // it is paused.
   void Watch(const Listener& listener);

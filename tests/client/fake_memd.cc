@@ -75,7 +75,9 @@ void FakeMemd::Accept() {
     if (!socket) continue;
     absl::MutexLock lock(&mu_);
     SessionHello hello;
-    hello.protocol_version = kSessionProtocolVersion;
+    // Version 1: this fake takes every call over gRPC, none on the session
+    // socket, as memd before the fast control path did.
+    hello.protocol_version = 1;
     hello.session_id = ++next_session_;
     hello.token = Token(hello.session_id);
     if (!SendPacket(socket.get(), EncodeSessionMessage(hello), -1).ok()) continue;

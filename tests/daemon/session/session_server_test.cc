@@ -16,6 +16,7 @@
 #include "common/session_codec.h"
 #include "common/unix_socket.h"
 #include "gtest/gtest.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/temp_dir.h"
 
 namespace memd::session {
@@ -35,7 +36,12 @@ class SessionServerTest : public ::testing::Test {
         [this](std::uint64_t) {
           if (++ended_ == 1) first_end_.Notify();
         },
-        [](UniqueFd) {}};
+        [](UniqueFd) {},
+        [this](Session& session, const SessionCall& call) {
+          calls_.fetch_add(1);
+          SessionAnswer answer{call.call_id, 0, "", absl::StrCat("echo ", call.request)};
+          (void)session.SendAnswer(answer, -1);
+        }};
     SessionServerOptions options;
     options.refuse_descriptors = refuse;
     options.max_fds_in_flight_per_session = in_flight;
@@ -66,12 +72,13 @@ class SessionServerTest : public ::testing::Test {
   const std::string path_ = dir_.Join("session.sock");
   std::atomic<std::uint64_t> started_{0};
   std::atomic<std::uint64_t> ended_{0};
+  std::atomic<std::uint64_t> calls_{0};
   absl::Notification first_end_;
 };
 
 TEST_F(SessionServerTest, WithoutPassRightsALoadedSocketIsClosedOffTheEventThread) {
   // As on a kernel before 6.16: a client can slip a descriptor into its
-  // socket before memd accepts and shuts it for reading. Load it with a
+  // socket before memd accepts it and reads its packets. Load it with a
   // TCP socket whose last close lingers for a minute.
   UniqueFd silent(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in address{};
@@ -149,6 +156,80 @@ TEST_F(SessionServerTest, ASessionMayLeaveOnlyItsBoundOfDescriptorsUnread) {
     ASSERT_TRUE(packet.ok() && packet->has_value());
   }
   EXPECT_TRUE(session->SendFd(1).ok());
+}
+
+// The answer to call `call_id` on `socket`, waiting at most a few seconds.
+absl::StatusOr<SessionAnswer> AnswerOf(int socket, std::uint64_t call_id) {
+  for (;;) {
+    pollfd readable{socket, POLLIN, 0};
+    if (::poll(&readable, 1, 10000) != 1) return absl::DeadlineExceededError("no answer");
+    auto packet = ReceivePacket(socket, 4096, MSG_DONTWAIT);
+    if (!packet.ok()) return packet.status();
+    if (!packet->has_value()) continue;
+    auto message = DecodeSessionMessage((*packet)->bytes);
+    if (!message.ok()) return message.status();
+    const auto* answer = std::get_if<SessionAnswer>(&*message);
+    if (answer != nullptr && answer->call_id == call_id) return *answer;
+  }
+}
+
+TEST_F(SessionServerTest, CallsAreAnsweredAndAnythingElseIsDropped) {
+  std::unique_ptr<SessionServer> server = MakeServer(/*refuse=*/true);
+  ASSERT_TRUE(server->Start().ok());
+  auto client = Greeted();
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int socket = client->first.get();
+  ASSERT_TRUE(SendPacket(socket, EncodeSessionMessage(SessionCall{7, SessionCallKind::kOpen, "a"}),
+                         -1).ok());
+  auto first = AnswerOf(socket, 7);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->reply, "echo a");
+  // Garbage, and a message only memd sends: dropped, the session goes on.
+  ASSERT_TRUE(SendPacket(socket, "garbage", -1).ok());
+  ASSERT_TRUE(SendPacket(socket, EncodeSessionMessage(SessionFd{3}), -1).ok());
+  ASSERT_TRUE(SendPacket(socket, EncodeSessionMessage(SessionCall{8, SessionCallKind::kSeal, "b"}),
+                         -1).ok());
+  auto second = AnswerOf(socket, 8);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->reply, "echo b");
+  EXPECT_EQ(calls_, 2u);
+  EXPECT_EQ(server->size(), 1u);
+}
+
+// One client floods calls and reads no answer: its answers stop at its
+// in-flight bound, and the server's thread, taking a few calls a turn from
+// each socket, still answers everyone else.
+TEST_F(SessionServerTest, AFloodOfCallsCostsOnlyTheFlooder) {
+  std::unique_ptr<SessionServer> server = MakeServer(/*refuse=*/true, /*in_flight=*/8);
+  ASSERT_TRUE(server->Start().ok());
+  auto flooder = Greeted();
+  auto other = Greeted();
+  ASSERT_TRUE(flooder.ok() && other.ok());
+  const int flood = flooder->first.get();
+  int sent = 0;
+  while (sent < 2000 &&
+         SendPacket(flood, EncodeSessionMessage(SessionCall{static_cast<std::uint64_t>(sent + 1),
+                                                            SessionCallKind::kRelease, "x"}),
+                    -1, MSG_DONTWAIT).ok()) {
+    ++sent;
+  }
+  ASSERT_GT(sent, 8);
+  ASSERT_TRUE(SendPacket(other->first.get(),
+                         EncodeSessionMessage(SessionCall{1, SessionCallKind::kOpen, "mine"}), -1)
+                  .ok());
+  auto answer = AnswerOf(other->first.get(), 1);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->reply, "echo mine");
+  // Every flooded call handled, then what waits for the flooder counted.
+  ASSERT_TRUE(test::PollUntil([&] { return calls_.load() >= static_cast<std::uint64_t>(sent) + 1; }));
+  int answers = 0;
+  for (;;) {
+    auto packet = ReceivePacket(flood, 4096, MSG_DONTWAIT);
+    ASSERT_TRUE(packet.ok());
+    if (!packet->has_value()) break;
+    ++answers;
+  }
+  EXPECT_LE(answers, 8) << "answers stop at the in-flight bound";
 }
 
 TEST_F(SessionServerTest, AHangUpEndsTheSessionOnce) {
