@@ -30,6 +30,8 @@
 #include <dirent.h>
 #include <sched.h>
 #include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -169,6 +171,8 @@ absl::Status StartDurable(memd::test::ServiceManager& manager, const std::string
 std::unique_ptr<Setup> g_setup;
 // The p50 of the last BM_Echo run per mode (index: pinned), 0 before one.
 double g_echo_p50[2] = {0, 0};
+// The same for BM_SeqpacketEcho: the floor of any call over a socket.
+double g_seqpacket_p50[2] = {0, 0};
 
 void EndSetup() {
   if (g_setup == nullptr) return;
@@ -357,6 +361,54 @@ void BM_Echo(benchmark::State& state, bool pinned) {
   g_echo_p50[pinned] = Percentile(echo, 50);
 }
 
+// The floor the fast control path is held to (issue 28, target 4): a raw
+// SOCK_SEQPACKET round trip of a 64-byte packet between this process and a
+// child that echoes it, in the same affinity as the daemon's.
+void BM_SeqpacketEcho(benchmark::State& state, bool pinned) {
+  std::string error;
+  if (Prepare(pinned, &error) == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    state.SkipWithError("socketpair failed");
+    return;
+  }
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // Raw system calls only: nothing of gRPC's is used after the fork.
+    ::close(pair[0]);
+    char packet[256];
+    for (;;) {
+      const ssize_t got = ::recv(pair[1], packet, sizeof(packet), 0);
+      if (got <= 0 || ::send(pair[1], packet, static_cast<std::size_t>(got), 0) != got) break;
+    }
+    ::_exit(0);
+  }
+  ::close(pair[1]);
+  std::vector<double> echo;
+  echo.reserve(state.max_iterations);
+  char packet[64] = {};
+  for (auto _ : state) {
+    Clock::time_point start = Clock::now();
+    const bool ok = child > 0 && ::send(pair[0], packet, sizeof(packet), 0) == sizeof(packet) &&
+                    ::recv(pair[0], packet, sizeof(packet), 0) == sizeof(packet);
+    Clock::time_point end = Clock::now();
+    if (!ok) {
+      state.SkipWithError("the echo child did not answer");
+      break;
+    }
+    echo.push_back(MicrosSince(start, end));
+    state.SetIterationTime(echo.back() / 1e6);
+  }
+  ::close(pair[0]);
+  if (child > 0) ::waitpid(child, nullptr, 0);
+  if (echo.empty()) return;
+  Report(state, "", echo);
+  g_seqpacket_p50[pinned] = Percentile(echo, 50);
+}
+
 // Open alone is the timed span; the Release after it is timed apart. The
 // baseline for the ratio is sampled in the same loop: before every
 // g_echo_block opens come g_echo_block Pings, each timed, so the echo and
@@ -428,6 +480,12 @@ void BM_Open(benchmark::State& state, bool pinned, bool cold) {
   if (g_echo_p50[pinned] > 0) {
     state.counters["open_over_bm_echo_p50"] = open_p50 / g_echo_p50[pinned];
   }
+  // Issue 28, target 4: an Open <= 2x a raw SOCK_SEQPACKET round trip, and
+  // an Open+Release cycle <= 1.2x an Open (the Release does not wait).
+  if (g_seqpacket_p50[pinned] > 0) {
+    state.counters["open_over_seqpacket_p50"] = open_p50 / g_seqpacket_p50[pinned];
+  }
+  state.counters["cycle_over_open_p50"] = Percentile(cycle, 50) / open_p50;
   state.SetLabel(open_p50 <= 1.25 * echo_p50 ? "target met (<=1.25x echo)"
                                              : "target MISSED (>1.25x echo)");
 }
@@ -746,6 +804,8 @@ void Register() {
           ->Unit(benchmark::kMicrosecond);
     };
     add("BM_Echo", [pinned](benchmark::State& state) { BM_Echo(state, pinned); });
+    add("BM_SeqpacketEcho",
+        [pinned](benchmark::State& state) { BM_SeqpacketEcho(state, pinned); });
     add("BM_Open", [pinned](benchmark::State& state) { BM_Open(state, pinned, false); });
     add("BM_OpenCold",
         [pinned](benchmark::State& state) { BM_Open(state, pinned, true); });
