@@ -45,6 +45,7 @@ const char* SessionCallName(SessionCallKind kind) {
     case SessionCallKind::kOpen: return "Open";
     case SessionCallKind::kRelease: return "Release";
     case SessionCallKind::kSeal: return "Seal";
+    case SessionCallKind::kBarrier: return "Barrier";
     case SessionCallKind::kUnknown: break;
   }
   return "unknown";
@@ -76,6 +77,7 @@ absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes) {
         case v1::SESSION_OPEN: kind = SessionCallKind::kOpen; break;
         case v1::SESSION_RELEASE: kind = SessionCallKind::kRelease; break;
         case v1::SESSION_SEAL: kind = SessionCallKind::kSeal; break;
+        case v1::SESSION_BARRIER: kind = SessionCallKind::kBarrier; break;
         default: break;
       }
       return SessionCall{call.call_id(), kind, call.request()};

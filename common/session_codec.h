@@ -52,7 +52,7 @@ inline constexpr std::size_t kMaxFreedIdsPerPacket = 64;
 // The fast control path (memd.v1.SessionCall, SessionAnswer): a request of
 // the gRPC method `kind` names, as the bytes of its protocol message, and
 // its answer. call_id 0: no answer wanted.
-enum class SessionCallKind { kUnknown = 0, kOpen = 1, kRelease = 2, kSeal = 3 };
+enum class SessionCallKind { kUnknown = 0, kOpen = 1, kRelease = 2, kSeal = 3, kBarrier = 4 };
 struct SessionCall {
   std::uint64_t call_id = 0;
   SessionCallKind kind = SessionCallKind::kUnknown;

@@ -237,7 +237,10 @@ void ClientCore::Watch() {
     }
     if (connection != nullptr && !connection->session->HungUp()) {
       retry = kFirstRetry;
-      absl::StatusOr<SessionChannel::Event> event = connection->session->Wait(wake_.get());
+      // Packets wake it only while it keeps device imports, whose buffers
+      // memd may say it freed; else each answer to a call would.
+      absl::StatusOr<SessionChannel::Event> event =
+          connection->session->Wait(wake_.get(), device_imports_.kept_bytes() > 0);
       if (!event.ok()) {
         WaitWake(kLastRetry);  // poll itself fails: do not spin.
       } else if (*event == SessionChannel::Event::kWoken) {
@@ -361,8 +364,11 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
     device.writable = writable;
     absl::StatusOr<Buffer> made = adopt_device(std::move(device), device_imports_, with_fd);
     if (made.ok() && !writable) {
+      const bool none_kept = device_imports_.kept_bytes() == 0;
       device_imports_.Keep(connection.generation, cache_name, lease.buffer().id(),
                            handle.mapped_bytes(), made->device_import_);
+      // The watcher now listens for memd's notices too.
+      if (none_kept && device_imports_.kept_bytes() > 0) Wake();
     }
     ForgetFreed(connection);  // TakeFd may have read notices.
     return made;

@@ -26,8 +26,6 @@ namespace {
 constexpr std::size_t kMaxPacket = 4096;
 constexpr std::size_t kMaxWaitingFds = 256;
 constexpr std::size_t kMaxFreed = 4096;
-// Marks the call ids of Releases nobody waits for (SendRelease).
-constexpr std::uint64_t kUnawaited = std::uint64_t{1} << 63;
 
 // Waits until the socket is readable. Errors: DEADLINE_EXCEEDED, or the
 // errno mapping of poll.
@@ -170,11 +168,6 @@ absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
       return absl::OkStatus();
     }
     if (auto* answer = std::get_if<SessionAnswer>(&*message)) {
-      if ((answer->call_id & kUnawaited) != 0) {
-        // A Release nobody waits for (SendRelease): read, so settled.
-        if (releases_unanswered_.load() > 0) releases_unanswered_.fetch_sub(1);
-        return absl::OkStatus();
-      }
       answers_[answer->call_id] = Answer{std::move(*answer), std::move(packet.fd)};
       if (answers_.size() > kMaxWaitingFds) answers_.erase(answers_.begin());
       return absl::OkStatus();
@@ -202,6 +195,9 @@ absl::StatusOr<SessionChannel::Answer> SessionChannel::Call(SessionCallKind kind
                                                             std::string request,
                                                             absl::Duration timeout) {
   const std::uint64_t call_id = next_call_id_.fetch_add(1);
+  // memd takes a socket's calls in order: once this one is answered, so
+  // were the Releases sent before it.
+  const std::uint64_t covers = releases_sent_.load();
   MEMD_RETURN_IF_ERROR(SendCall(SessionCall{call_id, kind, std::move(request)}));
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
@@ -210,6 +206,9 @@ absl::StatusOr<SessionChannel::Answer> SessionChannel::Call(SessionCallKind kind
     if (found != answers_.end()) {
       Answer answer = std::move(found->second);
       answers_.erase(found);
+      std::uint64_t settled = releases_settled_.load();
+      while (settled < covers && !releases_settled_.compare_exchange_weak(settled, covers)) {
+      }
       return answer;
     }
     auto packet = Receive(socket_.get(), deadline);
@@ -219,25 +218,15 @@ absl::StatusOr<SessionChannel::Answer> SessionChannel::Call(SessionCallKind kind
 }
 
 absl::Status SessionChannel::SendRelease(std::string request) {
-  // Counted first: its answer may be read before SendCall returns.
-  releases_unanswered_.fetch_add(1);
-  const std::uint64_t call_id = next_call_id_.fetch_add(1) | kUnawaited;
-  absl::Status sent =
-      SendCall(SessionCall{call_id, SessionCallKind::kRelease, std::move(request)});
-  if (!sent.ok()) releases_unanswered_.fetch_sub(1);
-  return sent;
+  // Counted first, so that a call sent after it covers it. One that fails
+  // to go stays counted: it costs one needless Barrier at most.
+  releases_sent_.fetch_add(1);
+  return SendCall(SessionCall{0, SessionCallKind::kRelease, std::move(request)});
 }
 
 absl::Status SessionChannel::SettleReleases(absl::Duration timeout) {
-  if (releases_unanswered_.load() == 0) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&mu_);
-  while (releases_unanswered_.load() > 0) {
-    auto packet = Receive(socket_.get(), deadline);
-    if (!packet.ok()) return packet.status();
-    MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
-  }
-  return absl::OkStatus();
+  if (releases_settled_.load() >= releases_sent_.load()) return absl::OkStatus();
+  return Call(SessionCallKind::kBarrier, {}, timeout).status();
 }
 
 std::vector<std::uint64_t> SessionChannel::TakeFreed() {
@@ -256,9 +245,12 @@ bool SessionChannel::HungUp() const {
   return ::poll(&poll_fd, 1, 0) > 0 && (poll_fd.revents & kHangUpEvents) != 0;
 }
 
-absl::StatusOr<SessionChannel::Event> SessionChannel::Wait(int wake_fd) const {
+absl::StatusOr<SessionChannel::Event> SessionChannel::Wait(int wake_fd, bool packets) const {
   for (;;) {
-    pollfd poll_fds[2] = {{socket_.get(), POLLRDHUP | POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    // Without `packets`, POLLIN is not asked of the socket: an answer
+    // arriving for a call must not wake this wait.
+    const short socket_events = packets ? (POLLRDHUP | POLLIN) : POLLRDHUP;
+    pollfd poll_fds[2] = {{socket_.get(), socket_events, 0}, {wake_fd, POLLIN, 0}};
     const int ready = ::poll(poll_fds, 2, -1);
     if (ready < 0) {
       if (errno == EINTR) continue;

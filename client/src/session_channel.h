@@ -73,22 +73,21 @@ class SessionChannel {
   // own code is the daemon's verdict.
   absl::StatusOr<Answer> Call(SessionCallKind kind, std::string request, absl::Duration timeout);
 
-  // Sends a Release without waiting for its outcome; its answer is read
-  // later, by whatever reads the socket, and SettleReleases waits for the
-  // answers of all sent so far. Errors: UNAVAILABLE (hung up or full: send
-  // it over gRPC instead).
+  // Sends a Release that wants no answer (call_id 0): its outcome is not
+  // reported. Errors: UNAVAILABLE (hung up or full: send it over gRPC
+  // instead).
   absl::Status SendRelease(std::string request);
-  // Waits (up to `timeout`) until the daemon answered every Release sent so
-  // far, so that a call on another path (gRPC) sees them done. Errors: as
-  // TakeFd.
+  // Returns once memd took every Release sent so far (any call answered
+  // since covers them; else one Barrier call), so that a call on another path
+  // (gRPC) sees them done. Errors: as Call.
   absl::Status SettleReleases(absl::Duration timeout);
 
   enum class Event { kHungUp, kWoken, kReadable };
-  // Blocks until the daemon closes its end, `wake_fd` becomes readable or a
-  // packet waits on the socket, and says which (in that order when several
-  // are); reads nothing, so a caller on another thread may take
-  // descriptors meanwhile. Errors: the errno mapping of poll.
-  absl::StatusOr<Event> Wait(int wake_fd) const;
+  // Blocks until the daemon closes its end, `wake_fd` becomes readable or,
+  // with `packets`, a packet waits on the socket, and says which (in that
+  // order when several are); reads nothing, so a caller on another thread
+  // may take descriptors meanwhile. Errors: the errno mapping of poll.
+  absl::StatusOr<Event> Wait(int wake_fd, bool packets) const;
 
  private:
   SessionChannel(UniqueFd socket, std::uint64_t id, std::string token,
@@ -112,8 +111,10 @@ class SessionChannel {
   const std::string directory_;
   const bool takes_calls_;
   std::atomic<std::uint64_t> next_call_id_{1};
-  // Releases sent whose answers were not read yet (SendRelease).
-  std::atomic<std::uint64_t> releases_unanswered_{0};
+  // Releases sent (SendRelease), and how many of them a call answered
+  // since is known to come after.
+  std::atomic<std::uint64_t> releases_sent_{0};
+  std::atomic<std::uint64_t> releases_settled_{0};
   absl::Mutex mu_;
   // Descriptors that arrived for calls still on their way back. Capped: an
   // entry is orphaned only when its call's reply was lost.

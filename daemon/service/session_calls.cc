@@ -46,14 +46,18 @@ void MemdService::HandleSessionCall(session::Session& session, const SessionCall
       case SessionCallKind::kRelease:
         status = SessionRelease(session, call);
         break;
+      case SessionCallKind::kBarrier:
+        // Nothing to do: the calls before it on this socket are done.
+        break;
       case SessionCallKind::kUnknown:
         status = absl::InvalidArgumentError(
-            "the session socket takes only Open, Release and Seal calls; send the rest "
-            "over gRPC");
+            "the session socket takes only Open, Release, Seal and Barrier calls; send the "
+            "rest over gRPC");
         break;
     }
   }
-  Observe(SessionCallName(call.kind), status.code(), start);
+  // A Barrier is no method of memd's: not counted as one.
+  if (call.kind != SessionCallKind::kBarrier) Observe(SessionCallName(call.kind), status.code(), start);
   if (!status.ok()) spdlog::debug("{} (session socket) failed: {}", SessionCallName(call.kind),
                                   status.ToString());
   if (answered || call.call_id == 0) return;
