@@ -184,10 +184,10 @@ def worker(mode, path, socket_dir, device, fake_cuda, ready, start, results):
             client = memd.connect(socket_dir)
             with open(path, "rb", buffering=0) as file:
                 # What memd.safetensors.load does before it makes torch views.
-                weights, header = memd.safetensors._attach_or_load(
+                buffer, header = memd.safetensors._attach_or_load(
                     client, path, file, "device:0", 0o600, 600.0)
             first = next(t for t in header.tensors if t.name == "layers.0.weight")
-            pointer = weights.device_pointer + first.offset
+            pointer = buffer.device_pointer + first.offset
             value = cuda.read_f16(pointer + 2 * CHECKED_ELEMENT)
         own_bytes = cuda.used_bytes() - used_before if cuda else 0
         results.put((time.time(), value, pointer, own_bytes, None))
