@@ -87,6 +87,17 @@ TEST(GpuBundleTest, ABundleRunsItsChecksWithNothingButTheCLibraryFromTheSystem) 
     }
   }
 
+  // The Python benchmarks travel with the tests, and so does the weights
+  // headline's smoke run on the fake driver (test_weights_bench.py, which
+  // the Python checks below run).
+  if (std::string(kWithPython) == "1") {
+    for (const char* file : {"tests/bench/weights_bench.py", "tests/bench/python_overhead_bench.py",
+                             "tests/python/test_weights_bench.py",
+                             "tests/python/memd_daemon.py"}) {
+      EXPECT_TRUE(fs::exists(bundle + "/" + file)) << "the bundle lacks " << file;
+    }
+  }
+
   // Run as on the GPU machine: an empty environment, so neither this
   // build's paths nor its libraries can help. In a sanitized build,
   // LeakSanitizer's exit-time scan once crashed in its own tracer ("Tracer
