@@ -38,7 +38,8 @@ enum class CachePolicy {
   kKeep,  // What it read stays cached (a second read of the file is a copy).
   kDrop,  // posix_fadvise(POSIX_FADV_DONTNEED) on each piece once read: a
           // file larger than memory does not push everything else out. It
-          // drops cached pages of the file whoever read them first. The
+          // drops cached pages of the file whoever read them first, but
+          // only clean ones (a file just written stays until written back). The
           // kernel drops a large folio (up to 2 MiB) only when one piece
           // covers all of it: ranges and pieces on 2 MiB boundaries do.
 };
