@@ -178,6 +178,7 @@ absl::Status ParallelFileReader::ReadPiece(const Piece& piece) {
         return read.status();
       } else {
         done = *read;
+        direct_bytes_ += done;
       }
     }
   }

@@ -8,6 +8,7 @@
 // reads in flight are what an NVMe drive needs to reach its bandwidth
 // (docs/benchmarks.md, "A file into a device buffer").
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -105,6 +106,9 @@ class ParallelFileReader {
   // Whether reads go around the page cache: false with kOff, and with
   // kPrefer once the filesystem refused.
   bool direct() const;
+  // Bytes read with O_DIRECT so far (ranges not aligned, and tails, go
+  // through the page cache even when direct()).
+  std::uint64_t direct_bytes() const { return direct_bytes_.load(); }
   int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
@@ -140,6 +144,7 @@ class ParallelFileReader {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // kPrefer after a read refused O_DIRECT: the rest goes buffered.
   bool direct_refused_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<std::uint64_t> direct_bytes_{0};
   std::vector<std::thread> threads_;
 };
 

@@ -191,8 +191,11 @@ TEST_F(FileReaderTest, DirectReadsAlignedRangesAndTheirTailsWhereTheFilesystemAl
   EXPECT_TRUE((*reader)->direct());
   Evict(fd_.get());
   ReadAllAndCompare(**reader, bytes, 2 * kPiece);
+  // All but the last 77 bytes (the tail) went direct.
+  EXPECT_EQ((*reader)->direct_bytes(), bytes.size() - 77);
   ReadAllAndCompare(**reader, bytes, 2 * kPiece + 1, 3);  // Unaligned: the page cache.
   EXPECT_TRUE((*reader)->direct());
+  EXPECT_EQ((*reader)->direct_bytes(), bytes.size() - 77);
   // The caller's descriptor keeps its flags.
   EXPECT_EQ(::fcntl(fd_.get(), F_GETFL) & O_DIRECT, 0);
 }
@@ -269,6 +272,7 @@ TEST_F(FileReaderTest, PreferredDirectOnAFilesystemWithoutItReadsThroughThePageC
         fd, {.threads = 2, .piece_bytes = kPiece, .direct = DirectIo::kPrefer});
     if (!reader.ok()) return 10;
     if ((*reader)->direct()) return 11;
+    if ((*reader)->direct_bytes() != 0) return 14;
     const std::string bytes = RandomBytes(3 * kAlign + 5, 4);
     Aligned into(bytes.size());
     if (!(*reader)->Wait((*reader)->Submit(0, into.span(0, bytes.size()))).ok()) return 12;

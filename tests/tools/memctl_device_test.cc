@@ -312,6 +312,29 @@ TEST_F(MemctlDeviceTest, BadReadFlagsAreUsageErrorsThatSayWhatWould) {
   EXPECT_THAT(Names(), IsEmpty());
 }
 
+// stdin may be a file something read 3 bytes of: O_DIRECT cannot start
+// there, which --direct-io says; the default reads on through the cache.
+TEST_F(MemctlDeviceTest, DirectIoFromAnUnalignedPositionIsRefusedAndTheDefaultReadsOn) {
+  StartDaemon();
+  const std::string bytes = RandomBytes((std::size_t{3} << 20) + 5, 13);
+  const std::string path = WriteFile("in", bytes);
+  const std::string memctl = BinDir() + "/memctl";
+  const std::string script = absl::StrCat(
+      "exec < ", path, "; dd bs=1 count=3 of=/dev/null 2>/dev/null; ", memctl,
+      " put --direct-io --location device:0 forced -; echo \"forced=$?\"; ", memctl,
+      " put --json --location device:0 auto -; echo \"auto=$?\"");
+  ProgramResult run = RunProgram("/bin/sh", {"-c", script}, "", Environment(),
+                                 absl::Seconds(120));
+  ASSERT_EQ(run.exit_code, 0) << Describe(run);
+  EXPECT_THAT(run.out, HasSubstr("forced=1"));
+  EXPECT_THAT(run.err, AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("at byte 3"),
+                             HasSubstr("drop --direct-io")));
+  EXPECT_EQ(client_->Stat("forced").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(run.out, HasSubstr("auto=0"));
+  EXPECT_THAT(run.out, ContainsRegex("\"file_io\": ?\"buffered\""));
+  EXPECT_TRUE(Get("auto") == bytes.substr(3));
+}
+
 // In a mount namespace of its own, memctl reads a file on ramfs, which has
 // no O_DIRECT: --direct-io fails and says so, the default reads through the
 // page cache.

@@ -202,6 +202,15 @@ absl::Status StageInRegularFile(Client& client, const FileToBuffer& request,
   Input& input = sized.input;
   const off_t start = ::lseek(input.fd.get(), 0, SEEK_CUR);
   if (start < 0) return Failed(absl::StrCat("read ", input.label), ErrnoStatus("lseek", errno));
+  if (request.transfer.direct_io == DirectIoMode::kAlways &&
+      start % ParallelFileReader::kDirectAlignment != 0) {
+    // stdin, a file something read part of: O_DIRECT needs aligned offsets.
+    return Failed(absl::StrCat("read ", input.label),
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "O_DIRECT reads from a multiple of ",
+                      ParallelFileReader::kDirectAlignment, " bytes; the file is at byte ",
+                      start, " (drop --direct-io)")));
+  }
   {
     // Gone before the staging it reads into.
     absl::StatusOr<std::unique_ptr<ParallelFileReader>> reader =
@@ -210,9 +219,9 @@ absl::Status StageInRegularFile(Client& client, const FileToBuffer& request,
     absl::Status staged = StageInFile(client, staging, buffer, sized.size, **reader,
                                       static_cast<std::uint64_t>(start), input.label,
                                       CopyOptionsFor(request.transfer), bar, report);
-    // After the reads: a filesystem that refused O_DIRECT part-way had the
-    // rest read through the page cache.
-    report.file_io = (*reader)->direct() ? "direct" : "buffered";
+    // After the reads: a filesystem that refused O_DIRECT part-way, or a
+    // file read from an unaligned position, went through the page cache.
+    report.file_io = (*reader)->direct_bytes() > 0 ? "direct" : "buffered";
     if (!staged.ok()) return staged;
   }
   if (::lseek(input.fd.get(), start + static_cast<off_t>(sized.size), SEEK_SET) < 0) {
