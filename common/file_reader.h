@@ -66,7 +66,8 @@ struct FileReadOptions {
 /// filesystem's block: kDirectAlignment (a page) covers every block size in
 /// use. A range whose start and memory are aligned is read direct except
 /// its unaligned tail, which goes through the page cache on `fd`; any other
-/// range goes through the page cache whole.
+/// range goes through the page cache whole, with kRequire too (the caller
+/// aligns, or checks direct_bytes()).
 class ParallelFileReader {
  public:
   static constexpr std::size_t kDirectAlignment = 4096;
