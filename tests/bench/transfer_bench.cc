@@ -28,10 +28,14 @@
 //     each timed: p50 and p99 in microseconds.
 // BM_Critical/load:L                Latency of a 64 KiB critical h2d copy,
 //     alone (L=0) and while background 1 GiB copies saturate the link (L=1).
-// BM_Cat, BM_ParallelRead,         `cat FILE > /dev/null`, the file read by
-// BM_FileTo/location:L              one thread per usable CPU into touched
-//     memory, and `memctl put --location host|pinned|device:0 FILE` against a
-//     real memd (L = 0, 1, 2), the file in the page cache.
+// BM_Cat, BM_ParallelRead/direct:D,  `cat FILE > /dev/null`; the file read by
+// BM_StagedRead/threads:T,           one thread per usable CPU into touched
+// BM_FileTo/location:L               memory, through the page cache (D=0) or
+//     with O_DIRECT from the storage (D=1); the read stage of a file's way to
+//     a GPU alone (common/file_reader.h into a ring of 8 x 32 MiB, T threads,
+//     0: its default); and `memctl put --location host|pinned|device:0 FILE`
+//     against a real memd (L = 0, 1, 2; 3: device:0 with --direct-io), the
+//     file in the page cache.
 //
 // After the runs a summary prints the ratios the targets are about (issue
 // 11, docs/benchmarks.md). On the fake driver every device figure is
@@ -47,6 +51,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "common/cpus.h"
+#include "common/file_reader.h"
 #include "daemon/transfer/copy_threads.h"
 #include "tests/bench/transfer_bench.h"
 
@@ -373,13 +378,44 @@ void PrintSummary() {
     Line(absl::StrCat("parallel read into touched memory GB/s, ", UsableCpus(), " threads").c_str(),
          g_file_bytes / read / 1e9, "");
   }
-  for (const char* location : {"host", "pinned", "device"}) {
+  const double read_direct = P50("read/parallel-direct");
+  if (read_direct > 0) {
+    Line(absl::StrCat("same with O_DIRECT (from storage) GB/s, ", UsableCpus(), " threads")
+             .c_str(),
+         g_file_bytes / read_direct / 1e9, "");
+  }
+  for (const char* threads : {"1", "0"}) {
+    const double staged = P50(absl::StrCat("read/staged/", threads));
+    if (staged <= 0) continue;
+    Line(absl::StrCat("read stage alone (file_reader, ring of 8 x 32 MiB) GB/s, ",
+                      threads[0] == '0' ? absl::StrCat(ParallelFileReader::DefaultReadThreads())
+                                        : std::string(threads),
+                      " thread(s)")
+             .c_str(),
+         g_file_bytes / staged / 1e9, "");
+  }
+  // The driver's own pinned h2d figure, from BM_PlainCuMemcpy in this run.
+  const double plain_pinned = P50("plain/0/1");
+  for (const char* location : {"host", "pinned", "device", "device-direct"}) {
     const double file = P50(absl::StrCat("file/", location));
     if (file <= 0) continue;
     Line(absl::StrCat("file -> ", location, " (memctl put) GB/s").c_str(),
          g_file_bytes / file / 1e9, "");
-    if (read > 0 && location[0] != 'd') {
+    const std::string_view where = location;
+    if (read > 0 && !where.starts_with("device")) {
       Line(absl::StrCat("file -> ", location, " / parallel read").c_str(), read / file,
+           "target >= 0.9 (issue 28)");
+    }
+    if (where == "device") {
+      if (read > 0) Line("file -> device / parallel read", read / file, "");
+      if (plain_pinned > 0) {
+        Line("file -> device speed / pinned cuMemcpy speed",
+             (g_file_bytes / file) / (kCopyBytes / plain_pinned),
+             "target >= 0.8 (issue 28, real GPU)");
+      }
+    }
+    if (where == "device-direct" && read_direct > 0) {
+      Line("file -> device --direct-io / parallel O_DIRECT read", read_direct / file,
            "target >= 0.9 (issue 28)");
     }
   }

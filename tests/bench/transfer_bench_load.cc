@@ -9,12 +9,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/cpus.h"
+#include "common/file_reader.h"
 #include "tests/bench/transfer_bench.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/run_program.h"
@@ -158,31 +161,45 @@ BENCHMARK(BM_Cat)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond)
 // What issue 28 compares a file's way into a buffer with: the same file
 // read by one thread per usable CPU, each its own range in 16 MiB reads,
 // into memory touched beforehand (no page faults), as fast as the page
-// cache gives it.
+// cache gives it (direct:0), or with O_DIRECT from the storage under it
+// (direct:1: the file is read from the device even though it is cached).
 void BM_ParallelRead(benchmark::State& state) {
   std::string error;
   if (!PrepareFile(&error)) {
     state.SkipWithError(error.c_str());
     return;
   }
-  const int fd = ::open(g_file.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool direct = state.range(0) == 1;
+  const int fd = ::open(g_file.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
   if (fd < 0) {
-    state.SkipWithError(absl::StrCat("cannot open ", g_file).c_str());
+    state.SkipWithError(absl::StrCat("cannot open ", g_file, direct ? " with O_DIRECT" : "")
+                            .c_str());
     return;
   }
-  std::vector<std::byte> memory(g_file_bytes, std::byte{1});  // Touched.
+  constexpr std::uint64_t kRead = std::uint64_t{16} << 20;
+  // Page aligned, as O_DIRECT needs, and touched.
+  void* aligned = nullptr;
+  if (::posix_memalign(&aligned, 4096, g_file_bytes) != 0) {
+    ::close(fd);
+    state.SkipWithError("no memory for the file");
+    return;
+  }
+  std::unique_ptr<std::byte, decltype(&std::free)> memory(static_cast<std::byte*>(aligned),
+                                                          &std::free);
+  std::memset(memory.get(), 1, g_file_bytes);
   const int threads = UsableCpus();
-  const std::uint64_t share = (g_file_bytes + threads - 1) / threads;
+  // Whole reads per thread, so that every offset but the file's end is
+  // aligned for O_DIRECT.
+  const std::uint64_t share = (g_file_bytes / kRead + threads - 1) / threads * kRead;
   for (auto _ : state) {
     std::atomic<bool> failed{false};
     const Clock::time_point start = Clock::now();
     std::vector<std::thread> readers;
     for (int i = 0; i < threads; ++i) {
       readers.emplace_back([&, i] {
-        constexpr std::uint64_t kRead = std::uint64_t{16} << 20;
         const std::uint64_t end = std::min(g_file_bytes, (i + 1) * share);
         for (std::uint64_t at = i * share; at < end;) {
-          const ssize_t got = ::pread(fd, memory.data() + at, std::min(kRead, end - at),
+          const ssize_t got = ::pread(fd, memory.get() + at, std::min(kRead, end - at),
                                       static_cast<off_t>(at));
           if (got <= 0) {
             failed = true;
@@ -197,17 +214,72 @@ void BM_ParallelRead(benchmark::State& state) {
       state.SkipWithError(absl::StrCat("reading ", g_file, " failed").c_str());
       break;
     }
-    Record(state, "read/parallel", SecondsSince(start), g_file_bytes);
+    Record(state, direct ? "read/parallel-direct" : "read/parallel", SecondsSince(start),
+           g_file_bytes);
   }
   ::close(fd);
 }
-BENCHMARK(BM_ParallelRead)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ParallelRead)->ArgName("direct")->Arg(0)->Arg(1)->UseManualTime()->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
+// The read stage of a file's way to a device alone: common/file_reader.h
+// reading the file into a ring of 8 slices of 32 MiB (touched host memory,
+// as memctl's staging is), a slice read again as soon as its bytes are in,
+// on 1 thread or the default count (threads:0), through the page cache.
+void BM_StagedRead(benchmark::State& state) {
+  std::string error;
+  if (!PrepareFile(&error)) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  const int fd = ::open(g_file.c_str(), O_RDONLY | O_CLOEXEC);
+  absl::StatusOr<std::unique_ptr<ParallelFileReader>> reader =
+      ParallelFileReader::Create(fd, {.threads = static_cast<int>(state.range(0))});
+  if (!reader.ok()) {
+    state.SkipWithError(reader.status().ToString().c_str());
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  constexpr std::uint64_t kSlice = 32 * kMiB;
+  constexpr std::uint64_t kSlices = 8;
+  HostMemory ring(kSlice * kSlices);
+  for (auto _ : state) {
+    const Clock::time_point start = Clock::now();
+    std::deque<ParallelFileReader::Ticket> reads;
+    absl::Status status;
+    for (std::uint64_t at = 0, slice = 0; at < g_file_bytes && status.ok();
+         at += kSlice, ++slice) {
+      if (reads.size() == kSlices) {
+        status = (*reader)->Wait(reads.front());
+        reads.pop_front();
+      }
+      const std::uint64_t length = std::min(kSlice, g_file_bytes - at);
+      reads.push_back((*reader)->Submit(
+          at, {ring.bytes.get() + (slice % kSlices) * kSlice, static_cast<std::size_t>(length)}));
+    }
+    for (; !reads.empty(); reads.pop_front()) {
+      absl::Status last = (*reader)->Wait(reads.front());
+      if (status.ok()) status = last;
+    }
+    if (!status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      break;
+    }
+    Record(state, absl::StrCat("read/staged/", state.range(0)), SecondsSince(start),
+           g_file_bytes);
+  }
+  reader->reset();
+  ::close(fd);
+}
+BENCHMARK(BM_StagedRead)->ArgName("threads")->Arg(1)->Arg(0)->UseManualTime()->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 // `memctl put` of the file into an ephemeral buffer, freed when memctl
 // exits, so that from the second round on the pool gives the segment back.
-// range(0): 0 host, 1 pinned, 2 device:0.
-constexpr const char* kLocations[] = {"host", "pinned", "device:0"};
-constexpr const char* kKeys[] = {"host", "pinned", "device"};
+// range(0): 0 host, 1 pinned, 2 device:0, 3 device:0 with --direct-io (from
+// the storage, although the file is cached).
+constexpr const char* kLocations[] = {"host", "pinned", "device:0", "device:0 --direct-io"};
+constexpr const char* kKeys[] = {"host", "pinned", "device", "device-direct"};
 
 void BM_FileTo(benchmark::State& state) {
   std::string error;
@@ -236,7 +308,7 @@ void BM_FileTo(benchmark::State& state) {
     Record(state, absl::StrCat("file/", kKeys[state.range(0)]), seconds, g_file_bytes);
   }
 }
-BENCHMARK(BM_FileTo)->ArgName("location")->Arg(0)->Arg(1)->Arg(2)->UseManualTime()
+BENCHMARK(BM_FileTo)->ArgName("location")->Arg(0)->Arg(1)->Arg(2)->Arg(3)->UseManualTime()
     ->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include <fcntl.h>
 #include <pty.h>
 #include <signal.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,8 +114,9 @@ class MemctlDeviceTest : public ::testing::Test {
 TEST_F(MemctlDeviceTest, PutAndGetRoundTripFilesOfAnySizeThroughStaging) {
   StartDaemon();
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  // One byte; around a page; not a multiple of a chunk; more than the three
-  // 16 MiB staging slices hold, so slices are reused.
+  // One byte; around a page; not a multiple of a chunk; more than one
+  // 32 MiB staging slice (ReadFlagsRoundTripAFileThatCyclesTheStaging
+  // reuses every slice).
   for (std::size_t size : {std::size_t{1}, page - 1, page + 1, (std::size_t{5} << 20) + 123,
                            (std::size_t{50} << 20) + 4097}) {
     SCOPED_TRACE(size);
@@ -163,6 +167,202 @@ TEST_F(MemctlDeviceTest, PutWithoutDirectIoAndFromPipesFillsDeviceBuffers) {
   EXPECT_EQ(short_pipe.exit_code, kExitFailed) << Describe(short_pipe);
   EXPECT_THAT(short_pipe.err, HasSubstr("--size promised"));
   EXPECT_EQ(client_->Stat("short").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A file larger than memctl's staging (8 slices of 32 MiB), so that every
+// slice is read again, with an odd tail: mostly a hole (cheap to write and
+// to read), with different bytes every 64 KiB.
+std::string WriteLargeFile(const std::string& path, std::string& bytes) {
+  bytes.assign((std::size_t{300} << 20) + 12345, '\0');
+  for (std::size_t at = 0; at + 16 <= bytes.size(); at += 64 << 10) {
+    const std::string mark = absl::StrCat("@", at, "#");
+    bytes.replace(at, mark.size(), mark);
+  }
+  bytes.replace(bytes.size() - 5, 5, "tail!");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(bytes.size())), 0);
+  for (std::size_t at = 0; at < bytes.size(); at += 64 << 10) {
+    const std::size_t length = std::min<std::size_t>(16, bytes.size() - at);
+    EXPECT_EQ(::pwrite(fd, bytes.data() + at, length, static_cast<off_t>(at)),
+              static_cast<ssize_t>(length));
+  }
+  EXPECT_EQ(::pwrite(fd, bytes.data() + bytes.size() - 5, 5,
+                     static_cast<off_t>(bytes.size() - 5)),
+            5);
+  ::close(fd);
+  return path;
+}
+
+// Whether the filesystem under `dir` takes O_DIRECT.
+bool AllowsDirectIo(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+TEST_F(MemctlDeviceTest, ReadFlagsRoundTripAFileThatCyclesTheStaging) {
+  StartDaemon();
+  std::string bytes;
+  const std::string path = WriteLargeFile(files_.Join("large"), bytes);
+  const bool direct_allowed = AllowsDirectIo(path);
+  struct Case {
+    std::vector<std::string> flags;
+    std::string file_io;
+  };
+  const std::vector<Case> cases = {
+      {{"--no-direct-io", "--read-threads", "16", "--cache", "drop"}, "buffered"},
+      {{"--direct-io", "--cache", "keep", "--read-threads", "3"}, "direct"},
+  };
+  int round = 0;
+  for (const Case& test : cases) {
+    SCOPED_TRACE(testing::PrintToString(test.flags));
+    if (test.file_io == "direct" && !direct_allowed) continue;
+    const std::string name = absl::StrCat("large/", round++);
+    std::vector<std::string> args = {"put", "--json", "--location", "device:0"};
+    args.insert(args.end(), test.flags.begin(), test.flags.end());
+    args.insert(args.end(), {name, path});
+    ProgramResult put = Run(args);
+    ASSERT_EQ(put.exit_code, 0) << Describe(put);
+    Json json = Json::parse(put.out);
+    EXPECT_EQ(json.at("bytes"), bytes.size());
+    if (!test.file_io.empty()) {
+      EXPECT_EQ(json.at("file_io"), test.file_io);
+    }
+    EXPECT_TRUE(Get(name) == bytes) << "the round trip differs";
+    ASSERT_EQ(Run({"unlink", name}).exit_code, 0);
+  }
+  // cp from a file takes the same flags; one thread reads in order.
+  const std::string small = RandomBytes((std::size_t{5} << 20) + 3, 12);
+  ProgramResult cp = Run({"cp", "--json", "--read-threads", "1", "--no-direct-io",
+                          WriteFile("small", small), "small", "--location", "device:0"});
+  ASSERT_EQ(cp.exit_code, 0) << Describe(cp);
+  EXPECT_EQ(Json::parse(cp.out).at("file_io"), "buffered");
+  EXPECT_TRUE(Get("small") == small);
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->transfers.active, 0u);
+  EXPECT_EQ(stats->transfers.failed, 0u);
+}
+
+// Bytes of the file's first `size` the page cache holds.
+std::size_t CachedBytes(const std::string& path, std::size_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mapped == MAP_FAILED) return size;
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  std::size_t cached = 0;
+  if (::mincore(mapped, size, resident.data()) == 0) {
+    for (unsigned char flags : resident) cached += (flags & 1) * page;
+  }
+  ::munmap(mapped, size);
+  return cached;
+}
+
+TEST_F(MemctlDeviceTest, CacheDropLeavesTheFileOutOfThePageCache) {
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(files_.path().c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "tmpfs pages are the file: nothing to drop";
+  StartDaemon();
+  // Whole 8 MiB pieces: the page cache drops a large folio only when the
+  // advice covers all of it.
+  const std::size_t size = std::size_t{40} << 20;
+  const std::string path = WriteFile("cached", RandomBytes(size, 11));
+  {
+    // Written back first: the page cache drops clean pages only.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ::close(fd);
+  }
+  for (const std::string location : {"device:0", "host"}) {
+    SCOPED_TRACE(location);
+    const std::string tag = location == "host" ? "host" : "device";
+    // Cached first (written, then read): --no-direct-io reads the cache.
+    ProgramResult keep = Run({"put", "--no-direct-io", "--location", location,
+                              absl::StrCat("keep-", tag), path});
+    ASSERT_EQ(keep.exit_code, 0) << Describe(keep);
+    EXPECT_EQ(CachedBytes(path, size), size);
+    ProgramResult drop = Run({"put", "--no-direct-io", "--cache", "drop", "--location",
+                              location, absl::StrCat("drop-", tag), path});
+    ASSERT_EQ(drop.exit_code, 0) << Describe(drop);
+    EXPECT_EQ(CachedBytes(path, size), 0u);
+    // Cached again for the next round.
+    EXPECT_EQ(ReadWholeFile(path).size(), size);
+  }
+}
+
+TEST_F(MemctlDeviceTest, BadReadFlagsAreUsageErrorsThatSayWhatWould) {
+  StartDaemon();
+  const std::string path = WriteFile("in", "bytes");
+  for (const std::string threads : {"0", "-1", "17", "100000000000", "two"}) {
+    ProgramResult put =
+        Run({"put", "--read-threads", threads, "--location", "device:0", "t", path});
+    EXPECT_EQ(put.exit_code, 2) << threads << ": " << Describe(put);
+    EXPECT_THAT(put.err, HasSubstr("use 1 to 16")) << threads;
+  }
+  ProgramResult cache = Run({"put", "--cache", "sometimes", "--location", "device:0", "c", path});
+  EXPECT_EQ(cache.exit_code, 2) << Describe(cache);
+  EXPECT_THAT(cache.err, HasSubstr("use keep or drop"));
+  ProgramResult both = Run({"cp", "--direct-io", "--no-direct-io", path, "b"});
+  EXPECT_EQ(both.exit_code, 2) << Describe(both);
+  EXPECT_THAT(both.err, HasSubstr("--direct-io"));
+  EXPECT_THAT(Names(), IsEmpty());
+}
+
+// stdin may be a file something read 3 bytes of: O_DIRECT cannot start
+// there, which --direct-io says; the default reads on through the cache.
+TEST_F(MemctlDeviceTest, DirectIoFromAnUnalignedPositionIsRefusedAndTheDefaultReadsOn) {
+  StartDaemon();
+  const std::string bytes = RandomBytes((std::size_t{3} << 20) + 5, 13);
+  const std::string path = WriteFile("in", bytes);
+  const std::string memctl = BinDir() + "/memctl";
+  const std::string script = absl::StrCat(
+      "exec < ", path, "; dd bs=1 count=3 of=/dev/null 2>/dev/null; ", memctl,
+      " put --direct-io --location device:0 forced -; echo \"forced=$?\"; ", memctl,
+      " put --json --location device:0 auto -; echo \"auto=$?\"");
+  ProgramResult run = RunProgram("/bin/sh", {"-c", script}, "", Environment(),
+                                 absl::Seconds(120));
+  ASSERT_EQ(run.exit_code, 0) << Describe(run);
+  EXPECT_THAT(run.out, HasSubstr("forced=1"));
+  EXPECT_THAT(run.err, AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("at byte 3"),
+                             HasSubstr("drop --direct-io")));
+  EXPECT_EQ(client_->Stat("forced").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(run.out, HasSubstr("auto=0"));
+  EXPECT_THAT(run.out, ContainsRegex("\"file_io\": ?\"buffered\""));
+  EXPECT_TRUE(Get("auto") == bytes.substr(3));
+}
+
+// In a mount namespace of its own, memctl reads a file on ramfs, which has
+// no O_DIRECT: --direct-io fails and says so, the default reads through the
+// page cache.
+TEST_F(MemctlDeviceTest, DirectIoOnAFilesystemWithoutItFailsAndTheDefaultFallsBack) {
+  StartDaemon();
+  const std::string mount = files_.Join("ramfs");
+  ASSERT_EQ(::mkdir(mount.c_str(), 0700), 0);
+  const std::string memctl = BinDir() + "/memctl";
+  const std::string script = absl::StrCat(
+      "mount -t ramfs memd-test ", mount, " || exit 99; head -c 100000 /dev/urandom > ",
+      mount, "/f; ", memctl, " put --json --direct-io --location device:0 forced ", mount,
+      "/f; echo \"forced=$?\"; ", memctl, " put --json --location device:0 auto ", mount,
+      "/f; echo \"auto=$?\"");
+  std::vector<std::string> args = {"-m"};
+  if (::geteuid() != 0) args.insert(args.begin(), "-r");
+  args.insert(args.end(), {"sh", "-c", script});
+  ProgramResult run =
+      RunProgram("/usr/bin/unshare", args, "", Environment(), absl::Seconds(120));
+  if (run.exit_code != 0 || run.out.find("forced=") == std::string::npos) {
+    GTEST_SKIP() << "no mount namespace with ramfs here: " << Describe(run);
+  }
+  EXPECT_THAT(run.out, HasSubstr("forced=1"));
+  EXPECT_THAT(run.err, AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("refuses O_DIRECT"),
+                             HasSubstr("drop --direct-io")));
+  EXPECT_EQ(client_->Stat("forced").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(run.out, HasSubstr("auto=0"));
+  EXPECT_THAT(run.out, ContainsRegex("\"file_io\": ?\"buffered\""));
+  EXPECT_TRUE(client_->Stat("auto").ok());
 }
 
 TEST_F(MemctlDeviceTest, StagingFallsBackToHostMemoryWhenPinnedMemoryIsShort) {

@@ -1,6 +1,6 @@
 // memctl's InputReader: put's input read slice by slice into aligned
-// memory, with O_DIRECT where the filesystem allows it, and every way the
-// input can disagree with the size memctl expected.
+// memory, every way the input can disagree with the size memctl expected,
+// and the page cache probe that keeps a cached file from O_DIRECT.
 
 #include "tools/memctl/input_reader.h"
 
@@ -27,7 +27,7 @@ using ::memd::test::TempDir;
 using ::memd::test::WriteWholeFile;
 using ::testing::HasSubstr;
 
-constexpr std::size_t kAlign = InputReader::kDirectAlignment;
+constexpr std::size_t kAlign = 4096;
 
 // Page-aligned memory, as memctl's staging mapping is.
 struct Aligned {
@@ -50,8 +50,7 @@ struct Aligned {
 class InputReaderTest : public ::testing::Test {
  protected:
   // The file is evicted from the page cache where the filesystem can (not
-  // tmpfs), so that TryDirect takes O_DIRECT: it leaves cached files to
-  // the cache.
+  // tmpfs): reads come from the disk.
   Input Open(const std::string& bytes) {
     const std::string path = dir_.Join("in");
     WriteWholeFile(path, bytes);
@@ -83,36 +82,28 @@ class InputReaderTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(InputReaderTest, ReadsAlignedSlicesAndAnUnalignedTailWhicheverWayItCan) {
+TEST_F(InputReaderTest, ReadsAlignedSlicesAndAnUnalignedTail) {
   for (std::size_t size : {std::size_t{1}, kAlign - 1, kAlign, 3 * kAlign + 5,
                            (std::size_t{1} << 20) + 17}) {
-    for (bool direct : {true, false}) {
-      SCOPED_TRACE(testing::Message() << size << (direct ? " direct" : " buffered"));
-      const std::string bytes = RandomBytes(size, static_cast<unsigned>(size));
-      Input input = Open(bytes);
-      InputReader reader(input, nullptr, false, size);
-      if (direct) reader.TryDirect();  // tmpfs may refuse: then buffered.
-      Aligned into(size);
-      ASSERT_TRUE(ReadAll(reader, into, 2 * kAlign).ok());
-      EXPECT_TRUE(into.str() == bytes);
-    }
+    SCOPED_TRACE(testing::Message() << size);
+    const std::string bytes = RandomBytes(size, static_cast<unsigned>(size));
+    Input input = Open(bytes);
+    InputReader reader(input, nullptr, false, size);
+    Aligned into(size);
+    ASSERT_TRUE(ReadAll(reader, into, 2 * kAlign).ok());
+    EXPECT_TRUE(into.str() == bytes);
   }
 }
 
-// O_DIRECT goes to the disk: a file the page cache holds is read from the
-// cache instead.
-TEST_F(InputReaderTest, ACachedFileIsReadThroughThePageCache) {
+// O_DIRECT goes to the disk: memctl reads a file the page cache holds from
+// the cache instead.
+TEST_F(InputReaderTest, MostlyCachedTellsACachedFileFromAnEvictedOne) {
   const std::string bytes = RandomBytes(1 << 20, 9);
   const std::string path = dir_.Join("cached");
   WriteWholeFile(path, bytes);
   absl::StatusOr<Input> input = OpenInput(path);
   ASSERT_TRUE(input.ok()) << input.status();
   EXPECT_TRUE(InputReader::MostlyCached(input->fd.get(), bytes.size()));
-  InputReader reader(*input, nullptr, false, bytes.size());
-  EXPECT_FALSE(reader.TryDirect());
-  Aligned into(bytes.size());
-  ASSERT_TRUE(ReadAll(reader, into, 1 << 18).ok());
-  EXPECT_TRUE(into.str() == bytes);
   if (!OnTmpfs()) {  // tmpfs keeps every page: nothing to evict.
     Evict(input->fd.get());
     EXPECT_FALSE(InputReader::MostlyCached(input->fd.get(), bytes.size()));
@@ -120,24 +111,20 @@ TEST_F(InputReaderTest, ACachedFileIsReadThroughThePageCache) {
   EXPECT_FALSE(InputReader::MostlyCached(input->fd.get(), 0));
 }
 
-TEST_F(InputReaderTest, AFileReadPartWayStillReadsThroughThePageCache) {
-  // stdin may be a file something read 3 bytes of: O_DIRECT refuses the
-  // unaligned offset (EINVAL), and the reader carries on without it.
+TEST_F(InputReaderTest, AFileReadPartWayIsReadOnFromWhereItIs) {
+  // stdin may be a file something read 3 bytes of.
   const std::string bytes = RandomBytes(5 * kAlign, 4);
   Input input = Open(bytes);
   ASSERT_EQ(::lseek(input.fd.get(), 3, SEEK_SET), 3);
   InputReader reader(input, nullptr, false, bytes.size() - 3);
-  reader.TryDirect();
   Aligned into(bytes.size() - 3);
   ASSERT_TRUE(ReadAll(reader, into, 2 * kAlign).ok());
   EXPECT_TRUE(into.str() == bytes.substr(3));
-  EXPECT_FALSE(reader.direct());
 }
 
 TEST_F(InputReaderTest, AFileShorterThanExpectedIsAFailedPrecondition) {
   Input input = Open(RandomBytes(kAlign + 10, 5));
   InputReader reader(input, nullptr, false, 2 * kAlign);
-  reader.TryDirect();
   Aligned into(2 * kAlign);
   absl::Status status = ReadAll(reader, into, 2 * kAlign);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -148,7 +135,6 @@ TEST_F(InputReaderTest, AFileShorterThanExpectedIsAFailedPrecondition) {
 TEST_F(InputReaderTest, AFileLongerThanExpectedIsAFailedPrecondition) {
   Input input = Open(RandomBytes(2 * kAlign + 1, 6));
   InputReader reader(input, nullptr, false, 2 * kAlign);
-  reader.TryDirect();
   Aligned into(2 * kAlign);
   absl::Status status = ReadAll(reader, into, kAlign);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
@@ -173,7 +159,6 @@ TEST_F(InputReaderTest, CollectedPiecesFillSlicesAcrossTheirBoundaries) {
   collected.size = 10;
   Input unused;
   InputReader reader(unused, &collected, false, collected.size);
-  EXPECT_FALSE(reader.TryDirect()) << "memory needs no O_DIRECT";
   Aligned into(10);
   ASSERT_TRUE(ReadAll(reader, into, 4).ok());
   EXPECT_EQ(into.str(), "abcdefghij");

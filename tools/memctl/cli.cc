@@ -209,7 +209,13 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
   if (!texts.timeout.empty()) {
     transfer.timeout = absl::Seconds(ParseWait(texts.timeout).value_or(kMaxWaitSeconds));
   }
-  transfer.direct_io = !texts.no_direct_io;
+  transfer.direct_io = texts.direct_io      ? DirectIoMode::kAlways
+                       : texts.no_direct_io ? DirectIoMode::kNever
+                                            : DirectIoMode::kAuto;
+  if (!texts.read_threads.empty()) {
+    transfer.read_threads = ParseReadThreads(texts.read_threads).value_or(0);
+  }
+  transfer.cache = ParseCachePolicy(texts.cache).value_or(CachePolicy::kKeep);
   invocation.put.transfer = invocation.get.transfer = invocation.copy.transfer = transfer;
   FileOptions files;
   files.follow_symlinks = texts.follow_symlinks;

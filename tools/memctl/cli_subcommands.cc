@@ -68,9 +68,29 @@ void AddTransferOptions(CLI::App* sub, OptionTexts& texts, bool reads_files) {
       ->check(TimeoutValidator())
       ->type_name("SECONDS");
   if (reads_files) {
-    sub->add_flag("--no-direct-io", texts.no_direct_io,
-                  "Read files for device buffers through the page cache, not with "
-                  "O_DIRECT (faster when the file is cached already)");
+    CLI::Option* direct = sub->add_flag(
+        "--direct-io", texts.direct_io,
+        "Read a file for a device buffer with O_DIRECT, around the page cache, and fail "
+        "where its filesystem refuses that (ramfs; tmpfs before Linux 6.6). Default: "
+        "O_DIRECT where the filesystem allows it, unless the page cache holds the "
+        "file's start");
+    CLI::Option* no_direct = sub->add_flag(
+        "--no-direct-io", texts.no_direct_io,
+        "Read a file for a device buffer through the page cache, not with O_DIRECT");
+    direct->excludes(no_direct);
+    sub->add_option("--read-threads", texts.read_threads,
+                    "Threads reading a regular file, each taking the next 8 MiB piece "
+                    "(1 to 16; default: one per CPU memctl may use, at most 8)")
+        ->check(ReadThreadsValidator())
+        ->type_name("N");
+    sub->add_option("--cache", texts.cache,
+                    "What reading a regular file leaves in the page cache: keep its pages, "
+                    "or drop them behind the reads (posix_fadvise DONTNEED), so that a "
+                    "large file does not push out the rest; drop also drops pages of "
+                    "the file that were cached before")
+        ->check(CachePolicyValidator())
+        ->type_name("keep|drop")
+        ->capture_default_str();
   }
 }
 
@@ -211,11 +231,16 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "byte. On failure no buffer is left. A FIFO is opened without blocking:\n"
       "memctl waits up to --fifo-timeout for its writer, then reads as from a pipe.\n\n"
       "Device buffers (--location device:N) are filled by memd's transfer\n"
-      "engine: memctl reads the file into slices of a staging buffer of its own\n"
-      "(pinned memory where memd has it; 3 x 16 MiB at most), with O_DIRECT where\n"
-      "the filesystem allows, while the daemon copies the previous slice to the\n"
-      "GPU. The file is never all in memory. On a terminal a progress bar shows\n"
-      "on stderr.\n\n"
+      "engine: --read-threads threads (default one per CPU, at most 8) read a\n"
+      "regular file in 8 MiB pieces into slices of a staging buffer of memctl's\n"
+      "own (pinned memory where memd has it; 8 x 32 MiB at most), while the\n"
+      "daemon copies the slices read before to the GPU. The file is never all\n"
+      "in memory. Reads use O_DIRECT where the filesystem allows it and the page\n"
+      "cache does not hold the file's start (--direct-io: always, or fail;\n"
+      "--no-direct-io: never); --cache drop drops the file's pages behind the\n"
+      "reads. --json says which (file_io: direct or buffered). A host or pinned\n"
+      "buffer is written through its descriptor (file_io: sendfile). On a\n"
+      "terminal a progress bar shows on stderr.\n\n"
       "put --format safetensors FILE (no NAME): checks the file's header, then\n"
       "puts the whole file in the persistent buffer\n"
       "safetensors/<fingerprint>/<place> (place: host, pinned or device-N), with\n"
@@ -234,6 +259,7 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "  memctl put --size 1GiB scratch /dev/zero\n"
       "  memctl put --location device:0 --priority critical model/w w.bin\n"
       "  memctl put --location device:0 --json model/w w.bin | jq .gbps\n"
+      "  memctl put --location device:0 --direct-io --cache drop model/w /nvme/w.bin\n"
       "  memctl put --attr dtype=float32 --attr shape=1024,1024 model/w w.bin\n"
       "  memctl put --format safetensors --location device:0 --mode 0644 model.safetensors\n"
       "  memctl put --format safetensors --json model.safetensors | jq -r .name\n",

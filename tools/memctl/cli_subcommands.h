@@ -29,7 +29,10 @@ struct OptionTexts {
   std::string priority = "normal";
   std::string chunk_size;
   std::string timeout;
+  bool direct_io = false;
   bool no_direct_io = false;
+  std::string read_threads;
+  std::string cache = "keep";
   bool no_seal = false;
   std::vector<std::string> attrs;
   std::string fifo_timeout = absl::StrCat(absl::ToInt64Seconds(kDefaultFifoTimeout));

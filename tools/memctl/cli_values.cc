@@ -109,6 +109,40 @@ CLI::Validator PriorityValidator() {
       "");
 }
 
+std::optional<CachePolicy> ParseCachePolicy(const std::string& text) {
+  if (text == "keep") return CachePolicy::kKeep;
+  if (text == "drop") return CachePolicy::kDrop;
+  return std::nullopt;
+}
+
+CLI::Validator CachePolicyValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (ParseCachePolicy(text).has_value()) return "";
+        return absl::StrCat("'", text, "' is no page cache policy; use keep or drop");
+      },
+      "");
+}
+
+std::optional<int> ParseReadThreads(const std::string& text) {
+  int threads = 0;
+  if (!absl::SimpleAtoi(text, &threads) || threads < 1 ||
+      threads > ParallelFileReader::kMaxReadThreads) {
+    return std::nullopt;
+  }
+  return threads;
+}
+
+CLI::Validator ReadThreadsValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (ParseReadThreads(text).has_value()) return "";
+        return absl::StrCat("'", text, "' is no thread count; use 1 to ",
+                            ParallelFileReader::kMaxReadThreads);
+      },
+      "");
+}
+
 CLI::Validator TimeoutValidator() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
+#include "common/file_reader.h"
 #include "memd/client.h"
 
 namespace memd::memctl {
@@ -31,12 +32,18 @@ std::optional<absl::Duration> ParseDurationText(const std::string& text);
 // A duration of at most kMaxWaitSeconds, in seconds.
 std::optional<double> ParseWait(const std::string& text);
 std::optional<Priority> ParsePriority(const std::string& text);
+// --cache: "keep" or "drop".
+std::optional<CachePolicy> ParseCachePolicy(const std::string& text);
+// --read-threads: 1..ParallelFileReader::kMaxReadThreads.
+std::optional<int> ParseReadThreads(const std::string& text);
 
 CLI::Validator ModeValidator();
 CLI::Validator UserValidator();
 CLI::Validator SizeValidator();
 CLI::Validator FormatValidator();
 CLI::Validator PriorityValidator();
+CLI::Validator CachePolicyValidator();
+CLI::Validator ReadThreadsValidator();
 CLI::Validator TimeoutValidator();
 CLI::Validator OlderThanValidator();
 CLI::Validator WaitValidator();

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/file_reader.h"
 #include "memd/client.h"
 #include "tools/memctl/file_io.h"
 
@@ -33,6 +34,14 @@ struct Output {
   std::ostream* progress = nullptr;
 };
 
+// Whether memctl reads a file for a device buffer around the page cache.
+enum class DirectIoMode {
+  kAuto,    // O_DIRECT where the filesystem allows it and the file is not
+            // mostly cached already; else through the page cache.
+  kAlways,  // O_DIRECT, or fail where the filesystem refuses it.
+  kNever,   // Through the page cache.
+};
+
 // How memctl asks the daemon to move bytes (Client::Copy): cp, and put and
 // get of device buffers.
 struct TransferFlags {
@@ -40,9 +49,14 @@ struct TransferFlags {
   std::uint64_t chunk_bytes = 0;  // 0: the daemon's default.
   // The copy's deadline, counted from when memctl starts moving bytes.
   std::optional<absl::Duration> timeout;
-  // Read files for a device buffer with O_DIRECT where the filesystem
-  // allows it (--no-direct-io: through the page cache).
-  bool direct_io = true;
+  // How a regular file for a device buffer is read (put, cp): on
+  // read_threads threads (--read-threads; 0: one per CPU, at most 8), with
+  // O_DIRECT or not (--direct-io, --no-direct-io; auto: O_DIRECT where the
+  // filesystem allows it unless the page cache holds the file's start),
+  // its pages kept in the page cache or dropped behind the reads (--cache).
+  DirectIoMode direct_io = DirectIoMode::kAuto;
+  int read_threads = 0;
+  CachePolicy cache = CachePolicy::kKeep;
 };
 
 struct PutOptions {

@@ -1,6 +1,5 @@
 #include "tools/memctl/input_reader.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -44,24 +43,6 @@ InputReader::InputReader(Input& input, const Collected* collected, bool sized_by
                          std::uint64_t total)
     : input_(input), collected_(collected), sized_by_flag_(sized_by_flag), total_(total) {}
 
-bool InputReader::TryDirect() {
-  if (collected_ != nullptr || input_.kind != Input::Kind::kFile) return false;
-  // A file the page cache holds is read fastest from there: O_DIRECT would
-  // go to the disk for bytes memory already has.
-  if (MostlyCached(input_.fd.get(), total_)) return false;
-  const int flags = ::fcntl(input_.fd.get(), F_GETFL);
-  // EINVAL: the filesystem has no O_DIRECT (tmpfs before Linux 6.6, ...).
-  direct_ = flags >= 0 && ::fcntl(input_.fd.get(), F_SETFL, flags | O_DIRECT) == 0;
-  return direct_;
-}
-
-void InputReader::StopDirect() {
-  if (!direct_) return;
-  direct_ = false;
-  const int flags = ::fcntl(input_.fd.get(), F_GETFL);
-  if (flags >= 0) (void)::fcntl(input_.fd.get(), F_SETFL, flags & ~O_DIRECT);
-}
-
 absl::Status InputReader::EndedEarly() const {
   const std::string step = absl::StrCat("read ", input_.label);
   if (sized_by_flag_) {
@@ -79,39 +60,7 @@ absl::Status InputReader::Read(std::span<std::byte> into) {
     CopyCollected(into);
     return absl::OkStatus();
   }
-  if (direct_) {
-    if (absl::Status status = ReadDirect(into); !status.ok()) return status;
-    // The unaligned tail (the file's last bytes: slices are aligned) goes
-    // through the page cache; O_DIRECT would refuse its length.
-    if (!into.empty()) StopDirect();
-  }
   return ReadBuffered(into);
-}
-
-// Reads the aligned part of `into` and leaves the rest in `into`.
-absl::Status InputReader::ReadDirect(std::span<std::byte>& into) {
-  if (reinterpret_cast<std::uintptr_t>(into.data()) % kDirectAlignment != 0) {
-    StopDirect();
-    return absl::OkStatus();
-  }
-  while (direct_ && into.size() >= kDirectAlignment) {
-    const std::size_t want =
-        std::min(into.size() / kDirectAlignment * kDirectAlignment, kMaxReadBytes);
-    const ssize_t got = ::read(input_.fd.get(), into.data(), want);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && errno == EINVAL) {
-      // Refused after all (an unaligned offset: stdin read part-way).
-      StopDirect();
-      break;
-    }
-    if (got < 0) return Failed(absl::StrCat("read ", input_.label), ErrnoStatus("read", errno));
-    if (got == 0) return EndedEarly();
-    done_ += static_cast<std::uint64_t>(got);
-    into = into.subspan(static_cast<std::size_t>(got));
-    // A short read leaves the offset unaligned: the rest goes buffered.
-    if (static_cast<std::size_t>(got) % kDirectAlignment != 0) StopDirect();
-  }
-  return absl::OkStatus();
 }
 
 absl::Status InputReader::ReadBuffered(std::span<std::byte> into) {
@@ -146,7 +95,6 @@ absl::Status InputReader::CheckEnd() {
   if (collected_ != nullptr) return absl::OkStatus();
   // A device such as /dev/zero never ends: --size takes its first bytes.
   if (sized_by_flag_ && input_.kind == Input::Kind::kDevice) return absl::OkStatus();
-  StopDirect();  // One byte is no aligned read.
   absl::StatusOr<bool> at_end = AtEnd(input_);
   if (!at_end.ok()) return at_end.status();
   if (*at_end) return absl::OkStatus();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tools/memctl/failure.h"
 #include "tools/memctl/file_io.h"
 
 namespace memd::memctl {
@@ -138,6 +139,60 @@ absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination
     offset += length;
   }
   if (absl::Status status = reader.CheckEnd(); !status.ok()) return status;
+  while (!copies.empty()) {
+    absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
+    if (!done.ok()) return done.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageInFile(Client& client, Staging& staging, const Buffer& destination,
+                         std::uint64_t size, ParallelFileReader& reader,
+                         std::uint64_t file_offset, const std::string& label,
+                         const CopyOptions& options, ProgressBar& bar,
+                         TransferReport& report) {
+  const std::uint64_t slice_bytes = staging.slice_bytes();
+  const std::uint64_t slices = static_cast<std::uint64_t>(staging.slices());
+  const std::uint64_t pieces = (size + slice_bytes - 1) / slice_bytes;
+  // Copies queued with the daemon at most: enough that the link never
+  // waits for memctl's next Copy call; the other slices are the readers'.
+  const std::size_t max_copies = static_cast<std::size_t>(std::max<std::uint64_t>(1, slices / 2));
+  const std::string step = absl::StrCat("read ", label);
+  std::deque<ParallelFileReader::Ticket> reads;  // Of the pieces in order.
+  auto read = [&](std::uint64_t piece) {
+    const std::uint64_t offset = piece * slice_bytes;
+    const std::uint64_t length = std::min(slice_bytes, size - offset);
+    reads.push_back(reader.Submit(file_offset + offset,
+                                  staging.Slice(static_cast<int>(piece % slices), length)));
+  };
+  for (std::uint64_t piece = 0; piece < std::min(slices, pieces); ++piece) read(piece);
+  CopyQueue copies;
+  for (std::uint64_t piece = 0; piece < pieces; ++piece) {
+    const std::uint64_t offset = piece * slice_bytes;
+    const std::uint64_t length = std::min(slice_bytes, size - offset);
+    absl::Status got = reader.Wait(reads.front());
+    reads.pop_front();
+    if (absl::IsOutOfRange(got)) {
+      return Failed(step, absl::FailedPreconditionError(absl::StrCat(
+                              "the file ended before its ", size, " bytes (", got.message(),
+                              "); did it change while memctl read it?")));
+    }
+    if (!got.ok()) return Failed(step, got);
+    const int slice = static_cast<int>(piece % slices);
+    if (absl::Status status =
+            copies.Submit(client, staging.SliceRegion(slice, length),
+                          Region{&destination, offset, length}, options, slice, offset);
+        !status.ok()) {
+      return status;
+    }
+    while (copies.size() >= max_copies) {
+      absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
+      if (!done.ok()) return done.status();
+      // Its slice is free again: read the piece that goes there next.
+      const std::uint64_t next = done->offset / slice_bytes + slices;
+      if (next < pieces) read(next);
+    }
+  }
   while (!copies.empty()) {
     absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
     if (!done.ok()) return done.status();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/file_reader.h"
 #include "memd/client.h"
 #include "tools/memctl/format.h"
 #include "tools/memctl/input_reader.h"
@@ -31,6 +32,18 @@ absl::Status CopyAndWait(Client& client, const Region& source, const Region& des
 absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination,
                      std::uint64_t size, InputReader& reader, const CopyOptions& options,
                      ProgressBar& bar, TransferReport& report);
+
+// Fills the first `size` bytes of the device buffer `destination` with the
+// file's bytes from `file_offset`, read by `reader`'s threads into
+// `staging`'s slices while the daemon copies the slices read before. Errors
+// as StageIn's; the file ending early is FAILED_PRECONDITION naming
+// `label`. The reader must be done with the staging before it goes: the
+// caller destroys the reader first.
+absl::Status StageInFile(Client& client, Staging& staging, const Buffer& destination,
+                         std::uint64_t size, ParallelFileReader& reader,
+                         std::uint64_t file_offset, const std::string& label,
+                         const CopyOptions& options, ProgressBar& bar,
+                         TransferReport& report);
 
 // Writes the device buffer `source` to `out`, slice by slice through
 // `staging`.

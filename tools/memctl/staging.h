@@ -1,9 +1,10 @@
 #pragma once
 
 // memctl's staging buffer: where a device buffer's bytes stop on their way
-// from a file (put) or to one (get). memctl reads the file into one slice
-// while the daemon's transfer engine copies the previous slice to the GPU,
-// so the file is never all in memory and reading overlaps the copying.
+// from a file (put) or to one (get). memctl's reader threads fill some
+// slices while the daemon's transfer engine copies the slices read before
+// to the GPU, so the file is never all in memory and reading overlaps the
+// copying.
 
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +23,12 @@ namespace memd::memctl {
 /// thread-safe.
 class Staging {
  public:
-  static constexpr std::uint64_t kSliceBytes = std::uint64_t{16} << 20;
-  static constexpr int kSlices = 3;
+  // 256 MiB at most: half the slices queued as copies with the daemon (a
+  // 32 MiB copy lasts about 0.6 ms at 55 GB/s, several times memctl's
+  // calls per copy), the other half being read, 4 pieces of 8 MiB each for
+  // the reader threads (docs/benchmarks.md, "A file into a device buffer").
+  static constexpr std::uint64_t kSliceBytes = std::uint64_t{32} << 20;
+  static constexpr int kSlices = 8;
 
   // A staging buffer for a copy of `total` bytes (> 0): kSlices slices of
   // kSliceBytes, fewer and smaller for smaller copies. On "pinned" where
