@@ -28,6 +28,9 @@ constexpr char kSessionMetadataKey[] = "memd-session";
 // daemon's grace period (30 s by default) leaves room for several.
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(100);
 constexpr absl::Duration kLastRetry = absl::Seconds(2);
+// How often the watcher reads memd's notices of freed buffers while device
+// imports are kept: what such an import may hold after memd freed it.
+constexpr absl::Duration kNoticePoll = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -170,7 +173,6 @@ std::shared_ptr<LeaseTicket> ClientCore::Register(std::uint64_t lease,
                                                   std::uint64_t generation) {
   auto ticket = std::make_shared<LeaseTicket>(lease, generation);
   absl::MutexLock lock(&tickets_mu_);
-  const bool first = tickets_.empty();
   tickets_.emplace(ticket.get(), ticket);
   if (!watcher_.joinable()) {
     // Without an eventfd or a thread, the client reconnects at its next
@@ -184,8 +186,8 @@ std::shared_ptr<LeaseTicket> ClientCore::Register(std::uint64_t lease,
         wake_.reset();
       }
     }
-  } else if (first) {
-    Wake();  // The watcher may wait for a lease to exist.
+  } else if (idle_.load()) {
+    Wake();  // The watcher waits for a lease to exist (its session ended).
   }
   return ticket;
 }
@@ -213,10 +215,6 @@ void ClientCore::WaitWake(absl::Duration timeout) {
   }
 }
 
-bool ClientCore::Watching() {
-  return HoldsLeases() || device_imports_.kept_bytes() > 0;
-}
-
 void ClientCore::ForgetFreed(const Connection& connection) {
   std::vector<std::uint64_t> freed = connection.session->TakeFreed();
   if (!freed.empty()) device_imports_.Forget(connection.generation, freed);
@@ -225,11 +223,6 @@ void ClientCore::ForgetFreed(const Connection& connection) {
 void ClientCore::Watch() {
   absl::Duration retry = kFirstRetry;
   while (!stopping_.load()) {
-    if (!Watching()) {
-      // Nothing to reclaim: the next call reconnects, as it always did.
-      WaitWake(absl::InfiniteDuration());
-      continue;
-    }
     std::shared_ptr<Connection> connection;
     {
       absl::MutexLock lock(&mu_);
@@ -237,26 +230,32 @@ void ClientCore::Watch() {
     }
     if (connection != nullptr && !connection->session->HungUp()) {
       retry = kFirstRetry;
-      // Packets wake it only while it keeps device imports, whose buffers
-      // memd may say it freed; else each answer to a call would.
-      absl::StatusOr<SessionChannel::Event> event =
-          connection->session->Wait(wake_.get(), device_imports_.kept_bytes() > 0);
+      // While it keeps device imports it looks for memd's notices of
+      // buffers freed every kNoticePoll, so that a kept import goes while
+      // nobody calls (calls read them too). Not at every packet: each
+      // answer to a call would wake it.
+      absl::StatusOr<SessionChannel::Event> event = connection->session->Wait(
+          wake_.get(),
+          device_imports_.kept_bytes() > 0 ? kNoticePoll : absl::InfiniteDuration());
       if (!event.ok()) {
         WaitWake(kLastRetry);  // poll itself fails: do not spin.
       } else if (*event == SessionChannel::Event::kWoken) {
         WaitWake(absl::ZeroDuration());  // Empty the eventfd.
-      } else if (*event == SessionChannel::Event::kReadable) {
-        // Descriptors for calls, or notices of buffers memd freed: read
-        // now, so that a kept import goes while nobody calls.
-        if (!connection->session->Drain().ok()) WaitWake(kLastRetry);
+      } else if (*event == SessionChannel::Event::kTimedOut) {
+        if (!connection->session->DrainIfIdle().ok()) WaitWake(kLastRetry);
         ForgetFreed(*connection);
       }
       continue;
     }
     if (!HoldsLeases()) {
-      // Only kept imports: a new daemon's ids mean other buffers, and it
-      // will not say when it frees these.
+      // Nothing to reclaim: the next call reconnects, as it always did.
+      // Kept imports go: a new daemon's ids mean other buffers, and it will
+      // not say when it frees these. Idle until a lease registers (checked
+      // again once idle_ is set, so that Register cannot miss it).
       device_imports_.ForgetAll();
+      idle_.store(true);
+      if (!HoldsLeases()) WaitWake(absl::InfiniteDuration());
+      idle_.store(false);
       continue;
     }
     // The session ended: connect again and reclaim, as a call would.
@@ -367,7 +366,7 @@ absl::StatusOr<Buffer> ClientCore::Adopt(const Connection& connection,
       const bool none_kept = device_imports_.kept_bytes() == 0;
       device_imports_.Keep(connection.generation, cache_name, lease.buffer().id(),
                            handle.mapped_bytes(), made->device_import_);
-      // The watcher now listens for memd's notices too.
+      // The watcher now looks for memd's notices too.
       if (none_kept && device_imports_.kept_bytes() > 0) Wake();
     }
     ForgetFreed(connection);  // TakeFd may have read notices.

@@ -58,7 +58,10 @@ struct LeaseTicket {
 /// lives, a watcher thread (started with the first lease, joined by the
 /// destructor) reconnects as soon as the daemon hangs up, so that a process
 /// that only reads its mappings reclaims within the daemon's grace period
-/// too. The watcher never owns a reference to the core. Lock order: mu_,
+/// too. It waits on the session socket whether or not a lease lives (an
+/// open then costs it nothing), reads memd's notices while device imports
+/// are kept, and idles only once the session ended with no lease to
+/// reclaim. The watcher never owns a reference to the core. Lock order: mu_,
 /// then tickets_mu_.
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
@@ -186,9 +189,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
                                         std::uint64_t generation);
   // Whether any registered lease lives; forgets tickets gone.
   bool HoldsLeases();
-  // Whether the watcher has anything to watch for: a lease, or a device
-  // import kept (whose buffer memd may free).
-  bool Watching();
+
   // The watcher's loop (see the class comment); returns once stopping_.
   void Watch();
   // Waits until wake_ is written to or `timeout` passes, and empties it.
@@ -224,6 +225,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // at the leases.
   UniqueFd wake_;
   std::atomic<bool> stopping_{false};
+  // The watcher waits for a lease to exist (no session, none held): only
+  // then does Register wake it, not at every open.
+  std::atomic<bool> idle_{false};
 
   MappingCache mappings_;
   DeviceImports device_imports_;

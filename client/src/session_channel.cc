@@ -145,16 +145,23 @@ absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
   }
 }
 
-absl::Status SessionChannel::Drain() {
-  absl::MutexLock lock(&mu_);
+absl::Status SessionChannel::DrainIfIdle() {
+  // A caller holding mu_ reads the socket itself (and files what it finds).
+  if (!mu_.TryLock()) return absl::OkStatus();
+  absl::Status status;
   for (;;) {
     auto packet = ReceivePacket(socket_.get(), kMaxPacket, MSG_DONTWAIT);
-    if (!packet.ok()) return packet.status();
-    if (!packet->has_value()) return absl::OkStatus();
+    if (!packet.ok()) {
+      status = packet.status();
+      break;
+    }
+    if (!packet->has_value()) break;
     // A packet memd would not send is dropped: reading on is what keeps
     // the socket from filling.
     (void)FileLocked(**std::move(packet));
   }
+  mu_.Unlock();
+  return status;
 }
 
 absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
@@ -245,20 +252,23 @@ bool SessionChannel::HungUp() const {
   return ::poll(&poll_fd, 1, 0) > 0 && (poll_fd.revents & kHangUpEvents) != 0;
 }
 
-absl::StatusOr<SessionChannel::Event> SessionChannel::Wait(int wake_fd, bool packets) const {
+absl::StatusOr<SessionChannel::Event> SessionChannel::Wait(int wake_fd,
+                                                           absl::Duration timeout) const {
+  const int millis = timeout == absl::InfiniteDuration()
+                         ? -1
+                         : static_cast<int>(absl::ToInt64Milliseconds(timeout));
   for (;;) {
-    // Without `packets`, POLLIN is not asked of the socket: an answer
-    // arriving for a call must not wake this wait.
-    const short socket_events = packets ? (POLLRDHUP | POLLIN) : POLLRDHUP;
-    pollfd poll_fds[2] = {{socket_.get(), socket_events, 0}, {wake_fd, POLLIN, 0}};
-    const int ready = ::poll(poll_fds, 2, -1);
+    // POLLIN is not asked of the socket: every answer to a call would wake
+    // this wait, and cost the caller a thread switch.
+    pollfd poll_fds[2] = {{socket_.get(), POLLRDHUP, 0}, {wake_fd, POLLIN, 0}};
+    const int ready = ::poll(poll_fds, 2, millis);
     if (ready < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("poll", errno);
     }
+    if (ready == 0) return Event::kTimedOut;
     if ((poll_fds[0].revents & kHangUpEvents) != 0) return Event::kHungUp;
     if (poll_fds[1].revents != 0) return Event::kWoken;
-    if ((poll_fds[0].revents & POLLIN) != 0) return Event::kReadable;
   }
 }
 

@@ -48,10 +48,11 @@ class SessionChannel {
   // Whether the daemon closed its end (it exited or restarted).
   bool HungUp() const;
 
-  // Reads every packet waiting, without blocking for more: descriptors are
-  // kept for their calls, freed-buffer notices for TakeFreed, anything else
-  // is dropped. Errors: UNAVAILABLE (the daemon hung up), the errno mapping.
-  absl::Status Drain();
+  // Reads every packet waiting, without blocking for more, unless a call
+  // is reading the socket now (it files them itself): descriptors are kept
+  // for their calls, freed-buffer notices for TakeFreed, anything else is
+  // dropped. Errors: UNAVAILABLE (the daemon hung up), the errno mapping.
+  absl::Status DrainIfIdle();
 
   // The buffer ids of the BuffersFreed notices read so far (by TakeFd or
   // Drain), each once.
@@ -82,12 +83,12 @@ class SessionChannel {
   // (gRPC) sees them done. Errors: as Call.
   absl::Status SettleReleases(absl::Duration timeout);
 
-  enum class Event { kHungUp, kWoken, kReadable };
-  // Blocks until the daemon closes its end, `wake_fd` becomes readable or,
-  // with `packets`, a packet waits on the socket, and says which (in that
-  // order when several are); reads nothing, so a caller on another thread
-  // may take descriptors meanwhile. Errors: the errno mapping of poll.
-  absl::StatusOr<Event> Wait(int wake_fd, bool packets) const;
+  enum class Event { kHungUp, kWoken, kTimedOut };
+  // Blocks until the daemon closes its end, `wake_fd` becomes readable or
+  // `timeout` passes, and says which (in that order when several are);
+  // reads nothing, so a caller on another thread may take descriptors
+  // meanwhile. Errors: the errno mapping of poll.
+  absl::StatusOr<Event> Wait(int wake_fd, absl::Duration timeout) const;
 
  private:
   SessionChannel(UniqueFd socket, std::uint64_t id, std::string token,
