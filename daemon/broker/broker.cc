@@ -181,29 +181,78 @@ absl::StatusOr<Grant> Broker::Create(SessionId session,
   // What the uid's quota takes back of its own goes back to the pool before
   // the allocation (AfterUnlock).
   uid_t asker = 0;
-  MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
-    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-    asker = caller->peer.uid;
-    if (names_.contains(params.name)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("buffer ", Quoted(params.name), " already exists"));
-    }
-    // Before allocating; checked again, and charged, once allocated.
-    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
-    return absl::OkStatus();
-  }));
-  // Allocation may reach the backend (a system call, page zeroing): never
-  // under the registry mutex. A racing Create of the same name is caught
-  // below and its memory goes back.
-  absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
-  if (!allocation.ok()) {
-    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status(), asker);
+  for (;;) {
+    std::shared_ptr<absl::Notification> other_ended;
+    MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
+      MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+      asker = caller->peer.uid;
+      if (names_.contains(params.name)) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("buffer ", Quoted(params.name), " already exists"));
+      }
+      // Another create of the name allocates now: its outcome decides
+      // (ALREADY_EXISTS, or this one creates), not a second allocation.
+      if (creating_.Contains(params.name)) {
+        MEMD_ASSIGN_OR_RETURN(other_ended, WaitForCreationLocked(session, asker, params.name,
+                                                                 0, nullptr));
+        return absl::OkStatus();
+      }
+      // Before allocating; checked again, and charged, once allocated.
+      MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
+      creating_.Begin(params.name);
+      return absl::OkStatus();
+    }));
+    if (other_ended == nullptr) break;
+    other_ended->WaitForNotification();
   }
-  if (!allocation.ok()) return allocation.status();
-  return WithLock([&](AfterUnlock& after) {
-    return CreateWithAllocationLocked(session, params, pool,
-                                      std::move(*allocation), after);
+  // Allocation may reach the backend (a system call, page zeroing): never
+  // under the registry mutex. The name is in creating_ meanwhile, so that
+  // no other create of it allocates too.
+  absl::StatusOr<pool::Allocation> allocation =
+      AllocateForCreate(*pool, params, domain, asker);
+  return WithLock([&](AfterUnlock& after) -> absl::StatusOr<Grant> {
+    EndCreationLocked(params.name, after);
+    if (!allocation.ok()) return allocation.status();
+    return CreateWithAllocationLocked(session, params, pool, std::move(*allocation), after);
   });
+}
+
+absl::StatusOr<pool::Allocation> Broker::AllocateForCreate(pool::Pool& pool,
+                                                           const CreateParams& params,
+                                                           const pool::Domain& domain,
+                                                           uid_t asker) {
+  absl::StatusOr<pool::Allocation> allocation = pool.Allocate(params.size, domain);
+  if (!allocation.ok()) {
+    allocation = AllocateUnderPressure(pool, params.size, domain, allocation.status(), asker);
+  }
+  return allocation;
+}
+
+absl::StatusOr<std::shared_ptr<absl::Notification>> Broker::WaitForCreationLocked(
+    SessionId session, uid_t uid, const std::string& name, WatchId watch,
+    const std::function<void()>& wake) {
+  std::shared_ptr<absl::Notification> ended;
+  std::function<void()> woken = wake;
+  if (!woken) {
+    // A call that answers at once waits here, a thread held for as long as
+    // the other create's allocation: bounded, and counted (Waiters) as the
+    // waiting call it is, so that the session's end wakes it too.
+    ended = std::make_shared<absl::Notification>();
+    watch = waiters_.NewId();
+    woken = [ended] { ended->Notify(); };
+  }
+  // No name: a seal of the name must not take it (there is no buffer of the
+  // name until the create ends, and then EndCreationLocked wakes it).
+  MEMD_RETURN_IF_ERROR(waiters_.Add(watch, session, uid, "", std::move(woken), limits_));
+  creating_.Wait(name, watch, [&](WatchId id) { return waiters_.Has(id); });
+  return ended;
+}
+
+void Broker::EndCreationLocked(const std::string& name, AfterUnlock& after) {
+  for (WatchId id : creating_.End(name)) {
+    // Absent when cancelled or woken by its session's end meanwhile.
+    if (Waiters::Wake wake = waiters_.Take(id)) after.wakes.push_back(std::move(wake));
+  }
 }
 
 absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
@@ -411,34 +460,50 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenOrCreate(
     return OpenLocked(session, caller, open, watch, &wake);
   };
   MEMD_ASSIGN_OR_RETURN(const pool::Domain domain, CreateDomain(session, params));
-  std::optional<absl::StatusOr<std::optional<Grant>>> opened;
   uid_t asker = 0;
-  MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
-    MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-    asker = caller->peer.uid;
-    if (Buffer* existing = FindNamedLocked(params.name)) {
-      opened = open_existing(*caller, *existing);
+  for (;;) {
+    std::optional<absl::StatusOr<std::optional<Grant>>> opened;
+    std::shared_ptr<absl::Notification> other_ended;
+    MEMD_RETURN_IF_ERROR(WithLock([&](AfterUnlock& after) -> absl::Status {
+      MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
+      asker = caller->peer.uid;
+      if (Buffer* existing = FindNamedLocked(params.name)) {
+        opened = open_existing(*caller, *existing);
+        return absl::OkStatus();
+      }
+      // Another caller allocates for this name now (N workers loading one
+      // model cold): wait for it and look again, rather than allocate a
+      // second buffer that may not fit and that nobody would keep.
+      if (creating_.Contains(params.name)) {
+        MEMD_ASSIGN_OR_RETURN(other_ended, WaitForCreationLocked(session, asker, params.name,
+                                                                 watch, wake));
+        if (other_ended == nullptr) opened.emplace(std::optional<Grant>());  // `wake` will come.
+        return absl::OkStatus();
+      }
+      // As Create: the uid's own evictable data may give way to its quota.
+      MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
+      creating_.Begin(params.name);
       return absl::OkStatus();
-    }
-    // As Create: the uid's own evictable data may give way to its quota.
-    MEMD_RETURN_IF_ERROR(AdmitLocked(session, *caller, params, taken, &after));
-    return absl::OkStatus();
-  }));
-  if (opened.has_value()) return *std::move(opened);
-  absl::StatusOr<pool::Allocation> allocation = pool->Allocate(params.size, domain);
-  if (!allocation.ok()) {
-    allocation = AllocateUnderPressure(*pool, params.size, domain, allocation.status(), asker);
+    }));
+    if (opened.has_value()) return *std::move(opened);
+    if (other_ended == nullptr) break;
+    other_ended->WaitForNotification();
   }
-  if (!allocation.ok()) return allocation.status();
-  auto created = WithLock([&](AfterUnlock& after) {
-    return CreateWithAllocationLocked(session, params, pool,
-                                      std::move(*allocation), after);
+  // The name is in creating_ until the buffer is named or the allocation
+  // failed, in one step with either (EndCreationLocked).
+  absl::StatusOr<pool::Allocation> allocation =
+      AllocateForCreate(*pool, params, domain, asker);
+  auto created = WithLock([&](AfterUnlock& after) -> absl::StatusOr<Grant> {
+    EndCreationLocked(params.name, after);
+    if (!allocation.ok()) return allocation.status();
+    return CreateWithAllocationLocked(session, params, pool, std::move(*allocation), after);
   });
   if (created.ok() || !absl::IsAlreadyExists(created.status())) {
     if (!created.ok()) return created.status();
     return std::optional<Grant>(std::move(*created));
   }
-  // Another session created the name while this one allocated.
+  // The name was created meanwhile other than through Create or
+  // OpenOrCreate (creating_ keeps those out): open what is there.
   absl::MutexLock lock(&mu_);
   MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
   Buffer* existing = FindNamedLocked(params.name);

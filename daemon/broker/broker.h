@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/opaque_ids.h"
 #include "common/unix_socket.h"
@@ -25,6 +26,7 @@
 #include "daemon/broker/capacity.h"
 #include "daemon/broker/copy_pin.h"
 #include "daemon/broker/copy_regions.h"
+#include "daemon/broker/creating_names.h"
 #include "daemon/broker/eviction.h"
 #include "daemon/broker/memory_queue.h"
 #include "daemon/broker/leaks.h"
@@ -112,9 +114,14 @@ class Broker {
 
   // Creates a buffer and a READ_WRITE lease on it for the session. Charged
   // to the caller's uid and session what the pool sets aside for it
-  // (Pool::AllocationBytes). Errors: RESOURCE_EXHAUSTED (max_buffers_per_uid,
-  // max_buffers, the byte quotas, max_leases_per_uid, max_leases_per_session,
-  // the pool), and as the class says.
+  // (Pool::AllocationBytes). While another Create or OpenOrCreate of the
+  // name allocates, waits for it (holding the calling thread, for as long
+  // as that allocation takes, counted as a waiting call) instead of
+  // allocating a second buffer: then ALREADY_EXISTS if it named the
+  // buffer, else it creates (creating_names.h). Errors: RESOURCE_EXHAUSTED
+  // (max_buffers_per_uid, max_buffers, the byte quotas, max_leases_per_uid,
+  // max_leases_per_session, the pool; the wait limits while it waits), and
+  // as the class says.
   absl::StatusOr<Grant> Create(SessionId session, const CreateParams& params);
 
   // Opens a buffer: READ for sealed buffers, READ_WRITE for buffers still
@@ -143,6 +150,21 @@ class Broker {
   // PERMISSION_DENIED before anything else, so that it tells neither size
   // nor location; a readable one of another size or location is
   // FAILED_PRECONDITION.
+  //
+  // One buffer per name however many call at once: while another Create or
+  // OpenOrCreate of the name allocates its memory (outside the mutex), this
+  // call allocates nothing and waits for that one to end, then looks again
+  // as if it had come after it: it opens what the other named (the checks
+  // above, the seal wait), or, when the other failed (its allocation, or
+  // its session ended meanwhile), creates the buffer itself or waits for
+  // whichever caller got there first. Each caller's own refusals come from
+  // its own try: a failed allocation is not passed on, since another uid
+  // may be allowed what the first was not (quotas, fair share). With a
+  // wake, that wait is a watch like a seal wait (std::nullopt, `wake` runs
+  // when the other create ends); without one, the calling thread waits,
+  // for as long as that allocation takes, counted as a waiting call.
+  // Errors: as above, and RESOURCE_EXHAUSTED (max_waits_per_session,
+  // max_waits_per_uid, max_waits) for such a wait.
   absl::StatusOr<std::optional<Grant>> OpenOrCreate(SessionId session,
                                                     const CreateParams& params,
                                                     WatchId watch,
@@ -648,6 +670,27 @@ class Broker {
   // Under the registry's mutex: a wait must be registered in the same step
   // that found the name missing or unsealed, or a seal could fall between.
   Waiters waiters_ ABSL_GUARDED_BY(mu_);
+  // Names whose Create or OpenOrCreate allocates now, and who waits for
+  // each (broker.cc, creating_names.h): one allocation per name at a time.
+  CreatingNames creating_ ABSL_GUARDED_BY(mu_);
+  // A create of `name` is in flight (creating_): registers `wake` under
+  // `watch` (a watch like a seal wait's) to run when it ends. Without a
+  // wake, registers one of its own and returns the notification it sets,
+  // for the caller to wait on outside the mutex before it looks again; with
+  // one, nullptr. Errors: Waiters::Add's (RESOURCE_EXHAUSTED).
+  absl::StatusOr<std::shared_ptr<absl::Notification>> WaitForCreationLocked(
+      SessionId session, uid_t uid, const std::string& name, WatchId watch,
+      const std::function<void()>& wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The create of `name` in flight ended (named, or failed): whoever waited
+  // for it is woken through `after` and looks again.
+  void EndCreationLocked(const std::string& name, AfterUnlock& after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Create's and OpenOrCreate's allocation, outside the mutex: the pool's,
+  // then under pressure (AllocateUnderPressure).
+  absl::StatusOr<pool::Allocation> AllocateForCreate(pool::Pool& pool,
+                                                     const CreateParams& params,
+                                                     const pool::Domain& domain, uid_t asker)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Sessions, owned buffers and leases per uid.
   UidCounts uid_counts_ ABSL_GUARDED_BY(mu_);
   // Ids that say nothing of how many others took (common/opaque_ids.h).
