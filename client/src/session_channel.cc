@@ -128,21 +128,27 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
       hello->protocol_version >= kFirstVersionWithCalls && FastPathWanted()));
 }
 
-absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
-                                                absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&mu_);
+template <typename Value>
+absl::StatusOr<Value> SessionChannel::AwaitLocked(std::map<std::uint64_t, Value>& slots,
+                                                  std::uint64_t key, absl::Time deadline) {
   for (;;) {
-    auto found = waiting_.find(seq);
-    if (found != waiting_.end()) {
-      UniqueFd fd = std::move(found->second);
-      waiting_.erase(found);
-      return fd;
+    auto found = slots.find(key);
+    if (found != slots.end()) {
+      Value value = std::move(found->second);
+      slots.erase(found);
+      return value;
     }
     auto packet = Receive(socket_.get(), deadline);
     if (!packet.ok()) return packet.status();
     MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
   }
+}
+
+absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
+                                                absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  return AwaitLocked(waiting_, seq, deadline);
 }
 
 absl::Status SessionChannel::DrainIfIdle() {
@@ -208,20 +214,13 @@ absl::StatusOr<SessionChannel::Answer> SessionChannel::Call(SessionCallKind kind
   MEMD_RETURN_IF_ERROR(SendCall(SessionCall{call_id, kind, std::move(request)}));
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
-  for (;;) {
-    auto found = answers_.find(call_id);
-    if (found != answers_.end()) {
-      Answer answer = std::move(found->second);
-      answers_.erase(found);
-      std::uint64_t settled = releases_settled_.load();
-      while (settled < covers && !releases_settled_.compare_exchange_weak(settled, covers)) {
-      }
-      return answer;
+  absl::StatusOr<Answer> answer = AwaitLocked(answers_, call_id, deadline);
+  if (answer.ok()) {
+    std::uint64_t settled = releases_settled_.load();
+    while (settled < covers && !releases_settled_.compare_exchange_weak(settled, covers)) {
     }
-    auto packet = Receive(socket_.get(), deadline);
-    if (!packet.ok()) return packet.status();
-    MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
   }
+  return answer;
 }
 
 absl::Status SessionChannel::SendRelease(std::string request) {

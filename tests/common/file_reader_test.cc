@@ -9,7 +9,6 @@
 #include <linux/magic.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -29,6 +28,7 @@
 namespace memd {
 namespace {
 
+using ::memd::test::CachedBytes;
 using ::memd::test::RandomBytes;
 using ::memd::test::TempDir;
 using ::memd::test::WriteWholeFile;
@@ -64,19 +64,6 @@ bool OnFilesystem(const std::string& path, long magic) {
   return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == magic;
 }
 
-// Bytes of the file's first `size` that the page cache holds.
-std::size_t CachedBytes(int fd, std::size_t size) {
-  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (mapped == MAP_FAILED) return size;
-  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> resident((size + page - 1) / page);
-  std::size_t cached = 0;
-  if (::mincore(mapped, size, resident.data()) == 0) {
-    for (unsigned char flags : resident) cached += (flags & 1) * page;
-  }
-  ::munmap(mapped, size);
-  return cached;
-}
 
 void Evict(int fd) {
   ::fdatasync(fd);

@@ -1,10 +1,14 @@
 #include "tests/support/files.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <vector>
 
 namespace memd::test {
 
@@ -27,6 +31,27 @@ std::string RandomBytes(std::size_t size, unsigned seed) {
   std::string bytes(size, '\0');
   for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
   return bytes;
+}
+
+std::size_t CachedBytes(int fd, std::size_t size) {
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (mapped == MAP_FAILED) return size;
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  std::size_t cached = 0;
+  if (::mincore(mapped, size, resident.data()) == 0) {
+    for (unsigned char flags : resident) cached += (flags & 1) * page;
+  }
+  ::munmap(mapped, size);
+  return cached;
+}
+
+std::size_t CachedBytes(const std::string& path, std::size_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return size;
+  const std::size_t cached = CachedBytes(fd, size);
+  ::close(fd);
+  return cached;
 }
 
 }  // namespace memd::test

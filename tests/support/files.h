@@ -19,4 +19,9 @@ std::string RandomBytes(std::size_t size, unsigned seed);
 // Whether anything (a file, socket, or dangling link) is at `path`.
 bool PathExists(const std::string& path);
 
+// Bytes of the first `size` of the file open as `fd` (or at `path`) that
+// the page cache holds (mincore); `size` when the file cannot be mapped.
+std::size_t CachedBytes(int fd, std::size_t size);
+std::size_t CachedBytes(const std::string& path, std::size_t size);
+
 }  // namespace memd::test

@@ -7,7 +7,6 @@
 #include <pty.h>
 #include <signal.h>
 #include <linux/magic.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -33,6 +32,7 @@ using ::memd::test::BinDir;
 using ::memd::test::DaemonProcess;
 using ::memd::test::Describe;
 using ::memd::test::ProgramResult;
+using ::memd::test::CachedBytes;
 using ::memd::test::RandomBytes;
 using ::memd::test::ReadWholeFile;
 using ::memd::test::RunProgram;
@@ -247,20 +247,6 @@ TEST_F(MemctlDeviceTest, ReadFlagsRoundTripAFileThatCyclesTheStaging) {
 }
 
 // Bytes of the file's first `size` the page cache holds.
-std::size_t CachedBytes(const std::string& path, std::size_t size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (mapped == MAP_FAILED) return size;
-  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> resident((size + page - 1) / page);
-  std::size_t cached = 0;
-  if (::mincore(mapped, size, resident.data()) == 0) {
-    for (unsigned char flags : resident) cached += (flags & 1) * page;
-  }
-  ::munmap(mapped, size);
-  return cached;
-}
 
 TEST_F(MemctlDeviceTest, CacheDropLeavesTheFileOutOfThePageCache) {
   struct statfs fs {};
