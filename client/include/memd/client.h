@@ -168,6 +168,11 @@ class Buffer {
 
   // Ends the lease and unmaps (when no other Buffer here shares the
   // mapping). Releasing an empty or released Buffer is FAILED_PRECONDITION.
+  // Against memd 0.4 and later the release goes over the session socket
+  // without waiting for memd's answer (OK once sent: the fast control
+  // path); any call this Client makes afterwards comes after it. Over gRPC
+  // (MEMD_FAST_CONTROL_PATH=0, an older memd) the daemon's NOT_FOUND (a
+  // lease it forgot) comes back.
   absl::Status Release();
 
  private:

@@ -380,7 +380,10 @@ memd_code memd_buffer_write_from_file(memd_buffer* buffer, int fd, uint64_t file
 /* Ends the lease, unmaps and frees `buffer`, whatever the outcome; where
  * DLPack tensors exported from it live, the last of them ends the lease
  * instead (see memd_buffer_to_dlpack). Errors (the lease ended anyway):
- * NOT_FOUND (the daemon forgot it), UNAVAILABLE. NULL: MEMD_OK. */
+ * NOT_FOUND (the daemon forgot it), UNAVAILABLE. NULL: MEMD_OK. Since 0.4,
+ * against memd 0.4 and later, the release goes over the session socket
+ * without waiting for memd's answer (MEMD_OK once sent; the next call this
+ * client makes comes after it): the errors are then not reported. */
 memd_code memd_buffer_release(memd_buffer* buffer, memd_error** error);
 
 /* The buffer's bytes in this process; NULL for device buffers. Valid until
