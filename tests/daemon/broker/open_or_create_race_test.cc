@@ -8,6 +8,7 @@
 // every time.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -103,6 +104,33 @@ class OpenOrCreateRaceTest : public ::testing::Test {
 
   pool::PoolStats Stats() const { return pools_.Stats()[0]; }
 
+  // A call without a wake, on a thread of its own, that must wait for the
+  // create in flight: returned once the broker counts it waiting, checked
+  // not answered yet. The test joins `thread` before reading `result`.
+  template <typename Result>
+  struct Blocked {
+    Result result = absl::UnknownError("not run");
+    std::atomic<bool> answered = false;
+    std::thread thread;
+  };
+  template <typename Result>
+  std::unique_ptr<Blocked<Result>> CallBlocked(std::function<Result()> call) {
+    auto blocked = std::make_unique<Blocked<Result>>();
+    blocked->thread = std::thread([slot = blocked.get(), call] {
+      slot->result = call();
+      slot->answered = true;
+    });
+    AwaitWaits(1, blocked->answered);
+    EXPECT_FALSE(blocked->answered)
+        << "answered while the other allocated: " << blocked->result.status();
+    return blocked;
+  }
+  std::unique_ptr<Blocked<absl::StatusOr<std::optional<Grant>>>> OpenOrCreateBlocked(
+      SessionId session) {
+    return CallBlocked<absl::StatusOr<std::optional<Grant>>>(
+        [this, session] { return broker_->OpenOrCreate(session, Params("model"), 0, nullptr); });
+  }
+
   test::FakeClock clock_;
   test::FakeBackend backend_;
   test::GatedBackend gate_{backend_};
@@ -164,16 +192,10 @@ TEST_F(OpenOrCreateRaceTest, ACallerWithoutAWakeWaitsForTheCreatorThenAnswersAsA
   SessionId second = Start();
   StartHeldCreator(first);
   // Without a wake (no wait timeout) the call holds its thread meanwhile.
-  absl::StatusOr<std::optional<Grant>> answer = absl::UnknownError("not run");
-  std::atomic<bool> answered = false;
-  std::thread caller([&] {
-    answer = broker_->OpenOrCreate(second, Params("model"), 0, nullptr);
-    answered = true;
-  });
-  AwaitWaits(1, answered);
-  EXPECT_FALSE(answered) << "answered while the other allocated: " << answer.status();
+  auto caller = OpenOrCreateBlocked(second);
   auto created = FinishCreator();
-  caller.join();
+  caller->thread.join();
+  const absl::StatusOr<std::optional<Grant>>& answer = caller->result;
   ASSERT_TRUE(created.ok()) << created.status();
   // What it would have been told had it come just after: the buffer exists
   // and is being written.
@@ -188,19 +210,13 @@ TEST_F(OpenOrCreateRaceTest, ACallerWithoutAWakeWhoseSessionEndsIsAnsweredAtOnce
   SessionId first = Start();
   SessionId second = Start();
   StartHeldCreator(first);
-  absl::StatusOr<std::optional<Grant>> answer = absl::UnknownError("not run");
-  std::atomic<bool> answered = false;
-  std::thread caller([&] {
-    answer = broker_->OpenOrCreate(second, Params("model"), 0, nullptr);
-    answered = true;
-  });
-  AwaitWaits(1, answered);
-  EXPECT_FALSE(answered) << "answered while the other allocated: " << answer.status();
+  auto caller = OpenOrCreateBlocked(second);
   // Its thread waits as a waiting call does: the session's end wakes it,
   // while the other allocation still runs.
   broker_->EndSession(second);
-  caller.join();
-  EXPECT_EQ(answer.status().code(), absl::StatusCode::kUnauthenticated) << answer.status();
+  caller->thread.join();
+  EXPECT_EQ(caller->result.status().code(), absl::StatusCode::kUnauthenticated)
+      << caller->result.status();
   EXPECT_EQ(broker_->Counts().waits, 0u);
   ASSERT_TRUE(FinishCreator().ok());
   EXPECT_EQ(gate_.reserves(), 1);
@@ -210,16 +226,11 @@ TEST_F(OpenOrCreateRaceTest, ACreateOfANameBeingCreatedWaitsAndIsAlreadyExists) 
   SessionId first = Start();
   SessionId second = Start();
   StartHeldCreator(first);
-  absl::StatusOr<Grant> create = absl::UnknownError("not run");
-  std::atomic<bool> answered = false;
-  std::thread caller([&] {
-    create = broker_->Create(second, Params("model"));
-    answered = true;
-  });
-  AwaitWaits(1, answered);
-  EXPECT_FALSE(answered) << "answered while the other allocated: " << create.status();
+  auto caller = CallBlocked<absl::StatusOr<Grant>>(
+      [this, second] { return broker_->Create(second, Params("model")); });
   ASSERT_TRUE(FinishCreator().ok());
-  caller.join();
+  caller->thread.join();
+  const absl::StatusOr<Grant>& create = caller->result;
   // As documented: ALREADY_EXISTS, not RESOURCE_EXHAUSTED for a second
   // buffer that could not fit, and nothing allocated for it.
   EXPECT_EQ(create.status().code(), absl::StatusCode::kAlreadyExists) << create.status();
