@@ -44,8 +44,13 @@ absl::Status WaitReadable(int fd, absl::Time deadline) {
   }
 }
 
-// Reads one packet, waiting until `deadline`.
-absl::StatusOr<ReceivedPacket> Receive(int fd, absl::Time deadline) {
+// Reads one packet, waiting until `deadline`. `wait_first`: poll before
+// the first read (a call just sent: its answer cannot be there yet, so a
+// read first would only fail).
+absl::StatusOr<ReceivedPacket> Receive(int fd, absl::Time deadline, bool wait_first = false) {
+  if (wait_first) {
+    if (auto ready = WaitReadable(fd, deadline); !ready.ok()) return ready;
+  }
   for (;;) {
     auto packet = ReceivePacket(fd, kMaxPacket, MSG_DONTWAIT);
     if (!packet.ok()) return packet.status();
@@ -130,7 +135,8 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
 
 template <typename Value>
 absl::StatusOr<Value> SessionChannel::AwaitLocked(std::map<std::uint64_t, Value>& slots,
-                                                  std::uint64_t key, absl::Time deadline) {
+                                                  std::uint64_t key, absl::Time deadline,
+                                                  bool wait_first) {
   for (;;) {
     auto found = slots.find(key);
     if (found != slots.end()) {
@@ -138,7 +144,7 @@ absl::StatusOr<Value> SessionChannel::AwaitLocked(std::map<std::uint64_t, Value>
       slots.erase(found);
       return value;
     }
-    auto packet = Receive(socket_.get(), deadline);
+    auto packet = Receive(socket_.get(), deadline, std::exchange(wait_first, false));
     if (!packet.ok()) return packet.status();
     MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
   }
@@ -214,7 +220,7 @@ absl::StatusOr<SessionChannel::Answer> SessionChannel::Call(SessionCallKind kind
   MEMD_RETURN_IF_ERROR(SendCall(SessionCall{call_id, kind, std::move(request)}));
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<Answer> answer = AwaitLocked(answers_, call_id, deadline);
+  absl::StatusOr<Answer> answer = AwaitLocked(answers_, call_id, deadline, /*wait_first=*/true);
   if (answer.ok()) {
     std::uint64_t settled = releases_settled_.load();
     while (settled < covers && !releases_settled_.compare_exchange_weak(settled, covers)) {

@@ -100,10 +100,11 @@ class SessionChannel {
         takes_calls_(takes_calls) {}
 
   // Reads packets until `slots` holds `key`, filing the others, and takes
-  // it out. Errors: as TakeFd.
+  // it out; `wait_first`: poll before the first read. Errors: as TakeFd.
   template <typename Value>
   absl::StatusOr<Value> AwaitLocked(std::map<std::uint64_t, Value>& slots, std::uint64_t key,
-                                    absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                    absl::Time deadline, bool wait_first = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Sends one call packet without blocking. Errors: UNAVAILABLE.
   absl::Status SendCall(const SessionCall& call);

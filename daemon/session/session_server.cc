@@ -279,7 +279,7 @@ void SessionServer::ReadCalls(int fd, absl::Time now) {
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return;
   const std::shared_ptr<Session> session = it->second;
-  // A few packets a turn: level-triggered epoll comes back for the rest, so
+  // kCallsPerTurn packets: level-triggered epoll comes back for the rest, so
   // that one busy client takes turns with every other socket.
   for (int read = 0; read < kCallsPerTurn; ++read) {
     auto packet = ReceivePacket(fd, kMaxCallBytes, MSG_DONTWAIT);

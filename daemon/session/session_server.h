@@ -57,7 +57,7 @@ struct SessionServerOptions {
 /// records their credentials (ControlConnections) and hands them to gRPC.
 ///
 /// It also reads the fast control path's calls from session sockets and
-/// hands them to hooks.call on its thread, a few a turn per socket.
+/// hands them to hooks.call on its thread, one packet a turn per socket.
 ///
 /// No client input can block its thread: the listeners refuse descriptors
 /// (where the kernel can; one that comes anyway goes to the closer), calls
@@ -107,7 +107,10 @@ class SessionServer {
   // calls to hooks.call; drops anything else (a descriptor goes to the
   // closer).
   void ReadCalls(int fd, absl::Time now);
-  static constexpr int kCallsPerTurn = 16;
+  // One: a socket with more ready is reported again by the next epoll_wait
+  // (level-triggered), so every busy client takes turns, and the usual
+  // single call costs no read that finds nothing.
+  static constexpr int kCallsPerTurn = 1;
   // The largest call read; a longer packet is cut short and fails to decode.
   static constexpr std::size_t kMaxCallBytes = 16 * 1024;
   // Sets what epoll waits for on a listener: connections, or nothing while

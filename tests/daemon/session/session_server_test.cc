@@ -197,7 +197,7 @@ TEST_F(SessionServerTest, CallsAreAnsweredAndAnythingElseIsDropped) {
 }
 
 // One client floods calls and reads no answer: its answers stop at its
-// in-flight bound, and the server's thread, taking a few calls a turn from
+// in-flight bound, and the server's thread, taking one call a turn from
 // each socket, still answers everyone else.
 TEST_F(SessionServerTest, AFloodOfCallsCostsOnlyTheFlooder) {
   std::unique_ptr<SessionServer> server = MakeServer(/*refuse=*/true, /*in_flight=*/8);
