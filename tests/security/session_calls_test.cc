@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -68,42 +69,67 @@ class SessionCallsTest : public test::OpenDaemonTest {
     root_ = std::move(*client);
   }
 
-  // Mallory's session makes `calls` in turn; per call, one line: the
-  // answer's code, "fd" when a descriptor came with it, and its message.
-  // A call with call_id 0 gets "-" (nothing came within 200 ms).
+  // Mallory's session makes `calls` in turn (a call with call_id 0 waits
+  // 200 ms for an answer that should not come).
   std::vector<std::string> AsMallory(const std::vector<RawCall>& calls) {
+    // Encoded and decoded here: the forked child makes system calls only,
+    // since another thread of this process (the daemon's, gRPC's) may hold
+    // a lock of a library at the fork.
+    std::vector<std::string> packets;
+    for (const RawCall& call : calls) {
+      packets.push_back(EncodeSessionMessage(SessionCall{call.call_id, call.kind, call.request}));
+    }
+    const std::string socket_path = SessionSocketPath(config_.socket_dir);
+    // Per call: '-' (nothing came), or 'p'/'f' (a packet, with a descriptor
+    // for 'f'), its length as 4 bytes, and its bytes.
     test::ChildResult child = test::ForkAs(kMallory, kMallory, [&](int out) {
-      auto socket = ConnectUnix(SessionSocketPath(config_.socket_dir), SOCK_SEQPACKET);
+      auto socket = ConnectUnix(socket_path, SOCK_SEQPACKET);
       if (!socket.ok()) return 10;
       pollfd greeted{socket->get(), POLLIN, 0};
       if (::poll(&greeted, 1, 10000) != 1) return 11;
       if (!ReceivePacket(socket->get(), 4096).ok()) return 12;
       std::string report;
-      for (const RawCall& call : calls) {
-        if (!SendPacket(socket->get(),
-                        EncodeSessionMessage(SessionCall{call.call_id, call.kind, call.request}),
-                        -1)
-                 .ok()) {
-          return 13;
-        }
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        if (!SendPacket(socket->get(), packets[i], -1).ok()) return 13;
         pollfd answered{socket->get(), POLLIN, 0};
-        if (::poll(&answered, 1, call.call_id == 0 ? 200 : 10000) != 1) {
-          report += "-\n";
+        if (::poll(&answered, 1, calls[i].call_id == 0 ? 200 : 10000) != 1) {
+          report += '-';
           continue;
         }
         auto packet = ReceivePacket(socket->get(), 4096);
         if (!packet.ok() || !packet->has_value()) return 14;
-        auto message = DecodeSessionMessage((*packet)->bytes);
-        const auto* answer = message.ok() ? std::get_if<SessionAnswer>(&*message) : nullptr;
-        if (answer == nullptr || answer->call_id != call.call_id) return 15;
-        absl::StrAppend(&report, answer->code, (*packet)->fd ? " fd " : " - ", answer->message,
-                        "\n");
+        const std::string& bytes = (*packet)->bytes;
+        const std::uint32_t length = static_cast<std::uint32_t>(bytes.size());
+        report += (*packet)->fd ? 'f' : 'p';
+        report.append(reinterpret_cast<const char*>(&length), sizeof(length));
+        report += bytes;
       }
       test::WriteAll(out, report);
       return 0;
     });
     EXPECT_EQ(child.exit_code, 0) << child.out;
-    std::vector<std::string> lines = absl::StrSplit(child.out, '\n', absl::SkipEmpty());
+    // One line per call: the answer's code, "fd" when a descriptor came
+    // with it, and its message; "-" when nothing came.
+    std::vector<std::string> lines;
+    for (std::size_t at = 0; at < child.out.size() && child.exit_code == 0;) {
+      const char kind = child.out[at++];
+      if (kind == '-') {
+        lines.push_back("-");
+        continue;
+      }
+      std::uint32_t length = 0;
+      if (at + sizeof(length) > child.out.size()) break;
+      std::memcpy(&length, child.out.data() + at, sizeof(length));
+      at += sizeof(length);
+      auto message = DecodeSessionMessage(absl::string_view(child.out).substr(at, length));
+      at += length;
+      const auto* answer = message.ok() ? std::get_if<SessionAnswer>(&*message) : nullptr;
+      if (answer == nullptr) {
+        lines.push_back("not an answer");
+        continue;
+      }
+      lines.push_back(absl::StrCat(answer->code, kind == 'f' ? " fd " : " - ", answer->message));
+    }
     return lines;
   }
 
