@@ -207,7 +207,8 @@ class RestartCyclesTest : public ::testing::Test {
     // the end checks that memd holds nothing. (With device imports kept,
     // 3 of 6 runs of the fake-CUDA case under the sanitizers, two at once,
     // ended with one device segment still in memd's pool after the last
-    // Unlink and Trim: not yet understood; docs/design.md says so.)
+    // Unlink and Trim, and once without them: not yet understood;
+    // docs/design.md says so.)
     options.mapping_cache_bytes = 0;
     options.device_cache_bytes = 0;
     return test::ConnectOrFail(dir_.path(), options);
