@@ -181,6 +181,7 @@ absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
   if (message.ok()) {
     if (const auto* freed = std::get_if<SessionFreed>(&*message);
         freed != nullptr && !packet.fd) {
+      absl::MutexLock freed_lock(&freed_mu_);
       freed_.insert(freed_.end(), freed->buffer_ids.begin(), freed->buffer_ids.end());
       // Unclaimed for long (nobody keeps imports): the oldest go.
       if (freed_.size() > kMaxFreed) freed_.erase(freed_.begin(), freed_.end() - kMaxFreed);
@@ -242,7 +243,9 @@ absl::Status SessionChannel::SettleReleases(absl::Duration timeout) {
 }
 
 std::vector<std::uint64_t> SessionChannel::TakeFreed() {
-  absl::MutexLock lock(&mu_);
+  // Not mu_: a call may hold that while it waits for its answer, and an
+  // open asks for the notices before it sends its own call.
+  absl::MutexLock lock(&freed_mu_);
   return std::exchange(freed_, {});
 }
 

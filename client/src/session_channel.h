@@ -128,7 +128,8 @@ class SessionChannel {
   // entry is orphaned only when its call's reply was lost.
   std::map<std::uint64_t, UniqueFd> waiting_ ABSL_GUARDED_BY(mu_);
   // Ids of the BuffersFreed notices not yet taken (TakeFreed). Capped.
-  std::vector<std::uint64_t> freed_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex freed_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<std::uint64_t> freed_ ABSL_GUARDED_BY(freed_mu_);
   // Answers that arrived for calls still waiting, by call id. Capped: an
   // entry is orphaned only when its call gave up waiting.
   std::map<std::uint64_t, Answer> answers_ ABSL_GUARDED_BY(mu_);
