@@ -29,8 +29,9 @@ namespace memd::transfer {
 /// previous chunk's DMA runs, polls markers in order, and drains a
 /// device-to-host slot into the destination only once its marker is
 /// reached. Chunks that end wait in a list until the lane reports them to
-/// the engine (ReportOutcomes), except while a long fill lets critical
-/// chunks in (Stage), which reports them itself.
+/// the engine (ReportOutcomes), except while another class's fill or drain
+/// lets critical chunks in (Stage, LetCriticalIn): that reports them, and
+/// issues the chunks of critical transfers submitted meanwhile.
 ///
 /// Owns its streams, ring and copy threads (the staging memory is the
 /// device's). Not thread-safe: the lane's thread alone uses it; the streams'
@@ -106,7 +107,11 @@ class ChunkPipeline {
   bool Complete(InFlight& done);
   void Stage(std::byte* to, const std::byte* from, std::uint64_t bytes,
              const TransferRecord& record, Stores stores);
-  void TakeInCriticalChunks();
+  // Between pieces of another class's staging: takes in the critical
+  // chunks the device finished, and issues those of waiting critical
+  // transfers, when one was submitted since it last looked or some are on
+  // the device.
+  void LetCriticalIn();
   void Drop(Queue& queue, const absl::Status& why);
   void ReleaseSlot(InFlight& entry);
   void Fail(InFlight& entry, absl::Status status, bool enqueued, Queue& queue);
@@ -115,6 +120,7 @@ class ChunkPipeline {
   EngineCore& core_;
   const Clock& clock_;  // The engine's: staging and DMA time.
   const int index_;
+  const LaneIndex lane_;
   DeviceCounters& counters_;
   const std::shared_ptr<Waker> waker_;
   StagingRing ring_;
@@ -127,6 +133,8 @@ class ChunkPipeline {
   std::vector<Queue*> queues_;     // All of the above, to poll or drop.
   std::vector<Outcome> outcomes_;  // Chunks ended since the engine last heard.
   absl::Time busy_since_ = absl::InfinitePast();  // Some DMA queued since.
+  bool staging_ = false;  // In Stage: one let in stages on this thread alone.
+  std::uint64_t critical_seen_ = 0;  // EngineCore::critical_submits when it last looked.
 };
 
 }  // namespace memd::transfer

@@ -14,6 +14,22 @@ constexpr std::uint64_t kSplitAbove = std::uint64_t{512} << 10;
 // Parts start on cache-line boundaries of the destination.
 constexpr std::uint64_t kLine = 64;
 
+// The caller's share, a piece at a time with `between` after each, or at
+// once without it.
+void CopyOwnShare(Stores stores, std::byte* destination, const std::byte* source,
+                  std::uint64_t bytes, const absl::FunctionRef<void()>* between) {
+  if (between == nullptr) {
+    CopyWith(stores, destination, source, bytes);
+    return;
+  }
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::uint64_t piece = std::min(CopyThreads::kCallerPiece, bytes - done);
+    CopyWith(stores, destination + done, source + done, piece);
+    done += piece;
+    (*between)();
+  }
+}
+
 }  // namespace
 
 CopyThreads::CopyThreads(int threads) {
@@ -36,8 +52,19 @@ CopyThreads::~CopyThreads() {
 
 void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes,
                        Stores stores) {
+  CopyShared(destination, source, bytes, stores, nullptr);
+}
+
+void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uint64_t bytes,
+                       Stores stores, absl::FunctionRef<void()> between) {
+  CopyShared(destination, source, bytes, stores, &between);
+}
+
+void CopyThreads::CopyShared(std::byte* destination, const std::byte* source,
+                             std::uint64_t bytes, Stores stores,
+                             const absl::FunctionRef<void()>* between) {
   if (helpers_.empty() || bytes < kSplitAbove) {
-    CopyWith(stores, destination, source, bytes);
+    CopyOwnShare(stores, destination, source, bytes, between);
     return;
   }
   const std::uint64_t parts = helpers_.size() + 1;
@@ -62,7 +89,7 @@ void CopyThreads::Copy(std::byte* destination, const std::byte* source, std::uin
     ++generation_;
     work_.SignalAll();
   }
-  CopyWith(stores, mine.destination, mine.source, mine.bytes);
+  CopyOwnShare(stores, mine.destination, mine.source, mine.bytes, between);
   absl::MutexLock lock(&mu_);
   while (pending_ > 0) done_.Wait(&mu_);
 }

@@ -18,7 +18,7 @@ DeviceLane::DeviceLane(EngineCore& core, int index)
     : core_(core),
       clock_(core.clock()),
       index_(index),
-      lane_(index + 1),
+      lane_(DeviceLaneOf(index)),
       device_(core.device(index)) {}
 
 // Joins the thread before the pipeline goes (its streams' destructors wait

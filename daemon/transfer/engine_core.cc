@@ -123,6 +123,9 @@ absl::StatusOr<TransferId> EngineCore::Submit(RecordPtr record) {
   sessions_[record->session].transfers[record->id] = record;
   range_order_.Admit(record);
   schedulers_[record->lane].Add(record);
+  if (record->priority == Priority::kCritical) {
+    critical_submits_.fetch_add(1, std::memory_order_release);
+  }
   deferred_wakes_.push_back(record->lane);
   return record->id;
 }
@@ -252,8 +255,18 @@ std::vector<TransferId> EngineCore::WritersOf(SessionId session,
 std::optional<Chunk> EngineCore::TakeChunk(
     LaneIndex lane, absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
   std::optional<Chunk> chunk = schedulers_[lane].Next(now, fits);
-  if (!chunk) return chunk;
-  TransferRecord& record = *chunk->record;
+  if (chunk) Started(*chunk->record, now);
+  return chunk;
+}
+
+std::optional<Chunk> EngineCore::TakeCriticalChunk(
+    LaneIndex lane, absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
+  std::optional<Chunk> chunk = schedulers_[lane].NextCritical(now, fits);
+  if (chunk) Started(*chunk->record, now);
+  return chunk;
+}
+
+void EngineCore::Started(TransferRecord& record, absl::Time now) {
   if (record.progress.state == TransferState::kQueued) {
     record.progress.state = TransferState::kRunning;
     // The clock now, not the lane's turn: a transfer that waited for another
@@ -267,7 +280,6 @@ std::optional<Chunk> EngineCore::TakeChunk(
         absl::ToDoubleSeconds(record.progress.started - record.progress.submitted);
   }
   if (record.in_flight == 1) record.last_progress = now;  // It was idle: the stall clock starts.
-  return chunk;
 }
 
 void EngineCore::ChunkDone(const Chunk& chunk, absl::Time now) {

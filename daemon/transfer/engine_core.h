@@ -85,6 +85,18 @@ class EngineCore {
   std::optional<Chunk> TakeChunk(LaneIndex lane, absl::Time now,
                                  absl::FunctionRef<bool(const TransferRecord&)> fits)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // As TakeChunk, but only a critical transfer's chunk, and only when it is
+  // the one TakeChunk would give (Scheduler::NextCritical): for a lane
+  // between the pieces of another class's staging.
+  std::optional<Chunk> TakeCriticalChunk(LaneIndex lane, absl::Time now,
+                                         absl::FunctionRef<bool(const TransferRecord&)> fits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many critical transfers were submitted so far, read without the
+  // lock: a lane in the middle of staging looks for them only when it
+  // changed (or while it has critical chunks on the device).
+  std::uint64_t critical_submits() const {
+    return critical_submits_.load(std::memory_order_acquire);
+  }
   // The chunk's bytes are in the destination.
   void ChunkDone(const Chunk& chunk, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The chunk failed with `error` (the device's, naming the call): retried
@@ -132,6 +144,8 @@ class EngineCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SessionDrained(SessionId session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string Describe(const TransferRecord& record) const;
+  // A chunk a lane took starts its transfer if it was queued.
+  void Started(TransferRecord& record, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const EngineOptions options_;
   const std::vector<backend::CopyDevice*> devices_;
@@ -139,6 +153,7 @@ class EngineCore {
   std::vector<std::unique_ptr<DeviceCounters>> counters_;
   std::vector<Lane*> lanes_;
 
+  std::atomic<std::uint64_t> critical_submits_{0};
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // A chunk or a transfer ended, a watch ran.
   // Ids that say nothing of other sessions' copies (common/opaque_ids.h).

@@ -100,7 +100,7 @@ absl::StatusOr<RecordPtr> PlanTransfer(TransferSpec spec, const EngineOptions& o
     record->device_index = *from;
     record->peer_index = *to;
   }
-  record->lane = record->device_index < 0 ? kHostLane : record->device_index + 1;
+  record->lane = record->device_index < 0 ? kHostLane : DeviceLaneOf(record->device_index);
   record->source = std::move(spec.source);
   record->destination = std::move(spec.destination);
   return record;

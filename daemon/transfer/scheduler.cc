@@ -32,8 +32,9 @@ bool Scheduler::ChunkDue(const TransferRecord& record, absl::Time now) {
                      [now](const ChunkRedo& redo) { return redo.not_before <= now; });
 }
 
-std::optional<Chunk> Scheduler::Next(
-    absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
+const RecordPtr* Scheduler::Choose(absl::Time now,
+                                   absl::FunctionRef<bool(const TransferRecord&)> fits,
+                                   bool* others_could_move) const {
   // Effective class, the uid's last turn, waiting since, id: least first.
   using Key = std::tuple<int, std::uint64_t, absl::Time, TransferId>;
   const RecordPtr* best = nullptr;        // Of every base priority.
@@ -55,16 +56,35 @@ std::optional<Chunk> Scheduler::Next(
       other_key = key;
     }
   }
-  if (best == nullptr) return std::nullopt;
-  const auto critical = [](const RecordPtr* record) {
-    return (*record)->priority == Priority::kCritical;
-  };
-  if (critical(best) && best_other != nullptr && critical_run_ >= max_critical_run_) {
-    best = best_other;
+  *others_could_move = best_other != nullptr;
+  if (best != nullptr && (*best)->priority == Priority::kCritical && best_other != nullptr &&
+      critical_run_ >= max_critical_run_) {
+    return best_other;
   }
-  critical_run_ = critical(best) && best_other != nullptr ? critical_run_ + 1 : 0;
-  uids_[(*best)->uid].last_turn = ++turns_;
-  return Cut(*best, now);
+  return best;
+}
+
+Chunk Scheduler::Serve(const RecordPtr& chosen, bool others_could_move, absl::Time now) {
+  critical_run_ =
+      chosen->priority == Priority::kCritical && others_could_move ? critical_run_ + 1 : 0;
+  uids_[chosen->uid].last_turn = ++turns_;
+  return Cut(chosen, now);
+}
+
+std::optional<Chunk> Scheduler::Next(
+    absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
+  bool others = false;
+  const RecordPtr* chosen = Choose(now, fits, &others);
+  if (chosen == nullptr) return std::nullopt;
+  return Serve(*chosen, others, now);
+}
+
+std::optional<Chunk> Scheduler::NextCritical(
+    absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits) {
+  bool others = false;
+  const RecordPtr* chosen = Choose(now, fits, &others);
+  if (chosen == nullptr || (*chosen)->priority != Priority::kCritical) return std::nullopt;
+  return Serve(*chosen, others, now);
 }
 
 Chunk Scheduler::Cut(const RecordPtr& record, absl::Time now) {

@@ -45,6 +45,12 @@ class Scheduler {
   // nullopt when none can move now.
   std::optional<Chunk> Next(absl::Time now,
                             absl::FunctionRef<bool(const TransferRecord&)> fits);
+  // As Next, but only if the transfer Next would serve is a base-critical
+  // one: a lane busy filling or draining another class's slot lets such a
+  // chunk in between pieces (ChunkPipeline::Stage). nullopt, and nothing
+  // counted, when Next would serve another (or none).
+  std::optional<Chunk> NextCritical(absl::Time now,
+                                    absl::FunctionRef<bool(const TransferRecord&)> fits);
 
   // When the earliest retry falls due (InfiniteFuture when none waits).
   absl::Time NextRetry() const;
@@ -60,6 +66,12 @@ class Scheduler {
   };
 
   static bool ChunkDue(const TransferRecord& record, absl::Time now);
+  // Next's choice, or nullptr; sets *others_could_move when a transfer
+  // below critical could have moved.
+  const RecordPtr* Choose(absl::Time now, absl::FunctionRef<bool(const TransferRecord&)> fits,
+                          bool* others_could_move) const;
+  // Counts the turn and cuts the chunk of the chosen transfer.
+  Chunk Serve(const RecordPtr& chosen, bool others_could_move, absl::Time now);
   static Chunk Cut(const RecordPtr& record, absl::Time now);
 
   absl::Duration ageing_;

@@ -16,6 +16,7 @@ namespace memd::transfer {
 // 1 + i the lane of the engine's i-th copy device.
 using LaneIndex = int;
 inline constexpr LaneIndex kHostLane = 0;
+inline constexpr LaneIndex DeviceLaneOf(int device) { return device + 1; }
 
 // A chunk to move again after a transient failure, not before `not_before`.
 struct ChunkRedo {

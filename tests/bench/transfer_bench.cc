@@ -27,7 +27,8 @@
 //     chunk (async copy of B bytes, Mark, WakeWhenDone, the wake, Reached),
 //     each timed: p50 and p99 in microseconds.
 // BM_Critical/load:L                Latency of a 64 KiB critical h2d copy,
-//     alone (L=0) and while background 1 GiB copies saturate the link (L=1).
+//     alone (L=0) and while background 1 GiB copies saturate the link (L=1);
+//     and its wait from Submit to its first chunk taken (critical_wait/L).
 // BM_Cat, BM_ParallelRead/direct:D,  `cat FILE > /dev/null`; the file read by
 // BM_StagedRead/threads:T,           one thread per usable CPU into touched
 // BM_FileTo/location:L               memory, through the page cache (D=0) or
@@ -370,6 +371,14 @@ void PrintSummary() {
     Line(absl::StrCat("  one staged background chunk, ", g_options.copy_threads, " threads (ms)")
              .c_str(),
          staged_chunk_ms, "");
+    // The part of it the lane decides: submitted to first chunk taken.
+    const auto& waited = Samples()["critical_wait/1"];
+    if (!waited.empty()) {
+      Line("  its wait for its first chunk under load, p50 (ms)", Percentile(waited, 50) * 1e3,
+           "");
+      Line("  its wait for its first chunk under load, p99 (ms)", Percentile(waited, 99) * 1e3,
+           "");
+    }
   }
   const double cat = P50("cat");
   if (cat > 0) Line("cat file > /dev/null GB/s", g_file_bytes / cat / 1e9, "");

@@ -76,6 +76,7 @@ Gpu& TheGpu();
 std::unique_ptr<transfer::Engine> StartEngine(int depth, std::string* error);
 transfer::Endpoint EndpointOf(SegmentMemory memory, std::uint64_t bytes, std::uint64_t id);
 // Submits and waits; the seconds from Submit to the end, or -1 on error.
-double CopyAndWait(transfer::Engine& engine, transfer::TransferSpec spec, std::string* error);
+double CopyAndWait(transfer::Engine& engine, transfer::TransferSpec spec, std::string* error,
+                   transfer::TransferProgress* final = nullptr);
 
 }  // namespace memd::transfer_bench

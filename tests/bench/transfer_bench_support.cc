@@ -114,7 +114,8 @@ transfer::Endpoint EndpointOf(SegmentMemory memory, std::uint64_t bytes, std::ui
   return endpoint;
 }
 
-double CopyAndWait(transfer::Engine& engine, transfer::TransferSpec spec, std::string* error) {
+double CopyAndWait(transfer::Engine& engine, transfer::TransferSpec spec, std::string* error,
+                   transfer::TransferProgress* final) {
   const Clock::time_point start = Clock::now();
   auto id = engine.Submit(spec);
   if (!id.ok()) {
@@ -125,6 +126,7 @@ double CopyAndWait(transfer::Engine& engine, transfer::TransferSpec spec, std::s
   absl::Status outcome;
   auto watch = engine.Watch(spec.session, *id, [&](const transfer::TransferProgress& progress) {
     outcome = progress.status;
+    if (final != nullptr) *final = progress;
     done.Notify();
   });
   if (!watch.ok()) {

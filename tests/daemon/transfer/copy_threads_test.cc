@@ -121,6 +121,37 @@ TEST(CopyThreadsSplitTest, CopiesTheLastBytesOfLengthsJustPastEvenShares) {
   }
 }
 
+// `between` runs on the caller's thread after each piece of its own share,
+// with that piece in place (the lane lets critical chunks in there), and the
+// copy is still exact. On one thread the caller's share is everything.
+TEST(CopyThreadsBetweenTest, RunsAfterEachPieceOfTheCallersShareAndKeepsTheCopyExact) {
+  constexpr std::uint64_t kBytes = (std::uint64_t{4} << 20) + 12345;
+  for (int threads : {1, 2, 4}) {
+    for (Stores stores : {Stores::kCached, Stores::kStreaming}) {
+      CopyThreads copy(threads);
+      Buffers buffers(kBytes, 3, 5);
+      std::uint64_t calls = 0;
+      std::string early;  // The first piece found missing when `between` ran.
+      copy.Copy(buffers.destination, buffers.source, kBytes, stores, [&] {
+        ++calls;
+        const std::uint64_t copied = std::min(calls * CopyThreads::kCallerPiece, kBytes);
+        if (threads == 1 && early.empty() &&
+            !std::equal(buffers.source, buffers.source + copied, buffers.destination)) {
+          early = absl::StrCat("call ", calls, ": the first ", copied, " bytes are not in place");
+        }
+      });
+      EXPECT_EQ(CheckCopy(buffers, kBytes), "") << threads << " threads";
+      EXPECT_EQ(early, "");
+      const std::uint64_t share = threads == 1 ? kBytes : (kBytes + threads - 1) / threads;
+      const std::uint64_t pieces =
+          (share + CopyThreads::kCallerPiece - 1) / CopyThreads::kCallerPiece;
+      // A share is rounded up to a cache line: at most one piece more.
+      EXPECT_GE(calls, pieces) << threads << " threads";
+      EXPECT_LE(calls, pieces + 1) << threads << " threads";
+    }
+  }
+}
+
 TEST(CopyThreadsCountTest, RunsWhatItIsAskedWithinOneToTheMost) {
   EXPECT_EQ(CopyThreads(1).threads(), 1);
   EXPECT_EQ(CopyThreads(kMaxCopyThreads).threads(), kMaxCopyThreads);
