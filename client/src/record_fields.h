@@ -233,6 +233,9 @@ struct RecordTable<DurabilityStats> {
       Plain("adopted_bytes", &R::adopted_bytes, &Message::adopted_bytes),
       Plain("lost_buffers", &R::lost_buffers, &Message::lost_buffers),
       Plain("lost_segments", &R::lost_segments, &Message::lost_segments),
+      Plain("in_grace", &R::in_grace, &Message::in_grace),
+      Plain("awaiting_holders", &R::awaiting_holders, &Message::awaiting_holders),
+      Plain("reclaimable_leases", &R::reclaimable_leases, &Message::reclaimable_leases),
   };
 };
 

@@ -279,6 +279,9 @@ class Broker {
   absl::StatusOr<std::vector<UidUsage>> Usage(SessionId session) const;
 
   BrokerCounts Counts() const;
+  // Where the grace period after a recovery stands (daemon-wide: as the
+  // recovery report, it is the daemon's).
+  GraceCounts Grace() const;
   // What one uid holds now: the buffers it owns (parked ones included), its
   // sessions, the leases they hold and their waiting calls. The rest of
   // BrokerCounts is 0.

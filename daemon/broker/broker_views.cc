@@ -150,6 +150,17 @@ BrokerCounts Broker::Counts() const {
   return CountsLocked();
 }
 
+GraceCounts Broker::Grace() const {
+  absl::MutexLock lock(&mu_);
+  GraceCounts grace;
+  grace.on = in_grace_;
+  for (const auto& [id, buffer] : buffers_) {
+    if (buffer->awaiting_holders) ++grace.awaiting_holders;
+  }
+  grace.reclaimable_leases = reclaimable_.size();
+  return grace;
+}
+
 BrokerCounts Broker::CountsOf(uid_t uid) const {
   absl::MutexLock lock(&mu_);
   BrokerCounts counts;

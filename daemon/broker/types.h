@@ -200,6 +200,15 @@ struct MemoryWaits {
   std::uint64_t bytes = 0;
 };
 
+// The grace period after a recovery (Broker::EndGrace): whether it is on,
+// the adopted buffers that wait in it for their holders, and the leases of
+// earlier sessions that may still be re-claimed.
+struct GraceCounts {
+  bool on = false;
+  std::uint64_t awaiting_holders = 0;
+  std::uint64_t reclaimable_leases = 0;
+};
+
 struct BrokerCounts {
   std::uint64_t buffers = 0;   // Named, or still leased or copied after unlink.
   std::uint64_t creating = 0;  // Of those: not sealed yet,

@@ -284,6 +284,12 @@ void ToProto(const durable::DurabilityStatus& status, v1::DurabilityStats* out) 
   out->set_lost_segments(recovery.lost_segments);
 }
 
+void ToProto(const broker::GraceCounts& grace, v1::DurabilityStats* out) {
+  out->set_in_grace(grace.on);
+  out->set_awaiting_holders(grace.awaiting_holders);
+  out->set_reclaimable_leases(grace.reclaimable_leases);
+}
+
 absl::StatusOr<transfer::Priority> FromProto(v1::TransferPriority priority) {
   switch (priority) {
     case v1::PRIORITY_CRITICAL: return transfer::Priority::kCritical;

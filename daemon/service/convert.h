@@ -53,6 +53,7 @@ void ToProto(const transfer::EngineStats& stats, v1::TransferStats* out);
 // fit names the buffers it could not take back, which are not every
 // caller's to read (docs/security.md).
 void ToProto(const durable::DurabilityStatus& status, v1::DurabilityStats* out);
+void ToProto(const broker::GraceCounts& grace, v1::DurabilityStats* out);
 
 // Errors: INVALID_ARGUMENT for a value outside the enum; UNSPECIFIED is
 // normal.

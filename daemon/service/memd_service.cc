@@ -440,6 +440,7 @@ grpc::ServerUnaryReactor* MemdService::Stats(grpc::CallbackServerContext* contex
     reply->set_metrics_address(info_.metrics_address);
     reply->set_started_unix_ns(absl::ToUnixNanos(info_.started));
     ToProto(info_.durability, reply->mutable_durability());
+    ToProto(broker_.Grace(), reply->mutable_durability());
     const std::vector<pool::PoolStats> pools = pools_.Stats();
     const std::map<std::string, broker::PressureCounts> pressure = broker_.Pressure();
     for (const auto& stats : pools) {

@@ -106,6 +106,34 @@ TEST(FormatTest, StatsTextSaysWhatTheDaemonTookBack) {
                 " in 2.4ms: 4 buffers (7 MiB) in 4 segments adopted, 1 lost\n");
 }
 
+// During the grace period: how many buffers wait for their holders (an
+// unlinked one among them gives its memory back only after it).
+TEST(FormatTest, StatsTextSaysWhileTheGracePeriodKeepsBuffersForTheirHolders) {
+  DurabilityStats durability;
+  durability.recording = true;
+  durability.generation = 2;
+  durability.recovered = true;
+  durability.recovered_at = absl::FromUnixSeconds(1700000000);
+  durability.recovery = absl::Milliseconds(1);
+  durability.adopted_segments = 1;
+  durability.adopted_buffers = 2;
+  durability.adopted_bytes = 1 << 20;
+  durability.in_grace = true;
+  durability.awaiting_holders = 1;
+  durability.reclaimable_leases = 3;
+  EXPECT_THAT(FormatDurability(durability),
+              testing::EndsWith("adopted, 0 lost\n"
+                                "grace period on: 1 buffer waits for its holders (kept until "
+                                "it ends, even if unlinked), 3 leases may be re-claimed\n"));
+  durability.awaiting_holders = 2;
+  durability.reclaimable_leases = 1;
+  EXPECT_THAT(FormatDurability(durability),
+              testing::HasSubstr("2 buffers wait for their holders (kept until it ends, even "
+                                 "if unlinked), 1 lease may be re-claimed\n"));
+  durability.in_grace = false;
+  EXPECT_THAT(FormatDurability(durability), testing::Not(testing::HasSubstr("grace")));
+}
+
 TEST(FormatTest, StatsTextSaysWhenTheDaemonCouldNotReadItsState) {
   DurabilityStats durability;
   durability.recording = true;

@@ -159,6 +159,15 @@ std::string FormatDurability(const DurabilityStats& durability) {
                   FormatBytes(durability.adopted_bytes), ") in ", durability.adopted_segments,
                   durability.adopted_segments == 1 ? " segment" : " segments", " adopted, ",
                   durability.lost_buffers, " lost\n");
+  if (durability.in_grace) {
+    absl::StrAppend(&text, "grace period on: ", durability.awaiting_holders,
+                    durability.awaiting_holders == 1 ? " buffer waits for its holders"
+                                                     : " buffers wait for their holders",
+                    " (kept until it ends, even if unlinked), ",
+                    durability.reclaimable_leases,
+                    durability.reclaimable_leases == 1 ? " lease" : " leases",
+                    " may be re-claimed\n");
+  }
   return text;
 }
 

@@ -239,6 +239,13 @@ struct DurabilityStats {
   // Segments stored that did not come back: all when the previous state
   // could not be read (its buffers unknown), else the lost buffers'.
   std::uint64_t lost_segments = 0;
+  // The grace period after the recovery is on (recovery_grace_seconds):
+  // leases may still be re-claimed, and buffers waiting for their holders
+  // stay until it ends, even once unlinked; how many wait, and how many
+  // leases may be re-claimed. False and 0 from a daemon too old to say.
+  bool in_grace = false;
+  std::uint64_t awaiting_holders = 0;
+  std::uint64_t reclaimable_leases = 0;
 };
 
 // Creates waiting for memory at one location (DaemonStats::memory_waits).

@@ -153,6 +153,9 @@ class DurabilityStats:
     adopted_bytes: int
     lost_buffers: int
     lost_segments: int      # All stored when the previous state was unreadable.
+    in_grace: bool          # Leases may be re-claimed; awaited buffers stay, unlinked too.
+    awaiting_holders: int   # Adopted buffers waiting for their holders now.
+    reclaimable_leases: int
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@
 #include "tests/daemon/durable/buffer_steps.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/http_get.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
 #include "tests/support/service_manager.h"
 #include "tests/support/temp_dir.h"
@@ -39,11 +40,12 @@ class RecoveryStatsTest : public ::testing::Test {
 
   // memd on the host backend under the manager, metrics on a port of its
   // own choosing (Stats says which).
-  void StartMemd() {
+  void StartMemd(const std::string& grace_seconds = "30") {
     ASSERT_TRUE(manager_
                     ->Start(test::BinDir() + "/memd",
                             {"--socket-dir", dir_.path(), "--backend", "host",
-                             "--metrics-address", "127.0.0.1:0"})
+                             "--metrics-address", "127.0.0.1:0", "--recovery-grace-seconds",
+                             grace_seconds})
                     .ok());
     ASSERT_TRUE(manager_->WaitReady().ok()) << manager_->WaitReady();
   }
@@ -133,6 +135,65 @@ TEST_F(RecoveryStatsTest, AfterAKillTheNextMemdShowsWhatItTookBackEverywhere) {
   EXPECT_THAT(scrape->body, HasSubstr("\nmemd_recovery_lost_buffers 0\n"));
   EXPECT_THAT(scrape->body, HasSubstr("\nmemd_durability_recording 1\n"));
   EXPECT_THAT(scrape->body, Not(HasSubstr("\nmemd_recovery_timestamp_seconds 0\n")));
+}
+
+// A buffer whose holder died with memd waits for it through the grace
+// period, also once unlinked: a Trim gives its memory back only after the
+// grace ends. Stats and `memctl stats` say so while it lasts (the restart
+// cycles test waits for its end before it unlinks and trims).
+TEST_F(RecoveryStatsTest, WhileTheGraceLastsAnUnlinkedBufferWaitsForItsDeadHolderAndStatsSaySo) {
+  StartMemd("5");
+  {
+    auto holder = Connect();
+    ASSERT_NE(holder, nullptr);
+    test::Publish(*holder, "weights", 3 * kMiB, 1);
+    auto stats = holder->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_FALSE(stats->durability.in_grace) << "a memd that recovered nothing has no grace";
+    auto held = holder->Open("weights");
+    ASSERT_TRUE(held.ok()) << held.status();
+    ASSERT_TRUE(manager_->Kill(SIGKILL).ok());
+    ASSERT_TRUE(manager_->Wait().ok());
+  }  // The holder goes with memd: nobody re-claims its lease.
+  StartMemd("5");
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_TRUE(stats->durability.in_grace);
+  EXPECT_EQ(stats->durability.awaiting_holders, 1u);
+  EXPECT_EQ(stats->durability.reclaimable_leases, 1u);
+  test::ProgramResult text = Memctl({"stats"});
+  ASSERT_EQ(text.exit_code, 0) << test::Describe(text);
+  EXPECT_THAT(text.out, HasSubstr("\ngrace period on: 1 buffer waits for its holders (kept "
+                                  "until it ends, even if unlinked), 1 lease may be "
+                                  "re-claimed\n"));
+
+  ASSERT_TRUE(client->Unlink("weights").ok());
+  ASSERT_TRUE(client->Trim().ok());
+  auto during = client->Stats();
+  ASSERT_TRUE(during.ok()) << during.status();
+  ASSERT_TRUE(during->durability.in_grace)
+      << "the grace period (5 s) ended before the test looked again";
+  std::uint64_t segments = 0;
+  for (const PoolStats& pool : during->pools) segments += pool.segments;
+  EXPECT_EQ(segments, 1u) << "the buffer went before its holder's grace ended";
+
+  ASSERT_TRUE(test::PollUntil([&] {
+    auto now = client->Stats();
+    return now.ok() && !now->durability.in_grace;
+  })) << "the grace period never ended";
+  auto after = client->Stats();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->durability.awaiting_holders, 0u);
+  EXPECT_EQ(after->durability.reclaimable_leases, 0u);
+  ASSERT_TRUE(client->Trim().ok());
+  after = client->Stats();
+  ASSERT_TRUE(after.ok()) << after.status();
+  segments = 0;
+  for (const PoolStats& pool : after->pools) segments += pool.segments;
+  EXPECT_EQ(segments, 0u) << "the buffer outlived its holder's grace";
+  EXPECT_THAT(Memctl({"stats"}).out, Not(HasSubstr("grace period")));
 }
 
 }  // namespace

@@ -428,10 +428,13 @@ class RestartCyclesTest : public ::testing::Test {
 
   // The grace period over, only the kept buffers are left (unsealed and
   // ephemeral ones of dead holders went), and only this test's session.
+  // Over as memd says: a kept buffer that a dead client held waits for it
+  // until then, and unlinked meanwhile it would go only at the end.
   void AwaitGraceEnd(Client& client) {
     ASSERT_TRUE(test::PollUntil([&] {
       auto stats = client.Stats();
-      return stats.ok() && stats->buffers == kept_.size() && stats->sessions == 1;
+      return stats.ok() && !stats->durability.in_grace && stats->buffers == kept_.size() &&
+             stats->sessions == 1;
     })) << "unsealed, ephemeral buffers or sessions outlive their holders";
     auto listed = client.List();
     ASSERT_TRUE(listed.ok());
@@ -497,10 +500,17 @@ class RestartCyclesTest : public ::testing::Test {
     // Everything unlinked and trimmed: nothing reserved, nothing stored
     // but the state.
     for (const auto& [name, kept] : kept_) EXPECT_TRUE(client->Unlink(name).ok()) << name;
-    // Trimmed until empty: a buffer may go a moment after its Unlink (a
-    // lease of an ended session, a copy letting go); one that never goes
-    // fails below after the guard.
+    // Trimmed until empty: a buffer may go a moment after its Unlink. One
+    // way is known and waited out above: a buffer a killed reader held
+    // waits for it until the grace period ends, also once unlinked
+    // (RecoveryStatsTest shows it). Under the sanitizers, seed 3197486226
+    // kept a segment after one Trim in 3 of 6 concurrent replays at 1db348c
+    // and in none of 6 at 43c74ed (one Trim, without that wait), so whether
+    // that was the grace is not known. A buffer that never goes still fails
+    // below, after the guard; one that goes late is said in the log.
+    int trims = 0;
     test::PollUntil([&] {
+      ++trims;
       if (!client->Trim().ok()) return false;
       auto now = client->Stats();
       if (!now.ok()) return false;
@@ -509,6 +519,9 @@ class RestartCyclesTest : public ::testing::Test {
       }
       return true;
     });
+    if (trims > 1) {
+      std::fprintf(stderr, "restart cycles: the pools were empty only after %d trims\n", trims);
+    }
     stats = client->Stats();
     ASSERT_TRUE(stats.ok());
     for (const PoolStats& pool : stats->pools) {

@@ -142,6 +142,13 @@ struct Fields<durable::RecoveryReport> {
   }
 };
 template <>
+struct Fields<broker::GraceCounts> {
+  static auto Of(auto& s) {
+    auto& [on, awaiting_holders, reclaimable_leases] = s;
+    return std::tie(on, awaiting_holders, reclaimable_leases);
+  }
+};
+template <>
 struct Fields<durable::DurabilityStatus> {
   static auto Of(auto& s) {
     auto& [recording, not_recording, recovery] = s;
@@ -223,8 +230,22 @@ TEST(ConvertTest, EveryPressureCountIsSentWithItsPool) {
   ExpectEveryFieldCrosses<v1::PoolStats, broker::PressureCounts>(nullptr, nullptr, pool_fields);
 }
 
+// The grace period's figures are the broker's (GraceCounts), the rest the
+// recovery's.
+const std::vector<std::string> kGraceFields = {"in_grace", "awaiting_holders",
+                                               "reclaimable_leases"};
+
 TEST(ConvertTest, EveryDurabilityFieldIsSent) {
-  ExpectEveryFieldCrosses<v1::DurabilityStats, durable::DurabilityStatus>();
+  ExpectEveryFieldCrosses<v1::DurabilityStats, durable::DurabilityStatus>(nullptr, nullptr,
+                                                                          kGraceFields);
+}
+
+TEST(ConvertTest, EveryGraceFigureIsSent) {
+  ExpectEveryFieldCrosses<v1::DurabilityStats, broker::GraceCounts>(
+      nullptr, nullptr,
+      {"recording", "not_recording", "generation", "recovered", "recovered_unix_ns",
+       "recovery_ns", "adopted_segments", "adopted_buffers", "adopted_bytes", "lost_buffers",
+       "lost_segments"});
 }
 
 TEST(ConvertTest, EveryRecoveryFigureIsSent) {
@@ -239,7 +260,7 @@ TEST(ConvertTest, EveryRecoveryFigureIsSent) {
         status.recovery = report;
         ToProto(status, out);
       },
-      {"recording", "not_recording"});
+      {"recording", "not_recording", "in_grace", "awaiting_holders", "reclaimable_leases"});
 }
 
 TEST(ConvertTest, EveryBufferFieldIsSent) {
