@@ -175,7 +175,7 @@ absl::StatusOr<std::unique_ptr<ParallelFileReader>> FileReaderFor(const Transfer
       options.direct = DirectIo::kOff;
       break;
     case DirectIoMode::kAuto:
-      options.direct = InputReader::MostlyCached(input.fd.get(), size) ? DirectIo::kOff
+      options.direct = FileMostlyCached(input.fd.get(), 0, size) ? DirectIo::kOff
                                                                        : DirectIo::kPrefer;
       break;
   }
