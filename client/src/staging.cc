@@ -1,15 +1,19 @@
 #include "client/src/staging.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/bytes.h"
+#include "common/errno_status.h"
 
 namespace memd::internal {
 namespace {
@@ -157,6 +161,29 @@ absl::Status StageInFile(Client& client, Staging& staging, const Buffer& destina
     if (!done.ok()) return done.status();
   }
   return absl::OkStatus();
+}
+
+absl::Status WriteFileToDevice(Client& client, const Buffer& destination, int fd,
+                               std::uint64_t file_offset, std::uint64_t length,
+                               std::uint64_t offset, int threads) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("fstat", errno);
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        "a pipe or a socket cannot be read at an offset: give a regular file");
+  }
+  FileReadOptions read_options;
+  read_options.threads = std::clamp(threads, 0, ParallelFileReader::kMaxReadThreads);
+  read_options.direct = FileMostlyCached(fd, file_offset, length) ? DirectIo::kOff
+                                                                 : DirectIo::kPrefer;
+  absl::StatusOr<Staging> staging = Staging::Create(client, length, ".libmemd");
+  if (!staging.ok()) return staging.status();
+  // Gone before the staging it reads into.
+  absl::StatusOr<std::unique_ptr<ParallelFileReader>> reader =
+      ParallelFileReader::Create(fd, read_options);
+  if (!reader.ok()) return reader.status();
+  return StageInFile(client, *staging, destination, offset, length, **reader, file_offset,
+                     CopyOptions{});
 }
 
 }  // namespace memd::internal

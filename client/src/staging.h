@@ -4,9 +4,10 @@
 // (common/file_reader.h) fill some slices of a staging buffer while the
 // daemon's transfer engine copies the slices read before to the GPU, so the
 // file is never all in memory and reading overlaps the copying
-// (docs/benchmarks.md, "A file into a device buffer"). memctl runs it
-// (put, cp) with its own reader options, progress bar and report, and
-// shares Staging and CopyQueue for its other staged copies. Everything here goes through the public
+// (docs/benchmarks.md, "A file into a device buffer"). Buffer::WriteFromFile
+// of a device buffer runs this; memctl runs it too (put, cp), with its own
+// reader options, progress bar and report, and shares Staging and CopyQueue
+// for its other staged copies. Everything here goes through the public
 // Client, so the staging buffers are the caller's own: they count against
 // the caller's quotas.
 
@@ -129,5 +130,17 @@ absl::Status StageInFile(Client& client, Staging& staging, const Buffer& destina
                          std::uint64_t offset, std::uint64_t size, ParallelFileReader& reader,
                          std::uint64_t file_offset, const CopyOptions& options,
                          const StageHooks& hooks = {});
+
+// Buffer::WriteFromFile of a device buffer, whose lease, state and range
+// the caller checked: `length` (> 0) bytes of `fd` from `file_offset` into
+// `destination` at `offset`, through a staging buffer this call creates
+// and releases ("libmemd" its owner), read on `threads` threads (0: the
+// reader's default; more than ParallelFileReader::kMaxReadThreads: that
+// many), with O_DIRECT where the filesystem allows it and the page cache
+// does not hold the range's start. Errors: INVALID_ARGUMENT (a pipe or a
+// socket), Staging::Create's, StageInFile's.
+absl::Status WriteFileToDevice(Client& client, const Buffer& destination, int fd,
+                               std::uint64_t file_offset, std::uint64_t length,
+                               std::uint64_t offset, int threads);
 
 }  // namespace memd::internal
