@@ -198,7 +198,8 @@ def test_write_from_file_fills_a_device_buffer_and_leaves_no_staging(cuda_client
     assert cuda_client.stats().transfers.active == 0
 
 
-def test_safetensors_loads_a_gpu_through_write_from_file(cuda_client, tmp_path, monkeypatch):
+def test_safetensors_loads_a_gpu_through_write_from_file(cuda_client, tmp_path,
+                                                         write_from_file_calls):
     """memd.safetensors to a GPU, on the fake driver (framework='torch'
     needs torch; the buffer it views is what counts): one write_from_file
     of the whole file, no read loop of its own, every byte on the device."""
@@ -218,17 +219,10 @@ def test_safetensors_loads_a_gpu_through_write_from_file(cuda_client, tmp_path, 
     path = tmp_path / "model.safetensors"
     path.write_bytes(data)
 
-    calls = []
-    write_from_file = memd.Buffer.write_from_file
-
-    def counted(self, *args, **kwargs):
-        calls.append(args)
-        return write_from_file(self, *args, **kwargs)
-
-    monkeypatch.setattr(memd.Buffer, "write_from_file", counted)
     with open(path, "rb", buffering=0) as f:
         buf, parsed = st._attach_or_load(cuda_client, str(path), f, "device:0", 0o600, 30.0)
     try:
+        calls = write_from_file_calls
         assert len(calls) == 1 and calls[0][1:] == (0, len(data))
         assert buf.is_device and buf.location == "device:0" and buf.size == len(data)
         assert [t.name for t in parsed.tensors] == ["layer.0", "layer.1"]
