@@ -343,6 +343,26 @@ TEST_F(CudaTransferTest, WriteFromFileIntoADeviceBufferFailsAsDocumentedAndLeave
   EXPECT_THAT(StagingLeft(), ::testing::IsEmpty());
 }
 
+// The staging is the caller's own memory, under the caller's quotas: host
+// memory where this user may not have pinned memory enough, and
+// RESOURCE_EXHAUSTED naming the staging where neither is left.
+TEST_F(CudaTransferTest, WriteFromFileStagesUnderTheCallersQuotas) {
+  StartDaemon("", {"--max-uid-bytes", "host=3MiB,pinned=1MiB"});
+  const std::uint64_t size = 2 * kMiB;
+  const int file = PatternFile("weights", size, 17);
+  Buffer device = Make("weights", size, "device:0");
+  ASSERT_TRUE(device.WriteFromFile(file, 0, size).ok());
+  std::string expected(size, '\0');
+  test::FillPattern(std::as_writable_bytes(std::span<char>(expected)), 17);
+  EXPECT_TRUE(ReadBack(device) == expected);
+
+  Buffer held = Make("held", size, "host");
+  absl::Status refused = device.WriteFromFile(file, 0, size);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("a staging buffer of"));
+  EXPECT_THAT(StagingLeft(), ::testing::IsEmpty());
+}
+
 // 20 MB/s: a 32 MiB copy takes well over a second on the modelled link.
 constexpr char kSlowLink[] = "h2d=0.02,d2h=0.02";
 
