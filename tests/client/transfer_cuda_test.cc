@@ -270,13 +270,16 @@ TEST_F(CudaTransferTest, AnotherProcessImportsAndReadsWhatACopyWrote) {
 }
 
 // Buffer::WriteFromFile of a device buffer: the file read into libmemd's
-// own staging (two slices of 32 MiB here, the second part full) and copied
-// slice by slice; every byte lands where asked, those around stay, and the
-// staging goes with the call.
+// own staging (two slices of 32 MiB here, the second part full; from the
+// disk, then from the page cache) and copied slice by slice; every byte
+// lands where asked, those around stay, and the staging goes with the call.
 TEST_F(CudaTransferTest, WriteFromFileFillsADeviceBufferThroughStagingThatGoesWithTheCall) {
   StartDaemon();
   const std::uint64_t size = 40 * kMiB + 4097;
   const int file = PatternFile("weights", size, 31);
+  // Out of the page cache: read with O_DIRECT where the filesystem allows.
+  ::fdatasync(file);
+  ::posix_fadvise(file, 0, 0, POSIX_FADV_DONTNEED);
   Buffer device = Make("weights", size, "device:0");
   ASSERT_TRUE(device.WriteFromFile(file, 0, size).ok());
   std::string expected(size, '\0');
