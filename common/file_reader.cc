@@ -1,11 +1,13 @@
 #include "common/file_reader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/cpus.h"
@@ -38,7 +40,28 @@ absl::StatusOr<UniqueFd> OpenDirect(int fd) {
   return UniqueFd(direct);
 }
 
+// How much of a range decides whether it is in the page cache.
+constexpr std::uint64_t kCacheProbeBytes = std::uint64_t{64} << 20;
+
 }  // namespace
+
+bool FileMostlyCached(int fd, std::uint64_t offset, std::uint64_t length) {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  // mmap maps from a page boundary: probe from the page that holds `offset`.
+  const std::uint64_t start = offset - offset % page;
+  const auto probe = static_cast<std::size_t>(
+      std::min(length, kCacheProbeBytes) + (offset - start));
+  if (length == 0) return false;
+  void* mapped = ::mmap(nullptr, probe, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (mapped == MAP_FAILED) return false;
+  std::vector<unsigned char> resident((probe + page - 1) / page);
+  std::size_t cached = 0;
+  if (::mincore(mapped, probe, resident.data()) == 0) {
+    for (unsigned char flags : resident) cached += flags & 1;
+  }
+  ::munmap(mapped, probe);
+  return cached * 10 >= resident.size() * 9;
+}
 
 int ParallelFileReader::DefaultReadThreads() { return std::clamp(UsableCpus(), 1, 8); }
 

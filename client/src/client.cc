@@ -10,6 +10,7 @@
 #include "client/src/client_core.h"
 #include "client/src/convert.h"
 #include "client/src/file_fill.h"
+#include "client/src/staging.h"
 #include "common/cpus.h"
 #include "common/location.h"
 #include "common/paths.h"
@@ -74,11 +75,11 @@ absl::Status Buffer::WriteFromFile(int fd, std::uint64_t file_offset, std::uint6
         "buffer '", name, "' is ", access_ != Access::kReadWrite ? "open for reading" : "sealed",
         ": nothing writes to it"));
   }
-  if (descriptor_ == nullptr) {
+  // Device memory has no mapping here: its bytes go through staging.
+  const bool device = mapping_ == nullptr;
+  if (!device && descriptor_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "buffer '", name, "' ",
-        mapping_ == nullptr ? "is device memory, which WriteFromFile does not write"
-                            : "keeps no descriptor: create or open it with keep_descriptor"));
+        "buffer '", name, "' keeps no descriptor: create or open it with keep_descriptor"));
   }
   if (offset > info_.size || length > info_.size - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -86,6 +87,13 @@ absl::Status Buffer::WriteFromFile(int fd, std::uint64_t file_offset, std::uint6
         info_.size, " bytes)"));
   }
   if (length == 0) return absl::OkStatus();
+  if (device) {
+    // A Client on this Buffer's core: the staging and the copies are this
+    // session's, as if the caller had made them.
+    Client client(core_);
+    return internal::WriteFileToDevice(client, *this, fd, file_offset, length, offset,
+                                       std::max(threads, 0));
+  }
   if (threads <= 0) threads = std::min(UsableCpus(), 8);
   return internal::SendFileInto(descriptor_->fd.get(), descriptor_->offset + offset, fd,
                                 file_offset, length, threads);

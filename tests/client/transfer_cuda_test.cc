@@ -1,8 +1,10 @@
 // Copies between host and device buffers through a memd process on the fake
 // CUDA driver (tests/fake_cuda), whose modelled link makes a copy take as
 // long as a test needs: waits that run out, a copy's own deadline, cancel,
-// and a client killed mid-copy.
+// and a client killed mid-copy. And Buffer::WriteFromFile of a device
+// buffer, which stages the file through copies of its own.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,8 +25,10 @@
 #include "memd/client.h"
 #include "tests/client/pattern.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/files.h"
 #include "tests/support/poll_until.h"
 #include "tests/support/run_program.h"
+#include "tests/support/temp_dir.h"
 
 namespace memd {
 namespace {
@@ -85,6 +89,46 @@ class CudaTransferTest : public ::testing::Test {
     return stats.ok() ? *stats : DaemonStats{};
   }
 
+  // The device buffer's bytes, copied back through a host buffer.
+  std::string ReadBack(const Buffer& device) {
+    Buffer back = Make(device.name() + ".back", device.size(), "host");
+    auto copy = client_->Copy({&device}, {&back});
+    EXPECT_TRUE(copy.ok()) << copy.status();
+    if (!copy.ok()) return "";
+    EXPECT_TRUE(copy->Wait().ok());
+    const std::span<const std::byte> bytes = back.data();
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+
+  // A file of `size` bytes of the pattern of `seed`, open for reading.
+  int PatternFile(const std::string& name, std::uint64_t size, std::uint32_t seed) {
+    std::string bytes(size, '\0');
+    test::FillPattern(std::as_writable_bytes(std::span<char>(bytes)), seed);
+    const std::string path = files_.Join(name);
+    test::WriteWholeFile(path, bytes);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(fd, 0) << path;
+    fds_.push_back(fd);
+    return fd;
+  }
+
+  // The staging buffers libmemd made and left (none, once a call returned).
+  std::vector<std::string> StagingLeft() {
+    std::vector<std::string> names;
+    auto listed = client_->List(".libmemd/");
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    if (listed.ok()) {
+      for (const BufferInfo& info : *listed) names.push_back(info.name);
+    }
+    return names;
+  }
+
+  ~CudaTransferTest() override {
+    for (int fd : fds_) ::close(fd);
+  }
+
+  test::TempDir files_;
+  std::vector<int> fds_;
   std::shared_ptr<const cuda::Driver> driver_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<Client> client_;
@@ -223,6 +267,103 @@ TEST_F(CudaTransferTest, AnotherProcessImportsAndReadsWhatACopyWrote) {
       test::RunProgram(BinDir() + "/memd-test-client",
                        {"device-consume", "model/w", std::to_string(size), "24"}, "", env);
   EXPECT_EQ(wrong.out, "MISMATCH\n") << "the check must be able to fail";
+}
+
+// Buffer::WriteFromFile of a device buffer: the file read into libmemd's
+// own staging (two slices of 32 MiB here, the second part full; from the
+// disk, then from the page cache) and copied slice by slice; every byte
+// lands where asked, those around stay, and the staging goes with the call.
+TEST_F(CudaTransferTest, WriteFromFileFillsADeviceBufferThroughStagingThatGoesWithTheCall) {
+  StartDaemon();
+  const std::uint64_t size = 40 * kMiB + 4097;
+  const int file = PatternFile("weights", size, 31);
+  // Out of the page cache: read with O_DIRECT where the filesystem allows.
+  ::fdatasync(file);
+  ::posix_fadvise(file, 0, 0, POSIX_FADV_DONTNEED);
+  Buffer device = Make("weights", size, "device:0");
+  ASSERT_TRUE(device.WriteFromFile(file, 0, size).ok());
+  std::string expected(size, '\0');
+  test::FillPattern(std::as_writable_bytes(std::span<char>(expected)), 31);
+  EXPECT_TRUE(ReadBack(device) == expected) << "the device buffer differs from the file";
+  EXPECT_THAT(StagingLeft(), ::testing::IsEmpty());
+
+  // From inside the file (not on a page: read through the page cache) to
+  // inside the buffer, on one reader thread: the bytes around stay.
+  const std::uint64_t whole = 36 * kMiB;
+  Buffer around = Make("around", whole, "host", 5);
+  Buffer target = Make("target", whole, "device:0");
+  auto filled = client_->Copy({&around}, {&target});
+  ASSERT_TRUE(filled.ok()) << filled.status();
+  ASSERT_TRUE(filled->Wait().ok());
+  const std::uint64_t file_offset = 12345;
+  const std::uint64_t offset = kMiB + 7;
+  const std::uint64_t length = 33 * kMiB + 3;
+  ASSERT_TRUE(target.WriteFromFile(file, file_offset, length, offset, 1).ok());
+  std::string want(whole, '\0');
+  test::FillPattern(std::as_writable_bytes(std::span<char>(want)), 5);
+  want.replace(offset, length, expected, file_offset, length);
+  EXPECT_TRUE(ReadBack(target) == want) << "bytes landed elsewhere, or around ones changed";
+  EXPECT_THAT(StagingLeft(), ::testing::IsEmpty());
+  const DaemonStats stats = Stats();
+  EXPECT_EQ(stats.transfers.active, 0u);
+  EXPECT_EQ(stats.transfers.failed, 0u);
+}
+
+// Each documented error, and no staging left behind by any: also not by a
+// file that ends while a copy of an earlier slice is still on a slow link
+// (the call cancels it and waits for it before returning).
+TEST_F(CudaTransferTest, WriteFromFileIntoADeviceBufferFailsAsDocumentedAndLeavesNoStaging) {
+  StartDaemon("h2d=0.2");
+  const int file = PatternFile("short", 33 * kMiB, 7);
+  // 100 MiB ask for 4 slices, 2 of them queued as copies: the first is on
+  // the link (32 MiB at 200 MB/s) when the second piece finds the end.
+  Buffer device = Make("weights", 100 * kMiB, "device:0");
+  absl::Status ended = device.WriteFromFile(file, 0, 100 * kMiB);
+  EXPECT_TRUE(absl::IsOutOfRange(ended)) << ended;
+  EXPECT_THAT(StagingLeft(), ::testing::IsEmpty());
+  EXPECT_EQ(Stats().transfers.active, 0u) << "a copy of the failed call still runs";
+
+  absl::Status past = device.WriteFromFile(file, 0, 2, 100 * kMiB - 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(past)) << past;
+  EXPECT_THAT(std::string(past.message()),
+              ::testing::AllOf(::testing::HasSubstr("2 bytes at offset 104857599"),
+                               ::testing::HasSubstr("104857600 bytes")));
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe2(pipe_ends, O_CLOEXEC), 0);
+  fds_.insert(fds_.end(), {pipe_ends[0], pipe_ends[1]});
+  EXPECT_TRUE(absl::IsInvalidArgument(device.WriteFromFile(pipe_ends[0], 0, 16)));
+
+  Buffer sealed = Make("sealed", kMiB, "device:0");
+  ASSERT_TRUE(sealed.Seal().ok());
+  absl::Status after_seal = sealed.WriteFromFile(file, 0, 16);
+  EXPECT_TRUE(absl::IsFailedPrecondition(after_seal)) << after_seal;
+  EXPECT_THAT(std::string(after_seal.message()), ::testing::HasSubstr("is sealed"));
+  auto reader = client_->Open("sealed");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::Status read_lease = reader->WriteFromFile(file, 0, 16);
+  EXPECT_TRUE(absl::IsFailedPrecondition(read_lease)) << read_lease;
+  EXPECT_THAT(std::string(read_lease.message()), ::testing::HasSubstr("open for reading"));
+  EXPECT_THAT(StagingLeft(), ::testing::IsEmpty());
+}
+
+// The staging is the caller's own memory, under the caller's quotas: host
+// memory where this user may not have pinned memory enough, and
+// RESOURCE_EXHAUSTED naming the staging where neither is left.
+TEST_F(CudaTransferTest, WriteFromFileStagesUnderTheCallersQuotas) {
+  StartDaemon("", {"--max-uid-bytes", "host=3MiB,pinned=1MiB"});
+  const std::uint64_t size = 2 * kMiB;
+  const int file = PatternFile("weights", size, 17);
+  Buffer device = Make("weights", size, "device:0");
+  ASSERT_TRUE(device.WriteFromFile(file, 0, size).ok());
+  std::string expected(size, '\0');
+  test::FillPattern(std::as_writable_bytes(std::span<char>(expected)), 17);
+  EXPECT_TRUE(ReadBack(device) == expected);
+
+  Buffer held = Make("held", size, "host");
+  absl::Status refused = device.WriteFromFile(file, 0, size);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("a staging buffer of"));
+  EXPECT_THAT(StagingLeft(), ::testing::IsEmpty());
 }
 
 // 20 MB/s: a 32 MiB copy takes well over a second on the modelled link.

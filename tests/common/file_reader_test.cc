@@ -238,6 +238,28 @@ int OnRamfs(const std::string& dir, int (*check)(int fd)) {
   return WEXITSTATUS(status);
 }
 
+// O_DIRECT goes to the disk: a reader reads a range the page cache holds
+// from the cache instead (memctl put, Buffer::WriteFromFile).
+TEST_F(FileReaderTest, MostlyCachedTellsACachedRangeFromAnEvictedOne) {
+  const std::string bytes = RandomBytes(1 << 20, 9);
+  const int fd = Open(bytes);
+  EXPECT_TRUE(FileMostlyCached(fd, 0, bytes.size()));
+  // A range that starts inside a page probes from that page.
+  EXPECT_TRUE(FileMostlyCached(fd, 5000, bytes.size() - 5000));
+  if (!OnFilesystem(dir_.path(), TMPFS_MAGIC)) {  // tmpfs keeps every page.
+    Evict(fd);
+    EXPECT_FALSE(FileMostlyCached(fd, 0, bytes.size()));
+    // Half of it read again: its second half is cached, its first is not.
+    Aligned into(bytes.size() / 2);
+    std::unique_ptr<ParallelFileReader> reader = Reader({.threads = 1});
+    ASSERT_TRUE(reader->Wait(reader->Submit(bytes.size() / 2, into.span(0, bytes.size() / 2)))
+                    .ok());
+    EXPECT_TRUE(FileMostlyCached(fd, bytes.size() / 2, bytes.size() / 2));
+    EXPECT_FALSE(FileMostlyCached(fd, 0, bytes.size() / 2));
+  }
+  EXPECT_FALSE(FileMostlyCached(fd, 0, 0));
+}
+
 TEST_F(FileReaderTest, RequiredDirectOnAFilesystemWithoutItIsFailedPrecondition) {
   const int result = OnRamfs(dir_.path(), [](int fd) {
     absl::StatusOr<std::unique_ptr<ParallelFileReader>> reader =

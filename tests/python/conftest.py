@@ -78,6 +78,21 @@ def name(request, daemon):
                 pass
 
 
+@pytest.fixture
+def write_from_file_calls(monkeypatch):
+    """The arguments (after self) of each Buffer.write_from_file call the
+    test makes, which still goes through."""
+    calls = []
+    write_from_file = memd.Buffer.write_from_file
+
+    def counted(self, *args, **kwargs):
+        calls.append(args)
+        return write_from_file(self, *args, **kwargs)
+
+    monkeypatch.setattr(memd.Buffer, "write_from_file", counted)
+    return calls
+
+
 def memd_mappings() -> list[tuple[int, int]]:
     """(start, end) of this process's mappings of memd host memory (the
     daemon's memfds are named memd:host and memd:pinned)."""

@@ -156,3 +156,79 @@ def test_device_memory_is_accounted_and_trims_say_what_the_driver_freed(cuda_cli
     assert cuda_client.stats().devices[0].memd_bytes <= holding.memd_bytes - (8 << 20)
     (host,) = cuda_client.trim("host")
     assert host.driver_freed_bytes is None
+
+
+def _device_bytes(client, buf):
+    """The device buffer's bytes, copied back through a host buffer."""
+    with client.create(f"{buf.name}.back", buf.size) as back:
+        client.copy(buf, back).wait(timeout=60)
+        return bytes(np.asarray(back))
+
+
+def test_write_from_file_fills_a_device_buffer_and_leaves_no_staging(cuda_client, name,
+                                                                     tmp_path):
+    """libmemd reads the file into staging of its own (two 32 MiB slices
+    here, the second part full) and has memd copy each slice to the GPU."""
+    data = np.random.default_rng(3).integers(0, 256, (33 << 20) + 5, dtype=np.uint8).tobytes()
+    path = tmp_path / "weights.bin"
+    path.write_bytes(data)
+    with open(path, "rb") as f, \
+            cuda_client.create(name, len(data) + 4096, location="device:0") as buf:
+        with cuda_client.create(f"{name}.zeros", buf.size) as zeros:
+            cuda_client.copy(zeros, buf).wait(timeout=60)
+        buf.write_from_file(f, 7, len(data) - 7, offset=4096 + 3, threads=2)
+        assert f.tell() == 0  # Its position does not move.
+        got = _device_bytes(cuda_client, buf)
+        assert got[:4099] == bytes(4099) and got[4099:4099 + len(data) - 7] == data[7:]
+        assert got[4099 + len(data) - 7:] == bytes(len(got) - 4099 - len(data) + 7)
+        assert cuda_client.list(prefix=".libmemd/") == []
+
+        with pytest.raises(memd.OutOfRangeError, match="ended"):
+            buf.write_from_file(f, 4096, len(data))
+        with pytest.raises(memd.InvalidArgumentError, match="past the end"):
+            buf.write_from_file(f, 0, 2, offset=buf.size - 1)
+        assert cuda_client.list(prefix=".libmemd/") == []
+        buf.seal()
+        with pytest.raises(memd.FailedPreconditionError, match="sealed"):
+            buf.write_from_file(f, 0, 16)
+        with cuda_client.open(name) as reader:
+            with pytest.raises(memd.FailedPreconditionError, match="open for reading"):
+                reader.write_from_file(f, 0, 16)
+    cuda_client.unlink(name)
+    assert cuda_client.stats().transfers.active == 0
+
+
+def test_safetensors_loads_a_gpu_through_write_from_file(cuda_client, tmp_path,
+                                                         write_from_file_calls):
+    """memd.safetensors to a GPU, on the fake driver (framework='torch'
+    needs torch; the buffer it views is what counts): one write_from_file
+    of the whole file, no read loop of its own, every byte on the device."""
+    import json
+    import struct
+
+    import memd.safetensors as st
+
+    elements = 3 << 20  # float16: two tensors of 6 MiB.
+    header = {f"layer.{i}": {"dtype": "F16", "shape": [elements],
+                             "data_offsets": [2 * elements * i, 2 * elements * (i + 1)]}
+              for i in range(2)}
+    text = json.dumps(header).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    data = struct.pack("<Q", len(text)) + text + b"".join(
+        (np.arange(elements) % (i + 3)).astype(np.float16).tobytes() for i in range(2))
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(data)
+
+    with open(path, "rb", buffering=0) as f:
+        buf, parsed = st._attach_or_load(cuda_client, str(path), f, "device:0", 0o600, 30.0)
+    try:
+        calls = write_from_file_calls
+        assert len(calls) == 1 and calls[0][1:] == (0, len(data))
+        assert buf.is_device and buf.location == "device:0" and buf.size == len(data)
+        assert [t.name for t in parsed.tensors] == ["layer.0", "layer.1"]
+        assert _device_bytes(cuda_client, buf) == data
+        assert cuda_client.list(prefix=".libmemd/") == []
+    finally:
+        name = buf.name
+        buf.release()
+        cuda_client.unlink(name)

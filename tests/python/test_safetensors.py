@@ -189,17 +189,10 @@ def test_a_changed_file_is_never_served_from_the_old_buffer(client, clean, files
 
 
 def test_host_memory_is_loaded_through_the_buffers_descriptor(client, clean, model,
-                                                              monkeypatch):
+                                                              write_from_file_calls):
     path, tensors = model
-    calls = []
-    write_from_file = memd.Buffer.write_from_file
-
-    def counted(self, *args, **kwargs):
-        calls.append(args)
-        return write_from_file(self, *args, **kwargs)
-
-    monkeypatch.setattr(memd.Buffer, "write_from_file", counted)
     loaded = st.load(path, framework="numpy", client=client)
+    calls = write_from_file_calls
     assert len(calls) == 1 and calls[0][1:] == (0, os.path.getsize(path))
     for key, array in tensors.items():
         assert np.array_equal(loaded[key], array)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -505,6 +506,37 @@ TEST_F(MemctlDeviceTest, AMemctlKilledMidPutLeavesNoBufferStagingOrTransfer) {
     return stats.ok() && stats->transfers.active == 0 && stats->leases == 0 &&
            Names().empty();
   })) << "left behind: " << testing::PrintToString(Names());
+}
+
+// A file cut short while put reads it: the slices read before went to the
+// copies, the next read finds the end. put fails naming the file (libmemd's
+// pipeline says OUT_OF_RANGE; memctl says what a person should suspect) and
+// leaves neither the buffer nor its staging.
+TEST_F(MemctlDeviceTest, AFileCutShortDuringAPutFailsNamingItAndLeavesNothing) {
+  // 50 MB/s: the first 32 MiB copy takes 0.7 s at least (longer where
+  // the four queued first share the link), and the ninth slice is read only
+  // once it is done.
+  StartDaemon({{"MEMD_FAKE_CUDA_LINK_GBPS", "0.05"}});
+  std::string bytes;
+  const std::string path = WriteLargeFile(files_.Join("large"), bytes);
+  ProgramResult put;
+  std::thread putter([&] {
+    put = Run({"put", "--no-direct-io", "--location", "device:0", "cut", path});
+  });
+  const bool copying = test::PollUntil([&] {
+    auto stats = client_->Stats();
+    return stats.ok() && stats->transfers.active > 0;
+  });
+  EXPECT_EQ(::truncate(path.c_str(), 100 << 20), 0);
+  putter.join();
+  ASSERT_TRUE(copying) << "memctl never got to copying: " << Describe(put);
+  EXPECT_EQ(put.exit_code, kExitFailed) << Describe(put);
+  EXPECT_THAT(put.err, AllOf(StartsWith(absl::StrCat("memctl: read ", path,
+                                                     ": FAILED_PRECONDITION: ")),
+                             HasSubstr("the file ended before its"),
+                             HasSubstr("did it change while memctl read it?")));
+  EXPECT_TRUE(test::PollUntil([&] { return Names().empty(); }))
+      << "left behind: " << testing::PrintToString(Names());
 }
 
 // A safetensors file of one U8 tensor of `data_bytes`, header padded to 8.

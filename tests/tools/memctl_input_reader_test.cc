@@ -1,12 +1,10 @@
 // memctl's InputReader: put's input read slice by slice into aligned
-// memory, every way the input can disagree with the size memctl expected,
-// and the page cache probe that keeps a cached file from O_DIRECT.
+// memory, and every way the input can disagree with the size memctl
+// expected.
 
 #include "tools/memctl/input_reader.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
-#include <sys/vfs.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -65,11 +63,6 @@ class InputReaderTest : public ::testing::Test {
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   }
 
-  bool OnTmpfs() {
-    struct statfs fs {};
-    return ::statfs(dir_.Join("").c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-  }
-
   // Reads `size` bytes in slices of `slice` bytes into aligned memory.
   absl::Status ReadAll(InputReader& reader, Aligned& into, std::size_t slice) {
     for (std::size_t offset = 0; offset < into.size; offset += slice) {
@@ -93,22 +86,6 @@ TEST_F(InputReaderTest, ReadsAlignedSlicesAndAnUnalignedTail) {
     ASSERT_TRUE(ReadAll(reader, into, 2 * kAlign).ok());
     EXPECT_TRUE(into.str() == bytes);
   }
-}
-
-// O_DIRECT goes to the disk: memctl reads a file the page cache holds from
-// the cache instead.
-TEST_F(InputReaderTest, MostlyCachedTellsACachedFileFromAnEvictedOne) {
-  const std::string bytes = RandomBytes(1 << 20, 9);
-  const std::string path = dir_.Join("cached");
-  WriteWholeFile(path, bytes);
-  absl::StatusOr<Input> input = OpenInput(path);
-  ASSERT_TRUE(input.ok()) << input.status();
-  EXPECT_TRUE(InputReader::MostlyCached(input->fd.get(), bytes.size()));
-  if (!OnTmpfs()) {  // tmpfs keeps every page: nothing to evict.
-    Evict(input->fd.get());
-    EXPECT_FALSE(InputReader::MostlyCached(input->fd.get(), bytes.size()));
-  }
-  EXPECT_FALSE(InputReader::MostlyCached(input->fd.get(), 0));
 }
 
 TEST_F(InputReaderTest, AFileReadPartWayIsReadOnFromWhereItIs) {

@@ -20,7 +20,6 @@
 #include "tools/memctl/output_file.h"
 #include "tools/memctl/progress.h"
 #include "tools/memctl/staged_copy.h"
-#include "tools/memctl/staging.h"
 
 namespace memd::memctl {
 namespace {
@@ -175,7 +174,7 @@ absl::StatusOr<std::unique_ptr<ParallelFileReader>> FileReaderFor(const Transfer
       options.direct = DirectIo::kOff;
       break;
     case DirectIoMode::kAuto:
-      options.direct = InputReader::MostlyCached(input.fd.get(), size) ? DirectIo::kOff
+      options.direct = FileMostlyCached(input.fd.get(), 0, size) ? DirectIo::kOff
                                                                        : DirectIo::kPrefer;
       break;
   }
@@ -263,7 +262,7 @@ absl::Status Fill(Client& client, const FileToBuffer& request, SizedInput& sized
     return absl::InternalError(absl::StrCat("the daemon mapped no memory for buffer ",
                                             buffer.name()));
   }
-  absl::StatusOr<Staging> staging = Staging::Create(client, sized.size);
+  absl::StatusOr<Staging> staging = CreateStaging(client, sized.size);
   if (!staging.ok()) return staging.status();
   ProgressBar bar(progress, request.step);
   if (!sized.collected_all && sized.input.kind == Input::Kind::kFile) {
@@ -364,7 +363,7 @@ absl::StatusOr<BufferToFileResult> CopyBufferToFile(Client& client,
       bar.Update(result.report.bytes, buffer->size());
     }
   } else {
-    absl::StatusOr<Staging> staging = Staging::Create(client, buffer->size());
+    absl::StatusOr<Staging> staging = CreateStaging(client, buffer->size());
     ProgressBar bar(progress, request.step);
     status = staging.ok() ? StageOut(client, *staging, *buffer, *file,
                                      CopyOptionsFor(request.transfer), bar, result.report)

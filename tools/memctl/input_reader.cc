@@ -1,12 +1,10 @@
 #include "tools/memctl/input_reader.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
@@ -19,25 +17,7 @@ namespace {
 // small enough to notice a signal.
 constexpr std::size_t kMaxReadBytes = std::size_t{16} << 20;
 
-// How much of a file's start decides whether it is in the page cache.
-constexpr std::size_t kCacheProbeBytes = std::size_t{64} << 20;
-
 }  // namespace
-
-bool InputReader::MostlyCached(int fd, std::uint64_t size) {
-  const std::size_t probe = static_cast<std::size_t>(std::min<std::uint64_t>(size, kCacheProbeBytes));
-  if (probe == 0) return false;
-  void* mapped = ::mmap(nullptr, probe, PROT_READ, MAP_SHARED, fd, 0);
-  if (mapped == MAP_FAILED) return false;
-  const long page = ::sysconf(_SC_PAGESIZE);
-  std::vector<unsigned char> resident((probe + page - 1) / page);
-  std::size_t cached = 0;
-  if (::mincore(mapped, probe, resident.data()) == 0) {
-    for (unsigned char flags : resident) cached += flags & 1;
-  }
-  ::munmap(mapped, probe);
-  return cached * 10 >= resident.size() * 9;
-}
 
 InputReader::InputReader(Input& input, const Collected* collected, bool sized_by_flag,
                          std::uint64_t total)

@@ -26,11 +26,6 @@ class InputReader {
   InputReader(Input& input, const Collected* collected, bool sized_by_flag,
               std::uint64_t total);
 
-  // Whether at least 90% of the first 64 MiB of the file (of `size` bytes)
-  // are in the page cache; false when that cannot be told. (memctl reads
-  // such a file through the cache, not with O_DIRECT.)
-  static bool MostlyCached(int fd, std::uint64_t size);
-
   // Fills `into` completely with the next bytes. Errors: FAILED_PRECONDITION when the input ends
   // early (a file that shrank; a stream shorter than --size said), else the
   // read error; each names the step "read <input>".

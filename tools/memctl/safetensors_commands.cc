@@ -18,7 +18,6 @@
 #include "tools/memctl/file_transfers.h"
 #include "tools/memctl/progress.h"
 #include "tools/memctl/staged_copy.h"
-#include "tools/memctl/staging.h"
 #include "tools/memctl/table.h"
 
 namespace memd::memctl {
@@ -136,7 +135,7 @@ absl::StatusOr<std::string> ReadPrefix(Client& client, const BufferInfo& info,
     return absl::FailedPreconditionError(
         absl::StrCat("buffer ", info.name, " changed since memctl looked; run again"));
   }
-  absl::StatusOr<Staging> staging = Staging::Create(client, count);
+  absl::StatusOr<Staging> staging = CreateStaging(client, count);
   if (!staging.ok()) return staging.status();
   std::string bytes;
   bytes.reserve(count);

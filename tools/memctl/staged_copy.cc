@@ -1,7 +1,6 @@
 #include "tools/memctl/staged_copy.h"
 
 #include <algorithm>
-#include <deque>
 #include <span>
 #include <utility>
 
@@ -26,57 +25,33 @@ void Tally(Transfer& transfer, TransferReport& report) {
   report.retries += progress->retries;
 }
 
-// Copies running for one staged put or get, oldest first, each on one
-// staging slice; cancelled when dropped unfinished (a failure on the way).
-class CopyQueue {
- public:
-  struct Entry {
-    Transfer transfer;
-    int slice = 0;
-    std::uint64_t offset = 0;  // In the device buffer.
-    std::uint64_t length = 0;
-  };
+// What each finished copy of a staged copy adds: bytes, path and retries
+// to the report, the bar redrawn.
+void Tally(Transfer& transfer, std::uint64_t bytes, std::uint64_t total, ProgressBar& bar,
+           TransferReport& report) {
+  Tally(transfer, report);
+  report.bytes += bytes;
+  bar.Update(report.bytes, total);
+}
 
-  ~CopyQueue() {
-    for (Entry& entry : entries_) (void)entry.transfer.Cancel();
-  }
-
-  std::size_t size() const { return entries_.size(); }
-  bool empty() const { return entries_.empty(); }
-
-  absl::Status Submit(Client& client, const Region& source, const Region& destination,
-                      const CopyOptions& options, int slice, std::uint64_t offset) {
-    const std::uint64_t length = source.length.value_or(0);
-    absl::StatusOr<Transfer> transfer = client.Copy(source, destination, options);
-    if (!transfer.ok()) return transfer.status();
-    entries_.push_back(Entry{*std::move(transfer), slice, offset, length});
-    return absl::OkStatus();
-  }
-
-  // Waits for the oldest copy and takes it off the queue.
-  absl::StatusOr<Entry> FinishOldest(const CopyOptions& options, std::uint64_t total,
-                                     ProgressBar& bar, TransferReport& report) {
-    Entry entry = std::move(entries_.front());
-    entries_.pop_front();
-    absl::Status status = entry.transfer.Wait(DeadlineOf(options));
-    if (!status.ok()) {
-      (void)entry.transfer.Cancel();
-      return absl::Status(status.code(),
-                          absl::StrCat("copying bytes [", entry.offset, ", ",
-                                       entry.offset + entry.length, ") of ", total, ": ",
-                                       status.message()));
-    }
-    Tally(entry.transfer, report);
-    report.bytes += entry.length;
-    bar.Update(report.bytes, total);
-    return entry;
-  }
-
- private:
-  std::deque<Entry> entries_;
-};
+// Waits for the oldest of `copies`, tallied.
+absl::StatusOr<internal::CopyQueue::Entry> FinishOldest(internal::CopyQueue& copies,
+                                                        const CopyOptions& options,
+                                                        std::uint64_t total, ProgressBar& bar,
+                                                        TransferReport& report) {
+  absl::StatusOr<internal::CopyQueue::Entry> done =
+      copies.FinishOldest(DeadlineOf(options), 0, total);
+  if (done.ok()) Tally(done->transfer, done->length, total, bar, report);
+  return done;
+}
 
 }  // namespace
+
+absl::StatusOr<Staging> CreateStaging(Client& client, std::uint64_t total) {
+  absl::StatusOr<Staging> staging = Staging::Create(client, total, ".memctl");
+  if (!staging.ok()) return Failed("staging", staging.status());
+  return staging;
+}
 
 absl::Status CopyAndWait(Client& client, const Region& source, const Region& destination,
                          const CopyOptions& options, ProgressBar& bar,
@@ -117,13 +92,14 @@ absl::Status CopyAndWait(Client& client, const Region& source, const Region& des
 absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination,
                      std::uint64_t size, InputReader& reader, const CopyOptions& options,
                      ProgressBar& bar, TransferReport& report) {
-  CopyQueue copies;
+  internal::CopyQueue copies;
   std::uint64_t offset = 0;
   for (int next = 0; offset < size; ++next) {
     const int slice = next % staging.slices();
     // Slices are used in turn: the oldest copy is the one reading this slice.
     if (copies.size() == static_cast<std::size_t>(staging.slices())) {
-      absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
+      absl::StatusOr<internal::CopyQueue::Entry> done =
+          FinishOldest(copies, options, size, bar, report);
       if (!done.ok()) return done.status();
     }
     const std::uint64_t length = std::min(staging.slice_bytes(), size - offset);
@@ -140,7 +116,8 @@ absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination
   }
   if (absl::Status status = reader.CheckEnd(); !status.ok()) return status;
   while (!copies.empty()) {
-    absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
+    absl::StatusOr<internal::CopyQueue::Entry> done =
+        FinishOldest(copies, options, size, bar, report);
     if (!done.ok()) return done.status();
   }
   return absl::OkStatus();
@@ -151,53 +128,21 @@ absl::Status StageInFile(Client& client, Staging& staging, const Buffer& destina
                          std::uint64_t file_offset, const std::string& label,
                          const CopyOptions& options, ProgressBar& bar,
                          TransferReport& report) {
-  const std::uint64_t slice_bytes = staging.slice_bytes();
-  const std::uint64_t slices = static_cast<std::uint64_t>(staging.slices());
-  const std::uint64_t pieces = (size + slice_bytes - 1) / slice_bytes;
-  // Copies queued with the daemon at most: enough that the link never
-  // waits for memctl's next Copy call; the other slices are the readers'.
-  const std::size_t max_copies = static_cast<std::size_t>(std::max<std::uint64_t>(1, slices / 2));
   const std::string step = absl::StrCat("read ", label);
-  std::deque<ParallelFileReader::Ticket> reads;  // Of the pieces in order.
-  auto read = [&](std::uint64_t piece) {
-    const std::uint64_t offset = piece * slice_bytes;
-    const std::uint64_t length = std::min(slice_bytes, size - offset);
-    reads.push_back(reader.Submit(file_offset + offset,
-                                  staging.Slice(static_cast<int>(piece % slices), length)));
+  internal::StageHooks hooks;
+  hooks.copied = [&](Transfer& transfer, std::uint64_t bytes) {
+    Tally(transfer, bytes, size, bar, report);
   };
-  for (std::uint64_t piece = 0; piece < std::min(slices, pieces); ++piece) read(piece);
-  CopyQueue copies;
-  for (std::uint64_t piece = 0; piece < pieces; ++piece) {
-    const std::uint64_t offset = piece * slice_bytes;
-    const std::uint64_t length = std::min(slice_bytes, size - offset);
-    absl::Status got = reader.Wait(reads.front());
-    reads.pop_front();
+  hooks.read_failed = [&](absl::Status got) {
     if (absl::IsOutOfRange(got)) {
       return Failed(step, absl::FailedPreconditionError(absl::StrCat(
                               "the file ended before its ", size, " bytes (", got.message(),
                               "); did it change while memctl read it?")));
     }
-    if (!got.ok()) return Failed(step, got);
-    const int slice = static_cast<int>(piece % slices);
-    if (absl::Status status =
-            copies.Submit(client, staging.SliceRegion(slice, length),
-                          Region{&destination, offset, length}, options, slice, offset);
-        !status.ok()) {
-      return status;
-    }
-    while (copies.size() >= max_copies) {
-      absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
-      if (!done.ok()) return done.status();
-      // Its slice is free again: read the piece that goes there next.
-      const std::uint64_t next = done->offset / slice_bytes + slices;
-      if (next < pieces) read(next);
-    }
-  }
-  while (!copies.empty()) {
-    absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
-    if (!done.ok()) return done.status();
-  }
-  return absl::OkStatus();
+    return Failed(step, std::move(got));
+  };
+  return internal::StageInFile(client, staging, destination, 0, size, reader, file_offset,
+                               options, hooks);
 }
 
 absl::Status StageOut(Client& client, Staging& staging, const Buffer& source,
@@ -207,7 +152,7 @@ absl::Status StageOut(Client& client, Staging& staging, const Buffer& source,
   const std::uint64_t slice_bytes = staging.slice_bytes();
   const std::uint64_t pieces = (size + slice_bytes - 1) / slice_bytes;
   const std::uint64_t slices = static_cast<std::uint64_t>(staging.slices());
-  CopyQueue copies;
+  internal::CopyQueue copies;
   auto submit = [&](std::uint64_t piece) {
     const int slice = static_cast<int>(piece % slices);
     const std::uint64_t offset = piece * slice_bytes;
@@ -219,7 +164,8 @@ absl::Status StageOut(Client& client, Staging& staging, const Buffer& source,
     if (absl::Status status = submit(piece); !status.ok()) return status;
   }
   for (std::uint64_t piece = 0; piece < pieces; ++piece) {
-    absl::StatusOr<CopyQueue::Entry> done = copies.FinishOldest(options, size, bar, report);
+    absl::StatusOr<internal::CopyQueue::Entry> done =
+        FinishOldest(copies, options, size, bar, report);
     if (!done.ok()) return done.status();
     if (absl::Status status = out.Write(staging.Slice(done->slice, done->length));
         !status.ok()) {

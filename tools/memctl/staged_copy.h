@@ -3,21 +3,31 @@
 // The copies memctl asks the daemon for, waited on with a progress bar and
 // tallied for --json: one buffer to another, and a device buffer filled
 // from (or drained to) a file through memctl's staging slices, pipelined so
-// that reading slice i overlaps the daemon's copy of slice i-1.
+// that reading slice i overlaps the daemon's copy of slice i-1. The staging
+// and the file pipeline are libmemd's (client/src/staging.h: what
+// Buffer::WriteFromFile does for a device buffer); memctl adds its reader
+// flags, its progress bar and its report.
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/src/staging.h"
 #include "common/file_reader.h"
 #include "memd/client.h"
 #include "tools/memctl/format.h"
 #include "tools/memctl/input_reader.h"
 #include "tools/memctl/output_file.h"
 #include "tools/memctl/progress.h"
-#include "tools/memctl/staging.h"
 
 namespace memd::memctl {
+
+using internal::Staging;
+
+// memctl's staging buffer for a copy of `total` bytes (> 0), named
+// ".memctl/staging-..." (Staging::Create); errors name the step "staging".
+absl::StatusOr<Staging> CreateStaging(Client& client, std::uint64_t total);
 
 // Copies `source` to `destination` (Client::Copy) and waits for the end,
 // drawing `bar`. Adds bytes, path and retries to `report`. Errors: Copy's
@@ -34,9 +44,8 @@ absl::Status StageIn(Client& client, Staging& staging, const Buffer& destination
                      ProgressBar& bar, TransferReport& report);
 
 // Fills the first `size` bytes of the device buffer `destination` with the
-// file's bytes from `file_offset`, read by `reader`'s threads into
-// `staging`'s slices while the daemon copies the slices read before. Errors
-// as StageIn's; the file ending early is FAILED_PRECONDITION naming
+// file's bytes from `file_offset` (internal::StageInFile), drawing `bar`.
+// Errors as StageIn's; the file ending early is FAILED_PRECONDITION naming
 // `label`. The reader must be done with the staging before it goes: the
 // caller destroys the reader first.
 absl::Status StageInFile(Client& client, Staging& staging, const Buffer& destination,

@@ -108,17 +108,36 @@ class Buffer {
   std::span<std::byte> mutable_data();
 
   // Copies `length` bytes of the file `fd` from `file_offset` into the
-  // buffer at `offset`, through the buffer's descriptor (sendfile(2), on
-  // `threads` threads; 0: one per CPU this process may run on, at most 8),
-  // so that no page of the mapping faults: a page-cached file arrives at
-  // about the speed of a parallel read (docs/benchmarks.md). For a host or
-  // pinned buffer on a writable lease created or opened with
-  // keep_descriptor, before the seal. `fd` must be a file sendfile reads (a
-  // regular file, not a pipe); its position does not move. Errors:
-  // FAILED_PRECONDITION (no lease, a read lease, sealed, a device buffer,
-  // no kept descriptor), INVALID_ARGUMENT (the range past the buffer's
-  // end: the numbers; a file sendfile cannot read), OUT_OF_RANGE (the file
-  // ends first), the file's errors.
+  // buffer at `offset`, on a writable lease before the seal. `fd` must be a
+  // file read at an offset (a regular file, not a pipe); its position does
+  // not move. `threads`: 0 for one per CPU this process may run on, at most
+  // 8.
+  // - Host or pinned buffer (created or opened with keep_descriptor):
+  //   through the buffer's descriptor (sendfile(2) on `threads` threads),
+  //   so that no page of the mapping faults: a page-cached file arrives at
+  //   about the speed of a parallel read (docs/benchmarks.md, "A file into a
+  //   buffer").
+  // - Device buffer: `threads` reader threads (at most 16) read the file
+  //   in 8 MiB pieces, with O_DIRECT where the filesystem allows it and the
+  //   page cache does not hold the range's start, into a staging buffer
+  //   this call creates through the Buffer's Client (ephemeral, named
+  //   ".libmemd/staging-...", slices of 32 MiB, 256 MiB at most; pinned,
+  //   or host memory where the daemon has no pinned memory for this user)
+  //   and releases before it returns; the daemon copies each slice read to
+  //   the GPU while the next ones are read, as `memctl put` does. Expect at
+  //   best the slower of the read and the link; measured so far only on the
+  //   fake driver, where both share two CPUs: about half a parallel read's
+  //   speed (docs/benchmarks.md, "A file into a device buffer"; the GPU
+  //   bundle measures it on a GPU). The staging is the caller's own memory
+  //   and counts against the caller's quotas. A failure cancels the copies
+  //   still running and waits for them (10 s at most): nothing of this call
+  //   writes to the buffer after it returned.
+  // Errors: FAILED_PRECONDITION (no lease, a read lease, sealed, a host
+  // buffer without a kept descriptor), INVALID_ARGUMENT (the range past the
+  // buffer's end: the numbers; a file sendfile, or pread, cannot read),
+  // OUT_OF_RANGE (the file ends first), the file's errors; for a device
+  // buffer also Client::Create's (staging) and Client::Copy's and the
+  // copies' (Transfer::Wait), naming the bytes.
   absl::Status WriteFromFile(int fd, std::uint64_t file_offset, std::uint64_t length,
                              std::uint64_t offset = 0, int threads = 0);
 
@@ -317,6 +336,9 @@ class Client {
   const std::string& socket_dir() const;
 
  private:
+  // Buffer::WriteFromFile of a device buffer stages through a Client on the
+  // Buffer's own core (a Buffer may outlive the Client that made it).
+  friend class Buffer;
   explicit Client(std::shared_ptr<internal::ClientCore> core);
   std::shared_ptr<internal::ClientCore> core_;
 };

@@ -364,15 +364,24 @@ memd_code memd_unlink(memd_client* client, const char* name, memd_error** error)
 memd_code memd_buffer_seal(memd_buffer* buffer, memd_error** error);
 
 /* Copies `length` bytes of the file `fd` from `file_offset` into the buffer
- * at `offset`, through the buffer's descriptor (sendfile(2)) on `threads`
- * threads (0: one per CPU this process may run on, at most 8), faulting no
- * page of the mapping: the fast way to load a file into a host or pinned
- * buffer. The buffer needs a writable lease created or opened with
- * keep_descriptor, before its seal; `fd` a regular file (its position does
- * not move). Errors: FAILED_PRECONDITION (a read lease, sealed, a device
- * buffer, no kept descriptor), INVALID_ARGUMENT (past the buffer's end: the
- * numbers; a pipe or socket; threads < 0), OUT_OF_RANGE (the file ends
- * first), the file's errors. Since 0.4. */
+ * at `offset`: the fast way to load a file into a buffer. The buffer needs a
+ * writable lease, before its seal; `fd` a regular file (its position does
+ * not move). `threads`: 0 for one per CPU this process may run on, at most
+ * 8. A host or pinned buffer, created or opened with keep_descriptor, is
+ * written through its descriptor (sendfile(2) on `threads` threads),
+ * faulting no page of the mapping. A device buffer is filled through a
+ * staging buffer this call creates (ephemeral, ".libmemd/staging-...", 256
+ * MiB at most, pinned where it can be) and releases before it returns:
+ * `threads` threads (at most 16) read the file, with O_DIRECT where the
+ * filesystem allows it and the page cache does not hold it, while memd
+ * copies the slices read before to the GPU, as `memctl put` does; the
+ * staging counts against the caller's quotas. See Buffer::WriteFromFile in
+ * memd/client.h for the speed to expect. Errors: FAILED_PRECONDITION (a
+ * read lease, sealed, a host buffer without a kept descriptor),
+ * INVALID_ARGUMENT (past the buffer's end: the numbers; a pipe or socket;
+ * threads < 0), OUT_OF_RANGE (the file ends first), the file's errors; for
+ * a device buffer also those of memd_create (the staging) and of a copy.
+ * Since 0.4. */
 memd_code memd_buffer_write_from_file(memd_buffer* buffer, int fd, uint64_t file_offset,
                                       uint64_t length, uint64_t offset, int threads,
                                       memd_error** error);

@@ -51,7 +51,8 @@ struct CreateOptions {
   bool populate = false;
   // Host and pinned buffers: keep the buffer's descriptor open for
   // Buffer::WriteFromFile (one descriptor more in this process until the
-  // Buffer is released). Ignored for device buffers.
+  // Buffer is released). Ignored for device buffers, whose WriteFromFile
+  // needs none.
   bool keep_descriptor = false;
   // Small attributes the buffer carries for its readers (dtype=float16,
   // shape=4096,4096, ...): at most 16; keys of [A-Za-z0-9._-] up to 64

@@ -292,14 +292,18 @@ class Buffer(_native.Exportable):
                         offset: int = 0, threads: int = 0) -> None:
         """Copies `length` bytes (None: the rest of the file) of `file` (an
         open file object or a descriptor; a regular file) from `file_offset`
-        into the buffer at `offset`, through the buffer's descriptor
-        (sendfile on `threads` threads; 0: one per CPU, at most 8): no page of
-        the mapping faults, the fast way to load a file into a host or pinned
-        buffer. Needs a writable lease created or opened with
-        keep_descriptor=True, before the seal; the file's position does not
-        move. Raises FailedPreconditionError (read lease, sealed, device
-        buffer, no kept descriptor), InvalidArgumentError (past the end: the
-        numbers; a pipe), OutOfRangeError (the file ends first)."""
+        into the buffer at `offset`, on a writable lease before the seal: the
+        fast way to load a file into a buffer; the file's position does not
+        move. A host or pinned buffer (created or opened with
+        keep_descriptor=True) is written through its descriptor (sendfile on
+        `threads` threads; 0: one per CPU, at most 8): no page of the mapping
+        faults. A device buffer is filled through pinned staging that libmemd
+        creates and releases (counted against this user's quotas): `threads`
+        threads read the file while memd copies what they read to the GPU,
+        as `memctl put` does. The GIL is released meanwhile. Raises
+        FailedPreconditionError (read lease, sealed, no kept descriptor for
+        host memory), InvalidArgumentError (past the end: the numbers; a
+        pipe), OutOfRangeError (the file ends first)."""
         import os
         fd = file if isinstance(file, int) else file.fileno()
         if length is None:

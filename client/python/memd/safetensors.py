@@ -33,7 +33,7 @@ __all__ = ["load", "read_header", "Header", "Tensor", "fingerprint", "buffer_nam
 # The reference implementation's limit on the header.
 MAX_HEADER_BYTES = 100_000_000
 MAX_DIMS = 32
-# Bytes per read and per staged copy while loading.
+# Bytes per read where host memory is read in through its mapping.
 CHUNK_BYTES = 64 << 20
 # How many times a caller tries again when the loader it waited for died.
 _ATTEMPTS = 3
@@ -241,58 +241,32 @@ def _location(client: Any, device: str, framework: str) -> str:
     raise ValueError(f"device {device!r} is none of cpu, cuda, cuda:N, host, pinned, device:N")
 
 
-def _stream_in(client: Any, file: Any, buf: Any, size: int) -> None:
-    """The whole file into `buf` (a writable lease), chunk by chunk."""
-    file.seek(0)
-    if not buf.is_device:
-        try:
-            # Through the buffer's descriptor, on several threads: no page of
-            # the mapping faults (docs/benchmarks.md, "A file into a buffer").
-            buf.write_from_file(file, 0, size)
-            return
-        except OutOfRangeError as e:
-            raise AbortedError(f"safetensors: the file ended early ({e})") from None
-        except (FailedPreconditionError, InvalidArgumentError):
-            pass  # No kept descriptor, or a file sendfile cannot read: read it in.
-        with memoryview(buf) as view:
-            done = 0
-            while done < size:
-                n = file.readinto(view[done:min(size, done + CHUNK_BYTES)])
-                if not n:
-                    raise AbortedError(f"safetensors: the file ended at byte {done} of {size}")
-                done += n
-        return
-    # A GPU: read into pinned staging buffers, two in turn, while the
-    # daemon's transfer engine copies the other one to the device.
-    chunk = min(CHUNK_BYTES, size)
-    stagings = [client.create(f"safetensors-staging/{os.getpid()}/{id(buf)}/{i}", chunk,
-                              location="pinned", persistent=False) for i in range(2)]
-    pending: List[Any] = [None, None]
+def _stream_in(file: Any, buf: Any, size: int) -> None:
+    """The whole file into `buf` (a writable lease)."""
     try:
+        # libmemd reads the file on several threads: into host memory
+        # through the buffer's descriptor (no page of the mapping faults), or
+        # into pinned staging of its own that memd copies to the GPU while
+        # the next slices are read, as memctl put does (docs/benchmarks.md,
+        # "A file into a buffer", "A file into a device buffer").
+        buf.write_from_file(file, 0, size)
+        return
+    except OutOfRangeError as e:
+        raise AbortedError(f"safetensors: the file ended early ({e})") from None
+    except (FailedPreconditionError, InvalidArgumentError):
+        # A GPU has no other way in: what libmemd refused, Python cannot do.
+        if buf.is_device:
+            raise
+        # Host memory without a kept descriptor, or a file sendfile cannot
+        # read: read it in through the mapping.
+    file.seek(0)
+    with memoryview(buf) as view:
         done = 0
-        turn = 0
         while done < size:
-            if pending[turn] is not None:
-                pending[turn].wait()
-            n = min(chunk, size - done)
-            with memoryview(stagings[turn]) as view:
-                got = 0
-                while got < n:
-                    read = file.readinto(view[got:n])
-                    if not read:
-                        raise AbortedError(
-                            f"safetensors: the file ended at byte {done + got} of {size}")
-                    got += read
-            pending[turn] = client.copy(stagings[turn], buf, dst_offset=done, length=n,
-                                        priority="normal")
+            n = file.readinto(view[done:min(size, done + CHUNK_BYTES)])
+            if not n:
+                raise AbortedError(f"safetensors: the file ended at byte {done} of {size}")
             done += n
-            turn ^= 1
-        for transfer in pending:
-            if transfer is not None:
-                transfer.wait()
-    finally:
-        for staging in stagings:
-            staging.release()
 
 
 def _check(buf: Any, header: Header, fingerprint_hex: str, file_size: int) -> None:
@@ -337,7 +311,7 @@ def _attach_or_load(client: Any, path: str, file: Any, location: str, mode: int,
             continue  # The loader we waited for died: its buffer went.
         if buf.created:
             try:
-                _stream_in(client, file, buf, st.st_size)
+                _stream_in(file, buf, st.st_size)
                 now, named = os.fstat(file.fileno()), os.stat(path)
                 if _identity(now) != _identity(st) or _identity(named) != _identity(st):
                     raise AbortedError(f"safetensors: {path} changed while loading")
