@@ -175,7 +175,10 @@ void ParallelFileReader::Serve() {
     absl::Status status = ReadPiece(piece);
     absl::MutexLock lock(&mu_);
     Job& job = jobs_[piece.ticket];
-    if (job.status.ok()) job.status = std::move(status);
+    if (!status.ok() && (job.status.ok() || piece.offset < job.failed_at)) {
+      job.status = std::move(status);
+      job.failed_at = piece.offset;
+    }
     --job.pieces_left;
   }
 }

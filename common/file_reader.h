@@ -130,6 +130,11 @@ class ParallelFileReader {
   struct Job {
     std::size_t pieces_left = 0;
     absl::Status status;
+    // Where the piece whose failure `status` is starts. Of several failed
+    // pieces the first in the file wins, whichever thread ended first: a
+    // file shorter than the range ends at one byte, not at the start of
+    // whichever later piece found nothing.
+    std::uint64_t failed_at = 0;
   };
 
   ParallelFileReader(int fd, UniqueFd direct_fd, const FileReadOptions& options);
