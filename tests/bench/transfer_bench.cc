@@ -344,8 +344,20 @@ void PrintSummary() {
          serial / (staging_1g + dma), "near 1");
     const double plain = P50(absl::StrCat("plain/", direction, "/1"));
     if (plain > 0) {
+      // Issue 11's target 5 (>= 0.9 of the link) asked more than CPU
+      // staging can give where the link outruns the copy threads; issue 28
+      // restates it against what the threads can copy.
       Line(absl::StrCat(name, " staged pageable speed / plain pinned cuMemcpy").c_str(),
-           plain / pipelined, "target >= 0.9 (real GPU)");
+           plain / pipelined, "");
+      const double memcpy = P50("memcpy");
+      if (memcpy > 0) {
+        const double link = kCopyBytes / plain;
+        const double threads_copy = engine_threads * kStagingBytes / memcpy;
+        Line(absl::StrCat(name, " staged pageable / min(link, ", engine_threads,
+                          " threads x memcpy)")
+                 .c_str(),
+             kCopyBytes / pipelined / std::min(link, threads_copy), "target >= 0.8");
+      }
       Line(absl::StrCat(name, " engine pinned speed / plain pinned cuMemcpy").c_str(),
            plain / dma, "");
     }
