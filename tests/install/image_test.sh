@@ -13,21 +13,9 @@
 # Exit 77 (ctest: skipped) when not root, without namespaces, mmdebstrap or
 # umoci, or when the Debian mirror (deb.debian.org) is unreachable, saying
 # why. Downloaded packages stay in BUILD_DIR/image-cache for the next run.
-set -euo pipefail
-
-build=$1
-source=$2
-cpack=${3:-cpack}
-skip() { echo "SKIPPED: $*"; exit 77; }
-step_start=$SECONDS
-step() { echo "[ step ] $* ($((SECONDS - step_start)) s)"; step_start=$SECONDS; }
-
-[ "$(id -u)" -eq 0 ] || skip "not root: mmdebstrap (root mode), umoci unpack and unshare need root"
-for tool in "$cpack" mmdebstrap umoci unshare setpriv ip python3; do
-  command -v "$tool" >/dev/null || skip "$tool not found (tools/dev deps installs it)"
-done
-unshare --mount --pid --net --fork true 2>/dev/null ||
-  skip "unshare --mount --pid --net refused: $(unshare --mount --pid --net --fork true 2>&1 | tail -1)"
+source "$(dirname "$0")/package_common.sh"
+require_root_tools_namespaces "mmdebstrap (root mode), umoci unpack and unshare need root" \
+  mmdebstrap umoci python3
 timeout 10 bash -c 'exec 3<>/dev/tcp/deb.debian.org/80' 2>/dev/null ||
   skip "the Debian mirror deb.debian.org:80 is unreachable: mmdebstrap cannot build the image"
 
@@ -39,9 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$cpack" --config "$build/CPackConfig.cmake" -B "$work/packages" >"$work/cpack.log" 2>&1 ||
-  { cat "$work/cpack.log"; exit 1; }
-step "cpack"
+make_packages "$work/packages"
 reference=$(MEMD_IMAGE_CACHE="$build/image-cache" \
   "$source/tools/build-image" "$work/packages" "$work/image" 2>"$work/build-image.log") ||
   { cat "$work/build-image.log"; exit 1; }

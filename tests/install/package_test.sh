@@ -20,31 +20,14 @@
 #   package_test.sh BUILD_DIR SOURCE_DIR [CPACK]
 # Exit 77 (ctest: skipped) when not root, without namespaces or overlayfs,
 # or without cpack/lintian, saying why.
-set -euo pipefail
-
-build=$1
-source=$2
-cpack=${3:-cpack}
-skip() { echo "SKIPPED: $*"; exit 77; }
-step_start=$SECONDS
-step() { echo "[ step ] $* ($((SECONDS - step_start)) s)"; step_start=$SECONDS; }
-
-[ "$(id -u)" -eq 0 ] || skip "not root: dpkg into the overlay and unshare need root"
-for tool in "$cpack" lintian unshare dpkg-deb setpriv ip; do
-  command -v $tool >/dev/null || skip "$tool not found (tools/dev deps installs it)"
-done
-unshare --mount --pid --net --fork true 2>/dev/null ||
-  skip "unshare --mount --pid --net refused: $(unshare --mount --pid --net --fork true 2>&1 | tail -1)"
+source "$(dirname "$0")/package_common.sh"
+require_root_tools_namespaces "dpkg into the overlay and unshare need root" lintian dpkg-deb
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/memd-package-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # 1. Build the packages from this tree.
-"$cpack" --config "$build/CPackConfig.cmake" -B "$work/packages" >"$work/cpack.log" 2>&1 ||
-  { cat "$work/cpack.log"; exit 1; }
-debs=("$work"/packages/*.deb)
-[ ${#debs[@]} -eq 3 ] || { echo "want 3 packages, cpack made: ${debs[*]}"; exit 1; }
-step "cpack: $(cd "$work/packages" && echo *.deb)"
+make_packages "$work/packages"
 
 # 2. lintian: no error or warning, and no override that no longer applies.
 lintian --fail-on error,warning --no-tag-display-limit "${debs[@]}" >"$work/lintian.log" 2>&1 ||
