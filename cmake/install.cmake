@@ -12,6 +12,11 @@
 #   etc/memd/memd.toml                              the example configuration
 #   share/doc/memd/README.md
 #
+# Components, one Debian package each (cmake/package.cmake): memd (the
+# programs, unit, sysusers.d file, configuration), libmemd (the shared
+# library), dev (headers, CMake package, pkg-config file, the libmemd.so
+# link) and python (the Python package, not packaged as a .deb yet).
+#
 # Included last by the top-level CMakeLists.txt, so every target exists.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -27,10 +32,10 @@ set(MEMD_SYSUSERS_DIR "lib/sysusers.d" CACHE STRING
 # package. The installed programs link the client statically: nothing of
 # theirs needs the library path.
 install(TARGETS memd_client_shared EXPORT memdTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT libmemd NAMELINK_COMPONENT dev
+  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 set(memd_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/memd)
-install(EXPORT memdTargets NAMESPACE memd:: DESTINATION ${memd_cmake_dir})
+install(EXPORT memdTargets NAMESPACE memd:: DESTINATION ${memd_cmake_dir} COMPONENT dev)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/memdConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cmake/memdConfig.cmake
   INSTALL_DESTINATION ${memd_cmake_dir})
@@ -40,7 +45,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/memdConfigVersion.c
 install(FILES
   ${PROJECT_BINARY_DIR}/cmake/memdConfig.cmake
   ${PROJECT_BINARY_DIR}/cmake/memdConfigVersion.cmake
-  DESTINATION ${memd_cmake_dir})
+  DESTINATION ${memd_cmake_dir} COMPONENT dev)
 
 # pkg-config. The prefix is written relative to the file's own directory
 # (pkg-config's ${pcfiledir}), so `cmake --install --prefix` anywhere keeps
@@ -61,25 +66,25 @@ else()
   set(memd_pc_includedir "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/memd.pc.in ${PROJECT_BINARY_DIR}/memd.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/memd.pc DESTINATION ${memd_pc_dir})
+install(FILES ${PROJECT_BINARY_DIR}/memd.pc DESTINATION ${memd_pc_dir} COMPONENT dev)
 
-# The example configuration. GNUInstallDirs maps prefix /usr (and /opt/X)
-# to an absolute /etc (/etc/opt/X); otherwise it stays under the prefix,
-# which `cmake --install --prefix` may move. An existing file is replaced:
-# packages mark it as a conffile.
-if(CMAKE_INSTALL_FULL_SYSCONFDIR STREQUAL "${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_SYSCONFDIR}")
-  set(memd_config_dir ${CMAKE_INSTALL_SYSCONFDIR}/memd)
-else()
-  set(memd_config_dir ${CMAKE_INSTALL_FULL_SYSCONFDIR}/memd)
-endif()
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/memd.toml DESTINATION ${memd_config_dir})
-install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The example configuration. Its directory follows GNUInstallDirs' rule
+# applied to the prefix the install really uses (below): prefix /usr puts it
+# in /etc/memd, /opt/X in /etc/opt/X/memd, any other prefix P in P/etc/memd.
+# So the packages (cpack installs this build with prefix /usr) get
+# /etc/memd/memd.toml whatever prefix the build was configured with. An
+# absolute CMAKE_INSTALL_SYSCONFDIR is taken as it is. An existing file is
+# replaced: the package marks it as a conffile.
+set(memd_config_dir ${CMAKE_INSTALL_SYSCONFDIR}/memd)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR}
+  COMPONENT memd)
 
 install(FILES ${PROJECT_SOURCE_DIR}/systemd/memd.sysusers
-  DESTINATION ${MEMD_SYSUSERS_DIR} RENAME memd.conf)
+  DESTINATION ${MEMD_SYSUSERS_DIR} RENAME memd.conf COMPONENT memd)
 
 # The unit names installed paths (ExecStart=PREFIX/bin/memd --config ...), so
-# it is written at install time from the prefix the install really uses:
+# it, and the configuration, are written at install time from the prefix the
+# install really uses:
 # `cmake --install build --prefix /opt/memd` gets a unit that starts
 # /opt/memd/bin/memd, while DESTDIR (package staging) stays out of the paths.
 install(CODE "
@@ -97,6 +102,16 @@ install(CODE "
   list(GET memd_full_dirs 1 MEMD_CONFIG_DIR)
   list(GET memd_full_dirs 2 MEMD_DOCDIR)
   list(GET memd_full_dirs 3 memd_unit_dir)
+  if(NOT IS_ABSOLUTE \"${memd_config_dir}\")
+    # GNUInstallDirs' special prefixes, decided now rather than at configure time.
+    if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
+      set(MEMD_CONFIG_DIR /etc/memd)
+    elseif(CMAKE_INSTALL_PREFIX MATCHES \"^/opt/([^/]+)/?\$\")
+      set(MEMD_CONFIG_DIR \"/etc/opt/\${CMAKE_MATCH_1}/memd\")
+    endif()
+  endif()
+  file(INSTALL \"${PROJECT_SOURCE_DIR}/deploy/memd.toml\"
+    DESTINATION \"\${MEMD_CONFIG_DIR}\")  # file(INSTALL) adds DESTDIR
   set(memd_unit \"\$ENV{DESTDIR}\${memd_unit_dir}/memd.service\")
   message(STATUS \"Installing: \${memd_unit}\")
   file(READ \"${PROJECT_SOURCE_DIR}/systemd/memd.service.in\" memd_unit_text)
@@ -104,7 +119,7 @@ install(CODE "
   file(WRITE \"\${memd_unit}\" \"\${memd_unit_text}\")
   file(CHMOD \"\${memd_unit}\" PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
   list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${memd_unit}\")
-")
+" COMPONENT memd)
 
 # The install test (tests/install) checks this layout.
 if(TARGET install_test)
