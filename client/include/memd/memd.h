@@ -338,8 +338,9 @@ memd_code memd_create(memd_client* client, const char* name, uint64_t size,
 
 /* Opens an existing buffer. Errors: NOT_FOUND, PERMISSION_DENIED (mode, or
  * another owner than options->owner), FAILED_PRECONDITION (a writable open
- * of a sealed buffer), DEADLINE_EXCEEDED (not sealed within wait_ms, or
- * the copy at options->location not done), RESOURCE_EXHAUSTED (the copy
+ * of a sealed buffer), DEADLINE_EXCEEDED (not sealed within wait_ms, the
+ * message saying when no buffer of the name existed at all; or the copy at
+ * options->location not done), RESOURCE_EXHAUSTED (the copy
  * at options->location: memory, this user's quota there),
  * INVALID_ARGUMENT, UNAVAILABLE, UNAUTHENTICATED. */
 memd_code memd_open(memd_client* client, const char* name, const memd_open_options* options,
