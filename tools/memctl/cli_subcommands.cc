@@ -329,6 +329,8 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
   CLI::App* get = AddSubcommand(
       app, "get",
       "Copy a sealed buffer's bytes to stdout or a file",
+      "Without -o the bytes go to stdout, but not to a terminal (they would\n"
+      "garble it): there get exits 2 unless told -o - (as curl).\n"
       "With --json, -o is required: the bytes cannot share stdout with the JSON.\n"
       "-o FILE is never followed when it is a symbolic link (--follow-symlinks\n"
       "does), a FIFO there waits up to --fifo-timeout for its reader, and an\n"
@@ -349,7 +351,7 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       invocation.json);
   get->add_option("NAME", invocation.get.name, "Buffer name")->required()->type_name("");
   get->add_option("-o,--output", invocation.get.output,
-                  "Write to FILE instead of stdout")
+                  "Write to FILE instead of stdout (-: stdout, a terminal too)")
       ->type_name("FILE");
   get->add_option("--wait", texts.wait,
                   "Wait up to this long for the buffer to exist and be sealed")
