@@ -265,7 +265,7 @@ TEST(MemdProcessTest, WelcomeShowsTwoCommandsThatWork) {
   ::close(out[1]);
   std::string welcome;
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!absl::StrContains(welcome, "memctl get greeting\n") &&
+  while (!absl::StrContains(welcome, "memctl get welcome -o -\n") &&
          absl::Now() < deadline) {
     pollfd fd{out[0], POLLIN, 0};
     if (::poll(&fd, 1, 100) <= 0) continue;
