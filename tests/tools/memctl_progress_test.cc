@@ -28,6 +28,17 @@ TEST(OperandTest, PathsThatNoBufferNameCanTakeAreFiles) {
   EXPECT_EQ(ClassifyOperand("./w.bin").text, "./w.bin");
 }
 
+TEST(OperandTest, APathThatExistsIsAFileAndBufNamesABufferWhateverExists) {
+  const auto here = [](const std::string& path) { return path == "o.txt" || path == "m/w"; };
+  EXPECT_EQ(ClassifyOperand("o.txt", here).kind, Operand::Kind::kFile);
+  EXPECT_EQ(ClassifyOperand("m/w", here).kind, Operand::Kind::kFile);
+  EXPECT_EQ(ClassifyOperand("o.bin", here).kind, Operand::Kind::kBuffer);
+  const Operand forced = ClassifyOperand("buf:o.txt", here);
+  EXPECT_EQ(forced.kind, Operand::Kind::kBuffer);
+  EXPECT_EQ(forced.text, "o.txt");
+  EXPECT_EQ(ClassifyOperand("buf:./x", here).text, "./x");  // The daemon refuses the name.
+}
+
 TEST(ProgressFormatTest, RatesAreDecimalAsLinksAreRated) {
   EXPECT_EQ(FormatRate(0), "0 B/s");
   EXPECT_EQ(FormatRate(-5), "0 B/s");

@@ -76,17 +76,23 @@ int ReportParseError(CLI::App& app, const CLI::ParseError& e, std::ostream& out,
 
 // cp needs a buffer on one side (cp(1) copies files), and its JSON cannot
 // share stdout with the bytes.
-std::optional<int> CheckCopyOperands(const Invocation& invocation, std::ostream& err) {
-  const Operand source = ClassifyOperand(invocation.copy.source);
-  const Operand destination = ClassifyOperand(invocation.copy.destination);
+// Classifies the operands once (operand.h), for RunCopy.
+std::optional<int> CheckCopyOperands(Invocation& invocation, std::ostream& err) {
+  CopyCommandOptions& copy = invocation.copy;
+  const Operand source = ClassifyOperand(copy.source);
+  const Operand destination = ClassifyOperand(copy.destination);
   if (source.kind != Operand::Kind::kBuffer &&
       destination.kind != Operand::Kind::kBuffer) {
-    ReportUsageError(err, absl::StrCat("cp needs a buffer name on one side; '",
-                                       invocation.copy.source, "' and '",
-                                       invocation.copy.destination,
-                                       "' are files or - (use cp(1) for those)"));
+    ReportUsageError(err, absl::StrCat("cp needs a buffer name on one side; '", copy.source,
+                                       "' and '", copy.destination,
+                                       "' are files (paths that exist, or start with /, ./ "
+                                       "or ../) or -; name a buffer buf:NAME, or use cp(1)"));
     return kExitUsage;
   }
+  copy.source = source.text;
+  copy.source_kind = source.kind;
+  copy.destination = destination.text;
+  copy.destination_kind = destination.kind;
   if (invocation.json && destination.kind == Operand::Kind::kStdio) {
     ReportUsageError(err,
                      "cp --json needs a DST other than -: the bytes and the JSON "

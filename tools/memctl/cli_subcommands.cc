@@ -376,8 +376,11 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
   CopyCommandOptions& copy = invocation.copy;
   CLI::App* cp = AddSubcommand(
       app, "cp", "Copy between buffers and files; the daemon moves buffers' bytes",
-      "An operand starting with /, ./ or ../ is a file (no buffer name can), - is\n"
-      "stdin or stdout, anything else names a buffer; one must be a buffer.\n"
+      "Which operand is what, in this order: - is stdin or stdout; buf:NAME is\n"
+      "the buffer NAME; one starting with /, ./ or ../ (no buffer name can), or\n"
+      "a path that exists, is a file; anything else names a buffer. So write a\n"
+      "new file as ./NAME, and a buffer whose name is also a path here as\n"
+      "buf:NAME. One side must be a buffer.\n"
       "\n"
       "buffer -> buffer: memd's transfer engine copies (host or device on\n"
       "either side). When DST exists it must still be being written (not\n"
@@ -397,13 +400,14 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
       "  memctl cp model/w model/w-gpu1 --location device:1\n"
       "  memctl cp ./weights.bin model/w --location device:0 --priority critical\n"
       "  memctl cp model/w ./check.bin\n"
+      "  memctl cp model/w buf:w.bin     # a buffer, although ./w.bin exists\n"
       "  memctl cp --json frames/0 backup/0 | jq .gbps\n"
       "  producer | memctl cp - frames/0\n",
       invocation.json);
-  cp->add_option("SRC", copy.source, "Buffer name, file, or - (stdin)")
+  cp->add_option("SRC", copy.source, "Buffer name (buf:NAME), file, or - (stdin)")
       ->required()
       ->type_name("");
-  cp->add_option("DST", copy.destination, "Buffer name, file, or - (stdout)")
+  cp->add_option("DST", copy.destination, "Buffer name (buf:NAME), file, or - (stdout)")
       ->required()
       ->type_name("");
   cp->add_option("--location", copy.location,
