@@ -36,7 +36,8 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl put --format safetensors m.safetensors
                                         a model's weights, named by file and header
   memctl cp w w/gpu1 --location device:1  copy a buffer; the daemon moves the bytes
-  memctl cp ./w.bin w                   files start with /, ./ or ../
+  memctl cp ./w.bin w                   a path that exists, or starts with /, ./
+                                        or ../, is a file; buf:NAME a buffer
   memctl prefetch w device:1            copy a buffer to a GPU ahead of its readers
   memctl leaks --older-than 1d          buffers and leases that look forgotten
 
