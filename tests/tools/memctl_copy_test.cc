@@ -238,7 +238,7 @@ TEST_F(MemctlCopyTest, CpJsonReportsBytesTimeRatePathAndRetries) {
   Json json = RunJson({"cp", "--json", "src", "dst"});
   EXPECT_EQ(json.at("bytes"), bytes.size());
   EXPECT_GE(json.at("seconds").get<double>(), 0.0);
-  EXPECT_GE(json.at("gbps").get<double>(), 0.0);
+  EXPECT_GE(json.at("gb_per_s").get<double>(), 0.0);
   EXPECT_EQ(json.at("path"), "cpu");  // Host to host.
   EXPECT_EQ(json.at("retries"), 0);
   EXPECT_EQ(json.at("source"), "src");
@@ -264,7 +264,7 @@ TEST_F(MemctlCopyTest, PutAndGetJsonAddTheCopyReport) {
   EXPECT_EQ(put.at("source"), file);
   EXPECT_EQ(put.at("destination"), "p");
   EXPECT_EQ(put.at("path"), "cpu");
-  for (const char* field : {"seconds", "gbps", "retries", "file_io"}) {
+  for (const char* field : {"seconds", "gb_per_s", "retries", "file_io"}) {
     EXPECT_TRUE(put.contains(field)) << field;
   }
   const std::string out = files_.Join("out");

@@ -141,7 +141,7 @@ TEST(TransferReportTest, JsonHasTheDocumentedFields) {
   const Json json = TransferReportJson(report);
   EXPECT_EQ(json.at("bytes"), 3'000'000'000u);
   EXPECT_DOUBLE_EQ(json.at("seconds").get<double>(), 1.5);
-  EXPECT_DOUBLE_EQ(json.at("gbps").get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(json.at("gb_per_s").get<double>(), 2.0);
   EXPECT_EQ(json.at("path"), "direct");
   EXPECT_EQ(json.at("retries"), 2);
   EXPECT_EQ(json.at("source"), "./w.bin");
@@ -150,7 +150,7 @@ TEST(TransferReportTest, JsonHasTheDocumentedFields) {
 
   Json merged = WithTransferReport(Json{{"name", "model/w"}}, report);
   EXPECT_EQ(merged.at("name"), "model/w");
-  EXPECT_EQ(merged.at("gbps"), json.at("gbps"));
+  EXPECT_EQ(merged.at("gb_per_s"), json.at("gb_per_s"));
 }
 
 TEST(TransferReportTest, TextSaysHowMuchHowFastAndHow) {

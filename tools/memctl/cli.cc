@@ -41,6 +41,11 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl prefetch w device:1            copy a buffer to a GPU ahead of its readers
   memctl leaks --older-than 1d          buffers and leases that look forgotten
 
+Sizes (--size, --max-stream, --chunk-size) are bytes, or a number with a
+unit in any case: KiB MiB GiB TiB, or the short K M G T, are 1024^n bytes;
+kB MB GB TB are 1000^n (100MB = 100000000). Rates are decimal: GB/s, and
+gb_per_s in --json, are 10^9 bytes per second.
+
 --socket-dir and --json may come before or after the subcommand. The socket
 directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
 $XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID. memctl talks only to a daemon it

@@ -258,7 +258,7 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "  producer | memctl put --size 8GiB frames/big -\n"
       "  memctl put --size 1GiB scratch /dev/zero\n"
       "  memctl put --location device:0 --priority critical model/w w.bin\n"
-      "  memctl put --location device:0 --json model/w w.bin | jq .gbps\n"
+      "  memctl put --location device:0 --json model/w w.bin | jq .gb_per_s\n"
       "  memctl put --location device:0 --direct-io --cache drop model/w /nvme/w.bin\n"
       "  memctl put --attr dtype=float32 --attr shape=1024,1024 model/w w.bin\n"
       "  memctl put --format safetensors --location device:0 --mode 0644 model.safetensors\n"
@@ -395,13 +395,13 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
       "\n"
       "On failure a buffer cp created is unlinked; an existing one is left as\n"
       "it is, possibly part-written. On a terminal a progress bar shows on\n"
-      "stderr; --json prints bytes, seconds, gbps, path, retries, source,\n"
-      "destination (not with DST -, which gets the bytes).",
+      "stderr; --json prints bytes, seconds, gb_per_s (10^9 bytes/s), path,\n"
+      "retries, source, destination (not with DST -, which gets the bytes).",
       "  memctl cp model/w model/w-gpu1 --location device:1\n"
       "  memctl cp ./weights.bin model/w --location device:0 --priority critical\n"
       "  memctl cp model/w ./check.bin\n"
       "  memctl cp model/w buf:w.bin     # a buffer, although ./w.bin exists\n"
-      "  memctl cp --json frames/0 backup/0 | jq .gbps\n"
+      "  memctl cp --json frames/0 backup/0 | jq .gb_per_s\n"
       "  producer | memctl cp - frames/0\n",
       invocation.json);
   cp->add_option("SRC", copy.source, "Buffer name (buf:NAME), file, or - (stdin)")
