@@ -47,8 +47,9 @@ kB MB GB TB are 1000^n (100MB = 100000000). Rates are decimal: GB/s, and
 gb_per_s in --json, are 10^9 bytes per second.
 
 --socket-dir and --json may come before or after the subcommand. The socket
-directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
-$XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID. memctl talks only to a daemon it
+directory is --socket-dir, else $MEMD_SOCKET_DIR; else memctl tries your own
+daemon's ($XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID; /run/memd for root),
+then /run/memd, the system service's. memctl talks only to a daemon it
 trusts (root, yourself, the owner of a directory root made for memd); set
 $MEMD_DAEMON_UID to the uid memd runs as when it is another user's.
 

@@ -62,13 +62,16 @@ std::string Refused(const Invocation& invocation, bool stdout_is_terminal) {
 }
 
 absl::Status Run(const Invocation& invocation) {
-  const std::string socket_dir =
-      invocation.socket_dir.empty() ? ClientSocketDir() : invocation.socket_dir;
+  // Empty: libmemd's choice (MEMD_SOCKET_DIR, else the user's own daemon,
+  // else the system service's), and its error names what it tried.
   ConnectOptions connect;
-  connect.socket_dir = socket_dir;
+  connect.socket_dir = invocation.socket_dir;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(connect);
   if (!client.ok()) {
-    return Failed(absl::StrCat("connect to memd at ", socket_dir), client.status());
+    return Failed(invocation.socket_dir.empty()
+                      ? std::string("connect to memd")
+                      : absl::StrCat("connect to memd at ", invocation.socket_dir),
+                  client.status());
   }
   if (invocation.command == Command::kStats && invocation.watch > absl::ZeroDuration()) {
     return RunStatsWatch(**client, invocation.watch, invocation.count,

@@ -114,8 +114,10 @@ typedef struct memd_client memd_client;
 
 typedef struct memd_connect_options {
   size_t struct_size; /* sizeof(memd_connect_options) */
-  /* NULL or "": $MEMD_SOCKET_DIR, else /run/memd for root, else
-   * $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID. Copied by memd_connect. */
+  /* NULL or "": $MEMD_SOCKET_DIR, else the user's own daemon's directory
+   * ($XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID; /run/memd for root), then
+   * /run/memd (the system service's), as ConnectOptions::socket_dir says.
+   * Copied by memd_connect. */
   const char* socket_dir;
   /* Upper bound on each call that does not wait for a seal; default 30000. */
   int64_t call_timeout_ms;
