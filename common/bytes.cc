@@ -36,19 +36,33 @@ absl::StatusOr<std::uint64_t> ParseBytes(std::string_view input) {
   absl::string_view number = text.substr(0, digits);
   std::string unit = absl::AsciiStrToLower(
       absl::StripAsciiWhitespace(text.substr(digits)));
-  int shift = -1;
-  if (unit.empty() || unit == "b") shift = 0;
-  else if (unit == "k" || unit == "kib") shift = 10;
-  else if (unit == "m" || unit == "mib") shift = 20;
-  else if (unit == "g" || unit == "gib") shift = 30;
-  else if (unit == "t" || unit == "tib") shift = 40;
-  double value = 0;
-  if (number.empty() || shift < 0 || !absl::SimpleAtod(number, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot read '", text, "' as a size; write bytes or a number with "
-        "KiB, MiB, GiB or TiB"));
+  // The unit's power of its base: K 1, M 2, G 3, T 4; "iB" or the letter
+  // alone is 1024, "B" after the letter 1000.
+  int power = -1;
+  double base = 1024;
+  if (unit.empty() || unit == "b") {
+    power = 0;
+  } else if (const std::size_t at = std::string_view("kmgt").find(unit[0]);
+             at != std::string_view::npos) {
+    const std::string_view rest = std::string_view(unit).substr(1);
+    if (rest.empty() || rest == "ib") power = static_cast<int>(at) + 1;
+    if (rest == "b") {
+      power = static_cast<int>(at) + 1;
+      base = 1000;
+    }
   }
-  double bytes = std::ldexp(value, shift);
+  double value = 0;
+  if (number.empty() || power < 0 || !absl::SimpleAtod(number, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read '", text, "' as a size; write bytes, or a number with a unit: ",
+        kSizeUnits));
+  }
+  double bytes = value * std::pow(base, power);
+  // A decimal fraction times 1000^n misses the whole number by a rounding
+  // error (0.3 kB): that much is forgiven, not half a byte.
+  if (const double whole = std::round(bytes); std::fabs(bytes - whole) <= whole * 1e-12) {
+    bytes = whole;
+  }
   if (bytes >= 18446744073709551615.0) {
     return absl::OutOfRangeError(absl::StrCat("size '", text, "' is too large"));
   }

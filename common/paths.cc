@@ -18,10 +18,12 @@ std::string DefaultSocketDir() {
   return absl::StrCat("/tmp/memd-", uid);
 }
 
-std::string ClientSocketDir() {
+std::vector<std::string> ClientSocketDirs() {
   const char* dir = std::getenv("MEMD_SOCKET_DIR");
-  if (dir != nullptr && dir[0] != '\0') return dir;
-  return DefaultSocketDir();
+  if (dir != nullptr && dir[0] != '\0') return {dir};
+  std::vector<std::string> dirs = {DefaultSocketDir()};
+  if (dirs.front() != kSystemSocketDir) dirs.push_back(kSystemSocketDir);
+  return dirs;
 }
 
 std::string ControlSocketPath(const std::string& socket_dir) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace memd {
 
@@ -8,9 +9,14 @@ namespace memd {
 // $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID.
 std::string DefaultSocketDir();
 
-// What a client uses: MEMD_SOCKET_DIR when set and non-empty, else
-// DefaultSocketDir().
-std::string ClientSocketDir();
+// Where memd listens as a system service (systemd's RuntimeDirectory=memd).
+inline constexpr char kSystemSocketDir[] = "/run/memd";
+
+// The socket directories a client tries, in order: MEMD_SOCKET_DIR alone
+// when set and non-empty (exact: nothing else is tried); else
+// DefaultSocketDir() (the user's own daemon) and then, for a user other
+// than root, kSystemSocketDir (the node's system service).
+std::vector<std::string> ClientSocketDirs();
 
 inline constexpr char kControlSocketName[] = "memd.sock";
 inline constexpr char kSessionSocketName[] = "session.sock";

@@ -62,14 +62,28 @@ absl::StatusOr<UniqueFd> ConnectUnix(const std::string& path, int type) {
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*address),
                 sizeof(*address)) != 0) {
     int error = errno;
-    if (error == ENOENT || error == ECONNREFUSED) {
-      return absl::UnavailableError(absl::StrCat(
-          "no memd listens on ", path, " (", std::strerror(error),
-          "); is the daemon running, and is the socket directory right?"));
-    }
+    if (error == ENOENT || error == ECONNREFUSED) return NoListenerError(path, error);
     return ErrnoStatus(absl::StrCat("connect ", path), error);
   }
   return fd;
+}
+
+namespace {
+constexpr char kNoListenerPayload[] = "memd/no-listener";
+}  // namespace
+
+absl::Status NoListenerError(const std::string& path, int error) {
+  absl::Status status = absl::UnavailableError(absl::StrCat(
+      "no memd listens on ", path, " (", std::strerror(error),
+      "); is the daemon running, and is the socket directory right?"));
+  status.SetPayload(kNoListenerPayload, absl::Cord(std::strerror(error)));
+  return status;
+}
+
+std::optional<std::string> IsNoListener(const absl::Status& status) {
+  absl::optional<absl::Cord> why = status.GetPayload(kNoListenerPayload);
+  if (!why.has_value()) return std::nullopt;
+  return std::string(*why);
 }
 
 absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd) {

@@ -37,8 +37,18 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, int type,
                                     unsigned mode, int backlog = 128);
 
 // Connects a CLOEXEC socket of `type` to `path`. Errors: UNAVAILABLE when
-// nothing listens there (ENOENT, ECONNREFUSED), else the errno mapping.
+// nothing listens there (ENOENT, ECONNREFUSED: NoListenerError), else the
+// errno mapping.
 absl::StatusOr<UniqueFd> ConnectUnix(const std::string& path, int type);
+
+// UNAVAILABLE: no memd listens on `path` (`error`: ENOENT, ENOTDIR,
+// ECONNREFUSED), marked so that IsNoListener tells it from other failures.
+absl::Status NoListenerError(const std::string& path, int error);
+
+// Whether `status` came from NoListenerError (or a copy of it that kept its
+// payloads): nothing there, as opposed to something there that failed. The
+// errno text, when so.
+std::optional<std::string> IsNoListener(const absl::Status& status);
 
 // Reads SO_PEERCRED and SO_PEERGROUPS of a connected Unix socket.
 absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd);

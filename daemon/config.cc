@@ -412,6 +412,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) 
   Config& config = line.config;
   CLI::App app("memd: per-node GPU and shared-memory broker", "memd");
   app.set_version_flag("--version", std::string(kVersion));
+  app.footer(absl::StrCat("Sizes (the *_bytes keys, quotas, placement tunables) are bytes, or a "
+                          "number with a unit: ", kSizeUnits, "; 100MB = 100000000."));
   app.add_option("--config", config.config_file,
                  "TOML file with any of the keys below (flags win)");
   std::map<std::string, std::string> flag_values;

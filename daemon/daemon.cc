@@ -138,21 +138,33 @@ std::uint64_t PoolLimit(const Config& config, const Location& location,
   return config.host_pool_limit_bytes ? config.host_pool_limit_bytes : memory / 2;
 }
 
-// The descriptor-consuming limits `config` asks for and what
-// `descriptor_limit` (RLIMIT_NOFILE) lets memd run with, each cap lowered
-// logged with the reason. Errors: FAILED_PRECONDITION (too small a limit).
+// The descriptor-consuming limits `config` asks for.
+DescriptorCaps CapsOf(const Config& config) {
+  return {.max_sessions = config.max_sessions,
+          .max_sessions_per_uid = config.max_sessions_per_uid,
+          .max_connections = config.max_connections,
+          .max_connections_per_uid = config.max_connections_per_uid,
+          .max_fds_in_flight_per_session = config.max_fds_in_flight_per_session};
+}
+
+// What `descriptor_limit` (RLIMIT_NOFILE) lets memd run with of the limits
+// `config` asks for, each cap lowered logged with the reason: as a warning
+// when the operator chose a cap that was lowered, else (memd's defaults,
+// which a shell's limit lowers on every start) at debug. Errors:
+// FAILED_PRECONDITION (too small a limit).
 absl::StatusOr<DescriptorCaps> DescriptorCapsOf(const Config& config,
                                                 std::uint64_t descriptor_limit) {
-  MEMD_ASSIGN_OR_RETURN(
-      DescriptorBudget budget,
-      BudgetDescriptors({.max_sessions = config.max_sessions,
-                         .max_sessions_per_uid = config.max_sessions_per_uid,
-                         .max_connections = config.max_connections,
-                         .max_connections_per_uid = config.max_connections_per_uid,
-                         .max_fds_in_flight_per_session =
-                             config.max_fds_in_flight_per_session},
-                        descriptor_limit));
-  for (const std::string& line : budget.lowered) spdlog::warn("descriptor budget: {}", line);
+  const DescriptorCaps configured = CapsOf(config);
+  MEMD_ASSIGN_OR_RETURN(DescriptorBudget budget,
+                        BudgetDescriptors(configured, descriptor_limit));
+  const bool chosen = LoweredAChosenCap(configured, CapsOf(Config{}), budget.caps);
+  for (const std::string& line : budget.lowered) {
+    if (chosen) {
+      spdlog::warn("descriptor budget: {}", line);
+    } else {
+      spdlog::debug("descriptor budget: {} (memd's default, not configured)", line);
+    }
+  }
   return budget.caps;
 }
 

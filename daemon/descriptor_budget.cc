@@ -128,4 +128,16 @@ absl::StatusOr<DescriptorBudget> BudgetDescriptors(const DescriptorCaps& configu
   return budget;
 }
 
+bool LoweredAChosenCap(const DescriptorCaps& configured, const DescriptorCaps& defaults,
+                       const DescriptorCaps& caps) {
+  auto chosen_and_lowered = [&](std::uint64_t DescriptorCaps::*cap) {
+    return configured.*cap != defaults.*cap && caps.*cap < configured.*cap;
+  };
+  return chosen_and_lowered(&DescriptorCaps::max_sessions) ||
+         chosen_and_lowered(&DescriptorCaps::max_sessions_per_uid) ||
+         chosen_and_lowered(&DescriptorCaps::max_connections) ||
+         chosen_and_lowered(&DescriptorCaps::max_connections_per_uid) ||
+         chosen_and_lowered(&DescriptorCaps::max_fds_in_flight_per_session);
+}
+
 }  // namespace memd

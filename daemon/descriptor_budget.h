@@ -60,4 +60,12 @@ struct DescriptorBudget {
 absl::StatusOr<DescriptorBudget> BudgetDescriptors(const DescriptorCaps& configured,
                                                    std::uint64_t descriptor_limit);
 
+// Whether the budget (`caps`) lowered a cap the operator chose: one
+// `configured` to a value other than memd's `defaults`. Only then is a lowered
+// cap news worth a warning; memd's own defaults need RLIMIT_NOFILE 262144,
+// so a shell's limit lowers them on every start, and a node whose clients
+// need more sessions than it got says so by setting them.
+bool LoweredAChosenCap(const DescriptorCaps& configured, const DescriptorCaps& defaults,
+                       const DescriptorCaps& caps);
+
 }  // namespace memd

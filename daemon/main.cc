@@ -56,8 +56,8 @@ void PrintWelcome(const memd::Daemon& daemon) {
   const std::string memctl = MemctlPath();
   std::printf(
       "\nmemd is ready. Try it from another terminal:\n"
-      "  echo hello | MEMD_SOCKET_DIR=%s %s put greeting /dev/stdin\n"
-      "  MEMD_SOCKET_DIR=%s %s get greeting\n\n",
+      "  echo hello | MEMD_SOCKET_DIR=%s %s put welcome /dev/stdin\n"
+      "  MEMD_SOCKET_DIR=%s %s get welcome -o -\n\n",
       dir.c_str(), memctl.c_str(), dir.c_str(), memctl.c_str());
   std::fflush(stdout);
 }

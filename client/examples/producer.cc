@@ -1,8 +1,8 @@
 // memd-example-producer NAME TEXT: publishes TEXT as a sealed buffer NAME
 // that any process of this user can open, then exits; the buffer stays.
 //
-//   build/bin/memd-example-producer greeting "hello from a producer"
-//   build/bin/memd-example-consumer greeting
+//   build/bin/memd-example-producer examples/pair "hello from a producer"
+//   build/bin/memd-example-consumer examples/pair
 
 #include <cstdio>
 #include <cstring>

@@ -1,7 +1,8 @@
 /* Share a buffer through memd from C: create it with attributes, fill it,
- * seal it, open it read-only, read it back. Build and run:
+ * seal it, open it read-only, read it back, unlink it (so that it runs
+ * again). Build and run:
  *   cc quickstart.c $(pkg-config --cflags --libs memd) -o quickstart
- *   ./quickstart examples/greeting "hello from C" */
+ *   ./quickstart quickstart/c "hello from C" */
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
 
   memd_buffer_release(reader, NULL);
   memd_buffer_release(writer, NULL);
+  /* The name goes now, its memory with the last lease: a second run
+   * creates it afresh instead of failing with ALREADY_EXISTS. */
+  if (memd_unlink(client, name, &error) != MEMD_OK) return fail("unlink", error);
   memd_client_close(client);
   return 0;
 }

@@ -22,6 +22,7 @@ using internal::ClientCore;
 using internal::Connection;
 using internal::DaemonTrust;
 using internal::DaemonUidFromEnvironment;
+using internal::SessionChannel;
 
 // ---- Buffer ----
 
@@ -134,20 +135,24 @@ Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
 Client::~Client() = default;
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ConnectOptions options) {
-  std::string dir =
-      options.socket_dir.empty() ? ClientSocketDir() : options.socket_dir;
+  const std::vector<std::string> dirs = options.socket_dir.empty()
+                                            ? ClientSocketDirs()
+                                            : std::vector<std::string>{options.socket_dir};
   DaemonTrust trust{::geteuid(), options.daemon_uid};
   if (!trust.daemon_uid.has_value()) {
     auto from_environment = DaemonUidFromEnvironment();
     if (!from_environment.ok()) return from_environment.status();
     trust.daemon_uid = *from_environment;
   }
-  auto core = std::make_shared<ClientCore>(std::move(dir), options.call_timeout,
+  // The directory found is this client's for good: after a restart the
+  // same daemon's successor is there, and it is the one to reclaim from.
+  auto first = SessionChannel::ConnectFirst(dirs, options.call_timeout, trust);
+  if (!first.ok()) return first.status();
+  auto core = std::make_shared<ClientCore>(std::move(first->socket_dir), options.call_timeout,
                                            options.mapping_cache_bytes,
                                            options.device_cache_bytes, trust,
                                            options.level_zero_context);
-  auto connection = core->Current();
-  if (!connection.ok()) return connection.status();
+  core->Adopt(std::move(first->channel));
   return std::unique_ptr<Client>(new Client(std::move(core)));
 }
 

@@ -82,8 +82,17 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
   }
   auto session = SessionChannel::Connect(socket_dir_, call_timeout_, trust_);
   if (!session.ok()) return session.status();
+  return UseLocked(std::move(*session));
+}
+
+void ClientCore::Adopt(std::unique_ptr<SessionChannel> session) {
+  absl::MutexLock lock(&mu_);
+  UseLocked(std::move(session));
+}
+
+std::shared_ptr<Connection> ClientCore::UseLocked(std::unique_ptr<SessionChannel> session) {
   auto connection = std::make_shared<Connection>();
-  connection->session = std::move(*session);
+  connection->session = std::move(session);
   grpc::ChannelArguments arguments;
   // Local socket: reconnect quickly after a daemon restart.
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

@@ -84,6 +84,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Errors: as SessionChannel::Connect.
   absl::StatusOr<std::shared_ptr<Connection>> Current();
 
+  // Makes `session` (a session in this core's socket directory, which its
+  // maker connected: SessionChannel::ConnectFirst) the first connection.
+  void Adopt(std::unique_ptr<SessionChannel> session);
+
   // Prepares a call context: session token and deadline.
   void Prepare(const Connection& connection, grpc::ClientContext& context,
                absl::Duration extra = absl::ZeroDuration()) const;
@@ -173,6 +177,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Replaces the connection (connection_ is null or hung up) and, when the
   // one before hung up, reclaims its leases on the new one.
   absl::StatusOr<std::shared_ptr<Connection>> ConnectLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The connection over `session`, made the current one (reclaiming as
+  // ConnectLocked says).
+  std::shared_ptr<Connection> UseLocked(std::unique_ptr<SessionChannel> session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Asks `connection`'s daemon for the live leases of `ended`, kReclaimBatch
   // ids a call, and moves the tickets of those it hands on to

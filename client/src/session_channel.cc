@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/errno_status.h"
 #include "common/paths.h"
@@ -78,10 +79,7 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
   if (!dir) {
     const int error = errno;
     if (error == ENOENT || error == ENOTDIR) {
-      return absl::UnavailableError(absl::StrCat(
-          "no memd listens on ", SessionSocketPath(socket_dir), " (",
-          std::strerror(error),
-          "); is the daemon running, and is the socket directory right?"));
+      return NoListenerError(SessionSocketPath(socket_dir), error);
     }
     return ErrnoStatus(absl::StrCat("open socket directory ", socket_dir), error);
   }
@@ -100,9 +98,11 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
                                       : SessionSocketPath(directory),
                             SOCK_SEQPACKET);
   if (!socket.ok()) {
-    return absl::Status(socket.status().code(),
-                        absl::StrReplaceAll(socket.status().message(),
-                                            {{through, socket_dir}}));
+    absl::Status named(socket.status().code(),
+                       absl::StrReplaceAll(socket.status().message(), {{through, socket_dir}}));
+    socket.status().ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
+    return named;
   }
   auto peer = GetPeerCredentials(socket->get());
   if (!peer.ok()) return peer.status();
@@ -131,6 +131,24 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
   return std::unique_ptr<SessionChannel>(new SessionChannel(
       std::move(*socket), hello->session_id, hello->token, std::move(directory),
       hello->protocol_version >= kFirstVersionWithCalls && FastPathWanted()));
+}
+
+absl::StatusOr<SessionChannel::First> SessionChannel::ConnectFirst(
+    const std::vector<std::string>& socket_dirs, absl::Duration timeout,
+    const DaemonTrust& trust) {
+  std::vector<std::string> tried;
+  for (const std::string& dir : socket_dirs) {
+    auto channel = Connect(dir, timeout, trust);
+    if (channel.ok()) return First{std::move(*channel), dir};
+    std::optional<std::string> absent = IsNoListener(channel.status());
+    if (!absent.has_value() || socket_dirs.size() == 1) return channel.status();
+    tried.push_back(absl::StrCat(dir, " (", *absent, ")"));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "no memd listens in any socket directory tried: ", absl::StrJoin(tried, ", "),
+      ". Start memd (a system service listens in ", kSystemSocketDir,
+      "; memd run by hand, in the first), or set MEMD_SOCKET_DIR (memctl "
+      "--socket-dir) to the directory it listens in"));
 }
 
 template <typename Value>

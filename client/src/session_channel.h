@@ -18,6 +18,8 @@
 
 namespace memd::internal {
 
+class SessionChannel;
+
 /// The client's end of the session socket: the daemon's greeting (session
 /// id and token), the descriptors the daemon sends, matched to calls by
 /// sequence number, and its notices of device buffers it freed. Owns the socket; the daemon ends the session when it
@@ -33,6 +35,18 @@ class SessionChannel {
   static absl::StatusOr<std::unique_ptr<SessionChannel>> Connect(
       const std::string& socket_dir, absl::Duration timeout,
       const DaemonTrust& trust);
+
+  // Connects (as Connect) to the first of `socket_dirs` where a daemon
+  // listens, and says which. A directory that is not there, or where nothing
+  // listens (IsNoListener), is passed over for the next; any other failure
+  // ends the search, so that a directory an untrusted user made, or an
+  // untrusted daemon, is reported, never skipped. Every directory tried is
+  // checked as Connect checks one. Errors: as Connect (alone, a single
+  // directory's as they are); UNAVAILABLE naming each directory tried and
+  // why, when none had a daemon.
+  struct First;
+  static absl::StatusOr<First> ConnectFirst(const std::vector<std::string>& socket_dirs,
+                                            absl::Duration timeout, const DaemonTrust& trust);
 
   std::uint64_t id() const { return id_; }
   const std::string& token() const { return token_; }
@@ -133,6 +147,11 @@ class SessionChannel {
   // Answers that arrived for calls still waiting, by call id. Capped: an
   // entry is orphaned only when its call gave up waiting.
   std::map<std::uint64_t, Answer> answers_ ABSL_GUARDED_BY(mu_);
+};
+
+struct SessionChannel::First {
+  std::unique_ptr<SessionChannel> channel;
+  std::string socket_dir;  // As given, of `socket_dirs`.
 };
 
 }  // namespace memd::internal

@@ -16,7 +16,8 @@ namespace memd::metrics {
 class MetricsServer {
  public:
   // Binds HOST:PORT (port 0 picks a free one) and serves the collectables.
-  // Errors: UNAVAILABLE when the address cannot be bound (in use, bad host).
+  // Errors: UNAVAILABLE when the address cannot be bound (in use, bad host),
+  // naming it, why, and the metrics_address values that would do.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& address,
       std::vector<std::shared_ptr<prometheus::Collectable>> collectables);

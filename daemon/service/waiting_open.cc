@@ -32,6 +32,17 @@ absl::StatusOr<std::optional<broker::Grant>> AskBroker(
                              std::move(wake));
 }
 
+namespace {
+
+// The open a request makes, when it is one (an Open, with or without a
+// wait for memory for its copy).
+const broker::OpenParams* OpenOf(const OpenRequest& request) {
+  if (const auto* open = std::get_if<broker::OpenParams>(&request)) return open;
+  return std::get_if<CopyWaitingForMemory>(&request);
+}
+
+}  // namespace
+
 BrokerOpener::BrokerOpener(broker::Broker& broker, broker::SessionId session,
                            OpenRequest request)
     : broker_(broker),
@@ -51,13 +62,30 @@ absl::StatusOr<std::optional<broker::Grant>> BrokerOpener::Try(
   waited_for_memory_ = std::holds_alternative<WaitForMemory>(request_) ||
                        (tried.ok() && !tried->has_value() && may_wait_for_memory &&
                         broker_.WaitsForMemory(watch_));
+  const broker::OpenParams* open = OpenOf(request_);
+  if (open != nullptr && tried.ok() && !tried->has_value() && !found_name_) {
+    found_name_ = !absl::IsNotFound(broker_.Stat(session_, open->name).status());
+  }
   return tried;
 }
 
 bool BrokerOpener::CancelWatch() { return broker_.CancelWatch(watch_); }
 
 std::optional<absl::Status> BrokerOpener::Overdue(absl::Duration wait) const {
-  if (!waited_for_memory_) return std::nullopt;
+  if (!waited_for_memory_) {
+    // "Not sealed" misleads where there was nothing to seal (a misspelt
+    // name): said only when no try found the name, nor does a look now.
+    const broker::OpenParams* open = OpenOf(request_);
+    if (open == nullptr || found_name_ ||
+        !absl::IsNotFound(broker_.Stat(session_, open->name).status())) {
+      return std::nullopt;
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "buffer '", open->name, "' does not exist: there was none when the wait began, nor ",
+        absl::FormatDuration(wait),
+        " later (an open that waits takes a buffer once it is created and sealed); "
+        "check the name, and that its producer runs"));
+  }
   if (const auto* create = std::get_if<WaitForMemory>(&request_)) {
     return broker_.NoRoomWithin(session_, *create, wait);
   }

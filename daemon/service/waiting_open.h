@@ -76,6 +76,10 @@ class BrokerOpener final : public Opener {
   // The last try left the watch waiting for memory (not for a seal): an
   // overdue OpenOrCreate says what was free then.
   bool waited_for_memory_ = false;
+  // An open's try that left a watch found a buffer of its name (being
+  // written, or one the caller may not read): an overdue open then says
+  // the buffer was not sealed, else that there is none.
+  bool found_name_ = false;
 };
 
 /// One Open or OpenOrCreate call that waits for its buffer to be sealed (or

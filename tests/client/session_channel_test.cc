@@ -7,6 +7,8 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <optional>
@@ -22,22 +24,27 @@
 namespace memd::internal {
 namespace {
 
+// The daemon's end: accepts one client on `listener` and greets it with
+// protocol version 2, on a thread, while the client waits for the greeting.
+// The accepted socket goes to `accepted`.
+std::thread GreetOne(int listener, UniqueFd& accepted) {
+  return std::thread([listener, &accepted] {
+    accepted.reset(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    SessionHello hello;
+    hello.protocol_version = kFirstVersionWithCalls;
+    hello.session_id = 1;
+    hello.token = std::string(32, 'a');
+    (void)SendPacket(accepted.get(), EncodeSessionMessage(hello), -1);
+  });
+}
+
 class SessionChannelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto listener = ListenUnix(SessionSocketPath(dir_.path()), SOCK_SEQPACKET, 0600);
     ASSERT_TRUE(listener.ok()) << listener.status();
     listener_ = std::move(*listener);
-    // The daemon's end: accept and greet with protocol version 2, on a
-    // thread, while Connect waits for the greeting.
-    std::thread daemon([&] {
-      daemon_.reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      SessionHello hello;
-      hello.protocol_version = kFirstVersionWithCalls;
-      hello.session_id = 1;
-      hello.token = std::string(32, 'a');
-      (void)SendPacket(daemon_.get(), EncodeSessionMessage(hello), -1);
-    });
+    std::thread daemon = GreetOne(listener_.get(), daemon_);
     auto channel = SessionChannel::Connect(dir_.path(), absl::Seconds(10),
                                            DaemonTrust{::geteuid(), std::nullopt});
     daemon.join();
@@ -138,6 +145,119 @@ TEST_F(SessionChannelTest, ReleasesAreSettledByABarrierOnlyWhenNoCallCameAfterTh
 TEST_F(SessionChannelTest, AnUnansweredCallTimesOut) {
   auto answer = channel_->Call(SessionCallKind::kOpen, "open", absl::Milliseconds(50));
   EXPECT_TRUE(absl::IsDeadlineExceeded(answer.status())) << answer.status();
+}
+
+// Issue 29: a user's client did not find the node's system memd in
+// /run/memd. ConnectFirst tries the user's own directory, then that one.
+class ConnectFirstTest : public ::testing::Test {
+ protected:
+  // A socket directory of `mode` (mkdir's, as chmod sets it) under root_.
+  std::string Dir(const std::string& name, mode_t mode = 0700) {
+    const std::string dir = root_.Join(name);
+    EXPECT_EQ(::mkdir(dir.c_str(), mode), 0) << dir;
+    EXPECT_EQ(::chmod(dir.c_str(), mode), 0) << dir;
+    return dir;
+  }
+  // A directory whose session socket nobody listens on any more (a daemon
+  // that died): connect(2) is refused.
+  std::string Stale(const std::string& name) {
+    const std::string dir = Dir(name);
+    EXPECT_TRUE(ListenUnix(SessionSocketPath(dir), SOCK_SEQPACKET, 0600).ok());
+    return dir;  // The listener closed, its socket file left.
+  }
+  absl::StatusOr<SessionChannel::First> ConnectFirst(const std::vector<std::string>& dirs) {
+    return SessionChannel::ConnectFirst(dirs, absl::Seconds(10),
+                                        DaemonTrust{::geteuid(), std::nullopt});
+  }
+  // A daemon listening in `dir`, greeting one client.
+  void Listen(const std::string& dir) {
+    auto listener = ListenUnix(SessionSocketPath(dir), SOCK_SEQPACKET, 0600);
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    listener_ = std::move(*listener);
+    greeter_ = GreetOne(listener_.get(), daemon_);
+  }
+  void TearDown() override {
+    if (greeter_.joinable()) {
+      listener_.reset();  // An accept still waiting ends.
+      ::shutdown(daemon_.get(), SHUT_RDWR);
+      greeter_.join();
+    }
+  }
+
+  test::TempDir root_;
+  UniqueFd listener_;
+  UniqueFd daemon_;
+  std::thread greeter_;
+};
+
+TEST_F(ConnectFirstTest, DirectoriesWithNoDaemonArePassedOverAndTheOneFoundIsSaid) {
+  const std::string absent = root_.Join("absent");
+  const std::string stale = Stale("stale");
+  const std::string live = Dir("live");
+  Listen(live);
+  auto first = ConnectFirst({absent, stale, live});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->socket_dir, live);
+  EXPECT_EQ(first->channel->id(), 1u);
+}
+
+TEST_F(ConnectFirstTest, WhenNoneHasADaemonTheErrorNamesEachDirectoryTried) {
+  const std::string absent = root_.Join("absent");
+  const std::string stale = Stale("stale");
+  auto first = ConnectFirst({absent, stale});
+  ASSERT_TRUE(absl::IsUnavailable(first.status())) << first.status();
+  const std::string message(first.status().message());
+  EXPECT_NE(message.find(absent + " (No such file or directory)"), std::string::npos) << message;
+  EXPECT_NE(message.find(stale + " (Connection refused)"), std::string::npos) << message;
+  EXPECT_NE(message.find("MEMD_SOCKET_DIR"), std::string::npos) << message;
+  // One directory (MEMD_SOCKET_DIR, --socket-dir): its own error, as before.
+  auto one = ConnectFirst({absent});
+  EXPECT_EQ(one.status().message().find("no memd listens on " + absent + "/session.sock"), 0u)
+      << one.status();
+}
+
+TEST_F(ConnectFirstTest, AnUntrustedDirectoryIsReportedNeverPassedOver) {
+  // Others may write it: whoever listens there may not be memd. The search
+  // stops there rather than trying the next, and the fallback directory is
+  // checked as the first is.
+  const std::string open = Dir("open", 0777);
+  const std::string live = Dir("live");
+  Listen(live);
+  auto first = ConnectFirst({open, live});
+  EXPECT_TRUE(absl::IsPermissionDenied(first.status())) << first.status();
+  auto fallback = ConnectFirst({root_.Join("absent"), open});
+  EXPECT_TRUE(absl::IsPermissionDenied(fallback.status())) << fallback.status();
+}
+
+TEST(ClientSocketDirsTest, AUsersOwnDirectoryComesFirstThenTheSystemServicesUnlessOneIsSet) {
+  ::setenv("MEMD_SOCKET_DIR", "/somewhere/memd", 1);
+  EXPECT_EQ(ClientSocketDirs(), std::vector<std::string>{"/somewhere/memd"});
+  ::unsetenv("MEMD_SOCKET_DIR");
+  const std::vector<std::string> dirs = ClientSocketDirs();
+  ASSERT_FALSE(dirs.empty());
+  EXPECT_EQ(dirs.front(), DefaultSocketDir());
+  EXPECT_EQ(dirs.back(), kSystemSocketDir);
+  EXPECT_EQ(dirs.size(), ::geteuid() == 0 ? 1u : 2u);  // Root's own is /run/memd.
+  if (::geteuid() != 0) return;
+  // As another user (CI runs as root): a child that becomes uid 65534.
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setenv("XDG_RUNTIME_DIR", "/run/user/65534", 1);
+    std::string joined;
+    if (::seteuid(65534) == 0) {
+      for (const std::string& dir : ClientSocketDirs()) joined += dir + ",";
+    }
+    (void)!::write(out[1], joined.data(), joined.size());
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  char text[256] = {};
+  const ssize_t got = ::read(out[0], text, sizeof(text) - 1);
+  ::close(out[0]);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(std::string(text, got > 0 ? got : 0), "/run/user/65534/memd,/run/memd,");
 }
 
 }  // namespace

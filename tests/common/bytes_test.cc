@@ -22,6 +22,27 @@ TEST(ParseBytesTest, ReadsPlainNumbersAndUnits) {
   EXPECT_EQ(*ParseBytes(" 1m "), std::uint64_t{1} << 20);
 }
 
+// Issue 29: 100MB was refused while 1M meant MiB.
+TEST(ParseBytesTest, ReadsSiUnitsAsPowersOf1000AndIecAndShortFormsAs1024) {
+  EXPECT_EQ(*ParseBytes("100MB"), 100'000'000u);
+  EXPECT_EQ(*ParseBytes("1kB"), 1000u);
+  EXPECT_EQ(*ParseBytes("1 KB"), 1000u);
+  EXPECT_EQ(*ParseBytes("1.5 GB"), 1'500'000'000u);
+  EXPECT_EQ(*ParseBytes("2TB"), 2'000'000'000'000u);
+  EXPECT_EQ(*ParseBytes("0.3 kB"), 300u);
+  EXPECT_EQ(*ParseBytes("1 mb"), 1'000'000u);  // Any case: bytes, never bits.
+  EXPECT_EQ(*ParseBytes("1 KIB"), 1024u);
+  EXPECT_EQ(*ParseBytes("1M"), std::uint64_t{1} << 20);  // As it always meant.
+  EXPECT_EQ(*ParseBytes("3 t"), std::uint64_t{3} << 40);
+  EXPECT_EQ(*ParseBytes("7 B"), 7u);
+  for (const char* text : {"1 MiBs", "1 iB", "1 kk", "1 PB", "1 kbit", "0.5 kB5"}) {
+    EXPECT_FALSE(ParseBytes(text).ok()) << text;
+  }
+  EXPECT_NE(ParseBytes("1 PB").status().message().find("kB MB GB TB = 1000^n"),
+            std::string::npos)
+      << ParseBytes("1 PB").status();
+}
+
 TEST(ParseBytesTest, RejectsTextThatIsNotASize) {
   for (const char* text : {"", "KiB", "12 parsecs", "-5", "1.2.3", "0.5"}) {
     EXPECT_FALSE(ParseBytes(text).ok()) << text;

@@ -64,6 +64,24 @@ TEST(DescriptorBudgetTest, UnderALimitOf128FourUidsEachGetSessionsAndConnections
   EXPECT_THAT(log, HasSubstr("need RLIMIT_NOFILE 262144 or more"));
 }
 
+// Issue 29: "max_sessions lowered" was logged on every start from a shell
+// (RLIMIT_NOFILE 20000, say, against the 262144 the defaults need).
+TEST(DescriptorBudgetTest, LoweringIsNewsOnlyForACapTheOperatorChose) {
+  const DescriptorBudget defaults = Budget(kDefaults, 20000);
+  EXPECT_LT(defaults.caps.max_sessions, kDefaults.max_sessions);
+  EXPECT_FALSE(LoweredAChosenCap(kDefaults, kDefaults, defaults.caps));
+
+  DescriptorCaps chosen = kDefaults;
+  chosen.max_sessions = 5000;
+  EXPECT_TRUE(LoweredAChosenCap(chosen, kDefaults, Budget(chosen, 20000).caps));
+  // Chosen, but within the limit: nothing to say.
+  EXPECT_FALSE(LoweredAChosenCap(chosen, kDefaults, Budget(chosen, 524288).caps));
+  // A per-uid cap chosen and lowered with its lowered total.
+  chosen = kDefaults;
+  chosen.max_connections_per_uid = 500;
+  EXPECT_TRUE(LoweredAChosenCap(chosen, kDefaults, Budget(chosen, 128).caps));
+}
+
 TEST(DescriptorBudgetTest, TheInFlightBoundIsKeptWhileEnoughSessionsFit) {
   // 512 for clients: 16 sessions of 32 in flight are enough for 4 uids.
   const DescriptorBudget budget = Budget(kDefaults, 1024);

@@ -37,16 +37,19 @@ class DescriptorLimitTest : public ::testing::Test {
 };
 
 TEST_F(DescriptorLimitTest, UnderALimitOf128OneUidCannotLockTheOthersOut) {
-  // The defaults (4096 sessions, 1024 connections, 32 in flight) and a
-  // small limit, as in a container that keeps the hard limit low.
+  // Nearly the defaults (4000 sessions the operator chose, 1024
+  // connections, 32 in flight) and a small limit, as in a container that
+  // keeps the hard limit low: a cap the operator chose was lowered, so each
+  // cap lowered is a warning.
   auto daemon = DaemonProcess::StartAs({.uid = kDaemonUser, .descriptor_limit = 128},
-                                       {"--backend", "host", "--socket-mode", "0666"});
+                                       {"--backend", "host", "--socket-mode", "0666",
+                                        "--max-sessions", "4000"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const std::string dir = (*daemon)->socket_dir();
   const std::string log = (*daemon)->Log();
-  EXPECT_THAT(log, HasSubstr("descriptor budget: max_sessions lowered from 4096 to 8"));
-  EXPECT_THAT(log, HasSubstr("descriptor budget: max_sessions_per_uid lowered from 256 to 2"));
-  EXPECT_THAT(log, HasSubstr("descriptor budget: max_connections lowered from 1024 to 56"));
+  EXPECT_THAT(log, HasSubstr("warning descriptor budget: max_sessions lowered from 4000 to 8"));
+  EXPECT_THAT(log, HasSubstr("warning descriptor budget: max_sessions_per_uid lowered from 256 to 2"));
+  EXPECT_THAT(log, HasSubstr("warning descriptor budget: max_connections lowered from 1024 to 56"));
 
   // Mallory holds every session she may, and floods the control socket.
   test::HeldAttack sessions(test::kMallory, dir, {"fill_sessions"}, dir + "/../sessions");

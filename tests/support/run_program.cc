@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,6 +163,43 @@ ProgramResult Run(const std::string& program, const std::vector<std::string>& ar
 }
 
 }  // namespace
+
+ProgramResult RunOnATerminal(const std::string& program,
+                             const std::vector<std::string>& args,
+                             const std::map<std::string, std::string>& env) {
+  ProgramResult result;
+  int terminal = -1;
+  const pid_t child = ::forkpty(&terminal, nullptr, nullptr, nullptr);
+  if (child < 0) {
+    result.err = absl::StrCat("forkpty: ", std::strerror(errno));
+    return result;
+  }
+  if (child == 0) {
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> argv = {const_cast<char*>(program.c_str())};
+    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    ::execv(program.c_str(), argv.data());
+    ::_exit(127);
+  }
+  char chunk[4096];
+  for (;;) {
+    const ssize_t got = ::read(terminal, chunk, sizeof(chunk));
+    if (got > 0) {
+      result.out.append(chunk, static_cast<std::size_t>(got));
+    } else if (got < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO: the child closed the terminal.
+    }
+  }
+  ::close(terminal);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
 
 ProgramResult RunProgram(const std::string& program,
                          const std::vector<std::string>& args,

@@ -32,6 +32,13 @@ ProgramResult RunProgram(const std::string& program,
                          const std::map<std::string, std::string>& env = {},
                          absl::Duration timeout = absl::Seconds(30));
 
+// Runs `program` with a terminal (a pseudo-terminal) as its stdin, stdout
+// and stderr, `env` added to its environment; `out` is everything it wrote
+// there, `err` stays empty. No timeout: for programs that end by themselves.
+ProgramResult RunOnATerminal(const std::string& program,
+                             const std::vector<std::string>& args,
+                             const std::map<std::string, std::string>& env = {});
+
 // Every thread's stack of process `pid` (gdb's, where the machine has it),
 // for the message about a child that hangs.
 std::string StacksOf(pid_t pid);

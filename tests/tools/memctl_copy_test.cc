@@ -105,6 +105,36 @@ void ExpectFailure(const ProgramResult& result, const std::string& step,
       << Describe(result);
 }
 
+// Issue 29: `memctl cp o/x o.txt` made a buffer named o.txt although
+// ./o.txt existed.
+TEST_F(MemctlCopyTest, AnOperandThatExistsHereIsAFileAndBufNamesABuffer) {
+  Put("o/x", "the buffer's bytes");
+  WriteFile("o.txt", "the file's bytes");
+  // memctl run in the directory that holds o.txt.
+  auto cp_here = [&](const std::string& source, const std::string& destination) {
+    return RunProgram("/bin/sh",
+                      {"-c", absl::StrCat("cd ", files_.path(), " && exec ", BinDir(),
+                                          "/memctl --socket-dir ", daemon_->socket_dir(),
+                                          " cp ", source, " ", destination)});
+  };
+  ProgramResult to_file = cp_here("o/x", "o.txt");
+  ASSERT_EQ(to_file.exit_code, 0) << Describe(to_file);
+  EXPECT_EQ(test::ReadWholeFile(files_.Join("o.txt")), "the buffer's bytes");
+  EXPECT_FALSE(client_->Stat("o.txt").ok()) << "no buffer o.txt";
+
+  ProgramResult to_buffer = cp_here("o/x", "buf:o.txt");
+  ASSERT_EQ(to_buffer.exit_code, 0) << Describe(to_buffer);
+  EXPECT_THAT(to_buffer.out, StartsWith("cp o/x -> o.txt: "));
+  EXPECT_EQ(Get("o.txt"), "the buffer's bytes");
+
+  WriteFile("o.txt", "the file again");
+  ProgramResult from_file = cp_here("o.txt", "o/y");
+  ASSERT_EQ(from_file.exit_code, 0) << Describe(from_file);
+  EXPECT_EQ(Get("o/y"), "the file again");
+  // A path on both sides is no buffer copy.
+  EXPECT_EQ(cp_here("o.txt", "./p.txt").exit_code, kExitUsage);
+}
+
 TEST_F(MemctlCopyTest, CpBufferToANewBufferCopiesAndSealsIt) {
   const std::string bytes = RandomBytes((std::size_t{5} << 20) + 123, 1);
   Put("src", bytes);
@@ -208,7 +238,7 @@ TEST_F(MemctlCopyTest, CpJsonReportsBytesTimeRatePathAndRetries) {
   Json json = RunJson({"cp", "--json", "src", "dst"});
   EXPECT_EQ(json.at("bytes"), bytes.size());
   EXPECT_GE(json.at("seconds").get<double>(), 0.0);
-  EXPECT_GE(json.at("gbps").get<double>(), 0.0);
+  EXPECT_GE(json.at("gb_per_s").get<double>(), 0.0);
   EXPECT_EQ(json.at("path"), "cpu");  // Host to host.
   EXPECT_EQ(json.at("retries"), 0);
   EXPECT_EQ(json.at("source"), "src");
@@ -234,7 +264,7 @@ TEST_F(MemctlCopyTest, PutAndGetJsonAddTheCopyReport) {
   EXPECT_EQ(put.at("source"), file);
   EXPECT_EQ(put.at("destination"), "p");
   EXPECT_EQ(put.at("path"), "cpu");
-  for (const char* field : {"seconds", "gbps", "retries", "file_io"}) {
+  for (const char* field : {"seconds", "gb_per_s", "retries", "file_io"}) {
     EXPECT_TRUE(put.contains(field)) << field;
   }
   const std::string out = files_.Join("out");

@@ -4,7 +4,6 @@
 // terminal sees a progress bar.
 
 #include <fcntl.h>
-#include <pty.h>
 #include <signal.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -638,45 +637,13 @@ TEST_F(MemctlDeviceTest, AFileChangedWhileLoadingFailsAndLeavesNoBuffer) {
       << "left behind: " << testing::PrintToString(Names());
 }
 
-// Runs memctl with a terminal as stdin, stdout and stderr, and returns
-// everything it wrote there.
-std::string RunOnATerminal(const std::vector<std::string>& args,
-                           const std::map<std::string, std::string>& env) {
-  int terminal = -1;
-  const pid_t child = ::forkpty(&terminal, nullptr, nullptr, nullptr);
-  if (child < 0) return "forkpty failed";
-  if (child == 0) {
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    const std::string program = BinDir() + "/memctl";
-    std::vector<char*> argv = {const_cast<char*>(program.c_str())};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execv(program.c_str(), argv.data());
-    ::_exit(127);
-  }
-  std::string seen;
-  char chunk[4096];
-  for (;;) {
-    const ssize_t got = ::read(terminal, chunk, sizeof(chunk));
-    if (got > 0) {
-      seen.append(chunk, static_cast<std::size_t>(got));
-    } else if (got < 0 && errno == EINTR) {
-      continue;
-    } else {
-      break;  // EIO: the child closed the terminal.
-    }
-  }
-  ::close(terminal);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return seen;
-}
-
 TEST_F(MemctlDeviceTest, ALongCopyShowsAProgressBarOnATerminalAndClearsIt) {
   StartDaemon(kSlowLink);
   const std::string file = WriteFile("in", RandomBytes(24 << 20, 3));
   const std::string seen =
-      RunOnATerminal({"put", "--location", "device:0", "bar", file}, Environment());
+      test::RunOnATerminal(BinDir() + "/memctl", {"put", "--location", "device:0", "bar", file},
+                           Environment())
+          .out;
   EXPECT_THAT(seen, AllOf(HasSubstr("\r"), HasSubstr("put bar  ["), HasSubstr("B/s"),
                           HasSubstr("ETA "), HasSubstr("\r\033[K")))
       << seen;

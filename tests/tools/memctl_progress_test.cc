@@ -28,6 +28,17 @@ TEST(OperandTest, PathsThatNoBufferNameCanTakeAreFiles) {
   EXPECT_EQ(ClassifyOperand("./w.bin").text, "./w.bin");
 }
 
+TEST(OperandTest, APathThatExistsIsAFileAndBufNamesABufferWhateverExists) {
+  const auto here = [](const std::string& path) { return path == "o.txt" || path == "m/w"; };
+  EXPECT_EQ(ClassifyOperand("o.txt", here).kind, Operand::Kind::kFile);
+  EXPECT_EQ(ClassifyOperand("m/w", here).kind, Operand::Kind::kFile);
+  EXPECT_EQ(ClassifyOperand("o.bin", here).kind, Operand::Kind::kBuffer);
+  const Operand forced = ClassifyOperand("buf:o.txt", here);
+  EXPECT_EQ(forced.kind, Operand::Kind::kBuffer);
+  EXPECT_EQ(forced.text, "o.txt");
+  EXPECT_EQ(ClassifyOperand("buf:./x", here).text, "./x");  // The daemon refuses the name.
+}
+
 TEST(ProgressFormatTest, RatesAreDecimalAsLinksAreRated) {
   EXPECT_EQ(FormatRate(0), "0 B/s");
   EXPECT_EQ(FormatRate(-5), "0 B/s");
@@ -130,7 +141,7 @@ TEST(TransferReportTest, JsonHasTheDocumentedFields) {
   const Json json = TransferReportJson(report);
   EXPECT_EQ(json.at("bytes"), 3'000'000'000u);
   EXPECT_DOUBLE_EQ(json.at("seconds").get<double>(), 1.5);
-  EXPECT_DOUBLE_EQ(json.at("gbps").get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(json.at("gb_per_s").get<double>(), 2.0);
   EXPECT_EQ(json.at("path"), "direct");
   EXPECT_EQ(json.at("retries"), 2);
   EXPECT_EQ(json.at("source"), "./w.bin");
@@ -139,7 +150,7 @@ TEST(TransferReportTest, JsonHasTheDocumentedFields) {
 
   Json merged = WithTransferReport(Json{{"name", "model/w"}}, report);
   EXPECT_EQ(merged.at("name"), "model/w");
-  EXPECT_EQ(merged.at("gbps"), json.at("gbps"));
+  EXPECT_EQ(merged.at("gb_per_s"), json.at("gb_per_s"));
 }
 
 TEST(TransferReportTest, TextSaysHowMuchHowFastAndHow) {

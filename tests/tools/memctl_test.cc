@@ -717,6 +717,21 @@ TEST_F(MemctlTest, PutRetentionEvictableGivesWayOnAFullHostAndInspectSaysWhy) {
   EXPECT_THAT(with({"stats"}).out, Not(HasSubstr("waiting for memory")));
 }
 
+// Issue 29: get wrote binary to the terminal; as curl, it wants -o - first.
+TEST_F(MemctlTest, GetRefusesToWriteToATerminalUnlessToldWithDashO) {
+  Put("tty", "bytes for a terminal");
+  ProgramResult refused =
+      test::RunOnATerminal(Memctl(), {"--socket-dir", daemon_->socket_dir(), "get", "tty"});
+  EXPECT_EQ(refused.exit_code, kExitUsage) << Describe(refused);
+  EXPECT_THAT(refused.out, AllOf(HasSubstr("memctl: get tty: stdout is a terminal"),
+                                 HasSubstr("or -o - to write them to the terminal anyway"),
+                                 Not(HasSubstr("bytes for a terminal"))));
+  ProgramResult told = test::RunOnATerminal(
+      Memctl(), {"--socket-dir", daemon_->socket_dir(), "get", "tty", "-o", "-"});
+  EXPECT_EQ(told.exit_code, 0) << Describe(told);
+  EXPECT_THAT(told.out, HasSubstr("bytes for a terminal"));
+}
+
 TEST_F(MemctlTest, UnlinkThenGetFailsWithNotFound) {
   Put("gone", "bytes");
   ProgramResult unlink = Run({"unlink", "gone"});

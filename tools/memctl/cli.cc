@@ -36,13 +36,20 @@ constexpr char kMainFooter[] = R"(Examples:
   memctl put --format safetensors m.safetensors
                                         a model's weights, named by file and header
   memctl cp w w/gpu1 --location device:1  copy a buffer; the daemon moves the bytes
-  memctl cp ./w.bin w                   files start with /, ./ or ../
+  memctl cp ./w.bin w                   a path that exists, or starts with /, ./
+                                        or ../, is a file; buf:NAME a buffer
   memctl prefetch w device:1            copy a buffer to a GPU ahead of its readers
   memctl leaks --older-than 1d          buffers and leases that look forgotten
 
+Sizes (--size, --max-stream, --chunk-size) are bytes, or a number with a
+unit in any case: KiB MiB GiB TiB, or the short K M G T, are 1024^n bytes;
+kB MB GB TB are 1000^n (100MB = 100000000). Rates are decimal: GB/s, and
+gb_per_s in --json, are 10^9 bytes per second.
+
 --socket-dir and --json may come before or after the subcommand. The socket
-directory is --socket-dir, else $MEMD_SOCKET_DIR, else /run/memd for root,
-$XDG_RUNTIME_DIR/memd, or /tmp/memd-$UID. memctl talks only to a daemon it
+directory is --socket-dir, else $MEMD_SOCKET_DIR; else memctl tries your own
+daemon's ($XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID; /run/memd for root),
+then /run/memd, the system service's. memctl talks only to a daemon it
 trusts (root, yourself, the owner of a directory root made for memd); set
 $MEMD_DAEMON_UID to the uid memd runs as when it is another user's.
 
@@ -76,17 +83,23 @@ int ReportParseError(CLI::App& app, const CLI::ParseError& e, std::ostream& out,
 
 // cp needs a buffer on one side (cp(1) copies files), and its JSON cannot
 // share stdout with the bytes.
-std::optional<int> CheckCopyOperands(const Invocation& invocation, std::ostream& err) {
-  const Operand source = ClassifyOperand(invocation.copy.source);
-  const Operand destination = ClassifyOperand(invocation.copy.destination);
+// Classifies the operands once (operand.h), for RunCopy.
+std::optional<int> CheckCopyOperands(Invocation& invocation, std::ostream& err) {
+  CopyCommandOptions& copy = invocation.copy;
+  const Operand source = ClassifyOperand(copy.source);
+  const Operand destination = ClassifyOperand(copy.destination);
   if (source.kind != Operand::Kind::kBuffer &&
       destination.kind != Operand::Kind::kBuffer) {
-    ReportUsageError(err, absl::StrCat("cp needs a buffer name on one side; '",
-                                       invocation.copy.source, "' and '",
-                                       invocation.copy.destination,
-                                       "' are files or - (use cp(1) for those)"));
+    ReportUsageError(err, absl::StrCat("cp needs a buffer name on one side; '", copy.source,
+                                       "' and '", copy.destination,
+                                       "' are files (paths that exist, or start with /, ./ "
+                                       "or ../) or -; name a buffer buf:NAME, or use cp(1)"));
     return kExitUsage;
   }
+  copy.source = source.text;
+  copy.source_kind = source.kind;
+  copy.destination = destination.text;
+  copy.destination_kind = destination.kind;
   if (invocation.json && destination.kind == Operand::Kind::kStdio) {
     ReportUsageError(err,
                      "cp --json needs a DST other than -: the bytes and the JSON "

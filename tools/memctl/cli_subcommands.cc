@@ -258,7 +258,7 @@ CLI::App* DeclarePut(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       "  producer | memctl put --size 8GiB frames/big -\n"
       "  memctl put --size 1GiB scratch /dev/zero\n"
       "  memctl put --location device:0 --priority critical model/w w.bin\n"
-      "  memctl put --location device:0 --json model/w w.bin | jq .gbps\n"
+      "  memctl put --location device:0 --json model/w w.bin | jq .gb_per_s\n"
       "  memctl put --location device:0 --direct-io --cache drop model/w /nvme/w.bin\n"
       "  memctl put --attr dtype=float32 --attr shape=1024,1024 model/w w.bin\n"
       "  memctl put --format safetensors --location device:0 --mode 0644 model.safetensors\n"
@@ -329,6 +329,8 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
   CLI::App* get = AddSubcommand(
       app, "get",
       "Copy a sealed buffer's bytes to stdout or a file",
+      "Without -o the bytes go to stdout, but not to a terminal (they would\n"
+      "garble it): there get exits 2 unless told -o - (as curl).\n"
       "With --json, -o is required: the bytes cannot share stdout with the JSON.\n"
       "-o FILE is never followed when it is a symbolic link (--follow-symlinks\n"
       "does), a FIFO there waits up to --fifo-timeout for its reader, and an\n"
@@ -349,7 +351,7 @@ CLI::App* DeclareGet(CLI::App& app, Invocation& invocation, OptionTexts& texts) 
       invocation.json);
   get->add_option("NAME", invocation.get.name, "Buffer name")->required()->type_name("");
   get->add_option("-o,--output", invocation.get.output,
-                  "Write to FILE instead of stdout")
+                  "Write to FILE instead of stdout (-: stdout, a terminal too)")
       ->type_name("FILE");
   get->add_option("--wait", texts.wait,
                   "Wait up to this long for the buffer to exist and be sealed")
@@ -374,8 +376,11 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
   CopyCommandOptions& copy = invocation.copy;
   CLI::App* cp = AddSubcommand(
       app, "cp", "Copy between buffers and files; the daemon moves buffers' bytes",
-      "An operand starting with /, ./ or ../ is a file (no buffer name can), - is\n"
-      "stdin or stdout, anything else names a buffer; one must be a buffer.\n"
+      "Which operand is what, in this order: - is stdin or stdout; buf:NAME is\n"
+      "the buffer NAME; one starting with /, ./ or ../ (no buffer name can), or\n"
+      "a path that exists, is a file; anything else names a buffer. So write a\n"
+      "new file as ./NAME, and a buffer whose name is also a path here as\n"
+      "buf:NAME. One side must be a buffer.\n"
       "\n"
       "buffer -> buffer: memd's transfer engine copies (host or device on\n"
       "either side). When DST exists it must still be being written (not\n"
@@ -390,18 +395,19 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
       "\n"
       "On failure a buffer cp created is unlinked; an existing one is left as\n"
       "it is, possibly part-written. On a terminal a progress bar shows on\n"
-      "stderr; --json prints bytes, seconds, gbps, path, retries, source,\n"
-      "destination (not with DST -, which gets the bytes).",
+      "stderr; --json prints bytes, seconds, gb_per_s (10^9 bytes/s), path,\n"
+      "retries, source, destination (not with DST -, which gets the bytes).",
       "  memctl cp model/w model/w-gpu1 --location device:1\n"
       "  memctl cp ./weights.bin model/w --location device:0 --priority critical\n"
       "  memctl cp model/w ./check.bin\n"
-      "  memctl cp --json frames/0 backup/0 | jq .gbps\n"
+      "  memctl cp model/w buf:w.bin     # a buffer, although ./w.bin exists\n"
+      "  memctl cp --json frames/0 backup/0 | jq .gb_per_s\n"
       "  producer | memctl cp - frames/0\n",
       invocation.json);
-  cp->add_option("SRC", copy.source, "Buffer name, file, or - (stdin)")
+  cp->add_option("SRC", copy.source, "Buffer name (buf:NAME), file, or - (stdin)")
       ->required()
       ->type_name("");
-  cp->add_option("DST", copy.destination, "Buffer name, file, or - (stdout)")
+  cp->add_option("DST", copy.destination, "Buffer name (buf:NAME), file, or - (stdout)")
       ->required()
       ->type_name("");
   cp->add_option("--location", copy.location,

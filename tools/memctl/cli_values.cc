@@ -77,7 +77,8 @@ CLI::Validator SizeValidator() {
         absl::StatusOr<std::uint64_t> bytes = ParseBytes(text);
         if (bytes.ok() && *bytes > 0) return "";
         return absl::StrCat("'", text,
-                            "' is not a size of at least 1 byte like 4096, 64KiB or 2GiB");
+                            "' is not a size of at least 1 byte like 4096, 64KiB, 2GiB "
+                            "or 100MB (", kSizeUnits, ")");
       },
       "");
 }

@@ -19,6 +19,7 @@
 #include "common/file_reader.h"
 #include "memd/client.h"
 #include "tools/memctl/file_io.h"
+#include "tools/memctl/operand.h"
 
 namespace memd::memctl {
 
@@ -100,8 +101,12 @@ struct GetOptions {
 // cp SRC DST: each operand a buffer name, a file (starts with "/", "./" or
 // "../", which no buffer name can), or "-" (stdin, stdout).
 struct CopyCommandOptions {
+  // The operands as given, then (ParseCommandLine) each the name or path it
+  // names (operand.h: "buf:" taken off), of the kind classified once.
   std::string source;
   std::string destination;
+  Operand::Kind source_kind = Operand::Kind::kBuffer;
+  Operand::Kind destination_kind = Operand::Kind::kBuffer;
   // A new destination buffer's location; empty: the source buffer's (host
   // for a file).
   std::string location;

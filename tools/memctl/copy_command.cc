@@ -142,10 +142,8 @@ absl::StatusOr<Copied> BufferToFileCopy(Client& client, const CopyCommandOptions
 absl::Status RunCopy(Client& client, const CopyCommandOptions& options,
                      const Output& output) {
   const std::string step = absl::StrCat("cp ", options.source, " ", options.destination);
-  const Operand source = ClassifyOperand(options.source);
-  const Operand destination = ClassifyOperand(options.destination);
-  const bool from_buffer = source.kind == Operand::Kind::kBuffer;
-  const bool to_buffer = destination.kind == Operand::Kind::kBuffer;
+  const bool from_buffer = options.source_kind == Operand::Kind::kBuffer;
+  const bool to_buffer = options.destination_kind == Operand::Kind::kBuffer;
   absl::StatusOr<Copied> copied;
   if (from_buffer && to_buffer) {
     copied = BufferToBuffer(client, options, step, output.progress);
@@ -159,7 +157,7 @@ absl::Status RunCopy(Client& client, const CopyCommandOptions& options,
   }
   if (!copied.ok()) return copied.status();
   // The bytes went to stdout: nothing else may go there.
-  if (destination.kind == Operand::Kind::kStdio) return absl::OkStatus();
+  if (options.destination_kind == Operand::Kind::kStdio) return absl::OkStatus();
   if (output.json) {
     Json json = TransferReportJson(copied->report);
     json["sealed"] = copied->sealed;

@@ -175,7 +175,7 @@ Json TransferReportJson(const TransferReport& report) {
   Json json;
   json["bytes"] = report.bytes;
   json["seconds"] = absl::ToDoubleSeconds(report.elapsed);
-  json["gbps"] = GigabytesPerSecond(report.bytes, report.elapsed);
+  json["gb_per_s"] = GigabytesPerSecond(report.bytes, report.elapsed);
   json["path"] = report.path;
   json["retries"] = report.retries;
   json["source"] = report.source;

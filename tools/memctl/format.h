@@ -91,7 +91,8 @@ struct TransferReport {
   // (into a host buffer through its descriptor); empty when no file was read.
   std::string file_io;
 };
-// Fields: bytes, seconds, gbps (decimal GB/s), path, retries, source,
+// Fields: bytes, seconds, gb_per_s (decimal gigabytes, 10^9 bytes, per
+// second: not gigabits, not GiB), path, retries, source,
 // destination, file_io.
 Json TransferReportJson(const TransferReport& report);
 // "5 MiB in 1.20 s, 4.37 MB/s (direct, 2 retries)": how a copy went.

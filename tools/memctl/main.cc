@@ -47,14 +47,31 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
   return absl::InternalError("unknown subcommand");
 }
 
+// Why `invocation` must not run here, or empty: get without -o writes a
+// buffer's bytes to stdout, which on a terminal garbles it and is rarely what
+// was meant; `-o -` says it was (as curl's --output -).
+std::string Refused(const Invocation& invocation, bool stdout_is_terminal) {
+  if (invocation.command != Command::kGet || !invocation.get.output.empty() ||
+      !stdout_is_terminal) {
+    return "";
+  }
+  return absl::StrCat("memctl: get ", invocation.get.name,
+                      ": stdout is a terminal, and the buffer's bytes would garble it; "
+                      "give -o FILE, redirect stdout (memctl get NAME > FILE), or -o - "
+                      "to write them to the terminal anyway");
+}
+
 absl::Status Run(const Invocation& invocation) {
-  const std::string socket_dir =
-      invocation.socket_dir.empty() ? ClientSocketDir() : invocation.socket_dir;
+  // Empty: libmemd's choice (MEMD_SOCKET_DIR, else the user's own daemon,
+  // else the system service's), and its error names what it tried.
   ConnectOptions connect;
-  connect.socket_dir = socket_dir;
+  connect.socket_dir = invocation.socket_dir;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(connect);
   if (!client.ok()) {
-    return Failed(absl::StrCat("connect to memd at ", socket_dir), client.status());
+    return Failed(invocation.socket_dir.empty()
+                      ? std::string("connect to memd")
+                      : absl::StrCat("connect to memd at ", invocation.socket_dir),
+                  client.status());
   }
   if (invocation.command == Command::kStats && invocation.watch > absl::ZeroDuration()) {
     return RunStatsWatch(**client, invocation.watch, invocation.count,
@@ -85,6 +102,10 @@ int main(int argc, char** argv) {
     if (std::optional<int> exit_code =
             ParseCommandLine(argc, argv, invocation, std::cout, std::cerr)) {
       return *exit_code;
+    }
+    if (std::string refused = Refused(invocation, ::isatty(STDOUT_FILENO)); !refused.empty()) {
+      std::cerr << refused << '\n';
+      return kExitUsage;
     }
     absl::Status status = Run(invocation);
     if (status.ok()) return kExitOk;

@@ -15,7 +15,7 @@
 
 namespace memd::memctl {
 
-// Decimal gigabytes per second, as --json's "gbps" and the bar show it; 0
+// Decimal gigabytes per second, as --json's "gb_per_s" and the bar show it; 0
 // when no time has passed.
 double GigabytesPerSecond(std::uint64_t bytes, absl::Duration elapsed);
 

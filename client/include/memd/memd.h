@@ -114,8 +114,10 @@ typedef struct memd_client memd_client;
 
 typedef struct memd_connect_options {
   size_t struct_size; /* sizeof(memd_connect_options) */
-  /* NULL or "": $MEMD_SOCKET_DIR, else /run/memd for root, else
-   * $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID. Copied by memd_connect. */
+  /* NULL or "": $MEMD_SOCKET_DIR, else the user's own daemon's directory
+   * ($XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID; /run/memd for root), then
+   * /run/memd (the system service's), as ConnectOptions::socket_dir says.
+   * Copied by memd_connect. */
   const char* socket_dir;
   /* Upper bound on each call that does not wait for a seal; default 30000. */
   int64_t call_timeout_ms;
@@ -338,8 +340,9 @@ memd_code memd_create(memd_client* client, const char* name, uint64_t size,
 
 /* Opens an existing buffer. Errors: NOT_FOUND, PERMISSION_DENIED (mode, or
  * another owner than options->owner), FAILED_PRECONDITION (a writable open
- * of a sealed buffer), DEADLINE_EXCEEDED (not sealed within wait_ms, or
- * the copy at options->location not done), RESOURCE_EXHAUSTED (the copy
+ * of a sealed buffer), DEADLINE_EXCEEDED (not sealed within wait_ms, the
+ * message saying when no buffer of the name existed at all; or the copy at
+ * options->location not done), RESOURCE_EXHAUSTED (the copy
  * at options->location: memory, this user's quota there),
  * INVALID_ARGUMENT, UNAVAILABLE, UNAUTHENTICATED. */
 memd_code memd_open(memd_client* client, const char* name, const memd_open_options* options,

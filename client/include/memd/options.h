@@ -133,8 +133,11 @@ struct PrefetchOptions {
 };
 
 struct ConnectOptions {
-  // Empty: $MEMD_SOCKET_DIR, else /run/memd for root, else
-  // $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID.
+  // Exactly this directory, when set. Empty: $MEMD_SOCKET_DIR exactly, when
+  // set; else the user's own daemon's ($XDG_RUNTIME_DIR/memd, else
+  // /tmp/memd-$UID; /run/memd for root), then /run/memd (the system
+  // service's), passing over only a directory with no daemon in it.
+  // UNAVAILABLE names each directory tried.
   std::string socket_dir;
   // Upper bound on each call that does not wait for a seal.
   absl::Duration call_timeout = absl::Seconds(30);

@@ -110,8 +110,10 @@ class Client:
                 device_cache_bytes: Optional[int] = None) -> "Client":
         """Connects to the local memd and returns a Client.
 
-        socket_dir: None for $MEMD_SOCKET_DIR, else /run/memd for root, else
-        $XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID. call_timeout: seconds each
+        socket_dir: None for $MEMD_SOCKET_DIR, else the user's own daemon's
+        directory ($XDG_RUNTIME_DIR/memd, else /tmp/memd-$UID; /run/memd for
+        root), then /run/memd, the system service's (UnavailableError names
+        each directory tried). call_timeout: seconds each
         call that does not wait for a seal may take (default 30).
         mapping_cache_bytes: read-only mappings kept after their last Buffer
         is released, for a fast reopen (default 256 MiB; 0 unmaps at once).

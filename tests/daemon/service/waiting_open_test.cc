@@ -17,6 +17,7 @@
 namespace memd::service {
 namespace {
 
+using ::testing::HasSubstr;
 using State = WaitingOpen::State;
 using Event = WaitingOpen::Event;
 
@@ -171,15 +172,38 @@ TEST_F(WaitingOpenTest, AFailedDeliveryEndsTheCallWithItsStatus) {
 
 TEST_F(WaitingOpenTest, TheAlarmEndsTheWaitAndTakesItsWatchBack) {
   auto waiting = Wait("late");
+  const broker::LeaseId lease = Create("late");  // Being written.
   call_.ring();
   EXPECT_EQ(waiting->state(), State::kDone);
   ASSERT_EQ(call_.ended.size(), 1u);
   EXPECT_TRUE(absl::IsDeadlineExceeded(call_.ended[0])) << call_.ended[0];
   EXPECT_EQ(call_.ended[0].message(), "buffer 'late' was not sealed within 5s");
   // The watch is gone: a seal now delivers nothing.
-  Publish("late");
+  ASSERT_TRUE(broker_.Seal(producer_, lease).ok());
   EXPECT_TRUE(call_.delivered.empty());
   EXPECT_EQ(call_.ended.size(), 1u);
+}
+
+// Issue 29: a misspelt name was "not sealed within 10s".
+TEST_F(WaitingOpenTest, TheAlarmSaysANameThatNeverExistedDoesNotExist) {
+  auto waiting = Wait("never");
+  call_.ring();
+  ASSERT_EQ(call_.ended.size(), 1u);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(call_.ended[0])) << call_.ended[0];
+  EXPECT_THAT(std::string(call_.ended[0].message()),
+              HasSubstr("buffer 'never' does not exist: there was none when the wait "
+                        "began, nor 5s later"));
+}
+
+TEST_F(WaitingOpenTest, ANameThatExistedDuringTheWaitWasNotSealed) {
+  // There when the wait began, gone before the alarm: not "does not exist".
+  const broker::LeaseId lease = Create("brief");
+  auto waiting = Wait("brief");
+  ASSERT_TRUE(broker_.Unlink(producer_, "brief").ok());
+  ASSERT_TRUE(broker_.Release(producer_, lease).ok());
+  call_.ring();
+  ASSERT_EQ(call_.ended.size(), 1u);
+  EXPECT_EQ(call_.ended[0].message(), "buffer 'brief' was not sealed within 5s");
 }
 
 TEST_F(WaitingOpenTest, ACancelledCallEndsAndTakesItsWatchBack) {
