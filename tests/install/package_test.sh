@@ -88,8 +88,10 @@ memd_pid=$!
 # A member of group memd, and a user outside it.
 in_root useradd --create-home --groups memd alice
 in_root useradd --create-home mallory
+# No MEMD_SOCKET_DIR: a user's client finds the system memd in /run/memd
+# when there is none of the user's own.
 as() { local user=$1; shift; in_root setpriv --reuid="$user" --regid="$user" --init-groups \
-  env HOME="/home/$user" MEMD_SOCKET_DIR=/run/memd "$@"; }
+  env -u MEMD_SOCKET_DIR -u XDG_RUNTIME_DIR HOME="/home/$user" "$@"; }
 for _ in $(seq 100); do
   [ -S "$root/run/memd/memd.sock" ] && as alice memctl ping >/dev/null 2>&1 && break
   kill -0 $memd_pid 2>/dev/null || { echo "memd exited:"; cat "$work/memd.log"; exit 1; }
