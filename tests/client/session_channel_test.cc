@@ -178,9 +178,11 @@ class ConnectFirstTest : public ::testing::Test {
   }
   void TearDown() override {
     if (greeter_.joinable()) {
-      listener_.reset();  // An accept still waiting ends.
-      ::shutdown(daemon_.get(), SHUT_RDWR);
+      // An accept still waiting (no client came: the search stopped before
+      // this directory) ends: shutdown wakes it, where close would not.
+      ::shutdown(listener_.get(), SHUT_RDWR);
       greeter_.join();
+      listener_.reset();
     }
   }
 

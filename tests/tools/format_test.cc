@@ -88,7 +88,8 @@ TEST(FormatTest, StatsJsonShowsEveryDurabilityField) {
       *v1::DurabilityStats::descriptor());
 }
 
-TEST(FormatTest, StatsTextSaysWhatTheDaemonTookBack) {
+// A recording daemon, generation 3, that took back 4 buffers and lost one.
+DurabilityStats Recovered() {
   DurabilityStats durability;
   durability.recording = true;
   durability.generation = 3;
@@ -99,7 +100,11 @@ TEST(FormatTest, StatsTextSaysWhatTheDaemonTookBack) {
   durability.adopted_buffers = 4;
   durability.adopted_bytes = 7 << 20;
   durability.lost_buffers = 1;
-  EXPECT_EQ(FormatDurability(durability),
+  return durability;
+}
+
+TEST(FormatTest, StatsTextSaysWhatTheDaemonTookBack) {
+  EXPECT_EQ(FormatDurability(Recovered()),
             "durability recording\n"
             "generation 3, recovered " +
                 FormatLocalTime(absl::FromUnixSeconds(1700000000)) +
@@ -109,20 +114,12 @@ TEST(FormatTest, StatsTextSaysWhatTheDaemonTookBack) {
 // During the grace period: how many buffers wait for their holders (an
 // unlinked one among them gives its memory back only after it).
 TEST(FormatTest, StatsTextSaysWhileTheGracePeriodKeepsBuffersForTheirHolders) {
-  DurabilityStats durability;
-  durability.recording = true;
-  durability.generation = 2;
-  durability.recovered = true;
-  durability.recovered_at = absl::FromUnixSeconds(1700000000);
-  durability.recovery = absl::Milliseconds(1);
-  durability.adopted_segments = 1;
-  durability.adopted_buffers = 2;
-  durability.adopted_bytes = 1 << 20;
+  DurabilityStats durability = Recovered();
   durability.in_grace = true;
   durability.awaiting_holders = 1;
   durability.reclaimable_leases = 3;
   EXPECT_THAT(FormatDurability(durability),
-              testing::EndsWith("adopted, 0 lost\n"
+              testing::EndsWith("adopted, 1 lost\n"
                                 "grace period on: 1 buffer waits for its holders (kept until "
                                 "it ends, even if unlinked), 3 leases may be re-claimed\n"));
   durability.awaiting_holders = 2;
