@@ -123,7 +123,11 @@ TEST(GrafanaDashboardTest, ShowsWhatOperatorsNeed) {
         "memd_pool_fragmentation_ratio", "memd_pool_largest_free_block_bytes",
         "memd_buffers", "memd_sessions", "memd_leases", "memd_rpc_duration_seconds_bucket",
         "memd_quota_rejections_total", "memd_build_info",
-        "memd_pressure_reclaimed_bytes_total", "memd_leak_bytes", "memd_device_memory_bytes"}) {
+        "memd_pressure_reclaimed_bytes_total", "memd_leak_bytes", "memd_device_memory_bytes",
+        "memd_transfer_bytes_total", "memd_transfers_active", "memd_transfer_queued",
+        "memd_transfer_queue_wait_seconds_total", "memd_transfer_staging_seconds_total",
+        "memd_transfer_dma_seconds_total", "memd_transfer_staging_slots_in_use",
+        "memd_transfer_failures_total", "memd_device_healthy"}) {
     EXPECT_THAT(all, HasSubstr(family));
   }
   EXPECT_THAT(all, HasSubstr("histogram_quantile(0.5,"));
@@ -138,8 +142,8 @@ TEST(GrafanaDashboardTest, ShowsWhatOperatorsNeed) {
 }
 
 // Client traffic until destroyed, so that every rate has something to
-// measure: creates (hits after the first), opens, refusals (max_buffers)
-// and stats calls.
+// measure: creates (hits after the first), opens, refusals (max_buffers),
+// copies (the transfer panels) and stats calls.
 class Traffic {
  public:
   explicit Traffic(std::unique_ptr<Client> client)
@@ -157,6 +161,13 @@ class Traffic {
       auto refused = client_->Create("refused", 4096);
       EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
       auto reader = client_->Open("sealed");
+      if (scratch.ok() && reader.ok()) {
+        auto copy = client_->Copy(Region{&*reader, 0, 8192}, Region{&*scratch});
+        EXPECT_TRUE(copy.ok()) << copy.status();
+        if (copy.ok()) {
+          EXPECT_TRUE(copy->Wait().ok());
+        }
+      }
       (void)client_->Stats();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
