@@ -94,9 +94,11 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
     args.insert(args.end(), {"--metrics-address", "127.0.0.1:0"});
   }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
+  const std::vector<char*> argv = ExecArray(args);
+  std::map<std::string, std::string> overrides = environment;
+  overrides.try_emplace("NOTIFY_SOCKET", notify_path);
+  std::vector<std::string> envp_storage = EnvironmentWith(overrides);
+  const std::vector<char*> envp = ExecArray(envp_storage);
 
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -105,8 +107,6 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
     int null = ::open("/dev/null", O_RDWR);
     ::dup2(null, 0);
     ::dup2(null, 1);
-    ::setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
-    for (const auto& [name, value] : environment) ::setenv(name.c_str(), value.c_str(), 1);
     if (identity.descriptor_limit != 0) {
       const rlimit limit{identity.descriptor_limit, identity.descriptor_limit};
       if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(126);
@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Launch(
     // test's output pipe open and ctest waiting until its timeout. Set last:
     // a change of uid clears it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   daemon->pid_ = pid;

@@ -29,6 +29,26 @@ std::string BinDir() {
   return MEMD_BIN_DIR;
 }
 
+std::vector<std::string> EnvironmentWith(
+    const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const absl::string_view text(*entry);
+    const absl::string_view name = text.substr(0, text.find('='));
+    if (!overrides.contains(std::string(name))) entries.emplace_back(text);
+  }
+  for (const auto& [name, value] : overrides) entries.push_back(absl::StrCat(name, "=", value));
+  return entries;
+}
+
+std::vector<char*> ExecArray(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
+  for (std::string& text : strings) pointers.push_back(text.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
 namespace {
 
 constexpr char kGdb[] = "/usr/bin/gdb";
@@ -89,18 +109,18 @@ ProgramResult Run(const std::string& program, const std::vector<std::string>& ar
   }
   std::vector<std::string> argv_storage = {program};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : argv_storage) argv.push_back(arg.data());
-  argv.push_back(nullptr);
+  const std::vector<char*> argv = ExecArray(argv_storage);
+  std::vector<std::string> envp_storage = EnvironmentWith(env);
+  const std::vector<char*> envp = ExecArray(envp_storage);
+  const std::string exec_failed = absl::StrCat("exec ", program, " failed\n");
 
   pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
-    for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
-    ::execv(program.c_str(), argv.data());
-    std::fprintf(stderr, "exec %s: %s\n", program.c_str(), std::strerror(errno));
+    ::execve(program.c_str(), argv.data(), envp.data());
+    (void)!::write(2, exec_failed.data(), exec_failed.size());
     ::_exit(127);
   }
   ::close(in[0]);
@@ -168,6 +188,11 @@ ProgramResult RunOnATerminal(const std::string& program,
                              const std::vector<std::string>& args,
                              const std::map<std::string, std::string>& env) {
   ProgramResult result;
+  std::vector<std::string> argv_storage = {program};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  const std::vector<char*> argv = ExecArray(argv_storage);
+  std::vector<std::string> envp_storage = EnvironmentWith(env);
+  const std::vector<char*> envp = ExecArray(envp_storage);
   int terminal = -1;
   const pid_t child = ::forkpty(&terminal, nullptr, nullptr, nullptr);
   if (child < 0) {
@@ -175,11 +200,7 @@ ProgramResult RunOnATerminal(const std::string& program,
     return result;
   }
   if (child == 0) {
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    std::vector<char*> argv = {const_cast<char*>(program.c_str())};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execv(program.c_str(), argv.data());
+    ::execve(program.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   char chunk[4096];

@@ -50,6 +50,15 @@ std::string StacksOf(pid_t pid);
 absl::StatusOr<std::string> ReadFromChild(int fd, pid_t pid,
                                           absl::Duration timeout = absl::Seconds(60));
 
+// This process's environment with `overrides` added or replacing entries, as
+// "NAME=value" strings. Built before fork: the child of a threaded process
+// may not allocate until it execs (a setenv there deadlocked on a lock
+// another thread held at the fork; seen under ASan in CI).
+std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string>& overrides);
+
+// `strings` as the null-terminated array execve takes; they must outlive it.
+std::vector<char*> ExecArray(std::vector<std::string>& strings);
+
 // Everything about a run, for failure messages: exit status, signal, the
 // first 2000 bytes of stdout and all of stderr.
 std::string Describe(const ProgramResult& result);
