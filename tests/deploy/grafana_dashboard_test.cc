@@ -2,7 +2,8 @@
 // imports (a datasource variable every panel uses, a node variable, unique
 // ids), and every PromQL expression in it, with the variables filled in the
 // way Grafana fills them, runs on a real Prometheus scraping a running memd
-// under traffic and returns numbers.
+// under traffic and returns numbers, with the shipped scrape configuration
+// and with a plain one that adds no labels.
 
 #include <atomic>
 #include <cmath>
@@ -88,7 +89,8 @@ TEST(GrafanaDashboardTest, ImportsWithADatasourceAndANodeVariable) {
   const Json& node = Variable(dashboard, "node");
   EXPECT_EQ(node.at("type"), "query");
   EXPECT_EQ(node.at("datasource").at("uid"), kDatasource);
-  EXPECT_THAT(node.at("definition").get<std::string>(), HasSubstr(", node)"));
+  EXPECT_THAT(node.at("definition").get<std::string>(), HasSubstr(", instance)"))
+      << "nodes are told apart by the label every scrape has, not one a relabelling adds";
   EXPECT_TRUE(node.at("multi").get<bool>());
   EXPECT_TRUE(node.at("includeAll").get<bool>());
 
@@ -134,7 +136,7 @@ TEST(GrafanaDashboardTest, ShowsWhatOperatorsNeed) {
   EXPECT_THAT(all, HasSubstr("histogram_quantile(0.99,"));
   // Every pool panel can be narrowed to a node and a location.
   for (const Expression& expression : Expressions(dashboard)) {
-    EXPECT_THAT(expression.expr, HasSubstr("node=~\"$node\"")) << expression.panel;
+    EXPECT_THAT(expression.expr, HasSubstr("instance=~\"$node\"")) << expression.panel;
     if (absl::StrContains(expression.expr, "memd_pool_")) {
       EXPECT_THAT(expression.expr, HasSubstr("location=~\"$location\"")) << expression.panel;
     }
@@ -195,7 +197,11 @@ std::vector<std::string> VariableValues(PrometheusServer& prometheus, const Json
   EXPECT_TRUE(data.ok()) << data.status();
   std::vector<std::string> values;
   if (data.ok()) {
-    for (const Json& series : (*data)["result"]) values.push_back(series["metric"][label]);
+    for (const Json& series : (*data)["result"]) {
+      // A series without the label: Grafana offers no value for it.
+      const std::string value = series["metric"].value(label, std::string());
+      if (!value.empty()) values.push_back(value);
+    }
   }
   return values;
 }
@@ -211,6 +217,30 @@ bool HasANumber(const Json& data) {
     if (std::isfinite(value)) return true;
   }
   return false;
+}
+
+// Every expression of `dashboard`, with `variables` filled in, returns a
+// number (waiting for rates to have two scrapes inside their window).
+void ExpectNumbersFromEveryQuery(PrometheusServer& prometheus, const Json& dashboard,
+                                 const std::map<std::string, std::string>& variables) {
+  for (const Expression& expression : Expressions(dashboard)) {
+    const std::string promql = absl::StrReplaceAll(expression.expr, variables);
+    ASSERT_THAT(promql, ::testing::Not(HasSubstr("$")))
+        << expression.panel << ": a variable this test does not know";
+    absl::StatusOr<Json> data;
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    do {
+      data = prometheus.Query(promql);
+      if (!data.ok() || HasANumber(*data)) break;
+      absl::SleepFor(absl::Milliseconds(250));
+    } while (absl::Now() < deadline);
+    if (!data.ok()) {
+      ADD_FAILURE() << expression.panel << ": " << data.status();
+      continue;
+    }
+    EXPECT_TRUE(HasANumber(*data)) << expression.panel << ": no number from\n  " << promql
+                                   << "\n  answer: " << data->dump();
+  }
 }
 
 TEST(GrafanaDashboardTest, EveryQueryReturnsNumbersFromARunningMemd) {
@@ -240,10 +270,15 @@ TEST(GrafanaDashboardTest, EveryQueryReturnsNumbersFromARunningMemd) {
   ASSERT_TRUE(traffic_client.ok());
   Traffic traffic(std::move(*traffic_client));
 
-  auto prometheus =
-      PrometheusServer::Start((*client)->Stats()->metrics_address);
+  // Scraped twice: by the shipped configuration (its relabelling names the
+  // node by its host alone) and by a plain job without relabelling, whose
+  // node is host:port. Each node, picked alone, must fill every panel.
+  const std::string target = (*client)->Stats()->metrics_address;
+  auto prometheus = PrometheusServer::Start(target, absl::Seconds(60), "memd-plain");
   ASSERT_TRUE(prometheus.ok()) << prometheus.status();
   ASSERT_TRUE((*prometheus)->AwaitData("up{job=\"memd\"} == 1").ok()) << (*prometheus)->Log();
+  ASSERT_TRUE((*prometheus)->AwaitData("up{job=\"memd-plain\"} == 1").ok())
+      << (*prometheus)->Log();
 
   // Filled in as Grafana would: the variables from their own queries, the
   // rate window as $__rate_interval comes out for a 1 s scrape interval.
@@ -251,30 +286,15 @@ TEST(GrafanaDashboardTest, EveryQueryReturnsNumbersFromARunningMemd) {
   const std::vector<std::string> nodes =
       VariableValues(**prometheus, Variable(dashboard, "node"), variables);
   EXPECT_THAT(nodes, Contains("127.0.0.1"));
-  variables["$node"] = RegexOf(nodes);
-  const std::vector<std::string> locations =
-      VariableValues(**prometheus, Variable(dashboard, "location"), variables);
-  EXPECT_THAT(locations, Contains("host"));
-  variables["$location"] = RegexOf(locations);
-
-  for (const Expression& expression : Expressions(dashboard)) {
-    const std::string promql = absl::StrReplaceAll(expression.expr, variables);
-    ASSERT_THAT(promql, ::testing::Not(HasSubstr("$")))
-        << expression.panel << ": a variable this test does not know";
-    // Rates need two scrapes inside their window: wait for numbers.
-    absl::StatusOr<Json> data;
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    do {
-      data = (*prometheus)->Query(promql);
-      if (!data.ok() || HasANumber(*data)) break;
-      absl::SleepFor(absl::Milliseconds(250));
-    } while (absl::Now() < deadline);
-    if (!data.ok()) {
-      ADD_FAILURE() << expression.panel << ": " << data.status();
-      continue;
-    }
-    EXPECT_TRUE(HasANumber(*data)) << expression.panel << ": no number from\n  " << promql
-                                   << "\n  answer: " << data->dump();
+  EXPECT_THAT(nodes, Contains(target));
+  for (const std::string& node : {std::string("127.0.0.1"), target}) {
+    SCOPED_TRACE(absl::StrCat("node ", node));
+    variables["$node"] = RegexOf({node});
+    const std::vector<std::string> locations =
+        VariableValues(**prometheus, Variable(dashboard, "location"), variables);
+    EXPECT_THAT(locations, Contains("host"));
+    variables["$location"] = RegexOf(locations);
+    ExpectNumbersFromEveryQuery(**prometheus, dashboard, variables);
   }
 }
 

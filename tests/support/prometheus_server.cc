@@ -16,7 +16,7 @@ namespace memd::test {
 bool PrometheusServer::Installed() { return ::access(kBinary, X_OK) == 0; }
 
 absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
-    const std::string& target, absl::Duration timeout) {
+    const std::string& target, absl::Duration timeout, const std::string& plain_job) {
   std::unique_ptr<PrometheusServer> server(new PrometheusServer);
   // The shipped configuration, aimed at this memd and scraping every second.
   std::string config = ReadWholeFile(MEMD_SOURCE_DIR "/deploy/prometheus/prometheus.yml");
@@ -25,6 +25,11 @@ absl::StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
   }
   config = absl::StrReplaceAll(config, {{"127.0.0.1:9477", target},
                                         {"scrape_interval: 15s", "scrape_interval: 1s"}});
+  if (!plain_job.empty()) {
+    // scrape_configs is the file's last section.
+    absl::StrAppend(&config, "  - job_name: ", plain_job, "\n    static_configs:\n",
+                    "      - targets: ['", target, "']\n");
+  }
   const std::string config_path = server->dir_.Join("prometheus.yml");
   WriteWholeFile(config_path, config);
   const int port = FreeLoopbackPort();

@@ -23,10 +23,14 @@ class PrometheusServer {
   static constexpr char kBinary[] = "/usr/bin/prometheus";
   static bool Installed();
 
-  // Starts it scraping `target` (HOST:PORT of memd's metrics) and waits
-  // until it is ready. Errors: INTERNAL with its log when it does not start.
+  // Starts it scraping `target` (HOST:PORT of memd's metrics) with the
+  // shipped configuration, and, where `plain_job` names one, also as a job of
+  // that name without relabelling (as a user writes one from Prometheus's
+  // documentation); waits until it is ready. Errors: INTERNAL with its log
+  // when it does not start.
   static absl::StatusOr<std::unique_ptr<PrometheusServer>> Start(
-      const std::string& target, absl::Duration timeout = absl::Seconds(60));
+      const std::string& target, absl::Duration timeout = absl::Seconds(60),
+      const std::string& plain_job = "");
   ~PrometheusServer();
 
   const std::string& address() const { return address_; }

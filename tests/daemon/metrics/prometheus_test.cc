@@ -116,7 +116,8 @@ TEST_F(MetricsTest, PrometheusScrapesMemdAndAnswersForEveryFamily) {
   for (const char* family : kFamilies) {
     EXPECT_TRUE((*prometheus)->AwaitData(family).ok()) << family;
   }
-  // The values are memd's: the hit ratio, the refusal, the node label.
+  // The values are memd's: the hit ratio, the refusal, the node's name in
+  // instance (the host alone, by the shipped relabelling).
   auto ratio = (*prometheus)->Query("memd_pool_hit_ratio{location=\"host\"}");
   ASSERT_TRUE(ratio.ok()) << ratio.status();
   ASSERT_EQ((*ratio)["result"].size(), 1u);
@@ -127,7 +128,7 @@ TEST_F(MetricsTest, PrometheusScrapesMemdAndAnswersForEveryFamily) {
   ASSERT_TRUE(refused.ok());
   ASSERT_EQ((*refused)["result"].size(), 1u);
   EXPECT_EQ((*refused)["result"][0]["value"][1], "1");
-  EXPECT_EQ((*refused)["result"][0]["metric"]["node"], "127.0.0.1");
+  EXPECT_EQ((*refused)["result"][0]["metric"]["instance"], "127.0.0.1");
   auto p99 = (*prometheus)->Query(
       "histogram_quantile(0.99, sum by (le, method) "
       "(rate(memd_rpc_duration_seconds_bucket[1m])))");
