@@ -581,19 +581,52 @@ TEST_F(KubernetesManifestsTest, ClientsJoinTheGroupTheSocketsBelongTo) {
   EXPECT_THAT(client_groups, Contains(group));
 }
 
-TEST_F(KubernetesManifestsTest, DaemonRunsWithoutPrivileges) {
+TEST_F(KubernetesManifestsTest, DaemonRunsAsItsOwnUserWithoutPrivileges) {
   const YAML::Node pod = DaemonPod();
   for (const char* shared : {"hostPID", "hostIPC", "hostNetwork"}) {
     EXPECT_NE(Text(pod, shared), "true") << shared;
   }
+  const std::string user = Text(pod, "securityContext.runAsUser");
+  const std::string group = Text(pod, "securityContext.runAsGroup");
+  EXPECT_THAT(user, ::testing::Not(::testing::AnyOf("", "0"))) << "memd runs as root";
+  EXPECT_EQ(Text(pod, "securityContext.runAsNonRoot"), "true");
   const YAML::Node context =
       At(DaemonContainer(), "securityContext").value_or(YAML::Node());
+  EXPECT_NE(Text(context, "runAsUser"), "0");
   EXPECT_NE(Text(context, "privileged"), "true");
-  EXPECT_EQ(Text(context, "allowPrivilegeEscalation"), "false");
+  // allowPrivilegeEscalation stays true: the file capability that gives
+  // memd IPC_LOCK needs it (image_test runs memd both ways).
   EXPECT_EQ(Text(context, "readOnlyRootFilesystem"), "true");
   EXPECT_THAT(Strings(context, "capabilities.drop"), Contains("ALL"));
   EXPECT_THAT(Strings(context, "capabilities.add"),
               IsSubsetOf(std::vector<std::string>{"IPC_LOCK"}));
+
+  // Root runs only to give memd the socket directory the kubelet made:
+  // chown, with CHOWN and nothing else, of what memd mounts there.
+  std::optional<Config> config = ParsedConfig();
+  ASSERT_TRUE(config);
+  std::optional<Mount> memd_mount = MountAt(pod, DaemonContainer(), config->socket_dir);
+  ASSERT_TRUE(memd_mount);
+  for (const YAML::Node& init : Items(pod, "initContainers")) {
+    SCOPED_TRACE(Text(init, "name"));
+    const YAML::Node init_context = At(init, "securityContext").value_or(YAML::Node());
+    EXPECT_NE(Text(init_context, "privileged"), "true");
+    EXPECT_EQ(Text(init_context, "allowPrivilegeEscalation"), "false");
+    EXPECT_EQ(Text(init_context, "readOnlyRootFilesystem"), "true");
+    EXPECT_THAT(Strings(init_context, "capabilities.drop"), Contains("ALL"));
+    EXPECT_THAT(Strings(init_context, "capabilities.add"),
+                IsSubsetOf(std::vector<std::string>{"CHOWN"}));
+    const std::vector<std::string> argv = Argv(init);
+    ASSERT_FALSE(argv.empty());
+    EXPECT_EQ(argv.front(), "chown");
+    EXPECT_THAT(argv, Contains(absl::StrCat(user, ":", group)));
+    EXPECT_EQ(argv.back(), config->socket_dir);
+    std::optional<Mount> mount = MountAt(pod, init, config->socket_dir);
+    ASSERT_TRUE(mount) << "the init container mounts nothing at " << config->socket_dir;
+    EXPECT_EQ(Text(mount->volume, "name"), Text(memd_mount->volume, "name"));
+  }
+  EXPECT_EQ(Items(pod, "initContainers").size(), 1u)
+      << "memd's user owns the socket directory only if the init container gives it";
 }
 
 TEST_F(KubernetesManifestsTest, SelectorsConnectDaemonSetServiceAndServiceMonitor) {
