@@ -311,6 +311,19 @@ std::vector<std::string> ZshCompletionProblems(const CLI::App& app,
       problems.push_back(absl::StrCat("zsh: ", item.text, " of '", program, " ", item.path,
                                       "' is not given to _arguments/_describe by ",
                                       FunctionOf(program, item.path)));
+      continue;
+    }
+    // A flag's spec ends at its description; an option's goes on to its
+    // value (":MESSAGE:ACTION"), or _arguments would take the next word as
+    // the value, or never complete one.
+    if (item.kind == CliItem::Kind::kOption) {
+      bool takes_value = AppAt(app, item.path)->get_option(item.text)->get_expected_max() > 0;
+      bool spec_takes_value = !absl::EndsWith(*found, "]");
+      if (takes_value != spec_takes_value) {
+        problems.push_back(absl::StrCat("zsh: ", item.text, " of '", program, " ", item.path,
+                                        "' takes ", takes_value ? "a value" : "no value",
+                                        ", its spec says otherwise: ", *found));
+      }
     }
   }
   return problems;

@@ -18,8 +18,10 @@ namespace {
 
 // ---------------------------------------------------------------- the App
 
+// A flag takes no value: CLI11's add_flag sets expected(0).
 bool IsFlag(const CLI::Option& option) {
-  return !option.get_positional() && option.get_type_size_max() == 0;
+  return !option.get_positional() &&
+         (option.get_expected_max() == 0 || option.get_type_size_max() == 0);
 }
 
 // The option takes a value, but may be given without one (--watch [SECONDS]).
