@@ -173,6 +173,10 @@ std::vector<std::string> ManPageProblems(const CLI::App& app, const std::string&
                                       "' is not in its section of the man page"));
     }
   }
+  if (!PathExists("/usr/bin/groff")) {
+    problems.push_back("groff not found (tools/dev deps installs groff-base)");
+    return problems;
+  }
   TempDir dir;
   const std::string page = dir.Join("page.roff");
   WriteWholeFile(page, roff);
@@ -265,6 +269,7 @@ std::vector<std::string> BashCompletionProblems(const CLI::App& app,
 std::vector<std::string> ZshCompletionProblems(const CLI::App& app,
                                                const std::string& script) {
   const std::string program = app.get_name();
+  if (!PathExists("/usr/bin/zsh")) return {"zsh not found (tools/dev deps installs it)"};
   TempDir dir;
   const std::string file = dir.Join("_" + program);
   WriteWholeFile(file, script);

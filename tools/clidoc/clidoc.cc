@@ -280,8 +280,9 @@ void CollectEnvironment(const CLI::App& app,
     if (option->get_envname().empty()) continue;
     std::string what = absl::StrCat("The default of ", CommandPath(app), " ",
                                      Spellings(*option).back(), ".");
-    auto known = std::find_if(environment.begin(), environment.end(),
-                              [&](const auto& item) { return item.first == option->get_envname(); });
+    auto known =
+        std::find_if(environment.begin(), environment.end(),
+                     [&](const auto& item) { return item.first == option->get_envname(); });
     if (known == environment.end()) {
       environment.emplace_back(option->get_envname(), what);
     } else if (!absl::StrContains(known->second, what)) {
@@ -411,7 +412,8 @@ void AppendZshFunction(const CLI::App& app, std::ostringstream& out) {
       << " commands && ret=0\n"
       << "      ;;\n"
       << "    argument)\n"
-      << "      curcontext=${curcontext%:*:*}:" << absl::StrReplaceAll(CommandPath(app), {{" ", "-"}})
+      << "      curcontext=${curcontext%:*:*}:"
+      << absl::StrReplaceAll(CommandPath(app), {{" ", "-"}})
       << "-$words[1]:\n"
       << "      case $words[1] in\n";
   for (const CLI::App* sub : subs) {
