@@ -35,7 +35,7 @@ Program Memd() {
        "The control socket (gRPC), in the socket directory (--socket-dir)."},
       {"/run/memd/session.sock",
        "The session socket: clients' credentials, file descriptors and liveness."},
-      {"/lib/systemd/system/memd.service", "The systemd unit."},
+      {"/usr/lib/systemd/system/memd.service", "The systemd unit (as the package installs it)."},
   };
   page.environment = {
       {"MEMD_CUDA_DRIVER", "The CUDA driver library to load when --cuda-driver is not set."},
