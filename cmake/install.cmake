@@ -11,6 +11,9 @@
 #   lib/sysusers.d/memd.conf                        the memd user and group
 #   etc/memd/memd.toml                              the example configuration
 #   share/doc/memd/README.md
+#   share/man/man8/memd.8.gz, man1/memctl.1.gz      (tools/clidoc, from the programs'
+#   share/bash-completion/completions/memd, memctl   own command lines)
+#   share/zsh/vendor-completions/_memd, _memctl
 #
 # Components, one Debian package each (cmake/package.cmake): memd (the
 # programs, unit, sysusers.d file, configuration), libmemd (the shared
@@ -129,6 +132,8 @@ if(TARGET install_test)
     MEMD_INSTALL_INCLUDEDIR="${CMAKE_INSTALL_INCLUDEDIR}"
     MEMD_INSTALL_CONFIG_DIR="${memd_config_dir}"
     MEMD_INSTALL_DOCDIR="${CMAKE_INSTALL_DOCDIR}"
+    MEMD_INSTALL_MANDIR="${CMAKE_INSTALL_MANDIR}"
+    MEMD_INSTALL_DATADIR="${CMAKE_INSTALL_DATADIR}"
     MEMD_INSTALL_UNIT_DIR="${MEMD_SYSTEMD_UNIT_DIR}"
     MEMD_INSTALL_SYSUSERS_DIR="${MEMD_SYSUSERS_DIR}"
     MEMD_INSTALL_PYTHON_PACKAGE_DIR="${MEMD_PYTHON_PACKAGE_DESTINATION}")

@@ -4,7 +4,8 @@
 #
 #   memd         memd, memctl, memd-replay, memd-tracegen, the systemd unit,
 #                the sysusers.d file (user and group memd), /etc/memd/memd.toml
-#                (a conffile), README.md
+#                (a conffile), README.md, memd(8) and memctl(1), bash and zsh
+#                completions of both
 #   libmemd0.4   libmemd.so.0.4 (the package name follows the soname)
 #   libmemd-dev  the headers (memd/*.h), libmemd.so, find_package(memd),
 #                memd.pc

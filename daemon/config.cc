@@ -1,5 +1,6 @@
 #include "daemon/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -49,14 +50,14 @@ const std::vector<Option>& Options() {
        "HOST:PORT of the Prometheus /metrics endpoint; port 0 picks one; "
        "empty turns it off (default 127.0.0.1:9477)",
        &Config::metrics_address},
-      {"backend", Kind::kText, "auto|host|cuda|level_zero (default auto)",
+      {"backend", Kind::kText, "the backend that serves memory (default auto)",
        &Config::backend},
       {"cuda_driver", Kind::kText,
        "the CUDA driver library to load (default: $MEMD_CUDA_DRIVER, else "
        "libcuda.so.1)",
        &Config::cuda_driver},
       {"cuda_handles", Kind::kText,
-       "auto|vmm_fd|ipc: how device memory reaches clients (default auto: VMM "
+       "how device memory reaches clients (default auto: VMM "
        "fds where the device can export them, else legacy IPC handles)",
        &Config::cuda_handles},
       {"level_zero_loader", Kind::kText,
@@ -64,7 +65,7 @@ const std::vector<Option>& Options() {
        "libze_loader.so.1)",
        &Config::level_zero_loader},
       {"log_level", Kind::kText,
-       "trace|debug|info|warn|error|critical|off (default info)",
+       "how much memd logs (default info)",
        &Config::log_level},
       {"max_buffer_bytes", Kind::kBytes,
        "largest buffer, bytes or with a unit: 64GiB (default 64GiB)", nullptr,
@@ -79,7 +80,7 @@ const std::vector<Option>& Options() {
        "most memory each device pool reserves (default: 90% of the device)",
        nullptr, &Config::device_pool_limit_bytes},
       {"numa", Kind::kNuma,
-       "off|auto|N: the NUMA node host and pinned buffers are bound to when their create "
+       "the NUMA node host and pinned buffers are bound to when their create "
        "asks for none; auto: a pinned buffer's GPU's node, else the creating process's "
        "(default off)",
        &Config::numa},
@@ -109,14 +110,14 @@ const std::vector<Option>& Options() {
        "segments idle this long go back to the system (default 60)", nullptr,
        &Config::pool_trim_idle_seconds},
       {"pool_domain_reuse", Kind::kText,
-       "never|scrub: may idle memory serve another owner/group/mode after "
+       "may idle memory serve another owner/group/mode after "
        "zeroing? (default never)",
        &Config::pool_domain_reuse},
       {"trace_file", Kind::kText,
        "record every pool allocation and free to this CSV file (default: off)",
        &Config::trace_file},
       {"durability", Kind::kText,
-       "auto|off: keep buffers across restarts of memd where a descriptor "
+       "keep buffers across restarts of memd where a descriptor "
        "store keeps them (systemd's FileDescriptorStoreMax=) (default auto)",
        &Config::durability},
       {"recovery_grace_seconds", Kind::kCount,
@@ -227,6 +228,45 @@ std::string FlagName(const char* key) {
     if (c == '_') c = '-';
   }
   return flag;
+}
+
+// The keys that take one of a few words (Validate checks them), in the
+// order --help lists them.
+const std::map<std::string, std::vector<std::string>>& Choices() {
+  static const auto* choices = new std::map<std::string, std::vector<std::string>>{
+      {"backend", {"auto", "host", "cuda", "level_zero"}},
+      {"cuda_handles", {"auto", "vmm_fd", "ipc"}},
+      {"log_level", {"trace", "debug", "info", "warn", "error", "critical", "off"}},
+      {"pool_domain_reuse", {"never", "scrub"}},
+      {"durability", {"auto", "off"}},
+  };
+  return *choices;
+}
+
+// What an option's value looks like in --help, and to tools/clidoc, which
+// completes the words of a|b|c, file names for FILE and directories for
+// DIR.
+std::string ValueName(const Option& option) {
+  switch (option.kind) {
+    case Kind::kBytes: return "BYTES";
+    case Kind::kCount: return "N";
+    case Kind::kMode: return "OCTAL";
+    case Kind::kRatio: return "RATIO";
+    case Kind::kQuota: return "QUOTA";
+    case Kind::kPlacement: return "RULES";
+    case Kind::kNuma: return "off|auto|N";
+    case Kind::kText: break;
+  }
+  static const auto* names = new std::map<std::string, std::string>{
+      {"socket_dir", "DIR"},       {"numa_sysfs_root", "DIR"},
+      {"trace_file", "FILE"},      {"cuda_driver", "FILE"},
+      {"level_zero_loader", "FILE"}, {"metrics_address", "HOST:PORT"},
+  };
+  if (auto choices = Choices().find(option.key); choices != Choices().end()) {
+    return absl::StrJoin(choices->second, "|");
+  }
+  auto name = names->find(option.key);
+  return name == names->end() ? "TEXT" : name->second;
 }
 
 absl::Status Apply(const Option& option, const std::string& text,
@@ -353,23 +393,16 @@ absl::Status LoadFile(const std::string& path, Config& config,
 }
 
 absl::Status Validate(const Config& config) {
-  static const std::set<std::string> kBackends = {"auto", "host", "cuda",
-                                                  "level_zero"};
-  static const std::set<std::string> kLevels = {
-      "trace", "debug", "info", "warn", "error", "critical", "off"};
-  if (!kBackends.contains(config.backend)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend '", config.backend, "' is not one of auto, host, cuda, level_zero"));
-  }
-  static const std::set<std::string> kHandles = {"auto", "vmm_fd", "ipc"};
-  if (!kHandles.contains(config.cuda_handles)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_handles '", config.cuda_handles, "' is not one of auto, vmm_fd, ipc"));
-  }
-  if (!kLevels.contains(config.log_level)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "log level '", config.log_level,
-        "' is not one of trace, debug, info, warn, error, critical, off"));
+  for (const Option& option : Options()) {
+    auto choices = Choices().find(option.key);
+    if (choices == Choices().end()) continue;
+    const std::string& value = config.*option.text;
+    if (std::find(choices->second.begin(), choices->second.end(), value) ==
+        choices->second.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(option.key, " '", value,
+                                                     "' is not one of ",
+                                                     absl::StrJoin(choices->second, ", ")));
+    }
   }
   if (!config.metrics_address.empty()) {
     std::size_t colon = config.metrics_address.rfind(':');
@@ -382,11 +415,6 @@ absl::Status Validate(const Config& config) {
           "' is not HOST:PORT (port 0..65535)"));
     }
   }
-  if (config.pool_domain_reuse != "never" && config.pool_domain_reuse != "scrub") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pool_domain_reuse '", config.pool_domain_reuse,
-        "' is not one of never, scrub"));
-  }
   // Adopted buffers stay charged to their owners while they wait: a grace
   // past a week keeps a dead client's memory for nothing (and seconds past
   // int64 would wrap into a negative duration).
@@ -394,10 +422,6 @@ absl::Status Validate(const Config& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "recovery_grace_seconds ", config.recovery_grace_seconds, " is more than ",
         kMaxRecoveryGraceSeconds, " (a week)"));
-  }
-  if (config.durability != "auto" && config.durability != "off") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("durability '", config.durability, "' is not one of auto, off"));
   }
   if (config.max_buffer_bytes == 0) {
     return absl::InvalidArgumentError("max_buffer_bytes must be positive");
@@ -407,21 +431,58 @@ absl::Status Validate(const Config& config) {
 
 }  // namespace
 
-absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
-  CommandLine line;
-  Config& config = line.config;
-  CLI::App app("memd: per-node GPU and shared-memory broker", "memd");
+namespace {
+
+constexpr char kDescription[] = "memd: per-node GPU and shared-memory broker";
+
+// Declares memd's flags on `app`: --config into `config_file`, and each
+// key's flag into `values` (by key). Returns each key's flag.
+std::map<std::string, CLI::Option*> DeclareCommandLine(
+    CLI::App& app, std::string& config_file, std::map<std::string, std::string>& values) {
   app.set_version_flag("--version", std::string(kVersion));
   app.footer(absl::StrCat("Sizes (the *_bytes keys, quotas, placement tunables) are bytes, or a "
                           "number with a unit: ", kSizeUnits, "; 100MB = 100000000."));
-  app.add_option("--config", config.config_file,
-                 "TOML file with any of the keys below (flags win)");
-  std::map<std::string, std::string> flag_values;
+  app.add_option("--config", config_file,
+                 "TOML file with any of the keys below (flags win)")
+      ->type_name("FILE");
   std::map<std::string, CLI::Option*> flags;
   for (const Option& option : Options()) {
-    flags[option.key] =
-        app.add_option(FlagName(option.key), flag_values[option.key], option.help);
+    flags[option.key] = app.add_option(FlagName(option.key), values[option.key], option.help)
+                            ->type_name(ValueName(option));
   }
+  return flags;
+}
+
+}  // namespace
+
+std::unique_ptr<CLI::App> MakeCommandLineApp() {
+  // The App, and what its options fill (they hold references to it).
+  struct BoundApp : CLI::App {
+    BoundApp() : CLI::App(kDescription, "memd") {
+      DeclareCommandLine(*this, config_file, values);
+    }
+    std::string config_file;
+    std::map<std::string, std::string> values;
+  };
+  return std::make_unique<BoundApp>();
+}
+
+std::string ConfigKey(const CLI::Option& option) {
+  for (const Option& known : Options()) {
+    for (const std::string& name : option.get_lnames()) {
+      if (FlagName(known.key) == "--" + name) return known.key;
+    }
+  }
+  return "";
+}
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv) {
+  CommandLine line;
+  Config& config = line.config;
+  CLI::App app(kDescription, "memd");
+  std::map<std::string, std::string> flag_values;
+  std::map<std::string, CLI::Option*> flags =
+      DeclareCommandLine(app, config.config_file, flag_values);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {  // Before Success: derived from it.

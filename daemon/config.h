@@ -1,10 +1,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace memd {
 
@@ -133,6 +139,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, const char* const* argv);
 // started with). Errors: as ParseCommandLine; --help and --version are
 // INVALID_ARGUMENT here, since they ask for no config.
 absl::StatusOr<Config> ParseConfig(int argc, const char* const* argv);
+
+// memd's command line as ParseCommandLine declares it, never parsed: what
+// tools/clidoc walks for memd's man page and shell completions.
+std::unique_ptr<CLI::App> MakeCommandLineApp();
+
+// The config-file key that an option of that App also is
+// ("max_buffer_bytes" for --max-buffer-bytes), or empty (--config, --help,
+// --version).
+std::string ConfigKey(const CLI::Option& option);
 
 // The settings (by their config-file keys) that differ between `running` and
 // `next` but take effect only when memd restarts: everything except the log

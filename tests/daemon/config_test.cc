@@ -3,14 +3,19 @@
 #include <fstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_docs.h"
 #include "tests/support/temp_dir.h"
+#include "tools/clidoc/pages.h"
 
 namespace memd {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 absl::StatusOr<Config> Parse(std::vector<std::string> args) {
   args.insert(args.begin(), "memd");
@@ -243,6 +248,44 @@ TEST(ConfigTest, OnlyLimitsAndLogLevelChangeWithoutRestart) {
   EXPECT_THAT(SettingsNeedingRestart(running, next),
               ::testing::ElementsAre("socket_mode", "backend",
                                      "pool_large_fit_slack"));
+}
+
+// memd's man page and completions (tools/clidoc), written from the App
+// memd parses: every option in them (walked with CLI11's own accessors,
+// tests/support/cli_docs.h), each with the config-file key it also is.
+TEST(ConfigTest, ManPageAndCompletionsHaveEveryOptionAndConfigKey) {
+  const clidoc::Program memd = clidoc::Memd();
+  const CLI::App& app = *memd.app;
+  const std::string page = clidoc::ManPage(app, memd.page);
+  EXPECT_THAT(test::ManPageProblems(app, page), IsEmpty());
+  int keys = 0;
+  for (const CLI::Option* option : app.get_options()) {
+    std::string key = ConfigKey(*option);
+    if (key.empty()) continue;
+    ++keys;
+    EXPECT_TRUE(absl::StrContains(page, "Configuration key: " + key + ".\n")) << key;
+  }
+  EXPECT_GT(keys, 40);  // The walk saw them (50 when written).
+  const std::string bash = clidoc::BashCompletion(app);
+  EXPECT_THAT(test::BashCompletionProblems(app, bash), IsEmpty());
+  std::vector<std::vector<std::string>> replies = test::BashCompletions(
+      bash, "memd",
+      {{"memd", "--log-l"}, {"memd", "--backend", "c"}, {"memd", "--durability", ""}});
+  EXPECT_THAT(replies[0], ElementsAre("--log-level"));
+  EXPECT_THAT(replies[1], ElementsAre("cuda"));
+  EXPECT_THAT(replies[2], ElementsAre("auto", "off"));
+  EXPECT_THAT(test::ZshCompletionProblems(app, clidoc::ZshCompletion(app)), IsEmpty());
+}
+
+// The choices --help lists are the ones the parse accepts (one table).
+TEST(ConfigTest, ChoicesInTheHelpAreTheValuesAccepted) {
+  auto app = MakeCommandLineApp();
+  EXPECT_EQ(app->get_option("--backend")->get_type_name(), "auto|host|cuda|level_zero");
+  for (const char* backend : {"auto", "host", "cuda", "level_zero"}) {
+    EXPECT_TRUE(Parse({"--backend", backend}).ok()) << backend;
+  }
+  EXPECT_THAT(Parse({"--log-level", "loud"}).status().message(),
+              HasSubstr("log_level 'loud' is not one of trace, debug"));
 }
 
 }  // namespace

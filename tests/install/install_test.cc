@@ -43,6 +43,8 @@ constexpr char kLibDir[] = MEMD_INSTALL_LIBDIR;
 constexpr char kIncludeDir[] = MEMD_INSTALL_INCLUDEDIR;
 constexpr char kConfigDir[] = MEMD_INSTALL_CONFIG_DIR;
 constexpr char kDocDir[] = MEMD_INSTALL_DOCDIR;
+constexpr char kManDir[] = MEMD_INSTALL_MANDIR;
+constexpr char kDataDir[] = MEMD_INSTALL_DATADIR;
 constexpr char kUnitDir[] = MEMD_INSTALL_UNIT_DIR;
 constexpr char kSysusersDir[] = MEMD_INSTALL_SYSUSERS_DIR;
 // Empty when the build has no Python package (MEMD_BUILD_PYTHON=OFF).
@@ -177,6 +179,21 @@ TEST_F(InstallTest, PutsProgramsLibraryPackageUnitAndConfigurationInThePrefix) {
   EXPECT_EQ(ReadWholeFile(Installed(kConfigDir, "memd.toml")),
             ReadWholeFile(MEMD_SOURCE_DIR "/deploy/memd.toml"));
   EXPECT_TRUE(PathExists(Installed(kDocDir, "README.md")));
+  // The man pages and completions (tools/clidoc), where man, bash-completion
+  // and zsh look for them; the pages gzip -9n, as Debian wants.
+  for (const char* page : {"man8/memd.8.gz", "man1/memctl.1.gz"}) {
+    ProgramResult man = RunProgram("/usr/bin/man", {"-l", Installed(kManDir, page)}, "",
+                                   {{"MANPAGER", "cat"}, {"MANWIDTH", "80"}});
+    EXPECT_EQ(man.exit_code, 0) << page << ": " << Describe(man);
+    EXPECT_THAT(man.out, HasSubstr("SYNOPSIS")) << page;
+  }
+  for (const char* program : {"memd", "memctl"}) {
+    std::string bash = Installed(kDataDir, absl::StrCat("bash-completion/completions/", program));
+    EXPECT_THAT(ReadWholeFile(bash), HasSubstr(absl::StrCat("complete -F _", program, " ",
+                                                            program, "\n")));
+    std::string zsh = Installed(kDataDir, absl::StrCat("zsh/vendor-completions/_", program));
+    EXPECT_THAT(ReadWholeFile(zsh), testing::StartsWith(absl::StrCat("#compdef ", program)));
+  }
 }
 
 TEST_F(InstallTest, UnitStartsTheInstalledDaemonWithTheInstalledConfiguration) {

@@ -10,10 +10,11 @@
 # every dependency the packages declare, and dpkg checks them.)
 #
 # In the copy: dpkg -i of the three packages (the postinst creates the memd
-# user), the installed unit's ExecStart run as memd:memd with the directory
-# systemd's RuntimeDirectory= would make, the installed memctl as a member
-# of group memd (and refused as a user outside it), the README's C example
-# built with pkg-config and libmemd-dev, then dpkg --remove and --purge.
+# user), man and bash reading the man pages and completions, the installed
+# unit's ExecStart run as memd:memd with the directory systemd's
+# RuntimeDirectory= would make, the installed memctl as a member of group
+# memd (and refused as a user outside it), the README's C example built with
+# pkg-config and libmemd-dev, then dpkg --remove and --purge.
 # Before that: lintian on the .debs, which must be clean (every warning left
 # is overridden, with its reason, in packaging/deb/*/lintian-overrides).
 #
@@ -72,6 +73,12 @@ in_root sh -c 'dpkg -i /tmp/debs/*.deb'
 in_root dpkg-query -W -f='${Package} ${Version} ${Status}\n' memd libmemd-dev 'libmemd0.*'
 in_root getent passwd memd
 in_root id memd
+echo "--- man pages and completions (tools/clidoc)"
+in_root env MANPAGER=cat MANWIDTH=80 man 8 memd | grep -A1 '^NAME'
+in_root env MANPAGER=cat MANWIDTH=80 man memctl | grep -A1 '^NAME'
+in_root bash -c 'source /usr/share/bash-completion/completions/memctl && complete -p memctl'
+in_root test -s /usr/share/zsh/vendor-completions/_memctl
+in_root test -s /usr/share/zsh/vendor-completions/_memd
 
 # The unit's ExecStart, as the unit runs it: User=memd, Group=memd,
 # SupplementaryGroups=video render, RuntimeDirectory=memd (0750, memd's).
@@ -123,9 +130,10 @@ echo "--- dpkg --remove"
 in_root dpkg --remove memd libmemd-dev 'libmemd0.4'
 in_root dpkg-query -W -f='${Package} ${Status}\n' memd libmemd-dev libmemd0.4 || true
 # What may stay after --remove: the conffile, the memd user and group
-# (Debian keeps system users), and the bookkeeping of dpkg and ldconfig.
+# (Debian keeps system users), and the bookkeeping of dpkg, ldconfig and
+# man-db (its trigger re-indexes /var/cache/man for the man pages).
 # Anything else (a program, the unit, the library, a header) fails.
-allowed='^/etc/memd/memd\.toml$|^/etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$|^/etc/\.pwd\.lock$|^/etc/ld\.so\.cache$|^/var/lib/dpkg/|^/var/log/|^/var/cache/(ldconfig|debconf)/|^/var/lib/systemd/deb-systemd'
+allowed='^/etc/memd/memd\.toml$|^/etc/(passwd|group|shadow|gshadow|subuid|subgid)-?$|^/etc/\.pwd\.lock$|^/etc/ld\.so\.cache$|^/var/lib/dpkg/|^/var/log/|^/var/cache/(ldconfig|debconf|man)/|^/var/lib/systemd/deb-systemd'
 changed >"$work/after-remove"
 echo "left after remove:"; sed 's/^/  /' "$work/after-remove"
 if grep -Ev "$allowed" "$work/after-remove"; then

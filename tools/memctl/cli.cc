@@ -21,6 +21,9 @@
 namespace memd::memctl {
 namespace {
 
+constexpr char kDescription[] =
+    "memctl: look at and operate the local memd, the per-node memory broker.";
+
 constexpr char kMainFooter[] = R"(Examples:
   memctl stats                          pools, buffers, sessions at a glance
   memctl --json stats | jq '.pools[] | select(.location == "host")'
@@ -258,12 +261,9 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
 
 }  // namespace
 
-std::optional<int> ParseCommandLine(int argc, const char* const* argv,
-                                    Invocation& invocation, std::ostream& out,
-                                    std::ostream& err) {
-  CLI::App app("memctl: look at and operate the local memd, the per-node "
-               "memory broker.",
-               "memctl");
+std::vector<std::pair<CLI::App*, Command>> DeclareCommandLine(CLI::App& app,
+                                                             Invocation& invocation,
+                                                             OptionTexts& texts) {
   // Options of the main command are accepted after the subcommand too.
   app.fallthrough();
   app.require_subcommand(1);
@@ -276,12 +276,33 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
                "Print JSON (snake_case fields) instead of text");
   app.footer(kMainFooter);
 
-  OptionTexts texts;
   std::vector<std::pair<CLI::App*, Command>> declared;
   for (const Subcommand& subcommand : Subcommands()) {
     declared.emplace_back(subcommand.declare(app, invocation, texts),
                           subcommand.command);
   }
+  return declared;
+}
+
+std::unique_ptr<CLI::App> MakeCommandLineApp() {
+  // The App, and what its options fill (they hold references to it).
+  struct BoundApp : CLI::App {
+    BoundApp() : CLI::App(kDescription, "memctl") {
+      DeclareCommandLine(*this, invocation, texts);
+    }
+    Invocation invocation;
+    OptionTexts texts;
+  };
+  return std::make_unique<BoundApp>();
+}
+
+std::optional<int> ParseCommandLine(int argc, const char* const* argv,
+                                    Invocation& invocation, std::ostream& out,
+                                    std::ostream& err) {
+  CLI::App app(kDescription, "memctl");
+  OptionTexts texts;
+  std::vector<std::pair<CLI::App*, Command>> declared =
+      DeclareCommandLine(app, invocation, texts);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

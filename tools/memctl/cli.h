@@ -4,6 +4,7 @@
 // and the checks that make a bad command line exit 2 before anything
 // touches the daemon.
 
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -11,6 +12,10 @@
 #include "absl/time/time.h"
 
 #include "tools/memctl/commands.h"
+
+namespace CLI {
+class App;
+}
 
 namespace memd::memctl {
 
@@ -45,5 +50,10 @@ struct Invocation {
 std::optional<int> ParseCommandLine(int argc, const char* const* argv,
                                     Invocation& invocation, std::ostream& out,
                                     std::ostream& err);
+
+// memctl's command line as ParseCommandLine declares it, with what its
+// options fill, never parsed: what tools/clidoc walks for memctl's man page
+// and shell completions.
+std::unique_ptr<CLI::App> MakeCommandLineApp();
 
 }  // namespace memd::memctl

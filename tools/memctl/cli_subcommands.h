@@ -6,6 +6,7 @@
 
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -49,5 +50,12 @@ struct Subcommand {
 
 // Every subcommand, in the order the main help lists them.
 std::span<const Subcommand> Subcommands();
+
+// Declares memctl's whole command line on `app` (main options, then every
+// subcommand), bound to `invocation` and `texts`. Returns each
+// subcommand's App with the command it runs.
+std::vector<std::pair<CLI::App*, Command>> DeclareCommandLine(CLI::App& app,
+                                                             Invocation& invocation,
+                                                             OptionTexts& texts);
 
 }  // namespace memd::memctl
