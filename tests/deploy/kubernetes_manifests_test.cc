@@ -581,6 +581,16 @@ TEST_F(KubernetesManifestsTest, ClientsJoinTheGroupTheSocketsBelongTo) {
   EXPECT_THAT(client_groups, Contains(group));
 }
 
+// A container's securityContext: not privileged, a read-only root, every
+// capability dropped but `capability` at most.
+void ExpectConfined(const YAML::Node& context, const std::string& capability) {
+  EXPECT_NE(Text(context, "privileged"), "true");
+  EXPECT_EQ(Text(context, "readOnlyRootFilesystem"), "true");
+  EXPECT_THAT(Strings(context, "capabilities.drop"), Contains("ALL"));
+  EXPECT_THAT(Strings(context, "capabilities.add"),
+              IsSubsetOf(std::vector<std::string>{capability}));
+}
+
 TEST_F(KubernetesManifestsTest, DaemonRunsAsItsOwnUserWithoutPrivileges) {
   const YAML::Node pod = DaemonPod();
   for (const char* shared : {"hostPID", "hostIPC", "hostNetwork"}) {
@@ -593,13 +603,9 @@ TEST_F(KubernetesManifestsTest, DaemonRunsAsItsOwnUserWithoutPrivileges) {
   const YAML::Node context =
       At(DaemonContainer(), "securityContext").value_or(YAML::Node());
   EXPECT_NE(Text(context, "runAsUser"), "0");
-  EXPECT_NE(Text(context, "privileged"), "true");
   // allowPrivilegeEscalation stays true: the file capability that gives
   // memd IPC_LOCK needs it (image_test runs memd both ways).
-  EXPECT_EQ(Text(context, "readOnlyRootFilesystem"), "true");
-  EXPECT_THAT(Strings(context, "capabilities.drop"), Contains("ALL"));
-  EXPECT_THAT(Strings(context, "capabilities.add"),
-              IsSubsetOf(std::vector<std::string>{"IPC_LOCK"}));
+  ExpectConfined(context, "IPC_LOCK");
 
   // Root runs only to give memd the socket directory the kubelet made:
   // chown, with CHOWN and nothing else, of what memd mounts there.
@@ -610,12 +616,8 @@ TEST_F(KubernetesManifestsTest, DaemonRunsAsItsOwnUserWithoutPrivileges) {
   for (const YAML::Node& init : Items(pod, "initContainers")) {
     SCOPED_TRACE(Text(init, "name"));
     const YAML::Node init_context = At(init, "securityContext").value_or(YAML::Node());
-    EXPECT_NE(Text(init_context, "privileged"), "true");
     EXPECT_EQ(Text(init_context, "allowPrivilegeEscalation"), "false");
-    EXPECT_EQ(Text(init_context, "readOnlyRootFilesystem"), "true");
-    EXPECT_THAT(Strings(init_context, "capabilities.drop"), Contains("ALL"));
-    EXPECT_THAT(Strings(init_context, "capabilities.add"),
-                IsSubsetOf(std::vector<std::string>{"CHOWN"}));
+    ExpectConfined(init_context, "CHOWN");
     const std::vector<std::string> argv = Argv(init);
     ASSERT_FALSE(argv.empty());
     EXPECT_EQ(argv.front(), "chown");
