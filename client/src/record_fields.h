@@ -19,7 +19,8 @@
 // member no entry names.
 //
 // Records that stay written out by hand, field by field, in convert.cc and
-// report_json.cc: BufferInfo (mode, state, sealed, attrs, replicas, usage),
+// report_json.cc: BufferInfo (mode, state, sealed, attrs, replicas, usage,
+// holders),
 // BufferUsage (maps), TransferProgress (its id and status are named
 // otherwise in the protocol), LeakReport, TrimmedPool and DaemonStats
 // (records of records; their scalars a few lines each).
@@ -296,6 +297,58 @@ struct RecordTable<ReplicaInfo> {
       Plain("writers", &R::writers, &Message::writers),
       Plain("bytes", &R::bytes, &Message::bytes),
       Plain("charged_uid", &R::charged_uid, &Message::charged_uid),
+  };
+};
+
+template <>
+struct RecordTable<LeaseHolder> {
+  using R = LeaseHolder;
+  using Message = v1::LeaseHolder;
+  static constexpr auto kFields = std::tuple{
+      Plain("session_id", &R::session_id, &Message::session_id),
+      // pid_t is signed; the protocol's pid is not.
+      ByHand("pid", &R::pid,
+             [](const Message& holder) { return static_cast<pid_t>(holder.pid()); }),
+      Plain("uid", &R::uid, &Message::uid),
+      Plain("command", &R::command, &Message::command),
+      Plain("location", &R::location, &Message::location),
+      ByHand(
+          "access", &R::access,
+          [](const Message& holder) {
+            return holder.access() == v1::READ_WRITE ? Access::kReadWrite : Access::kRead;
+          },
+          [](Access access) {
+            return std::string(access == Access::kReadWrite ? "read_write" : "read");
+          }),
+      Plain("leases", &R::leases, &Message::leases),
+      ByHand(
+          "since_unix_ns", &R::since,
+          [](const Message& holder) { return absl::FromUnixNanos(holder.since_unix_ns()); },
+          [](absl::Time since) { return UnixNanos(since); }),
+  };
+};
+
+template <>
+struct RecordTable<LeaseHolders> {
+  using R = LeaseHolders;
+  using Message = v1::LeaseHolders;
+  static constexpr auto kFields = std::tuple{
+      ByHand(
+          "listed", &R::listed,
+          [](const Message& holders) {
+            std::vector<LeaseHolder> listed;
+            for (const v1::LeaseHolder& holder : holders.listed()) {
+              listed.push_back(FromTable<LeaseHolder>(holder));
+            }
+            return listed;
+          },
+          [](const std::vector<LeaseHolder>& listed) {
+            Json json = Json::array();
+            for (const LeaseHolder& holder : listed) json.push_back(TableJson(holder));
+            return json;
+          }),
+      Plain("unlisted_leases", &R::unlisted_leases, &Message::unlisted_leases),
+      Plain("other_users_leases", &R::other_users_leases, &Message::other_users_leases),
   };
 };
 
