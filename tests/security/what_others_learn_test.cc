@@ -8,9 +8,12 @@
 // node-wide capacity; nothing else of a buffer it may not read, and nothing
 // of others' activity through ids.
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -84,6 +87,46 @@ TEST_F(WhatOthersLearnTest, StatsTellAUidItsOwnActivityAndRootTheDaemons) {
   EXPECT_GE(all.buffers(), 3u);
   EXPECT_GE(all.sessions(), 2u);
   EXPECT_GE(all.transfers().active(), 1u) << "the copy to device:0 still runs";
+}
+
+// Issue 29: Stat says who holds a buffer's leases. The holder's session,
+// pid and process are its uid's business: another uid that may read the
+// buffer learns only how many leases others hold (lease_count says as
+// much), and a List entry carries no holder at all.
+TEST_F(WhatOthersLearnTest, StatTellsAnotherUidHowManyLeasesOthersHoldButNotWho) {
+  StartSlowDaemon();
+  RawSession owner = Session();
+  v1::Lease made = Create(owner, "owner/shared", 4096, "host", 0644);
+  ASSERT_TRUE(Seal(owner, made.lease_id()).ok());
+
+  ProgramResult probe = Hostile(kMallory, {"show_holders", "owner/shared"});
+  ASSERT_EQ(probe.exit_code, 0) << Describe(probe);
+  const std::vector<std::string> lines = absl::StrSplit(probe.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << probe.out;
+  EXPECT_THAT(lines[0], ::testing::StartsWith("holder session "));
+  EXPECT_THAT(lines[0], HasSubstr(" uid 61003 ")) << "only Mallory's own session";
+  EXPECT_EQ(lines[1], "unlisted 0 other_users 1 lease_count 2");
+  EXPECT_EQ(lines[2], "list_holders 0");
+  EXPECT_THAT(probe.out, Not(HasSubstr(absl::StrCat("session ", owner.id, " "))));
+  EXPECT_THAT(probe.out, Not(HasSubstr(absl::StrCat("pid ", ::getpid(), " "))));
+}
+
+// Issue 29: List may show buffers unlinked while leased, but only to whom
+// could list them while they were named: a private one stays unseen.
+TEST_F(WhatOthersLearnTest, UnlinkedBuffersListOnlyToThoseWhoCouldReadThem) {
+  StartSlowDaemon();
+  RawSession owner = Session();
+  Create(owner, "owner/private", 4096, "host", 0600);
+  Create(owner, "owner/public", 4096, "host", 0644);
+  for (const char* name : {"owner/private", "owner/public"}) {
+    v1::UnlinkRequest unlink;
+    unlink.set_name(name);
+    v1::UnlinkReply unlinked;
+    ASSERT_TRUE(owner.Call(&v1::Memd::Stub::Unlink, unlink, &unlinked).ok()) << name;
+  }
+  ProgramResult listed = Hostile(kMallory, {"list_unlinked", "owner/"});
+  ASSERT_EQ(listed.exit_code, 0) << Describe(listed);
+  EXPECT_EQ(listed.out, "owner/public unlinked leases 1\n");
 }
 
 TEST_F(WhatOthersLearnTest, IdsSayNothingOfHowManyOthersTookMeanwhile) {
