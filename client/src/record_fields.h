@@ -104,6 +104,22 @@ Json TableJson(const Record& record) {
   return json;
 }
 
+// A repeated message field as records of their table, and those records
+// as a JSON array: a ByHand entry's read and show for a list of records.
+template <HasRecordTable Record, typename Items>
+std::vector<Record> FromTables(const Items& items) {
+  std::vector<Record> records;
+  for (const auto& item : items) records.push_back(FromTable<Record>(item));
+  return records;
+}
+
+template <HasRecordTable Record>
+Json TablesJson(const std::vector<Record>& records) {
+  Json json = Json::array();
+  for (const Record& record : records) json.push_back(TableJson(record));
+  return json;
+}
+
 inline std::string HandleTypeName(v1::HandleType type) {
   switch (type) {
     case v1::CUDA_IPC: return "ipc";
@@ -149,18 +165,8 @@ struct RecordTable<PoolStats> {
       Plain("demoted_bytes", &R::demoted_bytes, &Message::demoted_bytes),
       ByHand(
           "size_classes", &R::size_classes,
-          [](const Message& pool) {
-            std::vector<SizeClassStats> classes;
-            for (const v1::SizeClassStats& size_class : pool.size_classes()) {
-              classes.push_back(FromTable<SizeClassStats>(size_class));
-            }
-            return classes;
-          },
-          [](const std::vector<SizeClassStats>& classes) {
-            Json json = Json::array();
-            for (const SizeClassStats& size_class : classes) json.push_back(TableJson(size_class));
-            return json;
-          }),
+          [](const Message& pool) { return FromTables<SizeClassStats>(pool.size_classes()); },
+          TablesJson<SizeClassStats>),
   };
 };
 
@@ -335,18 +341,8 @@ struct RecordTable<LeaseHolders> {
   static constexpr auto kFields = std::tuple{
       ByHand(
           "listed", &R::listed,
-          [](const Message& holders) {
-            std::vector<LeaseHolder> listed;
-            for (const v1::LeaseHolder& holder : holders.listed()) {
-              listed.push_back(FromTable<LeaseHolder>(holder));
-            }
-            return listed;
-          },
-          [](const std::vector<LeaseHolder>& listed) {
-            Json json = Json::array();
-            for (const LeaseHolder& holder : listed) json.push_back(TableJson(holder));
-            return json;
-          }),
+          [](const Message& holders) { return FromTables<LeaseHolder>(holders.listed()); },
+          TablesJson<LeaseHolder>),
       Plain("unlisted_leases", &R::unlisted_leases, &Message::unlisted_leases),
       Plain("other_users_leases", &R::other_users_leases, &Message::other_users_leases),
   };

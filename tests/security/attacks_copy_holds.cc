@@ -39,6 +39,13 @@ grpc::Status StartChain(const RawCalls& calls, std::uint64_t bytes, v1::Lease* c
   return status;
 }
 
+// Whether `status` is OK; else its refusal goes to stderr, for a step that
+// stops at the first.
+bool Succeeded(const grpc::Status& status) {
+  if (!status.ok()) std::fprintf(stderr, "%s\n", Refusal(status).c_str());
+  return status.ok();
+}
+
 }  // namespace
 
 MEMD_ATTACK(park_behind_chain,
@@ -238,15 +245,11 @@ MEMD_ATTACK(show_holders,
   auto session = StepSession();
   if (!session) return 1;
   v1::Lease held;
-  if (grpc::Status opened = RawCalls(*session).Open(args[0], v1::READ, &held); !opened.ok()) {
-    std::fprintf(stderr, "%s\n", Refusal(opened).c_str());
-    return 1;
-  }
   v1::StatRequest stat;
   stat.set_name(args[0]);
   v1::BufferInfo info;
-  if (grpc::Status got = session->Call(&v1::Memd::Stub::Stat, stat, &info); !got.ok()) {
-    std::fprintf(stderr, "%s\n", Refusal(got).c_str());
+  if (!Succeeded(RawCalls(*session).Open(args[0], v1::READ, &held)) ||
+      !Succeeded(session->Call(&v1::Memd::Stub::Stat, stat, &info))) {
     return 1;
   }
   for (const v1::LeaseHolder& holder : info.holders().listed()) {
@@ -259,10 +262,7 @@ MEMD_ATTACK(show_holders,
   v1::ListRequest list;
   list.set_prefix(args[0]);
   v1::ListReply listed;
-  if (grpc::Status got = session->Call(&v1::Memd::Stub::List, list, &listed); !got.ok()) {
-    std::fprintf(stderr, "%s\n", Refusal(got).c_str());
-    return 1;
-  }
+  if (!Succeeded(session->Call(&v1::Memd::Stub::List, list, &listed))) return 1;
   int list_holders = 0;
   for (const v1::BufferInfo& entry : listed.buffers()) list_holders += entry.holders().listed_size();
   std::printf("list_holders %d\n", list_holders);
@@ -279,10 +279,7 @@ MEMD_ATTACK(list_unlinked,
   list.set_prefix(args[0]);
   list.set_include_unlinked(true);
   v1::ListReply listed;
-  if (grpc::Status got = session->Call(&v1::Memd::Stub::List, list, &listed); !got.ok()) {
-    std::fprintf(stderr, "%s\n", Refusal(got).c_str());
-    return 1;
-  }
+  if (!Succeeded(session->Call(&v1::Memd::Stub::List, list, &listed))) return 1;
   for (const v1::BufferInfo& entry : listed.buffers()) {
     std::printf("%s %s leases %u\n", entry.name().c_str(),
                 entry.unlinked() ? "unlinked" : "named", entry.lease_count());

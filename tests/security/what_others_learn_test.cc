@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -39,17 +40,30 @@ class WhatOthersLearnTest : public test::SlowCopyDaemonTest {
   static bool CountsOn(std::uint64_t earlier, std::uint64_t later, std::uint64_t most) {
     return later > earlier && later - earlier <= most;
   }
+
+  // A host buffer of the owner's, sealed, that it keeps (with its lease).
+  v1::Lease Sealed(const RawSession& owner, const std::string& name, std::uint64_t size,
+                   std::uint32_t mode) {
+    v1::Lease made = Create(owner, name, size, "host", mode);
+    EXPECT_TRUE(Seal(owner, made.lease_id()).ok()) << name;
+    return made;
+  }
+
+  // What memd-hostile ARGS... printed as Mallory, line by line; a run that
+  // failed fails the test.
+  std::vector<std::string> AsMallory(const std::vector<std::string>& args) {
+    ProgramResult run = Hostile(kMallory, args);
+    EXPECT_EQ(run.exit_code, 0) << Describe(run);
+    return absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  }
 };
 
 TEST_F(WhatOthersLearnTest, ARefusalTellsAnotherUidNothingOfTheBuffer) {
   StartSlowDaemon();
   RawSession owner = Session();
-  v1::Lease made = Create(owner, "owner/private", 12345, "host", 0600);
-  ASSERT_TRUE(Seal(owner, made.lease_id()).ok());
+  Sealed(owner, "owner/private", 12345, 0600);
 
-  ProgramResult probe = Hostile(kMallory, {"probe_private", "owner/private"});
-  ASSERT_EQ(probe.exit_code, 0) << Describe(probe);
-  const std::vector<std::string> lines = absl::StrSplit(probe.out, '\n', absl::SkipEmpty());
+  const std::vector<std::string> lines = AsMallory({"probe_private", "owner/private"});
   EXPECT_THAT(
       lines,
       ElementsAre(
@@ -60,7 +74,7 @@ TEST_F(WhatOthersLearnTest, ARefusalTellsAnotherUidNothingOfTheBuffer) {
           "its owner and root may",
           "OpenOrCreate PERMISSION_DENIED: uid 61003 may not read buffer 'owner/private'"));
   for (const char* detail : {"uid 0", "gid", "0600", "12345", "host"}) {
-    EXPECT_THAT(probe.out, Not(HasSubstr(detail)));
+    EXPECT_THAT(absl::StrJoin(lines, "\n"), Not(HasSubstr(detail)));
   }
 }
 
@@ -96,19 +110,16 @@ TEST_F(WhatOthersLearnTest, StatsTellAUidItsOwnActivityAndRootTheDaemons) {
 TEST_F(WhatOthersLearnTest, StatTellsAnotherUidHowManyLeasesOthersHoldButNotWho) {
   StartSlowDaemon();
   RawSession owner = Session();
-  v1::Lease made = Create(owner, "owner/shared", 4096, "host", 0644);
-  ASSERT_TRUE(Seal(owner, made.lease_id()).ok());
+  Sealed(owner, "owner/shared", 4096, 0644);
 
-  ProgramResult probe = Hostile(kMallory, {"show_holders", "owner/shared"});
-  ASSERT_EQ(probe.exit_code, 0) << Describe(probe);
-  const std::vector<std::string> lines = absl::StrSplit(probe.out, '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 3u) << probe.out;
+  const std::vector<std::string> lines = AsMallory({"show_holders", "owner/shared"});
+  ASSERT_EQ(lines.size(), 3u) << absl::StrJoin(lines, "\n");
   EXPECT_THAT(lines[0], ::testing::StartsWith("holder session "));
   EXPECT_THAT(lines[0], HasSubstr(" uid 61003 ")) << "only Mallory's own session";
+  EXPECT_THAT(lines[0], Not(HasSubstr(absl::StrCat("session ", owner.id, " "))));
+  EXPECT_THAT(lines[0], Not(HasSubstr(absl::StrCat("pid ", ::getpid(), " "))));
   EXPECT_EQ(lines[1], "unlisted 0 other_users 1 lease_count 2");
   EXPECT_EQ(lines[2], "list_holders 0");
-  EXPECT_THAT(probe.out, Not(HasSubstr(absl::StrCat("session ", owner.id, " "))));
-  EXPECT_THAT(probe.out, Not(HasSubstr(absl::StrCat("pid ", ::getpid(), " "))));
 }
 
 // Issue 29: List may show buffers unlinked while leased, but only to whom
@@ -124,9 +135,8 @@ TEST_F(WhatOthersLearnTest, UnlinkedBuffersListOnlyToThoseWhoCouldReadThem) {
     v1::UnlinkReply unlinked;
     ASSERT_TRUE(owner.Call(&v1::Memd::Stub::Unlink, unlink, &unlinked).ok()) << name;
   }
-  ProgramResult listed = Hostile(kMallory, {"list_unlinked", "owner/"});
-  ASSERT_EQ(listed.exit_code, 0) << Describe(listed);
-  EXPECT_EQ(listed.out, "owner/public unlinked leases 1\n");
+  EXPECT_THAT(AsMallory({"list_unlinked", "owner/"}),
+              ElementsAre("owner/public unlinked leases 1"));
 }
 
 TEST_F(WhatOthersLearnTest, IdsSayNothingOfHowManyOthersTookMeanwhile) {

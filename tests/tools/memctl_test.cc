@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -98,6 +100,24 @@ class MemctlTest : public ::testing::Test {
     Json json = Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
     EXPECT_FALSE(json.is_discarded()) << "not JSON: " << result.out;
     return json;
+  }
+
+  // A client of this process's (pid getpid()) and the read lease it holds
+  // on `name`, until it goes (the lease first).
+  struct Holder {
+    std::unique_ptr<Client> client;
+    std::optional<Buffer> lease;
+  };
+  Holder HoldLease(const std::string& name) {
+    Holder holder;
+    auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return holder;
+    holder.client = std::move(*client);
+    auto lease = holder.client->Open(name);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (lease.ok()) holder.lease.emplace(std::move(*lease));
+    return holder;
   }
 
   // The "host" entry of `memctl stats --json`.
@@ -759,15 +779,13 @@ TEST_F(MemctlTest, UnlinkJsonReportsTheName) {
 // Issue 29: inspect says who holds a buffer's leases, to root in full.
 TEST_F(MemctlTest, InspectSaysWhoHoldsTheLeasesAsTableAndJson) {
   Put("held", "bytes");
-  auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
-  ASSERT_TRUE(client.ok()) << client.status();
-  auto reader = (*client)->Open("held");
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  Holder reader = HoldLease("held");
+  ASSERT_TRUE(reader.lease.has_value());
 
   ProgramResult inspect = Run({"inspect", "held"});
   ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
   EXPECT_THAT(inspect.out, HasSubstr("\nheld by ")) << inspect.out;
-  EXPECT_THAT(inspect.out, HasSubstr(absl::StrCat("session ", (*client)->session_id(),
+  EXPECT_THAT(inspect.out, HasSubstr(absl::StrCat("session ", reader.client->session_id(),
                                                   ", pid ", ::getpid(), " (")));
   EXPECT_THAT(inspect.out, HasSubstr("(uid 0): 1 read lease at host since "));
   EXPECT_THAT(inspect.out, Not(HasSubstr("other users")));
@@ -775,7 +793,7 @@ TEST_F(MemctlTest, InspectSaysWhoHoldsTheLeasesAsTableAndJson) {
   Json holders = RunJson({"inspect", "held", "--json"}).at("holders");
   ASSERT_EQ(holders.at("listed").size(), 1u) << holders.dump();
   const Json& holder = holders.at("listed")[0];
-  EXPECT_EQ(holder.at("session_id"), (*client)->session_id());
+  EXPECT_EQ(holder.at("session_id"), reader.client->session_id());
   EXPECT_EQ(holder.at("pid"), ::getpid());
   EXPECT_EQ(holder.at("uid"), 0);
   EXPECT_EQ(holder.at("access"), "read");
@@ -791,10 +809,8 @@ TEST_F(MemctlTest, InspectSaysWhoHoldsTheLeasesAsTableAndJson) {
 // marked, so that nobody wonders where the memory went.
 TEST_F(MemctlTest, LsShowsBuffersUnlinkedButStillLeased) {
   Put("job/a", "old bytes");
-  auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
-  ASSERT_TRUE(client.ok()) << client.status();
-  auto reader = (*client)->Open("job/a");
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  Holder reader = HoldLease("job/a");
+  ASSERT_TRUE(reader.lease.has_value());
   ASSERT_EQ(Run({"unlink", "job/a"}).exit_code, 0);
   Put("job/a", "new");
 
@@ -815,7 +831,7 @@ TEST_F(MemctlTest, LsShowsBuffersUnlinkedButStillLeased) {
   EXPECT_EQ(list[1].at("size_bytes"), 9);
   EXPECT_EQ(RunJson({"ls", "--json", "--no-unlinked"}).size(), 1u);
 
-  ASSERT_TRUE(reader->Release().ok());
+  ASSERT_TRUE(reader.lease->Release().ok());
   EXPECT_EQ(RunJson({"ls", "--json"}).size(), 1u) << "its memory went with its last lease";
 }
 
@@ -903,10 +919,8 @@ class MemctlOtherUserTest : public MemctlTest {
 // Another uid may read the buffer, and sees that it is held, not by whom.
 TEST_F(MemctlOtherUserTest, InspectByAnotherUserCountsOthersLeasesButNamesNoHolder) {
   Put("shared", "bytes", {"--mode", "0644"});
-  auto client = Client::Connect({.socket_dir = daemon_->socket_dir()});
-  ASSERT_TRUE(client.ok()) << client.status();
-  auto reader = (*client)->Open("shared");
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  Holder reader = HoldLease("shared");
+  ASSERT_TRUE(reader.lease.has_value());
 
   ProgramResult inspect = RunAs(test::kMallory, {"inspect", "shared"});
   ASSERT_EQ(inspect.exit_code, 0) << Describe(inspect);
