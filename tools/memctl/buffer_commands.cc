@@ -393,8 +393,9 @@ absl::Status RunUnlink(Client& client, const UnlinkOptions& options, const Outpu
       "unlink", absl::Status(plan->first_failure.code(),
                              absl::StrCat(plan->failures, " of ", tried,
                                           tried == 1 ? " name" : " names",
-                                          " failed (each said above); the rest were "
-                                          "unlinked"))));
+                                          " failed (each said above)",
+                                          plan->failures < tried ? "; the rest were unlinked"
+                                                                 : ""))));
 }
 
 absl::Status RunPrefetch(Client& client, const std::string& name, const std::string& location,
