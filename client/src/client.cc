@@ -387,8 +387,14 @@ absl::StatusOr<BufferInfo> Client::Stat(std::string_view name) {
 }
 
 absl::StatusOr<std::vector<BufferInfo>> Client::List(std::string_view prefix) {
+  return List(prefix, ListOptions{});
+}
+
+absl::StatusOr<std::vector<BufferInfo>> Client::List(std::string_view prefix,
+                                                     const ListOptions& options) {
   v1::ListRequest request;
   request.set_prefix(std::string(prefix));
+  request.set_include_unlinked(options.include_unlinked);
   v1::ListReply reply;
   absl::Status status = Call(*core_, &v1::Memd::Stub::List, request, &reply);
   if (!status.ok()) return status;

@@ -37,6 +37,7 @@ BufferInfo FromProto(const v1::BufferInfo& info) {
   out.placement = info.placement();
   out.retention = info.retention();
   out.numa_node = info.numa_node();
+  out.holders = FromTable<LeaseHolders>(info.holders());
   return out;
 }
 

@@ -19,7 +19,8 @@
 // member no entry names.
 //
 // Records that stay written out by hand, field by field, in convert.cc and
-// report_json.cc: BufferInfo (mode, state, sealed, attrs, replicas, usage),
+// report_json.cc: BufferInfo (mode, state, sealed, attrs, replicas, usage,
+// holders),
 // BufferUsage (maps), TransferProgress (its id and status are named
 // otherwise in the protocol), LeakReport, TrimmedPool and DaemonStats
 // (records of records; their scalars a few lines each).
@@ -103,6 +104,22 @@ Json TableJson(const Record& record) {
   return json;
 }
 
+// A repeated message field as records of their table, and those records
+// as a JSON array: a ByHand entry's read and show for a list of records.
+template <HasRecordTable Record, typename Items>
+std::vector<Record> FromTables(const Items& items) {
+  std::vector<Record> records;
+  for (const auto& item : items) records.push_back(FromTable<Record>(item));
+  return records;
+}
+
+template <HasRecordTable Record>
+Json TablesJson(const std::vector<Record>& records) {
+  Json json = Json::array();
+  for (const Record& record : records) json.push_back(TableJson(record));
+  return json;
+}
+
 inline std::string HandleTypeName(v1::HandleType type) {
   switch (type) {
     case v1::CUDA_IPC: return "ipc";
@@ -148,18 +165,8 @@ struct RecordTable<PoolStats> {
       Plain("demoted_bytes", &R::demoted_bytes, &Message::demoted_bytes),
       ByHand(
           "size_classes", &R::size_classes,
-          [](const Message& pool) {
-            std::vector<SizeClassStats> classes;
-            for (const v1::SizeClassStats& size_class : pool.size_classes()) {
-              classes.push_back(FromTable<SizeClassStats>(size_class));
-            }
-            return classes;
-          },
-          [](const std::vector<SizeClassStats>& classes) {
-            Json json = Json::array();
-            for (const SizeClassStats& size_class : classes) json.push_back(TableJson(size_class));
-            return json;
-          }),
+          [](const Message& pool) { return FromTables<SizeClassStats>(pool.size_classes()); },
+          TablesJson<SizeClassStats>),
   };
 };
 
@@ -296,6 +303,48 @@ struct RecordTable<ReplicaInfo> {
       Plain("writers", &R::writers, &Message::writers),
       Plain("bytes", &R::bytes, &Message::bytes),
       Plain("charged_uid", &R::charged_uid, &Message::charged_uid),
+  };
+};
+
+template <>
+struct RecordTable<LeaseHolder> {
+  using R = LeaseHolder;
+  using Message = v1::LeaseHolder;
+  static constexpr auto kFields = std::tuple{
+      Plain("session_id", &R::session_id, &Message::session_id),
+      // pid_t is signed; the protocol's pid is not.
+      ByHand("pid", &R::pid,
+             [](const Message& holder) { return static_cast<pid_t>(holder.pid()); }),
+      Plain("uid", &R::uid, &Message::uid),
+      Plain("command", &R::command, &Message::command),
+      Plain("location", &R::location, &Message::location),
+      ByHand(
+          "access", &R::access,
+          [](const Message& holder) {
+            return holder.access() == v1::READ_WRITE ? Access::kReadWrite : Access::kRead;
+          },
+          [](Access access) {
+            return std::string(access == Access::kReadWrite ? "read_write" : "read");
+          }),
+      Plain("leases", &R::leases, &Message::leases),
+      ByHand(
+          "since_unix_ns", &R::since,
+          [](const Message& holder) { return absl::FromUnixNanos(holder.since_unix_ns()); },
+          [](absl::Time since) { return UnixNanos(since); }),
+  };
+};
+
+template <>
+struct RecordTable<LeaseHolders> {
+  using R = LeaseHolders;
+  using Message = v1::LeaseHolders;
+  static constexpr auto kFields = std::tuple{
+      ByHand(
+          "listed", &R::listed,
+          [](const Message& holders) { return FromTables<LeaseHolder>(holders.listed()); },
+          TablesJson<LeaseHolder>),
+      Plain("unlisted_leases", &R::unlisted_leases, &Message::unlisted_leases),
+      Plain("other_users_leases", &R::other_users_leases, &Message::other_users_leases),
   };
 };
 

@@ -59,6 +59,7 @@ Json BufferJson(const BufferInfo& info) {
   json["placement"] = info.placement;
   json["retention"] = info.retention;
   json["numa_node"] = info.numa_node;
+  json["holders"] = TableJson(info.holders);
   return json;
 }
 

@@ -40,7 +40,9 @@ std::int64_t UnixNanos(absl::Time time);
 // ("0600"), state, persistence, lease_count, unlinked, created_unix_ns,
 // sealed_unix_ns (null until sealed), creator_pid, attrs (an object),
 // replicas[] (RecordTable<ReplicaInfo>'s), sync_state, generation,
-// fill_failure, usage (BufferUsageJson), placement, retention, numa_node.
+// fill_failure, usage (BufferUsageJson), placement, retention, numa_node,
+// holders (RecordTable<LeaseHolders>'s: listed[] of RecordTable<
+// LeaseHolder>'s, unlisted_leases, other_users_leases; empty but for Stat).
 Json BufferJson(const BufferInfo& info);
 // Fields: opens_by_location (an object), opens_by_uid (an object keyed by
 // the uid in decimal), lazy_copies, bytes_copied (an object keyed by

@@ -341,6 +341,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   leases_.emplace(id, Lease{session, buffer.info.id, access, uid, clock_.Now()});
   uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
+  buffer.leases.insert(id);
   ++buffer.info.lease_count;
   buffer.last_used = clock_.Now();
   CountLeaseLocked(buffer, access, /*added=*/true);
@@ -599,7 +600,9 @@ absl::StatusOr<BufferInfo> Broker::Stat(SessionId session,
   if (!MayAccess(caller->peer, buffer->info, Access::kRead)) {
     return PermissionDenied(caller->peer, buffer->info, "inspect");
   }
-  return ViewLocked(*buffer);
+  BufferInfo view = ViewLocked(*buffer);
+  view.holders = HoldersLocked(*caller, *buffer);
+  return view;
 }
 
 void Broker::SetLimits(const BrokerLimits& limits) {

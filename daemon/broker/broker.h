@@ -264,10 +264,20 @@ class Broker {
   absl::Status Unlink(SessionId session, const std::string& name);
 
   // Buffers whose names start with `prefix` that the session may read,
-  // ordered by name.
+  // ordered by name. With `include_unlinked`, also the buffers of such
+  // names that were unlinked but still take memory (leased, or held by
+  // copies or the grace period), each copy away from home that an unlink
+  // left leased as a row of its own (info.unlinked; after the named buffer
+  // of the same name). Errors: INVALID_ARGUMENT (prefix), UNAUTHENTICATED.
   absl::StatusOr<std::vector<BufferInfo>> List(SessionId session,
-                                               const std::string& prefix);
+                                               const std::string& prefix,
+                                               bool include_unlinked = false);
 
+  // The named buffer, as List shows it, and who holds its leases
+  // (BufferInfo::holders: the caller's own uid's sessions in full, other
+  // uids' leases only counted, unless the caller is root). Errors:
+  // INVALID_ARGUMENT (name), NOT_FOUND, PERMISSION_DENIED (may not read
+  // it), UNAUTHENTICATED.
   absl::StatusOr<BufferInfo> Stat(SessionId session, const std::string& name);
 
   // Sessions of the caller's uid; all of them for root.
@@ -444,6 +454,9 @@ class Broker {
     // Sessions to tell when it is freed (Session::notify_freed, the other
     // side): bounded by the sessions alive.
     absl::flat_hash_set<SessionId> notify_on_free;
+    // The leases on this record (leases_ by buffer), so that Stat finds a
+    // buffer's holders without walking every lease of the daemon.
+    absl::flat_hash_set<LeaseId> leases;
   };
   // A fill the broker decided on under its mutex, started after it.
   struct FillStart {
@@ -606,6 +619,10 @@ class Broker {
   static bool HomeCurrentLocked(const Buffer& home);
   // What Stat shows of a home: its info with every copy and the state.
   BufferInfo ViewLocked(const Buffer& home) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Who holds the leases of `home` and its copies, as `caller` may know it
+  // (BufferInfo::holders).
+  LeaseHolders HoldersLocked(const Session& caller, const Buffer& home) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Grant> GrantLocked(SessionId session, Session& holder,
                                     Buffer& buffer, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -184,6 +184,7 @@ absl::StatusOr<std::vector<Broker::ReclaimOutcome>> Broker::Reclaim(
     uid_counts_.Add(uid, UidCounts::Kind::kLeases);
     caller->leases.insert(id);
     Buffer& record = *buffers_.at(claimed.buffer);
+    record.leases.insert(id);
     ++record.info.lease_count;
     CountLeaseLocked(record, claimed.access, /*added=*/true);
     if (journal_ != nullptr) journal_->LeaseGranted(id, session, claimed.buffer, claimed.access);

@@ -31,6 +31,7 @@ void Broker::ReleaseLocked(LeaseId lease_id, AfterUnlock& after, bool journal) {
   if (session != sessions_.end()) session->second.leases.erase(lease_id);
   uid_counts_.Remove(released.uid, UidCounts::Kind::kLeases);
   Buffer& record = *buffers_.at(released.buffer);
+  record.leases.erase(lease_id);
   --record.info.lease_count;
   CountLeaseLocked(record, released.access, /*added=*/false);
   // What the last lease does is the buffer's: its leases at every copy.

@@ -2,6 +2,7 @@
 // sessions, usage and counts (each the caller's own unless it is root).
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -37,23 +38,82 @@ absl::Status ValidatePrefix(const std::string& prefix) {
 }  // namespace
 
 absl::StatusOr<std::vector<BufferInfo>> Broker::List(SessionId session,
-                                                     const std::string& prefix) {
+                                                     const std::string& prefix,
+                                                     bool include_unlinked) {
   MEMD_RETURN_IF_ERROR(ValidatePrefix(prefix));
   std::vector<BufferInfo> listed;
   {
     absl::MutexLock lock(&mu_);
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
-    for (const auto& [name, id] : names_) {
-      if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      const Buffer& buffer = *buffers_.at(id);
-      if (MayAccess(caller->peer, buffer.info, Access::kRead)) {
+    auto show = [&](const Buffer& buffer) {
+      if (buffer.info.name.compare(0, prefix.size(), prefix) == 0 &&
+          MayAccess(caller->peer, buffer.info, Access::kRead)) {
         listed.push_back(ViewLocked(buffer));
+      }
+    };
+    for (const auto& [name, id] : names_) show(*buffers_.at(id));
+    // Unlinked homes and the copies an unlink orphaned: nameless, but
+    // their memory is still taken. Judged by the info they had when named,
+    // so that nobody sees one who could not have seen it then.
+    if (include_unlinked) {
+      for (const auto& [id, buffer] : buffers_) {
+        if (buffer->info.unlinked) show(*buffer);
       }
     }
   }
-  std::sort(listed.begin(), listed.end(),
-            [](const BufferInfo& a, const BufferInfo& b) { return a.name < b.name; });
+  // By name; under one name the named buffer first, then the unlinked
+  // ones, oldest first.
+  std::sort(listed.begin(), listed.end(), [](const BufferInfo& a, const BufferInfo& b) {
+    return std::tie(a.name, a.unlinked, a.created, a.id) <
+           std::tie(b.name, b.unlinked, b.created, b.id);
+  });
   return listed;
+}
+
+LeaseHolders Broker::HoldersLocked(const Session& caller, const Buffer& home) const {
+  // One holder per session, location and access: a session that opened a
+  // buffer a thousand times is one line with its count.
+  using Key = std::tuple<SessionId, std::string, Access>;
+  std::map<Key, LeaseHolder> by_key;
+  LeaseHolders holders;
+  auto collect = [&](const Buffer& record) {
+    for (LeaseId id : record.leases) {
+      const Lease& lease = leases_.at(id);
+      if (caller.peer.uid != 0 && lease.uid != caller.peer.uid) {
+        ++holders.other_users_leases;
+        continue;
+      }
+      LeaseHolder& holder =
+          by_key[Key{lease.session, record.info.location.ToString(), lease.access}];
+      if (holder.leases == 0) {
+        holder.session = lease.session;
+        holder.uid = lease.uid;
+        // Every lease in leases_ is a live session's (an ended one's went
+        // with it); a pid of 0 would say "unknown" should that ever change.
+        if (auto session = sessions_.find(lease.session); session != sessions_.end()) {
+          holder.pid = session->second.peer.pid;
+          holder.command = session->second.command;
+        }
+        holder.location = record.info.location;
+        holder.access = lease.access;
+        holder.since = lease.granted;
+      }
+      ++holder.leases;
+      holder.since = std::min(holder.since, lease.granted);
+    }
+  };
+  collect(home);
+  for (const auto& [at, id] : home.copies) collect(*buffers_.at(id));
+  for (auto& [key, holder] : by_key) holders.listed.push_back(std::move(holder));
+  std::sort(holders.listed.begin(), holders.listed.end(),
+            [](const LeaseHolder& a, const LeaseHolder& b) {
+              return std::tie(a.since, a.session) < std::tie(b.since, b.session);
+            });
+  while (holders.listed.size() > kMaxListedHolders) {
+    holders.unlisted_leases += holders.listed.back().leases;
+    holders.listed.pop_back();
+  }
+  return holders;
 }
 
 absl::StatusOr<std::vector<Recommendation>> Broker::Advise(SessionId session,

@@ -43,6 +43,35 @@ struct ReplicaInfo {
   uid_t charged_uid = 0;    // charged to this uid.
 };
 
+// One session's leases on a buffer at one of its locations with one
+// access, as Stat shows them (LeaseHolders).
+struct LeaseHolder {
+  SessionId session = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  std::string command;  // The holder's process name (SessionInfo::command).
+  Location location;    // The copy they map: the home or a replica.
+  Access access = Access::kRead;
+  std::uint32_t leases = 0;
+  absl::Time since;  // When the oldest of them was granted.
+};
+
+// The most holders one Stat lists (LeaseHolders::listed): a reply stays
+// small however many sessions hold a buffer.
+inline constexpr std::size_t kMaxListedHolders = 64;
+
+// Who holds a buffer's leases, as far as the caller may know: the sessions
+// of its own uid in full (every uid's for root), others' leases only
+// counted (docs/security.md, "What a client learns of others"). Stat only.
+struct LeaseHolders {
+  // Oldest first, at most kMaxListedHolders.
+  std::vector<LeaseHolder> listed = {};
+  // Leases of holders the caller could see that did not fit the list.
+  std::uint32_t unlisted_leases = 0;
+  // Leases of other uids' sessions (0 for root, who sees them all).
+  std::uint32_t other_users_leases = 0;
+};
+
 // What anyone allowed to see a buffer may know about it.
 struct BufferInfo {
   std::string name;
@@ -75,6 +104,8 @@ struct BufferInfo {
   // (PlacementDecision::rule); empty when the creator named the location.
   // Not journaled: a buffer adopted after a restart has none.
   std::string placement = {};
+  // Stat only: who holds its leases, at every copy (LeaseHolders).
+  LeaseHolders holders = {};
 };
 
 struct CreateParams {

@@ -57,6 +57,32 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
   out->set_placement(info.placement);
   out->set_retention(std::string(broker::RetentionName(info.retention)));
   out->set_numa_node(info.numa_node);
+  // Stat's alone: a List or a Lease leaves the message unset.
+  const broker::LeaseHolders& holders = info.holders;
+  if (!holders.listed.empty() || holders.unlisted_leases > 0 ||
+      holders.other_users_leases > 0) {
+    ToProto(holders, out->mutable_holders());
+  }
+}
+
+void ToProto(const broker::LeaseHolders& holders, v1::LeaseHolders* out) {
+  for (const broker::LeaseHolder& holder : holders.listed) {
+    v1::LeaseHolder* listed = out->add_listed();
+    listed->set_session_id(holder.session);
+    listed->set_pid(static_cast<std::uint32_t>(holder.pid));
+    listed->set_uid(holder.uid);
+    listed->set_command(holder.command);
+    listed->set_location(holder.location.ToString());
+    listed->set_access(ToProto(holder.access));
+    listed->set_leases(holder.leases);
+    listed->set_since_unix_ns(absl::ToUnixNanos(holder.since));
+  }
+  out->set_unlisted_leases(holders.unlisted_leases);
+  out->set_other_users_leases(holders.other_users_leases);
+}
+
+v1::Access ToProto(broker::Access access) {
+  return access == broker::Access::kReadWrite ? v1::READ_WRITE : v1::READ;
 }
 
 void ToProto(const broker::BufferUsage& usage, v1::BufferUsage* out) {

@@ -26,6 +26,8 @@ namespace memd::service {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out);
+void ToProto(const broker::LeaseHolders& holders, v1::LeaseHolders* out);
+v1::Access ToProto(broker::Access access);
 void ToProto(const broker::SessionInfo& info, v1::SessionInfo* out);
 void ToProto(const broker::UidUsage& usage, v1::UidUsage* out);
 void ToProto(const pool::SizeClassStats& size_class, v1::SizeClassStats* out);

@@ -28,10 +28,6 @@ absl::Status ValidateWait(std::uint64_t wait_ms, const char* field = "wait_timeo
   return absl::OkStatus();
 }
 
-v1::Access ToProto(broker::Access access) {
-  return access == broker::Access::kReadWrite ? v1::READ_WRITE : v1::READ;
-}
-
 std::vector<std::string> DeviceUuids(const backend::Backend* backend) {
   std::vector<std::string> uuids;
   if (backend == nullptr) return uuids;
@@ -408,7 +404,8 @@ grpc::ServerUnaryReactor* MemdService::List(grpc::CallbackServerContext* context
                                             v1::ListReply* reply) {
   return Respond(context, "List", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    MEMD_ASSIGN_OR_RETURN(auto buffers, broker_.List(session->id(), request->prefix()));
+    MEMD_ASSIGN_OR_RETURN(auto buffers, broker_.List(session->id(), request->prefix(),
+                                                     request->include_unlinked()));
     for (const auto& info : buffers) ToProto(info, reply->add_buffers());
     return absl::OkStatus();
   });

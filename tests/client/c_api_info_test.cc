@@ -17,7 +17,7 @@ BufferInfo EveryFieldSet(int n) {
   BufferInfo info;
   auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence, lease_count,
          unlinked, created, sealed, creator_pid, attrs, replicas, sync_state, generation,
-         fill_failure, usage, placement, retention, numa_node] = info;
+         fill_failure, usage, placement, retention, numa_node, holders] = info;
   name = "buffers/" + std::to_string(n);
   id = 100 + n;
   size = 4096 * (n + 1);
@@ -48,6 +48,8 @@ BufferInfo EveryFieldSet(int n) {
   retention = "evictable";
   // Nor this: memd_buffer_numa_node and memd_stat_json.
   numa_node = n;
+  // Stat's alone, and a list of its own: memd_stat_json carries it.
+  holders = {};
   return info;
 }
 

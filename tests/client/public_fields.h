@@ -52,11 +52,11 @@ struct Fields<BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
            lease_count, unlinked, created, sealed, creator_pid, attrs, replicas, sync_state,
-           generation, fill_failure, usage, placement, retention, numa_node] = s;
+           generation, fill_failure, usage, placement, retention, numa_node, holders] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
                     replicas, sync_state, generation, fill_failure, usage, placement,
-                    retention, numa_node);
+                    retention, numa_node, holders);
   }
 };
 template <>
@@ -66,6 +66,13 @@ struct Fields<BufferUsage> {
            last_used] = s;
     return std::tie(opens_by_location, opens_by_uid, lazy_copies, bytes_copied,
                     copies_avoided, last_used);
+  }
+};
+template <>
+struct Fields<ListOptions> {
+  static auto Of(auto& s) {
+    auto& [include_unlinked] = s;
+    return std::tie(include_unlinked);
   }
 };
 template <>

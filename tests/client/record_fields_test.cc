@@ -189,6 +189,34 @@ TEST(RecordFieldsTest, ReplicaInfoTableIsWhole) {
       });
 }
 
+TEST(RecordFieldsTest, LeaseHolderTableIsWhole) {
+  ExpectTableIsWhole<LeaseHolder>(
+      [](const v1::LeaseHolder& holder) {
+        v1::BufferInfo info;
+        *info.mutable_holders()->add_listed() = holder;
+        return FromProto(info).holders.listed.at(0);
+      },
+      [](const LeaseHolder& holder) {
+        BufferInfo info;
+        info.holders.listed.push_back(holder);
+        return BufferJson(info)["holders"]["listed"][0];
+      });
+}
+
+TEST(RecordFieldsTest, LeaseHoldersTableIsWhole) {
+  ExpectTableIsWhole<LeaseHolders>(
+      [](const v1::LeaseHolders& holders) {
+        v1::BufferInfo info;
+        *info.mutable_holders() = holders;
+        return FromProto(info).holders;
+      },
+      [](const LeaseHolders& holders) {
+        BufferInfo info;
+        info.holders = holders;
+        return BufferJson(info)["holders"];
+      });
+}
+
 TEST(RecordFieldsTest, RecommendationTableIsWhole) {
   ExpectTableIsWhole<Recommendation>(
       [](const v1::Recommendation& recommendation) { return FromProto(recommendation); },

@@ -110,6 +110,18 @@ def test_stats_documents_have_no_field_the_dataclasses_drop(client, name):
             expect_known(session, memd.SessionInfo)
 
 
+def test_stat_says_which_sessions_hold_the_leases(client, name):
+    """Issue 29: Client.stat names the holders of a buffer's leases (this
+    uid's sessions; every uid's for root)."""
+    with client.create(name, 4096):
+        holders = client.stat(name).holders
+        assert [(h.session_id, h.pid, h.access, h.location, h.leases) for h in holders.listed] \
+            == [(client.session_id, os.getpid(), "read_write", "host", 1)]
+        assert holders.unlisted_leases == 0 and holders.other_users_leases == 0
+        assert holders.listed[0].since > 0
+        assert client.list(prefix=name)[0].holders == memd.LeaseHolders()
+
+
 def test_open_or_create_creates_then_opens(client, name):
     with client.open_or_create(name, 4096) as first:
         assert first.created and first.writable

@@ -1,8 +1,9 @@
 // Attack steps through copies that outlive what they name (issue 22): memory
 // kept by a copy after its buffer was freed (finding 1), bytes written into
 // a buffer behind its seal (finding 2), WaitTransfer calls held in the
-// daemon (finding 4), and what a refusal tells of another's buffer
-// (finding 6). Against a daemon on the fake CUDA driver's slow link
+// daemon (finding 4), what a refusal tells of another's buffer (finding
+// 6), and what Stat and List tell of others' leases (issue 29). Against a
+// daemon on the fake CUDA driver's slow link
 // (tests/security/slow_copies.h), a copy to or from device:0 is the chain
 // that keeps the copies queued behind it unfinished.
 //
@@ -36,6 +37,13 @@ grpc::Status StartChain(const RawCalls& calls, std::uint64_t bytes, v1::Lease* c
   std::uint64_t transfer = 0;
   if (status.ok()) status = calls.Copy(feed.lease_id(), chain->lease_id(), bytes, &transfer);
   return status;
+}
+
+// Whether `status` is OK; else its refusal goes to stderr, for a step that
+// stops at the first.
+bool Succeeded(const grpc::Status& status) {
+  if (!status.ok()) std::fprintf(stderr, "%s\n", Refusal(status).c_str());
+  return status.ok();
 }
 
 }  // namespace
@@ -225,6 +233,57 @@ MEMD_ATTACK(show_stats,
               static_cast<unsigned long long>(stats.transfers().active()),
               static_cast<unsigned long long>(stats.transfers().active_bytes()),
               static_cast<unsigned long long>(stats.transfers().completed()), memory_waits);
+  return 0;
+}
+
+MEMD_ATTACK(show_holders,
+            "NAME: opens NAME for reading and keeps the lease, then prints what Stat "
+            "tells of who holds it: 'holder session S pid P uid U command C leases N' "
+            "per holder listed, then 'unlisted U other_users O lease_count L', then "
+            "'list_holders H' (holders a List entry carries)") {
+  if (args.size() != 1) return 2;
+  auto session = StepSession();
+  if (!session) return 1;
+  v1::Lease held;
+  v1::StatRequest stat;
+  stat.set_name(args[0]);
+  v1::BufferInfo info;
+  if (!Succeeded(RawCalls(*session).Open(args[0], v1::READ, &held)) ||
+      !Succeeded(session->Call(&v1::Memd::Stub::Stat, stat, &info))) {
+    return 1;
+  }
+  for (const v1::LeaseHolder& holder : info.holders().listed()) {
+    std::printf("holder session %llu pid %u uid %u command %s leases %u\n",
+                static_cast<unsigned long long>(holder.session_id()), holder.pid(), holder.uid(),
+                holder.command().c_str(), holder.leases());
+  }
+  std::printf("unlisted %u other_users %u lease_count %u\n", info.holders().unlisted_leases(),
+              info.holders().other_users_leases(), info.lease_count());
+  v1::ListRequest list;
+  list.set_prefix(args[0]);
+  v1::ListReply listed;
+  if (!Succeeded(session->Call(&v1::Memd::Stub::List, list, &listed))) return 1;
+  int list_holders = 0;
+  for (const v1::BufferInfo& entry : listed.buffers()) list_holders += entry.holders().listed_size();
+  std::printf("list_holders %d\n", list_holders);
+  return 0;
+}
+
+MEMD_ATTACK(list_unlinked,
+            "PREFIX: prints each buffer List with include_unlinked shows under PREFIX, "
+            "'NAME unlinked|named leases L' per line") {
+  if (args.size() != 1) return 2;
+  auto session = StepSession();
+  if (!session) return 1;
+  v1::ListRequest list;
+  list.set_prefix(args[0]);
+  list.set_include_unlinked(true);
+  v1::ListReply listed;
+  if (!Succeeded(session->Call(&v1::Memd::Stub::List, list, &listed))) return 1;
+  for (const v1::BufferInfo& entry : listed.buffers()) {
+    std::printf("%s %s leases %u\n", entry.name().c_str(),
+                entry.unlinked() ? "unlinked" : "named", entry.lease_count());
+  }
   return 0;
 }
 

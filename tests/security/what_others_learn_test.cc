@@ -8,9 +8,13 @@
 // node-wide capacity; nothing else of a buffer it may not read, and nothing
 // of others' activity through ids.
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,17 +40,30 @@ class WhatOthersLearnTest : public test::SlowCopyDaemonTest {
   static bool CountsOn(std::uint64_t earlier, std::uint64_t later, std::uint64_t most) {
     return later > earlier && later - earlier <= most;
   }
+
+  // A host buffer of the owner's, sealed, that it keeps (with its lease).
+  v1::Lease Sealed(const RawSession& owner, const std::string& name, std::uint64_t size,
+                   std::uint32_t mode) {
+    v1::Lease made = Create(owner, name, size, "host", mode);
+    EXPECT_TRUE(Seal(owner, made.lease_id()).ok()) << name;
+    return made;
+  }
+
+  // What memd-hostile ARGS... printed as Mallory, line by line; a run that
+  // failed fails the test.
+  std::vector<std::string> AsMallory(const std::vector<std::string>& args) {
+    ProgramResult run = Hostile(kMallory, args);
+    EXPECT_EQ(run.exit_code, 0) << Describe(run);
+    return absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  }
 };
 
 TEST_F(WhatOthersLearnTest, ARefusalTellsAnotherUidNothingOfTheBuffer) {
   StartSlowDaemon();
   RawSession owner = Session();
-  v1::Lease made = Create(owner, "owner/private", 12345, "host", 0600);
-  ASSERT_TRUE(Seal(owner, made.lease_id()).ok());
+  Sealed(owner, "owner/private", 12345, 0600);
 
-  ProgramResult probe = Hostile(kMallory, {"probe_private", "owner/private"});
-  ASSERT_EQ(probe.exit_code, 0) << Describe(probe);
-  const std::vector<std::string> lines = absl::StrSplit(probe.out, '\n', absl::SkipEmpty());
+  const std::vector<std::string> lines = AsMallory({"probe_private", "owner/private"});
   EXPECT_THAT(
       lines,
       ElementsAre(
@@ -57,7 +74,7 @@ TEST_F(WhatOthersLearnTest, ARefusalTellsAnotherUidNothingOfTheBuffer) {
           "its owner and root may",
           "OpenOrCreate PERMISSION_DENIED: uid 61003 may not read buffer 'owner/private'"));
   for (const char* detail : {"uid 0", "gid", "0600", "12345", "host"}) {
-    EXPECT_THAT(probe.out, Not(HasSubstr(detail)));
+    EXPECT_THAT(absl::StrJoin(lines, "\n"), Not(HasSubstr(detail)));
   }
 }
 
@@ -84,6 +101,42 @@ TEST_F(WhatOthersLearnTest, StatsTellAUidItsOwnActivityAndRootTheDaemons) {
   EXPECT_GE(all.buffers(), 3u);
   EXPECT_GE(all.sessions(), 2u);
   EXPECT_GE(all.transfers().active(), 1u) << "the copy to device:0 still runs";
+}
+
+// Issue 29: Stat says who holds a buffer's leases. The holder's session,
+// pid and process are its uid's business: another uid that may read the
+// buffer learns only how many leases others hold (lease_count says as
+// much), and a List entry carries no holder at all.
+TEST_F(WhatOthersLearnTest, StatTellsAnotherUidHowManyLeasesOthersHoldButNotWho) {
+  StartSlowDaemon();
+  RawSession owner = Session();
+  Sealed(owner, "owner/shared", 4096, 0644);
+
+  const std::vector<std::string> lines = AsMallory({"show_holders", "owner/shared"});
+  ASSERT_EQ(lines.size(), 3u) << absl::StrJoin(lines, "\n");
+  EXPECT_THAT(lines[0], ::testing::StartsWith("holder session "));
+  EXPECT_THAT(lines[0], HasSubstr(" uid 61003 ")) << "only Mallory's own session";
+  EXPECT_THAT(lines[0], Not(HasSubstr(absl::StrCat("session ", owner.id, " "))));
+  EXPECT_THAT(lines[0], Not(HasSubstr(absl::StrCat("pid ", ::getpid(), " "))));
+  EXPECT_EQ(lines[1], "unlisted 0 other_users 1 lease_count 2");
+  EXPECT_EQ(lines[2], "list_holders 0");
+}
+
+// Issue 29: List may show buffers unlinked while leased, but only to whom
+// could list them while they were named: a private one stays unseen.
+TEST_F(WhatOthersLearnTest, UnlinkedBuffersListOnlyToThoseWhoCouldReadThem) {
+  StartSlowDaemon();
+  RawSession owner = Session();
+  Create(owner, "owner/private", 4096, "host", 0600);
+  Create(owner, "owner/public", 4096, "host", 0644);
+  for (const char* name : {"owner/private", "owner/public"}) {
+    v1::UnlinkRequest unlink;
+    unlink.set_name(name);
+    v1::UnlinkReply unlinked;
+    ASSERT_TRUE(owner.Call(&v1::Memd::Stub::Unlink, unlink, &unlinked).ok()) << name;
+  }
+  EXPECT_THAT(AsMallory({"list_unlinked", "owner/"}),
+              ElementsAre("owner/public unlinked leases 1"));
 }
 
 TEST_F(WhatOthersLearnTest, IdsSayNothingOfHowManyOthersTookMeanwhile) {

@@ -186,7 +186,8 @@ ProgramResult Run(const std::string& program, const std::vector<std::string>& ar
 
 ProgramResult RunOnATerminal(const std::string& program,
                              const std::vector<std::string>& args,
-                             const std::map<std::string, std::string>& env) {
+                             const std::map<std::string, std::string>& env,
+                             const std::string& typed) {
   ProgramResult result;
   std::vector<std::string> argv_storage = {program};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -202,6 +203,14 @@ ProgramResult RunOnATerminal(const std::string& program,
   if (child == 0) {
     ::execve(program.c_str(), argv.data(), envp.data());
     ::_exit(127);
+  }
+  // The terminal keeps what was typed until the program reads it: a line
+  // or two fits its input queue at once.
+  for (std::size_t done = 0; done < typed.size();) {
+    const ssize_t wrote = ::write(terminal, typed.data() + done, typed.size() - done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) break;
+    done += static_cast<std::size_t>(wrote);
   }
   char chunk[4096];
   for (;;) {

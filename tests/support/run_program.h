@@ -33,11 +33,14 @@ ProgramResult RunProgram(const std::string& program,
                          absl::Duration timeout = absl::Seconds(30));
 
 // Runs `program` with a terminal (a pseudo-terminal) as its stdin, stdout
-// and stderr, `env` added to its environment; `out` is everything it wrote
-// there, `err` stays empty. No timeout: for programs that end by themselves.
+// and stderr, `env` added to its environment, and `typed` typed at that
+// terminal (a line such as "y\n", which it reads when it asks); `out` is
+// everything it wrote there, the echo of what was typed included; `err`
+// stays empty. No timeout: for programs that end by themselves.
 ProgramResult RunOnATerminal(const std::string& program,
                              const std::vector<std::string>& args,
-                             const std::map<std::string, std::string>& env = {});
+                             const std::map<std::string, std::string>& env = {},
+                             const std::string& typed = "");
 
 // Every thread's stack of process `pid` (gdb's, where the machine has it),
 // for the message about a child that hangs.

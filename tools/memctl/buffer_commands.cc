@@ -1,11 +1,15 @@
-// ls, inspect, put, get, unlink, prefetch, drop: named buffers one at a time.
+// ls, inspect, put, get, unlink, prefetch, drop: named buffers, one at a
+// time (unlink: one or several, or every one under a prefix).
 
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/bytes.h"
 #include "common/numa.h"
 #include "tools/memctl/commands.h"
@@ -32,6 +36,41 @@ std::string NumaText(const BufferInfo& info) {
   return "- (not bound: numa off)";
 }
 
+// ls's STATE: "sealed", "creating", or for a buffer whose name is gone
+// while its memory is not, "unlinked, N leases".
+std::string ListState(const BufferInfo& info) {
+  if (!info.unlinked) return StateName(info.state);
+  return absl::StrCat("unlinked, ", info.lease_count,
+                      info.lease_count == 1 ? " lease" : " leases");
+}
+
+// inspect's rows of who holds the buffer's leases: one per session,
+// location and access the caller may see in full, then what it may only
+// count.
+void AddHolderRows(Table& table, const LeaseHolders& holders) {
+  const char* field = "held by";
+  for (const LeaseHolder& holder : holders.listed) {
+    table.AddRow({field, absl::StrCat("session ", holder.session_id, ", pid ", holder.pid, " (",
+                                      holder.command, "), ", UserName(holder.uid), " (uid ",
+                                      holder.uid, "): ", holder.leases,
+                                      holder.access == Access::kReadWrite ? " read-write"
+                                                                          : " read",
+                                      holder.leases == 1 ? " lease" : " leases", " at ",
+                                      holder.location, " since ",
+                                      FormatLocalTime(holder.since))});
+    field = "";
+  }
+  // What may only be counted: "+ N ..." under the holders listed.
+  auto counted = [&](std::uint32_t leases, const char* whose) {
+    if (leases == 0) return;
+    table.AddRow({field, absl::StrCat(*field == '\0' ? "+ " : "", leases,
+                                      leases == 1 ? " lease" : " leases", whose)});
+    field = "";
+  };
+  counted(holders.unlisted_leases, " of more sessions, not listed");
+  counted(holders.other_users_leases, " held by other users");
+}
+
 void PrintInspect(std::ostream& out, const BufferInfo& info) {
   Table table({{"FIELD"}, {"VALUE"}});
   table.AddRow({"name", info.name});
@@ -49,6 +88,7 @@ void PrintInspect(std::ostream& out, const BufferInfo& info) {
   table.AddRow({"state", StateName(info.state)});
   table.AddRow({"persistence", PersistenceName(info.persistence)});
   table.AddRow({"leases", absl::StrCat(info.lease_count)});
+  AddHolderRows(table, info.holders);
   table.AddRow({"created", absl::StrCat(FormatLocalTime(info.created), " by pid ",
                                         info.creator_pid)});
   table.AddRow({"sealed", info.sealed ? FormatLocalTime(*info.sealed) : "not yet"});
@@ -102,10 +142,98 @@ std::string EngineNote(const TransferReport& report) {
   return absl::StrCat("; ", FormatTransferReport(report));
 }
 
+// {"name", "unlinked", "error"}: what unlink did with one name; "error"
+// ("CODE: message") only when it failed.
+Json UnlinkJson(const std::string& name, const absl::Status& status) {
+  Json json;
+  json["name"] = name;
+  json["unlinked"] = status.ok();
+  if (!status.ok()) {
+    json["error"] = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                                 status.message());
+  }
+  return json;
+}
+
+// The names unlink of several names or -r goes through, and the failures
+// met on the way: a prefix that matched nothing is one.
+struct UnlinkPlan {
+  std::vector<std::string> names;
+  std::size_t unmatched = 0;  // -r prefixes that matched nothing.
+  std::size_t failures = 0;
+  absl::Status first_failure;
+
+  // Counts `status` (tagged with its step) and reports it at once.
+  void Fail(const absl::Status& status, const Output& output) {
+    if (failures++ == 0) first_failure = status;
+    if (output.errors != nullptr) *output.errors << FailureLine(status, "unlink") << '\n';
+  }
+};
+
+// The -r question: the buffers by name (the first kMaxShown), then
+// "unlink 17 buffers under job42/?".
+std::string UnlinkQuestion(const std::vector<std::string>& names,
+                           const std::vector<std::string>& prefixes) {
+  constexpr std::size_t kMaxShown = 20;
+  std::string question;
+  for (std::size_t i = 0; i < names.size() && i < kMaxShown; ++i) {
+    absl::StrAppend(&question, "  ", names[i], "\n");
+  }
+  if (names.size() > kMaxShown) {
+    absl::StrAppend(&question, "  ... and ", names.size() - kMaxShown,
+                    " more (memctl ls PREFIX lists them all)\n");
+  }
+  absl::StrAppend(&question, "unlink ", names.size(), names.size() == 1 ? " buffer" : " buffers",
+                  " under ", absl::StrJoin(prefixes, ", "), "?");
+  return question;
+}
+
+// The names unlink goes through: as given, or for -r what memctl ls lists
+// under each prefix (each name once), confirmed. Errors: the listing's;
+// NOT_FOUND when no prefix matched anything; CANCELLED when the answer was
+// no. Nothing has been unlinked then.
+absl::StatusOr<UnlinkPlan> PlanUnlink(Client& client, const UnlinkOptions& options,
+                                      const Output& output) {
+  UnlinkPlan plan;
+  if (!options.recursive) {
+    plan.names = options.names;
+    return plan;
+  }
+  std::vector<std::string> unmatched;
+  std::set<std::string> seen;
+  for (const std::string& prefix : options.names) {
+    absl::StatusOr<std::vector<BufferInfo>> listed = client.List(prefix);
+    if (!listed.ok()) return Failed(absl::StrCat("unlink -r ", prefix), listed.status());
+    if (listed->empty()) unmatched.push_back(prefix);
+    for (const BufferInfo& info : *listed) {
+      if (seen.insert(info.name).second) plan.names.push_back(info.name);
+    }
+  }
+  auto nothing_under = [](const std::string& prefix) {
+    return absl::NotFoundError(
+        absl::StrCat("no buffer you may see has a name that starts with ", prefix));
+  };
+  if (plan.names.empty()) {
+    return Failed(absl::StrCat("unlink -r ", absl::StrJoin(options.names, " ")),
+                  nothing_under(absl::StrJoin(options.names, " or ")));
+  }
+  if (options.confirm != nullptr && !options.confirm(UnlinkQuestion(plan.names, options.names))) {
+    return Failed(absl::StrCat("unlink -r ", absl::StrJoin(options.names, " ")),
+                  absl::CancelledError("not confirmed: nothing was unlinked"));
+  }
+  plan.unmatched = unmatched.size();
+  for (const std::string& prefix : unmatched) {
+    plan.Fail(Failed(absl::StrCat("unlink -r ", prefix), nothing_under(prefix)), output);
+  }
+  return plan;
+}
+
 }  // namespace
 
-absl::Status RunList(Client& client, const std::string& prefix, const Output& output) {
-  absl::StatusOr<std::vector<BufferInfo>> buffers = client.List(prefix);
+absl::Status RunList(Client& client, const std::string& prefix, bool include_unlinked,
+                     const Output& output) {
+  absl::StatusOr<std::vector<BufferInfo>> buffers =
+      client.List(prefix, ListOptions{.include_unlinked = include_unlinked});
   if (!buffers.ok()) return Failed("ls", buffers.status());
   if (output.json) {
     Json json = Json::array();
@@ -128,13 +256,23 @@ absl::Status RunList(Client& client, const std::string& prefix, const Output& ou
                {"STATE"},
                {"LEASES", true},
                {"CREATED"}});
+  std::uint64_t unlinked = 0;
   for (const BufferInfo& info : *buffers) {
+    unlinked += info.unlinked ? 1 : 0;
     table.AddRow({info.name, FormatBytes(info.size), info.location, info.sync_state,
-                  FormatMode(info.mode), UserName(info.owner_uid),
-                  StateName(info.state), absl::StrCat(info.lease_count),
-                  FormatLocalTime(info.created)});
+                  FormatMode(info.mode), UserName(info.owner_uid), ListState(info),
+                  absl::StrCat(info.lease_count), FormatLocalTime(info.created)});
   }
   table.Print(output.out);
+  if (unlinked > 0) {
+    output.out << unlinked
+               << (unlinked == 1 ? " buffer was unlinked but still takes memory until its "
+                                   "last lease ends"
+                                 : " buffers were unlinked but still take memory until their "
+                                   "last leases end")
+               << " (memctl sessions shows who holds leases; 0 leases: copies in flight or "
+                  "a restart's grace period keep it)\n";
+  }
   return absl::OkStatus();
 }
 
@@ -220,19 +358,44 @@ absl::Status RunGet(Client& client, const GetOptions& options, const Output& out
   return absl::OkStatus();
 }
 
-absl::Status RunUnlink(Client& client, const std::string& name, const Output& output) {
-  if (absl::Status status = client.Unlink(name); !status.ok()) {
-    return Failed(absl::StrCat("unlink ", name), status);
+absl::Status RunUnlink(Client& client, const UnlinkOptions& options, const Output& output) {
+  if (!options.recursive && options.names.size() == 1) {
+    // One name: its failure is the command's, as it always was.
+    const std::string& name = options.names.front();
+    if (absl::Status status = client.Unlink(name); !status.ok()) {
+      return Failed(absl::StrCat("unlink ", name), status);
+    }
+    if (output.json) {
+      PrintJson(output.out, UnlinkJson(name, absl::OkStatus()));
+    } else {
+      output.out << "unlinked " << name << '\n';
+    }
+    return absl::OkStatus();
   }
-  if (output.json) {
-    Json json;
-    json["name"] = name;
-    json["unlinked"] = true;
-    PrintJson(output.out, json);
-  } else {
-    output.out << "unlinked " << name << '\n';
+  absl::StatusOr<UnlinkPlan> plan = PlanUnlink(client, options, output);
+  if (!plan.ok()) return plan.status();
+  // Each name is the daemon's to allow (its owner and root): one refusal
+  // stops none of the others.
+  Json json = Json::array();
+  for (const std::string& name : plan->names) {
+    absl::Status status = Failed(absl::StrCat("unlink ", name), client.Unlink(name));
+    json.push_back(UnlinkJson(name, status));
+    if (status.ok()) {
+      if (!output.json) output.out << "unlinked " << name << '\n';
+    } else {
+      plan->Fail(status, output);
+    }
   }
-  return absl::OkStatus();
+  if (output.json) PrintJson(output.out, json);
+  if (plan->failures == 0) return absl::OkStatus();
+  const std::size_t tried = plan->names.size() + plan->unmatched;
+  return Partial(Failed(
+      "unlink", absl::Status(plan->first_failure.code(),
+                             absl::StrCat(plan->failures, " of ", tried,
+                                          tried == 1 ? " name" : " names",
+                                          " failed (each said above)",
+                                          plan->failures < tried ? "; the rest were unlinked"
+                                                                 : ""))));
 }
 
 absl::Status RunPrefetch(Client& client, const std::string& name, const std::string& location,

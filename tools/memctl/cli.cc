@@ -112,6 +112,20 @@ std::optional<int> CheckCopyOperands(Invocation& invocation, std::ostream& err) 
   return std::nullopt;
 }
 
+// unlink -r with an empty prefix would take every buffer the caller may
+// unlink: as rm -r /, refused.
+std::optional<int> CheckUnlinkOperands(const Invocation& invocation, std::ostream& err) {
+  if (!invocation.unlink.recursive) return std::nullopt;
+  for (const std::string& prefix : invocation.unlink.names) {
+    if (prefix.empty()) {
+      ReportUsageError(err, "unlink -r needs a non-empty PREFIX: an empty one would "
+                            "unlink every buffer you may unlink");
+      return kExitUsage;
+    }
+  }
+  return std::nullopt;
+}
+
 // What the put command line held, beyond the values: how many operands
 // (an empty one counts), and whether --max-stream was given at all.
 struct PutGiven {
@@ -249,6 +263,9 @@ std::optional<int> Finish(const OptionTexts& texts, bool watch_given, const PutG
     if (std::optional<int> refused = CheckCopyOperands(invocation, err)) return refused;
   }
 
+  if (invocation.command == Command::kUnlink) {
+    if (std::optional<int> refused = CheckUnlinkOperands(invocation, err)) return refused;
+  }
   if (invocation.command == Command::kGet && invocation.json &&
       (invocation.get.output.empty() || invocation.get.output == "-")) {
     ReportUsageError(err,

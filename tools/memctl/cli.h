@@ -29,9 +29,12 @@ struct Invocation {
   std::string socket_dir;  // Empty: the client's default.
   bool json = false;
   Command command = Command::kStats;
-  std::string name;    // inspect, unlink, prefetch, drop.
+  std::string name;    // inspect, prefetch, drop.
   std::string prefix;  // ls, advise.
+  bool hide_unlinked = false;  // ls --no-unlinked.
+  UnlinkOptions unlink;  // unlink NAME..., -r, --yes (confirm set by main).
   std::string location;  // trim, prefetch, drop.
+  bool yes = false;  // unlink --yes: no question before -r.
   absl::Duration wait = absl::ZeroDuration();  // prefetch --wait.
   absl::Duration wait_for_memory = absl::ZeroDuration();  // prefetch --wait-for-memory.
   // stats --watch: redraw every `watch` (zero: once); --count frames

@@ -121,13 +121,21 @@ CLI::App* DeclareStats(CLI::App& app, Invocation& invocation, OptionTexts& texts
 
 CLI::App* DeclareList(CLI::App& app, Invocation& invocation, OptionTexts&) {
   CLI::App* ls = AddSubcommand(
-      app, "ls", "List the buffers you may read, by name", "",
+      app, "ls", "List the buffers you may read, by name",
+      "A buffer that was unlinked while leased keeps its memory until its last\n"
+      "lease ends: it is listed too, after any buffer that took its name since,\n"
+      "with STATE \"unlinked, N leases\" (in --json, \"unlinked\": true), so that\n"
+      "what holds memory is never hidden. memctl sessions shows who holds leases;\n"
+      "--no-unlinked leaves these out.",
       "  memctl ls\n"
       "  memctl ls frames/\n"
-      "  memctl ls --json | jq -r '.[].name'\n",
+      "  memctl ls --json | jq -r '.[] | select(.unlinked | not) | .name'\n"
+      "  memctl ls --no-unlinked\n",
       invocation.json);
   ls->add_option("PREFIX", invocation.prefix, "Only names that start with this")
       ->type_name("");
+  ls->add_flag("--no-unlinked", invocation.hide_unlinked,
+               "Leave out buffers that were unlinked but are still leased");
   return ls;
 }
 
@@ -448,10 +456,28 @@ CLI::App* DeclareCopy(CLI::App& app, Invocation& invocation, OptionTexts& texts)
 CLI::App* DeclareUnlink(CLI::App& app, Invocation& invocation, OptionTexts&) {
   CLI::App* unlink = AddSubcommand(
       app, "unlink",
-      "Remove a buffer's name; its memory goes when the last lease ends", "",
-      "  memctl unlink frames/0\n",
+      "Remove buffers' names; each one's memory goes when its last lease ends",
+      "Only a buffer's owner and root may unlink it; the daemon decides for each\n"
+      "name apart. With several names (or -r) each one that fails is reported on\n"
+      "stderr, the others are still unlinked, and the exit status is 1 if any\n"
+      "failed; --json then prints an array of {name, unlinked, error}.\n"
+      "\n"
+      "-r takes prefixes: every buffer whose name starts with one, as memctl ls\n"
+      "lists them, is unlinked after memctl lists them and asks on the terminal\n"
+      "(\"unlink 17 buffers under job42/? [y/N]\"). --yes skips the question;\n"
+      "without a terminal to ask on, -r refuses to run unless --yes is given.",
+      "  memctl unlink frames/0\n"
+      "  memctl unlink frames/0 frames/1 frames/2\n"
+      "  memctl unlink -r job42/              # lists them, then asks\n"
+      "  memctl unlink -r --yes job42/ job43/ # in a script\n",
       invocation.json);
-  unlink->add_option("NAME", invocation.name, "Buffer name")->required()->type_name("");
+  unlink->add_option("NAME", invocation.unlink.names, "Buffer names (with -r, prefixes)")
+      ->required()
+      ->type_name("");
+  unlink->add_flag("-r,--recursive", invocation.unlink.recursive,
+                   "Each NAME is a prefix: unlink every buffer whose name starts with it");
+  unlink->add_flag("-y,--yes", invocation.yes,
+                   "With -r: unlink without asking (needed where stdin is no terminal)");
   return unlink;
 }
 

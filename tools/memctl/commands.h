@@ -9,10 +9,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -33,6 +35,20 @@ struct Output {
   // Where long copies draw a progress bar: stderr when it is a terminal,
   // else null (no bar).
   std::ostream* progress = nullptr;
+  // Where a command over several items reports each item that failed, as
+  // it happens (a FailureLine each): stderr; null drops them.
+  std::ostream* errors = nullptr;
+};
+
+// unlink NAME... or unlink -r PREFIX...
+struct UnlinkOptions {
+  std::vector<std::string> names;  // Names; with `recursive`, prefixes.
+  // -r: unlink every buffer whose name starts with one of `names`, as
+  // `memctl ls` lists them, after asking (`confirm`).
+  bool recursive = false;
+  // Asked once, with the question to put, before -r unlinks anything:
+  // true goes on. Null (--yes): no question.
+  std::function<bool(const std::string& question)> confirm;
 };
 
 // Whether memctl reads a file for a device buffer around the page cache.
@@ -148,13 +164,20 @@ absl::Status RunTrim(Client& client, const std::string& location,
                      const Output& output);
 
 // Named buffers (buffer_commands.cc).
-absl::Status RunList(Client& client, const std::string& prefix, const Output& output);
+// With `include_unlinked`, also the buffers unlinked but still leased,
+// marked so (ListOptions::include_unlinked).
+absl::Status RunList(Client& client, const std::string& prefix, bool include_unlinked,
+                     const Output& output);
 absl::Status RunInspect(Client& client, const std::string& name, const Output& output);
 // Creates a persistent buffer holding the file's bytes and seals it. A
 // buffer left half-written by a failure is unlinked again.
 absl::Status RunPut(Client& client, const PutOptions& options, const Output& output);
 absl::Status RunGet(Client& client, const GetOptions& options, const Output& output);
-absl::Status RunUnlink(Client& client, const std::string& name, const Output& output);
+// One NAME: unlinks it, or fails as the daemon says. Several, or -r: each
+// unlinked apart (the daemon authorizes each); a failed one is reported on
+// output.errors and the others go on; the failure returned then names how
+// many failed and is Partial (failure.h): what was printed stands.
+absl::Status RunUnlink(Client& client, const UnlinkOptions& options, const Output& output);
 // A buffer's copy at `location`: made (waiting up to `wait`, zero: not at
 // all) or dropped; each prints the buffer's replicas after.
 absl::Status RunPrefetch(Client& client, const std::string& name, const std::string& location,

@@ -8,6 +8,7 @@ namespace memd::memctl {
 namespace {
 
 constexpr char kStepPayload[] = "type.memd.dev/memctl.FailedStep";
+constexpr char kPartialPayload[] = "type.memd.dev/memctl.Partial";
 
 }  // namespace
 
@@ -15,6 +16,15 @@ absl::Status Failed(std::string_view what, absl::Status status) {
   if (status.ok() || status.GetPayload(kStepPayload).has_value()) return status;
   status.SetPayload(kStepPayload, absl::Cord(absl::string_view(what.data(), what.size())));
   return status;
+}
+
+absl::Status Partial(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kPartialPayload, absl::Cord());
+  return status;
+}
+
+bool IsPartial(const absl::Status& status) {
+  return status.GetPayload(kPartialPayload).has_value();
 }
 
 std::string FailedStep(const absl::Status& status) {

@@ -25,6 +25,12 @@ absl::Status Failed(std::string_view what, absl::Status status);
 // The step `status` names, or empty.
 std::string FailedStep(const absl::Status& status);
 
+// Marks `status` as the failure of a command that did part of its work
+// (unlink of several names: some were unlinked): what it printed stands
+// and memctl writes it before the failure line. OK stays OK.
+absl::Status Partial(absl::Status status);
+bool IsPartial(const absl::Status& status);
+
 // "memctl: <what>: <CODE>: <message>" (what defaults to `fallback`).
 std::string FailureLine(const absl::Status& status, std::string_view fallback);
 

@@ -10,6 +10,7 @@
 #include <span>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/paths.h"
 #include "memd/client.h"
@@ -25,7 +26,8 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
                       const Output& output) {
   switch (invocation.command) {
     case Command::kStats: return RunStats(client, output);
-    case Command::kList: return RunList(client, invocation.prefix, output);
+    case Command::kList:
+      return RunList(client, invocation.prefix, !invocation.hide_unlinked, output);
     case Command::kInspect: return RunInspect(client, invocation.name, output);
     case Command::kSessions: return RunSessions(client, output);
     case Command::kUsage: return RunUsage(client, output);
@@ -33,7 +35,7 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
     case Command::kLeaks: return RunLeaks(client, invocation.leaks, output);
     case Command::kPut: return RunPut(client, invocation.put, output);
     case Command::kGet: return RunGet(client, invocation.get, output);
-    case Command::kUnlink: return RunUnlink(client, invocation.name, output);
+    case Command::kUnlink: return RunUnlink(client, invocation.unlink, output);
     case Command::kPing: return RunPing(client, output);
     case Command::kTrim: return RunTrim(client, invocation.location, output);
     case Command::kDevices: return RunDevices(client, output);
@@ -49,8 +51,17 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
 
 // Why `invocation` must not run here, or empty: get without -o writes a
 // buffer's bytes to stdout, which on a terminal garbles it and is rarely what
-// was meant; `-o -` says it was (as curl's --output -).
-std::string Refused(const Invocation& invocation, bool stdout_is_terminal) {
+// was meant; `-o -` says it was (as curl's --output -). unlink -r asks before
+// it unlinks, on a terminal; without one nobody could answer, and a script
+// says --yes (rm -i's question, made safe for scripts).
+std::string Refused(const Invocation& invocation, bool stdin_is_terminal,
+                    bool stdout_is_terminal) {
+  if (invocation.command == Command::kUnlink && invocation.unlink.recursive &&
+      !invocation.yes && !stdin_is_terminal) {
+    return "memctl: unlink -r: stdin is not a terminal, so nobody can confirm which "
+           "buffers go; give --yes (-y) to unlink them without asking (memctl ls PREFIX "
+           "shows what would go)";
+  }
   if (invocation.command != Command::kGet || !invocation.get.output.empty() ||
       !stdout_is_terminal) {
     return "";
@@ -59,6 +70,16 @@ std::string Refused(const Invocation& invocation, bool stdout_is_terminal) {
                       ": stdout is a terminal, and the buffer's bytes would garble it; "
                       "give -o FILE, redirect stdout (memctl get NAME > FILE), or -o - "
                       "to write them to the terminal anyway");
+}
+
+// unlink -r's question: on stderr, the answer a line of stdin (a
+// terminal: Refused saw to it). Only y or yes goes on.
+bool AskOnTerminal(const std::string& question) {
+  std::cerr << question << " [y/N] " << std::flush;
+  std::string answer;
+  if (!std::getline(std::cin, answer)) return false;
+  answer = absl::AsciiStrToLower(absl::StripAsciiWhitespace(answer));
+  return answer == "y" || answer == "yes";
 }
 
 absl::Status Run(const Invocation& invocation) {
@@ -83,10 +104,13 @@ absl::Status Run(const Invocation& invocation) {
   // Progress bars go to stderr, and only where a person watches it.
   std::ostream* progress = ::isatty(STDERR_FILENO) ? &std::cerr : nullptr;
   absl::Status status =
-      Dispatch(**client, invocation, Output{text, invocation.json, progress});
-  if (!status.ok()) return status;
+      Dispatch(**client, invocation, Output{text, invocation.json, progress, &std::cerr});
+  // A partial failure's result stands (unlink of several names: those
+  // that went), and is printed before the failure.
+  if (!status.ok() && !IsPartial(status)) return status;
   const std::string result = text.str();
-  return WriteAll(STDOUT_FILENO, std::as_bytes(std::span(result)), "stdout");
+  absl::Status written = WriteAll(STDOUT_FILENO, std::as_bytes(std::span(result)), "stdout");
+  return status.ok() ? written : status;
 }
 
 }  // namespace
@@ -103,10 +127,13 @@ int main(int argc, char** argv) {
             ParseCommandLine(argc, argv, invocation, std::cout, std::cerr)) {
       return *exit_code;
     }
-    if (std::string refused = Refused(invocation, ::isatty(STDOUT_FILENO)); !refused.empty()) {
+    if (std::string refused =
+            Refused(invocation, ::isatty(STDIN_FILENO), ::isatty(STDOUT_FILENO));
+        !refused.empty()) {
       std::cerr << refused << '\n';
       return kExitUsage;
     }
+    if (!invocation.yes) invocation.unlink.confirm = AskOnTerminal;
     absl::Status status = Run(invocation);
     if (status.ok()) return kExitOk;
     std::cerr << FailureLine(status, "failed") << '\n';

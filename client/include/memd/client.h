@@ -273,9 +273,12 @@ class Client {
                                       const PrefetchOptions& options = {});
   absl::StatusOr<BufferInfo> DropReplica(std::string_view name, std::string_view location);
 
+  // The buffer, with who holds its leases (BufferInfo::holders).
   absl::StatusOr<BufferInfo> Stat(std::string_view name);
   // Buffers this user may read, by name.
   absl::StatusOr<std::vector<BufferInfo>> List(std::string_view prefix = "");
+  absl::StatusOr<std::vector<BufferInfo>> List(std::string_view prefix,
+                                               const ListOptions& options);
   absl::StatusOr<DaemonStats> Stats();
   absl::StatusOr<std::vector<SessionInfo>> Sessions();
   // Bytes and buffers per uid and location, against the uid quota: this

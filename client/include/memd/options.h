@@ -1,7 +1,7 @@
 #pragma once
 
 // libmemd's options: what a call may ask for beyond its arguments (Connect,
-// Create, Open, Prefetch, Copy, Leaks). Plain structs with sensible
+// Create, Open, Prefetch, Copy, Leaks, List). Plain structs with sensible
 // defaults; memd/client.h includes this.
 
 #include <cstdint>
@@ -26,6 +26,16 @@ struct LeaksOptions {
   // A session holding at least this many leases is reported; 0 is the
   // daemon's default (1024).
   std::uint64_t many_leases = 1024;
+};
+
+// What Client::List lists beyond the named buffers.
+struct ListOptions {
+  // Also buffers of matching names that were unlinked but still take
+  // memory (BufferInfo::unlinked: leased, or held by copies in flight or a
+  // restart's grace period), and copies an unlink left leased, each a row
+  // of its own after the named buffer of its name: a name may then appear
+  // more than once. An older daemon ignores it and lists none.
+  bool include_unlinked = false;
 };
 
 struct CreateOptions {

@@ -53,6 +53,28 @@ struct BufferUsage {
   std::optional<absl::Time> last_used;
 };
 
+// One session's leases on a buffer at one location with one access
+// (BufferInfo::holders).
+struct LeaseHolder {
+  std::uint64_t session_id = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  std::string command;   // The process name the daemon read at connect.
+  std::string location;  // The copy the leases map: home or replica.
+  Access access = Access::kRead;
+  std::uint32_t leases = 0;
+  absl::Time since;  // When the oldest of them was granted.
+};
+
+// Who holds a buffer's leases, as far as this user may know (Stat only):
+// the sessions of this user's uid in full (every uid's for root), other
+// users' leases only counted.
+struct LeaseHolders {
+  std::vector<LeaseHolder> listed = {};  // Oldest first, at most 64.
+  std::uint32_t unlisted_leases = 0;     // Of visible holders past the 64.
+  std::uint32_t other_users_leases = 0;
+};
+
 // What the daemon says about a buffer.
 struct BufferInfo {
   std::string name;
@@ -91,6 +113,8 @@ struct BufferInfo {
   // The NUMA node its pages were bound to (CreateOptions::numa); -1 when
   // they were not (numa off, a machine of one node, device memory).
   int numa_node = -1;
+  // Stat only: who holds its leases (empty elsewhere).
+  LeaseHolders holders = {};
 };
 
 // One piece of advice (Client::Advise), with the numbers behind it.

@@ -26,8 +26,8 @@ from ._errors import (  # noqa: F401  (re-exported)
     UnknownError,
 )
 from ._types import (  # noqa: F401
-    BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, Leak, LeakReport, MemoryWaits,
-    PoolStats, Recommendation, ReplicaInfo, SessionInfo, SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage,
+    BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, Leak, LeakReport, LeaseHolder,
+    LeaseHolders, MemoryWaits, PoolStats, Recommendation, ReplicaInfo, SessionInfo, SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage,
 )
 from ._buffer import Buffer  # noqa: F401
 from ._client import Client, Transfer, connect  # noqa: F401
@@ -37,7 +37,7 @@ from ._version import __version__  # noqa: F401
 __all__ = [
     "connect", "Client", "Buffer", "Transfer", "reopen", "default_client",
     "BufferInfo", "DaemonStats", "DeviceInfo", "DurabilityStats", "Leak", "LeakReport",
-    "MemoryWaits", "PoolStats", "Recommendation",
+    "LeaseHolder", "LeaseHolders", "MemoryWaits", "PoolStats", "Recommendation",
     "ReplicaInfo", "SessionInfo", "SizeClassStats", "TransferProgress", "TransferStats", "TrimmedPool", "UidUsage",
     "Error", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError",

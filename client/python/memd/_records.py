@@ -11,7 +11,8 @@ from typing import Any, Dict, List
 from . import _capi
 from ._errors import error_for_code
 from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, Leak, LeakReport,
-                     MemoryWaits, PoolStats, Recommendation, ReplicaInfo, SessionInfo,
+                     LeaseHolder, LeaseHolders, MemoryWaits, PoolStats, Recommendation,
+                     ReplicaInfo, SessionInfo,
                      SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage)
 
 
@@ -66,7 +67,15 @@ def buffer_info_json(json: Dict[str, Any]) -> BufferInfo:
             charged_uid=r["charged_uid"]) for r in json.get("replicas", ())),
         sync_state=json.get("sync_state", ""), generation=json.get("generation", 0),
         fill_failure=json.get("fill_failure", ""), retention=json.get("retention", ""),
-        numa_node=json.get("numa_node", -1))
+        numa_node=json.get("numa_node", -1), holders=_holders(json.get("holders", {})))
+
+
+def _holders(json: Dict[str, Any]) -> LeaseHolders:
+    """BufferInfo.holders from its document (empty from an older libmemd)."""
+    listed = tuple(_make(LeaseHolder, dict(h, since=seconds(h["since_unix_ns"])))
+                   for h in json.get("listed", ()))
+    return LeaseHolders(listed=listed, unlisted_leases=json.get("unlisted_leases", 0),
+                        other_users_leases=json.get("other_users_leases", 0))
 
 
 def call_info(function: Any, *args: Any) -> BufferInfo:

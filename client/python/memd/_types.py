@@ -28,6 +28,30 @@ class ReplicaInfo:
 
 
 @dataclass(frozen=True)
+class LeaseHolder:
+    """One session's leases on a buffer at one location with one access
+    (BufferInfo.holders)."""
+    session_id: int
+    pid: int
+    uid: int
+    command: str            # The process name memd read when it connected.
+    location: str           # The copy they map: the home or a replica.
+    access: str             # "read" or "read_write".
+    leases: int
+    since: float            # When the oldest was granted (seconds since the epoch).
+
+
+@dataclass(frozen=True)
+class LeaseHolders:
+    """Who holds a buffer's leases, as far as this user may know (Client.stat
+    only): its own uid's sessions in full (every uid's for root), at most 64,
+    and other users' leases only counted."""
+    listed: Tuple[LeaseHolder, ...] = ()
+    unlisted_leases: int = 0       # Of holders past the 64 listed.
+    other_users_leases: int = 0
+
+
+@dataclass(frozen=True)
 class BufferInfo:
     """What the daemon says about a buffer (Client.stat, Buffer.info)."""
     name: str
@@ -64,6 +88,8 @@ class BufferInfo:
     # The NUMA node its pages were bound to (create(numa=)); -1 when they
     # were not, and in Client.list(), which does not carry it.
     numa_node: int = -1
+    # Client.stat only: who holds its leases (LeaseHolders).
+    holders: LeaseHolders = field(default_factory=LeaseHolders)
 
 
 @dataclass(frozen=True)

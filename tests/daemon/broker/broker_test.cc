@@ -918,6 +918,98 @@ TEST_F(BrokerTest, ListFiltersByPrefixAndSortsByName) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// An unlinked buffer still leased takes memory: an operator's List may
+// show it (issue 29), marked unlinked, after the buffer that took its name
+// since, to whoever could read it while it was named, and to nobody else.
+TEST_F(BrokerTest, ListShowsUnlinkedLeasedBuffersOnlyWhenAskedAndOnlyToReaders) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  SessionId root = Start(Peer(0, 0));
+  Grant held = Publish(alice, "job/a", "old");
+  ASSERT_TRUE(broker_->Unlink(alice, "job/a").ok());
+  Publish(alice, "job/a", "new");
+  Publish(alice, "other", "x");
+
+  EXPECT_EQ(broker_->List(alice, "job/")->size(), 1u) << "not unless asked";
+  auto listed = broker_->List(alice, "job/", /*include_unlinked=*/true);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_FALSE((*listed)[0].unlinked);
+  EXPECT_TRUE((*listed)[1].unlinked);
+  EXPECT_EQ((*listed)[1].id, held.buffer.id);
+  EXPECT_EQ((*listed)[1].lease_count, 1u);
+  EXPECT_EQ(broker_->List(root, "", true)->size(), 3u);
+  // Bob could not read it while it was named (0600): nor now.
+  EXPECT_TRUE(broker_->List(bob, "", true)->empty());
+
+  ASSERT_TRUE(broker_->Release(alice, held.lease).ok());
+  EXPECT_EQ(broker_->List(alice, "job/", true)->size(), 1u) << "freed: nothing to show";
+}
+
+// Who holds a buffer's leases (issue 29): a uid sees its own sessions' in
+// full, and of other uids' leases only how many (lease_count says as much);
+// root sees every holder.
+TEST_F(BrokerTest, StatShowsOwnUidsHoldersAndOnlyCountsOthers) {
+  SessionId alice = Start(Peer(kAlice, kStaff));
+  SessionId alice_reader = Start(Peer(kAlice, kStaff));
+  SessionId bob = Start(Peer(kBob, kOther));
+  SessionId root = Start(Peer(0, 0));
+  Publish(alice, "shared", "x", 0644);  // Sealed: Publish's lease stays.
+  clock_.Advance(absl::Seconds(1));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(broker_->Open(alice_reader, {"shared"}).ok());
+  auto bobs_lease = broker_->Open(bob, {"shared"});
+  ASSERT_TRUE(bobs_lease.ok()) << bobs_lease.status();
+
+  auto seen = broker_->Stat(alice, "shared");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  ASSERT_EQ(seen->holders.listed.size(), 2u);
+  const LeaseHolder& writer = seen->holders.listed[0];  // The oldest first.
+  EXPECT_EQ(writer.session, alice);
+  EXPECT_EQ(writer.pid, 4000 + static_cast<pid_t>(kAlice));
+  EXPECT_EQ(writer.uid, kAlice);
+  EXPECT_EQ(writer.command, "test");
+  EXPECT_EQ(writer.access, Access::kReadWrite);
+  EXPECT_EQ(writer.leases, 1u);
+  EXPECT_EQ(writer.location, Location::Host());
+  const LeaseHolder& reader = seen->holders.listed[1];
+  EXPECT_EQ(reader.session, alice_reader);
+  EXPECT_EQ(reader.access, Access::kRead);
+  EXPECT_EQ(reader.leases, 2u) << "one line per session, location and access";
+  EXPECT_EQ(seen->holders.other_users_leases, 1u);
+  EXPECT_EQ(seen->holders.unlisted_leases, 0u);
+
+  auto bobs = broker_->Stat(bob, "shared");
+  ASSERT_TRUE(bobs.ok()) << bobs.status();
+  ASSERT_EQ(bobs->holders.listed.size(), 1u);
+  EXPECT_EQ(bobs->holders.listed[0].session, bob);
+  EXPECT_EQ(bobs->holders.other_users_leases, 3u);
+
+  auto roots = broker_->Stat(root, "shared");
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  EXPECT_EQ(roots->holders.listed.size(), 3u);
+  EXPECT_EQ(roots->holders.other_users_leases, 0u);
+  // Holders are Stat's: a listing carries none.
+  EXPECT_TRUE(broker_->List(root, "shared")->at(0).holders.listed.empty());
+  // A lease released holds nothing any more.
+  ASSERT_TRUE(broker_->Release(bob, bobs_lease->lease).ok());
+  EXPECT_EQ(broker_->Stat(root, "shared")->holders.listed.size(), 2u);
+}
+
+TEST_F(BrokerTest, StatListsAtMostTheCapOfHoldersAndCountsTheRest) {
+  Publish(Start(Peer(kAlice, kStaff)), "popular", "x", 0644);
+  SessionId root = Start(Peer(0, 0));
+  const std::size_t extra = 6;
+  for (std::size_t i = 0; i < kMaxListedHolders + extra; ++i) {
+    ASSERT_TRUE(broker_->Open(Start(Peer(kBob, kOther)), {"popular"}).ok());
+  }
+  auto seen = broker_->Stat(root, "popular");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->holders.listed.size(), kMaxListedHolders);
+  // The holders past the cap, one lease each.
+  EXPECT_EQ(seen->holders.unlisted_leases, 1 + extra);
+  EXPECT_EQ(seen->lease_count, kMaxListedHolders + extra + 1);
+}
+
 TEST_F(BrokerTest, SessionsShowsOwnUidToUsersAndEverythingToRoot) {
   SessionId alice = Start(Peer(kAlice, kStaff));
   Start(Peer(kBob, kStaff));

@@ -216,7 +216,7 @@ class WaitingCreateTest : public PressureTest {
   absl::StatusOr<std::optional<Grant>> Wait(SessionId session, const std::string& name,
                                             WatchId watch, bool* woken) {
     return broker_->CreateOrWait(session, CreateParams{name, kSize, kHost, 0600}, watch,
-                                 [woken] { *woken = true; });
+                                 Wake(woken));
   }
 };
 
@@ -350,7 +350,7 @@ class WaitingCopyTest : public PressureTest {
     OpenParams params{name, Access::kRead};
     params.location = kDev0;
     params.wait_for_seal = wait_for_seal;
-    return broker_->OpenOrWaitForMemory(session, params, watch, [woken] { *woken = true; });
+    return broker_->OpenOrWaitForMemory(session, params, watch, Wake(woken));
   }
 };
 

@@ -134,7 +134,19 @@ class ReplicaFixture : public ::testing::Test {
     bob_ = Start(kBob);
   }
   ~ReplicaFixture() override {
+    // The test's `woken` flags died with its body: the fills finished here
+    // wake into nothing (Wake).
+    *body_running_ = false;
     while (copier_.pending() > 0) copier_.Finish(absl::CancelledError("test over"));
+  }
+
+  // A wake that sets `*woken`, a flag of the test body, while the body
+  // runs: a fill the destructor finishes must not write into its dead stack
+  // (it did, into the frame of the very Finish that ran it, once Fill grew).
+  std::function<void()> Wake(bool* woken) {
+    return [woken, running = body_running_] {
+      if (*running) *woken = true;
+    };
   }
 
   SessionId Start(uid_t uid) {
@@ -176,7 +188,7 @@ class ReplicaFixture : public ::testing::Test {
                                               Access access = Access::kRead) {
     OpenParams params{name, access};
     params.location = at;
-    return broker_->OpenOrWatch(session, params, watch, [woken] { *woken = true; });
+    return broker_->OpenOrWatch(session, params, watch, Wake(woken));
   }
 
   // Opens at `at` and, when a fill is needed, finishes it and opens again.
@@ -221,6 +233,8 @@ class ReplicaFixture : public ::testing::Test {
   LastStates journal_;
   std::unique_ptr<pool::PoolSet> pools_;
   std::unique_ptr<Broker> broker_;
+  // False once the test body has returned (Wake).
+  std::shared_ptr<bool> body_running_ = std::make_shared<bool>(true);
   SessionId alice_ = 0;
   SessionId bob_ = 0;
 };

@@ -63,11 +63,25 @@ struct Fields<broker::BufferInfo> {
   static auto Of(auto& s) {
     auto& [name, id, size, location, owner_uid, owner_gid, mode, state, persistence,
            lease_count, unlinked, created, sealed, creator_pid, attrs, retention, numa_node,
-           replicas, sync_state, generation, fill_failure, usage, placement] = s;
+           replicas, sync_state, generation, fill_failure, usage, placement, holders] = s;
     return std::tie(name, id, size, location, owner_uid, owner_gid, mode, state,
                     persistence, lease_count, unlinked, created, sealed, creator_pid, attrs,
                     retention, numa_node, replicas, sync_state, generation, fill_failure,
-                    usage, placement);
+                    usage, placement, holders);
+  }
+};
+template <>
+struct Fields<broker::LeaseHolder> {
+  static auto Of(auto& s) {
+    auto& [session, pid, uid, command, location, access, leases, since] = s;
+    return std::tie(session, pid, uid, command, location, access, leases, since);
+  }
+};
+template <>
+struct Fields<broker::LeaseHolders> {
+  static auto Of(auto& s) {
+    auto& [listed, unlisted_leases, other_users_leases] = s;
+    return std::tie(listed, unlisted_leases, other_users_leases);
   }
 };
 template <>
@@ -267,6 +281,26 @@ TEST(ConvertTest, EveryBufferFieldIsSent) {
   // Placement comes from another part of the daemon (not yet wired here).
   ExpectEveryFieldCrosses<v1::BufferInfo, broker::BufferInfo>(nullptr, nullptr,
                                                               {"placement"});
+}
+
+TEST(ConvertTest, EveryLeaseHolderFieldIsSent) {
+  ExpectEveryFieldCrosses<v1::LeaseHolders, broker::LeaseHolders>();
+  ExpectEveryFieldCrosses<v1::LeaseHolder, broker::LeaseHolder>(
+      nullptr, [](const broker::LeaseHolder& holder, v1::LeaseHolder* out) {
+        broker::LeaseHolders holders;
+        holders.listed.push_back(holder);
+        v1::LeaseHolders sent;
+        ToProto(holders, &sent);
+        *out = sent.listed(0);
+      });
+}
+
+// Holders are Stat's: a List or a Lease, which carry none, leave the
+// message unset rather than send an empty one per buffer.
+TEST(ConvertTest, ABufferWithoutHoldersSendsNoHoldersMessage) {
+  v1::BufferInfo sent;
+  ToProto(broker::BufferInfo{}, &sent);
+  EXPECT_FALSE(sent.has_holders());
 }
 
 TEST(ConvertTest, EveryRecommendationFieldCrosses) {
