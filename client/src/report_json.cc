@@ -29,6 +29,15 @@ std::string TransferStateName(TransferState state) {
   return "unknown";
 }
 
+std::string PriorityName(Priority priority) {
+  switch (priority) {
+    case Priority::kCritical: return "critical";
+    case Priority::kNormal: return "normal";
+    case Priority::kBackground: return "background";
+  }
+  return "unknown";
+}
+
 std::int64_t UnixNanos(absl::Time time) { return absl::ToUnixNanos(time); }
 
 Json BufferJson(const BufferInfo& info) {
@@ -160,6 +169,18 @@ Json TransferProgressJson(const TransferProgress& progress) {
   json["error_code"] = static_cast<int>(progress.status.code());
   json["error_message"] = std::string(progress.status.message());
   json["elapsed_ns"] = absl::ToInt64Nanoseconds(progress.elapsed);
+  return json;
+}
+
+Json TransferInfoJson(const TransferInfo& transfer) { return TableJson(transfer); }
+
+Json TransferListJson(const TransferList& list) {
+  Json json;
+  json["transfers"] = Json::array();
+  for (const TransferInfo& transfer : list.transfers) {
+    json["transfers"].push_back(TransferInfoJson(transfer));
+  }
+  json["omitted"] = list.omitted;
   return json;
 }
 
