@@ -22,8 +22,8 @@
 // report_json.cc: BufferInfo (mode, state, sealed, attrs, replicas, usage,
 // holders),
 // BufferUsage (maps), TransferProgress (its id and status are named
-// otherwise in the protocol), LeakReport, TransferList, TrimmedPool and DaemonStats
-// (records of records; their scalars a few lines each).
+// otherwise in the protocol), LeakReport, TransferList, TrimmedPool and
+// DaemonStats (records of records; their scalars a few lines each).
 //
 // Tables of constants; thread-safe.
 
