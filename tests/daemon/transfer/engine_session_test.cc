@@ -222,6 +222,8 @@ TEST_F(EngineFailureTest, ListShowsAUidsUnfinishedTransfersOldestFirstAndBounded
   FakeDevices devices(1);
   auto engine = StartEngine(devices, SmallOptions(), clock);
   devices.states[0]->Hang();
+  // A failed assertion must not leave the engine's lane hung.
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
   TestBuffer& host = Buffer(4 * kMiB);
   TestBuffer& device = Buffer(4 * kMiB);
   TestBuffer& other = Buffer(kMiB);
@@ -289,7 +291,7 @@ TEST_F(EngineFailureTest, ListShowsAUidsUnfinishedTransfersOldestFirstAndBounded
   EXPECT_EQ(bounded.transfers[1].progress.id, queued);
   EXPECT_EQ(bounded.omitted, 1u);
 
-  devices.states[0]->Release();
+  std::move(release).Invoke();
   EXPECT_EQ(WaitEnd(*engine, 5, running).state, TransferState::kDone);
   EXPECT_EQ(WaitEnd(*engine, 5, queued).state, TransferState::kDone);
   EXPECT_EQ(WaitEnd(*engine, 6, theirs).state, TransferState::kDone);
