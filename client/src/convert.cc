@@ -154,12 +154,7 @@ TransferInfo FromProto(const v1::TransferInfo& transfer) {
 }
 
 TransferList FromProto(const v1::ListTransfersReply& reply) {
-  TransferList list;
-  for (const v1::TransferInfo& transfer : reply.transfers()) {
-    list.transfers.push_back(FromProto(transfer));
-  }
-  list.omitted = reply.omitted();
-  return list;
+  return FromTable<TransferList>(reply);
 }
 
 v1::TransferPriority ToProto(Priority priority) {

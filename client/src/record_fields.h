@@ -22,8 +22,8 @@
 // report_json.cc: BufferInfo (mode, state, sealed, attrs, replicas, usage,
 // holders),
 // BufferUsage (maps), TransferProgress (its id and status are named
-// otherwise in the protocol), LeakReport, TransferList, TrimmedPool and
-// DaemonStats (records of records; their scalars a few lines each).
+// otherwise in the protocol), LeakReport, TrimmedPool and DaemonStats
+// (records of records; their scalars a few lines each).
 //
 // Tables of constants; thread-safe.
 
@@ -417,6 +417,19 @@ struct RecordTable<TransferInfo> {
              [](const Message& transfer) { return static_cast<pid_t>(transfer.pid()); }),
       Plain("uid", &R::uid, &Message::uid),
       Plain("command", &R::command, &Message::command),
+  };
+};
+
+template <>
+struct RecordTable<TransferList> {
+  using R = TransferList;
+  using Message = v1::ListTransfersReply;
+  static constexpr auto kFields = std::tuple{
+      ByHand(
+          "transfers", &R::transfers,
+          [](const Message& reply) { return FromTables<TransferInfo>(reply.transfers()); },
+          TablesJson<TransferInfo>),
+      Plain("omitted", &R::omitted, &Message::omitted),
   };
 };
 

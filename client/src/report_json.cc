@@ -174,15 +174,7 @@ Json TransferProgressJson(const TransferProgress& progress) {
 
 Json TransferInfoJson(const TransferInfo& transfer) { return TableJson(transfer); }
 
-Json TransferListJson(const TransferList& list) {
-  Json json;
-  json["transfers"] = Json::array();
-  for (const TransferInfo& transfer : list.transfers) {
-    json["transfers"].push_back(TransferInfoJson(transfer));
-  }
-  json["omitted"] = list.omitted;
-  return json;
-}
+Json TransferListJson(const TransferList& list) { return TableJson(list); }
 
 std::string DumpJson(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);

@@ -86,7 +86,8 @@ Json TransferProgressJson(const TransferProgress& progress);
 // priority (PriorityName), source_name, ..., age_ns, session_id, pid, uid,
 // command).
 Json TransferInfoJson(const TransferInfo& transfer);
-// Fields: transfers[] (TransferInfoJson), omitted.
+// Fields: RecordTable<TransferList>'s (transfers[] (TransferInfoJson),
+// omitted).
 Json TransferListJson(const TransferList& list);
 
 // `json` on one line, UTF-8. Bytes that are not UTF-8 (a process's command

@@ -83,13 +83,6 @@ struct Fields<LeaksOptions> {
   }
 };
 template <>
-struct Fields<TransferList> {
-  static auto Of(auto& s) {
-    auto& [transfers, omitted] = s;
-    return std::tie(transfers, omitted);
-  }
-};
-template <>
 struct Fields<LeakReport> {
   static auto Of(auto& s) {
     auto& [leaks, omitted] = s;

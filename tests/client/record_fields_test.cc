@@ -228,6 +228,11 @@ TEST(RecordFieldsTest, TransferInfoTableIsWhole) {
       [](const v1::TransferInfo& transfer) { return FromProto(transfer); }, TransferInfoJson);
 }
 
+TEST(RecordFieldsTest, TransferListTableIsWhole) {
+  ExpectTableIsWhole<TransferList>(
+      [](const v1::ListTransfersReply& reply) { return FromProto(reply); }, TransferListJson);
+}
+
 TEST(RecordFieldsTest, LeakTableIsWhole) {
   ExpectTableIsWhole<Leak>([](const v1::Leak& leak) { return FromProto(leak); }, LeakJson);
 }
