@@ -503,6 +503,16 @@ absl::StatusOr<std::vector<SessionInfo>> Client::Sessions() {
   return sessions;
 }
 
+absl::StatusOr<TransferList> Client::Transfers() {
+  v1::ListTransfersReply reply;
+  if (absl::Status status = Call(*core_, &v1::Memd::Stub::ListTransfers,
+                                 v1::ListTransfersRequest(), &reply);
+      !status.ok()) {
+    return status;
+  }
+  return internal::FromProto(reply);
+}
+
 absl::StatusOr<std::vector<TrimmedPool>> Client::Trim(std::string_view location) {
   v1::TrimRequest request;
   request.set_location(std::string(location));

@@ -141,6 +141,22 @@ TransferProgress FromProto(const v1::TransferProgress& progress) {
   return out;
 }
 
+Priority FromProto(v1::TransferPriority priority) {
+  switch (priority) {
+    case v1::PRIORITY_CRITICAL: return Priority::kCritical;
+    case v1::PRIORITY_BACKGROUND: return Priority::kBackground;
+    default: return Priority::kNormal;  // As the daemon treats unspecified.
+  }
+}
+
+TransferInfo FromProto(const v1::TransferInfo& transfer) {
+  return FromTable<TransferInfo>(transfer);
+}
+
+TransferList FromProto(const v1::ListTransfersReply& reply) {
+  return FromTable<TransferList>(reply);
+}
+
 v1::TransferPriority ToProto(Priority priority) {
   switch (priority) {
     case Priority::kCritical: return v1::PRIORITY_CRITICAL;

@@ -6,7 +6,8 @@
 // else (tests/client/convert_test.cc fails when a field of either side has
 // no counterpart). The records with a field table (client/src/
 // record_fields.h: pools, size classes, devices, transfer and durability
-// statistics, memory waits, usage, sessions, replicas, advice, leaks) are
+// statistics, memory waits, usage, sessions, replicas, advice, leaks,
+// listed transfers) are
 // read by walking it; the rest field by field.
 
 #include "memd/client.h"
@@ -28,6 +29,9 @@ UidUsage FromProto(const v1::UidUsage& usage);
 TransferStats FromProto(const v1::TransferStats& stats);
 DurabilityStats FromProto(const v1::DurabilityStats& durability);
 TransferProgress FromProto(const v1::TransferProgress& progress);
+TransferInfo FromProto(const v1::TransferInfo& transfer);
+TransferList FromProto(const v1::ListTransfersReply& reply);
+Priority FromProto(v1::TransferPriority priority);
 
 v1::TransferPriority ToProto(Priority priority);
 

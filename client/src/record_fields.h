@@ -383,4 +383,54 @@ struct RecordTable<Leak> {
   };
 };
 
+// The progress and the priority are read by convert.cc's own readers.
+TransferProgress FromProto(const v1::TransferProgress& progress);
+Priority FromProto(v1::TransferPriority priority);
+
+template <>
+struct RecordTable<TransferInfo> {
+  using R = TransferInfo;
+  using Message = v1::TransferInfo;
+  static constexpr auto kFields = std::tuple{
+      ByHand(
+          "progress", &R::progress,
+          [](const Message& transfer) { return FromProto(transfer.progress()); },
+          [](const TransferProgress& progress) { return TransferProgressJson(progress); }),
+      ByHand(
+          "priority", &R::priority,
+          [](const Message& transfer) { return FromProto(transfer.priority()); },
+          [](Priority priority) { return PriorityName(priority); }),
+      Plain("source_name", &R::source_name, &Message::source_name),
+      Plain("source_location", &R::source_location, &Message::source_location),
+      Plain("source_offset", &R::source_offset, &Message::source_offset),
+      Plain("destination_name", &R::destination_name, &Message::destination_name),
+      Plain("destination_location", &R::destination_location,
+            &Message::destination_location),
+      Plain("destination_offset", &R::destination_offset, &Message::destination_offset),
+      ByHand(
+          "age_ns", &R::age,
+          [](const Message& transfer) { return absl::Nanoseconds(transfer.age_ns()); },
+          [](absl::Duration age) { return absl::ToInt64Nanoseconds(age); }),
+      Plain("session_id", &R::session_id, &Message::session_id),
+      // pid_t is signed; the protocol's pid is not.
+      ByHand("pid", &R::pid,
+             [](const Message& transfer) { return static_cast<pid_t>(transfer.pid()); }),
+      Plain("uid", &R::uid, &Message::uid),
+      Plain("command", &R::command, &Message::command),
+  };
+};
+
+template <>
+struct RecordTable<TransferList> {
+  using R = TransferList;
+  using Message = v1::ListTransfersReply;
+  static constexpr auto kFields = std::tuple{
+      ByHand(
+          "transfers", &R::transfers,
+          [](const Message& reply) { return FromTables<TransferInfo>(reply.transfers()); },
+          TablesJson<TransferInfo>),
+      Plain("omitted", &R::omitted, &Message::omitted),
+  };
+};
+
 }  // namespace memd::internal

@@ -29,6 +29,15 @@ std::string TransferStateName(TransferState state) {
   return "unknown";
 }
 
+std::string PriorityName(Priority priority) {
+  switch (priority) {
+    case Priority::kCritical: return "critical";
+    case Priority::kNormal: return "normal";
+    case Priority::kBackground: return "background";
+  }
+  return "unknown";
+}
+
 std::int64_t UnixNanos(absl::Time time) { return absl::ToUnixNanos(time); }
 
 Json BufferJson(const BufferInfo& info) {
@@ -162,6 +171,10 @@ Json TransferProgressJson(const TransferProgress& progress) {
   json["elapsed_ns"] = absl::ToInt64Nanoseconds(progress.elapsed);
   return json;
 }
+
+Json TransferInfoJson(const TransferInfo& transfer) { return TableJson(transfer); }
+
+Json TransferListJson(const TransferList& list) { return TableJson(list); }
 
 std::string DumpJson(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);

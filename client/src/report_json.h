@@ -33,6 +33,8 @@ std::string StateName(BufferState state);
 std::string PersistenceName(Persistence persistence);
 // "queued", "running", "done", "failed", "cancelled".
 std::string TransferStateName(TransferState state);
+// "critical", "normal", "background".
+std::string PriorityName(Priority priority);
 // Nanoseconds since the Unix epoch, as the protocol counts them.
 std::int64_t UnixNanos(absl::Time time);
 
@@ -79,6 +81,14 @@ Json TrimmedPoolJson(const TrimmedPool& pool);
 // direction, path, device, retries, error_code (the status code's number,
 // 0 when OK), error_message ("" when OK), elapsed_ns.
 Json TransferProgressJson(const TransferProgress& progress);
+
+// Fields: RecordTable<TransferInfo>'s (progress (TransferProgressJson),
+// priority (PriorityName), source_name, ..., age_ns, session_id, pid, uid,
+// command).
+Json TransferInfoJson(const TransferInfo& transfer);
+// Fields: RecordTable<TransferList>'s (transfers[] (TransferInfoJson),
+// omitted).
+Json TransferListJson(const TransferList& list);
 
 // `json` on one line, UTF-8. Bytes that are not UTF-8 (a process's command
 // line may hold any) become U+FFFD instead of an exception, so the text is

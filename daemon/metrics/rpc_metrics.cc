@@ -16,7 +16,7 @@ const prometheus::Histogram::BucketBoundaries& Buckets() {
 constexpr const char* kMethods[] = {
     "Create", "Open", "OpenOrCreate", "Seal", "Release", "Unlink", "List",
     "Stat",   "Stats", "ListSessions", "Usage", "Trim", "Ping", "Copy",
-    "WaitTransfer", "CancelTransfer", "Reclaim"};
+    "WaitTransfer", "CancelTransfer", "Reclaim", "ListTransfers"};
 
 }  // namespace
 

@@ -277,6 +277,29 @@ void ToProto(const transfer::TransferProgress& progress, absl::Time now,
   }
 }
 
+v1::TransferPriority ToProto(transfer::Priority priority) {
+  switch (priority) {
+    case transfer::Priority::kCritical: return v1::PRIORITY_CRITICAL;
+    case transfer::Priority::kNormal: return v1::PRIORITY_NORMAL;
+    case transfer::Priority::kBackground: return v1::PRIORITY_BACKGROUND;
+  }
+  return v1::PRIORITY_UNSPECIFIED;
+}
+
+void ToProto(const transfer::ListedTransfer& listed, absl::Time now, v1::TransferInfo* out) {
+  ToProto(listed.progress, now, out->mutable_progress());
+  out->set_priority(ToProto(listed.progress.priority));
+  out->set_source_name(listed.source_name);
+  out->set_source_location(listed.source_location);
+  out->set_source_offset(listed.source_offset);
+  out->set_destination_name(listed.destination_name);
+  out->set_destination_location(listed.destination_location);
+  out->set_destination_offset(listed.destination_offset);
+  out->set_age_ns(absl::ToInt64Nanoseconds(listed.age));
+  out->set_session_id(listed.session);
+  out->set_uid(listed.uid);
+}
+
 void ToProto(const transfer::EngineStats& stats, v1::TransferStats* out) {
   out->set_active(stats.active_transfers);
   out->set_active_bytes(stats.active_bytes);

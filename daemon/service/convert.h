@@ -48,6 +48,11 @@ void ToProto(const transfer::DeviceStats& device, v1::DeviceInfo* out);
 // it runs. The priority and the submission time stay in the daemon.
 void ToProto(const transfer::TransferProgress& progress, absl::Time now,
              v1::TransferProgress* out);
+// An unfinished transfer as ListTransfers shows it, its progress as of
+// `now` (the listing's). The owner's pid and command are the session's
+// (the handler adds them).
+void ToProto(const transfer::ListedTransfer& listed, absl::Time now, v1::TransferInfo* out);
+v1::TransferPriority ToProto(transfer::Priority priority);
 // The engine's counters, summed over directions, devices and reasons.
 void ToProto(const transfer::EngineStats& stats, v1::TransferStats* out);
 

@@ -33,6 +33,8 @@ struct DaemonInfo {
 };
 
 inline constexpr char kSessionMetadataKey[] = "memd-session";
+// The most transfers one ListTransfers reply carries (it says how many more).
+inline constexpr std::size_t kMaxListedTransfers = 1000;
 // The longest an Open may wait for a seal.
 inline constexpr absl::Duration kMaxOpenWait = absl::Hours(24);
 
@@ -149,6 +151,11 @@ class MemdService final : public v1::Memd::CallbackService {
   grpc::ServerUnaryReactor* CancelTransfer(grpc::CallbackServerContext* context,
                                            const v1::CancelTransferRequest* request,
                                            v1::TransferProgress* reply) override;
+  // Transfers queued or running: the caller's uid's, every uid's for root
+  // (transfer_calls.cc).
+  grpc::ServerUnaryReactor* ListTransfers(grpc::CallbackServerContext* context,
+                                          const v1::ListTransfersRequest* request,
+                                          v1::ListTransfersReply* reply) override;
 
  private:
   class WaitingCall;

@@ -17,6 +17,8 @@ transfer::Endpoint EndpointOf(broker::CopyEnd end) {
   endpoint.pin = std::move(end.pin);
   endpoint.buffer_id = end.buffer.id;
   endpoint.offset = end.offset;
+  endpoint.name = std::move(end.buffer.name);
+  endpoint.location = end.buffer.location.ToString();
   return endpoint;
 }
 

@@ -1,8 +1,9 @@
-// MemdService's transfer calls: Copy, WaitTransfer and CancelTransfer, in
-// gRPC's terms; CopyDesk does the work.
+// MemdService's transfer calls: Copy, WaitTransfer, CancelTransfer and
+// ListTransfers, in gRPC's terms; CopyDesk does the work.
 
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "daemon/service/convert.h"
@@ -42,6 +43,38 @@ void MemdService::TransferStatsInto(std::optional<uid_t> only, v1::StatsReply* r
       if (engine_device.device == device.ordinal()) ToProto(engine_device, &device);
     }
   }
+}
+
+grpc::ServerUnaryReactor* MemdService::ListTransfers(
+    grpc::CallbackServerContext* context, const v1::ListTransfersRequest* request,
+    v1::ListTransfersReply* reply) {
+  return Respond(context, "ListTransfers", [&]() -> absl::Status {
+    MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
+    absl::StatusOr<transfer::Engine*> engine = copies_.engine();
+    if (!engine.ok()) return absl::OkStatus();  // No engine runs no copies.
+    // Root sees every uid's copies, anyone else its own: the names, sizes
+    // and progress of another user's copies are that user's business
+    // (docs/security.md).
+    const uid_t uid = session->peer().uid;
+    const transfer::TransferListing listing =
+        (*engine)->List(uid == 0 ? std::nullopt : std::optional<uid_t>(uid), kMaxListedTransfers);
+    // Who runs them: the same uid's sessions (every session for root).
+    MEMD_ASSIGN_OR_RETURN(std::vector<broker::SessionInfo> sessions,
+                          broker_.Sessions(session->id()));
+    absl::flat_hash_map<broker::SessionId, const broker::SessionInfo*> owners;
+    for (const broker::SessionInfo& owner : sessions) owners.emplace(owner.id, &owner);
+    for (const transfer::ListedTransfer& listed : listing.transfers) {
+      v1::TransferInfo* out = reply->add_transfers();
+      ToProto(listed, listing.now, out);
+      // A session that ended meanwhile shows no process.
+      if (auto owner = owners.find(listed.session); owner != owners.end()) {
+        out->set_pid(static_cast<std::uint32_t>(owner->second->pid));
+        out->set_command(owner->second->command);
+      }
+    }
+    reply->set_omitted(listing.omitted);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* MemdService::Copy(grpc::CallbackServerContext* context,

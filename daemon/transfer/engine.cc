@@ -157,6 +157,10 @@ std::vector<TransferId> Engine::WritersOf(SessionId session, std::uint64_t buffe
   return impl_->core().WritersOf(session, buffer_id);
 }
 
+TransferListing Engine::List(std::optional<uid_t> only, std::size_t most) const {
+  return impl_->core().List(only, most);
+}
+
 EngineStats Engine::Stats() const { return impl_->core().Stats(); }
 
 TransferActivity Engine::UidActivity(uid_t uid) const { return impl_->core().UidActivity(uid); }

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,12 @@ class Engine {
   // The session's transfers that may still write `buffer_id`: unfinished,
   // or ended with chunks still on a device. By id.
   std::vector<TransferId> WritersOf(SessionId session, std::uint64_t buffer_id) const;
+
+  // The unfinished transfers of `only` (every uid's when unset), oldest
+  // first, at most `most` of them, and how many more there are. A snapshot
+  // taken under the engine's mutex in one pass over the lanes' transfers;
+  // what it copies out is sorted and formatted after the mutex.
+  TransferListing List(std::optional<uid_t> only, std::size_t most) const;
 
   EngineStats Stats() const;
   // What `uid` has unfinished now, all its sessions together (what

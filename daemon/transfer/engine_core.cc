@@ -484,6 +484,50 @@ TransferActivity EngineCore::UidActivity(uid_t uid) const {
   return admission_.uid_activity(uid);
 }
 
+TransferListing EngineCore::List(std::optional<uid_t> only, std::size_t most) const {
+  // Under the mutex only what changes (the progress) and a reference to
+  // what does not: the endpoints' names, locations and offsets are fixed at
+  // Submit (letting go moves only their hold, pin and callback).
+  std::vector<std::pair<RecordPtr, TransferProgress>> unfinished;
+  absl::Time now;
+  {
+    absl::MutexLock lock(&mu_);
+    now = clock_.Now();
+    for (const Scheduler& scheduler : schedulers_) {
+      for (const RecordPtr& record : scheduler.records()) {
+        if (record->terminal() || (only.has_value() && record->uid != *only)) continue;
+        unfinished.emplace_back(record, record->progress);
+      }
+    }
+  }
+  const auto older = [](const auto& a, const auto& b) {
+    return std::pair(a.second.submitted, a.second.id) < std::pair(b.second.submitted, b.second.id);
+  };
+  TransferListing listing;
+  listing.now = now;
+  if (unfinished.size() > most) {
+    listing.omitted = unfinished.size() - most;
+    std::nth_element(unfinished.begin(), unfinished.begin() + static_cast<std::ptrdiff_t>(most),
+                     unfinished.end(), older);
+    unfinished.resize(most);
+  }
+  std::sort(unfinished.begin(), unfinished.end(), older);
+  for (auto& [record, progress] : unfinished) {
+    ListedTransfer& listed = listing.transfers.emplace_back();
+    listed.progress = std::move(progress);
+    listed.session = record->session;
+    listed.uid = record->uid;
+    listed.source_name = record->source.name;
+    listed.source_location = record->source.location;
+    listed.source_offset = record->source.offset;
+    listed.destination_name = record->destination.name;
+    listed.destination_location = record->destination.location;
+    listed.destination_offset = record->destination.offset;
+    listed.age = now - listed.progress.submitted;
+  }
+  return listing;
+}
+
 EngineStats EngineCore::Stats() const {
   EngineStats stats;
   {

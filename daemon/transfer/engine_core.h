@@ -72,6 +72,7 @@ class EngineCore {
   void CancelAll(FailureReason reason);
   void CancelWritesTo(std::uint64_t buffer_id);
   std::vector<TransferId> WritersOf(SessionId session, std::uint64_t buffer_id) const;
+  TransferListing List(std::optional<uid_t> only, std::size_t most) const;
   EngineStats Stats() const;
   TransferActivity UidActivity(uid_t uid) const;
   void SetMaxSessionWatches(int most);

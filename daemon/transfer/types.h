@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -79,6 +81,10 @@ struct Endpoint {
   // writing what the other reads or writes) run in submission order.
   std::uint64_t buffer_id = 0;
   std::uint64_t offset = 0;
+  // Only for listings (Engine::List): the buffer's name and the location
+  // of the copy of it read or written ("host", "device:0"); may be empty.
+  std::string name;
+  std::string location;
 };
 
 struct TransferSpec {
@@ -124,6 +130,27 @@ struct TransferProgress {
     return state == TransferState::kDone || state == TransferState::kFailed ||
            state == TransferState::kCancelled;
   }
+};
+
+// An unfinished transfer as Engine::List shows it.
+struct ListedTransfer {
+  TransferProgress progress;  // kQueued or kRunning.
+  SessionId session = 0;
+  uid_t uid = 0;
+  // Endpoint::name, location and offset of each side.
+  std::string source_name;
+  std::string source_location;
+  std::uint64_t source_offset = 0;
+  std::string destination_name;
+  std::string destination_location;
+  std::uint64_t destination_offset = 0;
+  absl::Duration age;  // Since Submit, by the engine's clock.
+};
+
+struct TransferListing {
+  std::vector<ListedTransfer> transfers;  // Oldest first.
+  std::uint64_t omitted = 0;              // Unfinished ones past the most asked for.
+  absl::Time now;  // The engine's clock when it was taken.
 };
 
 }  // namespace memd::transfer

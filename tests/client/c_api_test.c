@@ -869,6 +869,15 @@ static void reports_as_json(memd_client* client) {
                  (long)geteuid()));
   memd_string_free(json);
 
+  /* No copy runs: the list is empty, and says none were left out. */
+  OK(memd_transfers_json(client, &json, &error));
+  CHECK(strcmp(json, "{\"transfers\":[],\"omitted\":0}") == 0);
+  memd_string_free(json);
+  json = NULL;
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_transfers_json(client, NULL, &error));
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "client is NULL", memd_transfers_json(NULL, &json, &error));
+  CHECK(json == NULL);
+
   /* The daemon runs as this user, who may trim. */
   OK(memd_trim_json(client, NULL, &json, &error));
   CHECK(json_has(json, "{\"location\":\"host\",\"released_bytes\":"));

@@ -60,6 +60,21 @@ TEST(ConvertTest, EveryTransferProgressFieldArrives) {
   ExpectEveryFieldArrives<v1::TransferProgress>();
 }
 
+TEST(ConvertTest, EveryListedTransferFieldArrives) {
+  ExpectEveryFieldArrives<v1::TransferInfo>();
+  ExpectEveryFieldArrives<v1::ListTransfersReply>();
+}
+
+TEST(ConvertTest, ListedTransfersNameTheirPriority) {
+  v1::TransferInfo transfer;
+  transfer.set_priority(v1::PRIORITY_BACKGROUND);
+  EXPECT_EQ(FromProto(transfer).priority, Priority::kBackground);
+  transfer.set_priority(v1::PRIORITY_CRITICAL);
+  EXPECT_EQ(FromProto(transfer).priority, Priority::kCritical);
+  transfer.set_priority(v1::PRIORITY_UNSPECIFIED);
+  EXPECT_EQ(FromProto(transfer).priority, Priority::kNormal) << "as the daemon treats it";
+}
+
 TEST(ConvertTest, ADeviceWithoutAnErrorIsHealthy) {
   v1::DeviceInfo device;
   EXPECT_TRUE(FromProto(device).healthy);

@@ -223,6 +223,16 @@ TEST(RecordFieldsTest, RecommendationTableIsWhole) {
       RecommendationJson);
 }
 
+TEST(RecordFieldsTest, TransferInfoTableIsWhole) {
+  ExpectTableIsWhole<TransferInfo>(
+      [](const v1::TransferInfo& transfer) { return FromProto(transfer); }, TransferInfoJson);
+}
+
+TEST(RecordFieldsTest, TransferListTableIsWhole) {
+  ExpectTableIsWhole<TransferList>(
+      [](const v1::ListTransfersReply& reply) { return FromProto(reply); }, TransferListJson);
+}
+
 TEST(RecordFieldsTest, LeakTableIsWhole) {
   ExpectTableIsWhole<Leak>([](const v1::Leak& leak) { return FromProto(leak); }, LeakJson);
 }

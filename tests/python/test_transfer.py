@@ -24,6 +24,19 @@ def test_host_to_host_copy(client, name):
         assert f"id={transfer.id}" in repr(transfer)
 
 
+def test_transfers_lists_no_copy_that_ended(client, name):
+    """Client.transfers() through memd_transfers_json (issue 29): the copies
+    queued or running; one waited for is gone. (memctl_device_test and
+    what_others_learn_test hold copies running to check what shows.)"""
+    with client.create(f"{name}/a", 4096) as a, client.create(f"{name}/b", 4096) as b:
+        transfer = client.copy(a, b)
+        assert transfer.wait(timeout=30) is None
+        listed = client.transfers()
+        assert isinstance(listed, memd.TransferList) and listed.omitted == 0
+        assert transfer.id not in [t.progress.id for t in listed.transfers]
+        assert all(isinstance(t, memd.TransferInfo) for t in listed.transfers)
+
+
 def test_partial_copy_with_offsets(client, name):
     with client.create(f"{name}/a", 8192) as a, client.create(f"{name}/b", 8192) as b:
         np.asarray(a)[:] = 9

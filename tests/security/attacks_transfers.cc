@@ -1,12 +1,16 @@
 // Attack steps on other sessions' transfers and leases through the copy
-// calls (tests/security/transfer_privacy_test.cc).
+// calls (tests/security/transfer_privacy_test.cc), and what listing them
+// shows (tests/security/what_others_learn_test.cc).
 
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "memd/v1/memd.grpc.pb.h"
 #include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
+#define MEMD_HOSTILE_SIDE_ONLY
+#include "tests/security/held_attack.h"
 #include "tests/support/raw_session.h"
 
 namespace memd::hostile {
@@ -69,6 +73,46 @@ MEMD_ATTACK(copy_leases,
                 static_cast<int>(stolen.error_code()), static_cast<int>(planted.error_code()));
   }
   return 0;
+}
+
+MEMD_ATTACK(list_transfers,
+            "PREFIX GATE: creates PREFIX/src (32 MiB, host) and PREFIX/dst (32 MiB, "
+            "device:0), copies the one into the other, and reports at GATE what "
+            "ListTransfers shows it then: a line 'transfer ID SOURCE@LOCATION -> "
+            "DESTINATION@LOCATION uid UID' per copy, then 'omitted N'; holds its "
+            "session (and so the copy) until released") {
+  if (args.size() != 2) return 2;
+  auto session = StepSession();
+  if (!session) return 1;
+  constexpr std::uint64_t kBytes = std::uint64_t{32} << 20;
+  const RawCalls calls(*session);
+  v1::Lease source;
+  v1::Lease destination;
+  std::uint64_t transfer = 0;
+  for (grpc::Status step : {calls.Create(args[0] + "/src", kBytes, "host", &source),
+                            calls.Create(args[0] + "/dst", kBytes, "device:0", &destination),
+                            calls.Copy(source.lease_id(), destination.lease_id(), kBytes,
+                                       &transfer)}) {
+    if (!step.ok()) {
+      std::fprintf(stderr, "%s\n", Refusal(step).c_str());
+      return 1;
+    }
+  }
+  v1::ListTransfersReply listed;
+  if (grpc::Status got = session->Call(&v1::Memd::Stub::ListTransfers,
+                                       v1::ListTransfersRequest(), &listed);
+      !got.ok()) {
+    std::fprintf(stderr, "%s\n", Refusal(got).c_str());
+    return 1;
+  }
+  std::string report;
+  for (const v1::TransferInfo& info : listed.transfers()) {
+    absl::StrAppend(&report, "transfer ", info.progress().transfer_id(), " ", info.source_name(),
+                    "@", info.source_location(), " -> ", info.destination_name(), "@",
+                    info.destination_location(), " uid ", info.uid(), "\n");
+  }
+  absl::StrAppend(&report, "omitted ", listed.omitted(), "\n");
+  return test::HoldAtGate(args[1], report) ? 0 : 3;
 }
 
 }  // namespace memd::hostile

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/security/held_attack.h"
 #include "tests/security/slow_copies.h"
 #include "tests/support/hostile.h"
 
@@ -137,6 +138,41 @@ TEST_F(WhatOthersLearnTest, UnlinkedBuffersListOnlyToThoseWhoCouldReadThem) {
   }
   EXPECT_THAT(AsMallory({"list_unlinked", "owner/"}),
               ElementsAre("owner/public unlinked leases 1"));
+}
+
+// Issue 29: ListTransfers shows a uid its own copies only, with their
+// names; root sees every uid's, with whose they are. The owner's copy takes
+// seconds on the slow link and mallory's holds with her session, so both
+// are unfinished while each looks.
+TEST_F(WhatOthersLearnTest, ListTransfersShowsAUidItsOwnCopiesAndRootEveryones) {
+  StartSlowDaemon();
+  RawSession owner = Session();
+  v1::Lease source = Create(owner, "owner/secret-src", 64 * kMiB);
+  v1::Lease device = Create(owner, "owner/secret-dst", 64 * kMiB, "device:0");
+  const std::uint64_t owners = Copy(owner, source.lease_id(), device.lease_id(), 64 * kMiB);
+
+  test::HeldAttack attack(kMallory, config_.socket_dir, {"list_transfers", "mallory"},
+                          Gate("gate"));
+  const std::string report = attack.Report();
+  const std::vector<std::string> lines = absl::StrSplit(report, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << report << Describe(attack.Release());
+  EXPECT_THAT(lines[0], ::testing::MatchesRegex(
+                            "transfer [0-9]+ mallory/src@host -> mallory/dst@device:0 uid 61003"));
+  EXPECT_EQ(lines[1], "omitted 0");
+  for (const std::string& detail : {std::string("owner/"), std::to_string(owners)}) {
+    EXPECT_THAT(report, Not(HasSubstr(detail))) << "of another uid's copy";
+  }
+
+  v1::ListTransfersReply all;
+  ASSERT_TRUE(owner.Call(&v1::Memd::Stub::ListTransfers, v1::ListTransfersRequest(), &all).ok());
+  std::vector<std::string> seen;
+  for (const v1::TransferInfo& info : all.transfers()) {
+    seen.push_back(absl::StrCat(info.source_name(), " uid ", info.uid(),
+                                info.pid() > 0 ? " with a pid" : " without a pid"));
+  }
+  EXPECT_THAT(seen, ::testing::UnorderedElementsAre("owner/secret-src uid 0 with a pid",
+                                                    "mallory/src uid 61003 with a pid"));
+  EXPECT_EQ(attack.Release().exit_code, 0);
 }
 
 TEST_F(WhatOthersLearnTest, IdsSayNothingOfHowManyOthersTookMeanwhile) {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -649,6 +650,92 @@ TEST_F(MemctlDeviceTest, ALongCopyShowsAProgressBarOnATerminalAndClearsIt) {
       << seen;
   // The result line comes after the bar was erased.
   EXPECT_THAT(seen.substr(seen.rfind("\033[K")), HasSubstr("put bar: 24 MiB")) << seen;
+}
+
+// Issue 29: memctl transfers lists the copies queued or running, with their
+// buffers, progress and session; a copy that ended is gone. The first copy
+// takes seconds on the slow link (it is cancelled, not waited for); the
+// second writes what the first writes, so it stays queued behind it.
+TEST_F(MemctlDeviceTest, TransfersListsQueuedAndRunningCopiesUntilTheyEnd) {
+  StartDaemon(kSlowLink);
+  constexpr std::uint64_t kMiB = 1 << 20;
+  // This process maps the device buffer it copies into: with the fake too.
+  ::setenv("MEMD_CUDA_DRIVER", MEMD_FAKE_CUDA_PATH, 1);
+  absl::Cleanup unset = [] { ::unsetenv("MEMD_CUDA_DRIVER"); };
+  auto source = client_->Create("moving/src", 256 * kMiB);
+  auto destination =
+      client_->Create("moving/dst", 256 * kMiB, {.location = "device:0"});
+  ASSERT_TRUE(source.ok() && destination.ok()) << source.status() << destination.status();
+  auto running = client_->Copy({.buffer = &*source}, {.buffer = &*destination});
+  ASSERT_TRUE(running.ok()) << running.status();
+  auto queued = client_->Copy({.buffer = &*source, .offset = kMiB, .length = 4 * kMiB},
+                              {.buffer = &*destination, .offset = 2 * kMiB, .length = 4 * kMiB},
+                              {.priority = Priority::kBackground});
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  ASSERT_TRUE(test::PollUntil([&] {
+    auto progress = running->Progress();
+    return progress.ok() && progress->state == TransferState::kRunning;
+  }));
+  auto sessions = client_->Sessions();
+  ASSERT_TRUE(sessions.ok()) << sessions.status();
+  std::string command;
+  for (const SessionInfo& session : *sessions) {
+    if (session.id == client_->session_id()) command = session.command;
+  }
+
+  ProgramResult listed = Run({"transfers", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << Describe(listed);
+  const Json json = Json::parse(listed.out);
+  EXPECT_EQ(json["omitted"], 0);
+  ASSERT_EQ(json["transfers"].size(), 2u) << listed.out;
+  std::map<std::uint64_t, Json> by_id;
+  for (const Json& transfer : json["transfers"]) by_id[transfer["progress"]["id"]] = transfer;
+  ASSERT_TRUE(by_id.contains(running->id()) && by_id.contains(queued->id())) << listed.out;
+  const Json& first = by_id[running->id()];
+  EXPECT_EQ(first["progress"]["state"], "running");
+  EXPECT_EQ(first["progress"]["bytes_total"], 256 * kMiB);
+  EXPECT_EQ(first["progress"]["direction"], "h2d");
+  EXPECT_EQ(first["progress"]["device"], 0);
+  EXPECT_EQ(first["priority"], "normal");
+  EXPECT_EQ(first["source_name"], "moving/src");
+  EXPECT_EQ(first["source_location"], "host");
+  EXPECT_EQ(first["destination_name"], "moving/dst");
+  EXPECT_EQ(first["destination_location"], "device:0");
+  EXPECT_EQ(first["session_id"], client_->session_id());
+  EXPECT_EQ(first["pid"], ::getpid());
+  EXPECT_EQ(first["uid"], ::getuid());
+  EXPECT_EQ(first["command"], command);
+  EXPECT_GE(first["age_ns"].get<std::int64_t>(), 0);
+  const Json& second = by_id[queued->id()];
+  EXPECT_EQ(second["progress"]["state"], "queued");
+  EXPECT_EQ(second["progress"]["bytes_done"], 0);
+  EXPECT_EQ(second["progress"]["bytes_total"], 4 * kMiB);
+  EXPECT_EQ(second["priority"], "background");
+  EXPECT_EQ(second["source_offset"], kMiB);
+  EXPECT_EQ(second["destination_offset"], 2 * kMiB);
+
+  ProgramResult table = Run({"transfers"});
+  ASSERT_EQ(table.exit_code, 0) << Describe(table);
+  EXPECT_THAT(table.out,
+              AllOf(HasSubstr("moving/src@host+1048576"), HasSubstr("moving/dst@device:0+2097152"),
+                    HasSubstr("moving/dst@device:0 "), HasSubstr("h2d on device:0"),
+                    HasSubstr("queued"), HasSubstr("running"), HasSubstr("background"),
+                    HasSubstr(absl::StrCat(" ", ::getpid(), " "))))
+      << table.out;
+
+  // Ended copies are gone: the queued one at once when cancelled, the
+  // running one once its chunks on the GPU are done.
+  ASSERT_TRUE(queued->Cancel().ok());
+  EXPECT_EQ(queued->Wait().code(), absl::StatusCode::kCancelled);
+  listed = Run({"transfers", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << Describe(listed);
+  ASSERT_EQ(Json::parse(listed.out)["transfers"].size(), 1u) << listed.out;
+  EXPECT_EQ(Json::parse(listed.out)["transfers"][0]["progress"]["id"], running->id());
+  ASSERT_TRUE(running->Cancel().ok());
+  EXPECT_EQ(running->Wait().code(), absl::StatusCode::kCancelled);
+  table = Run({"transfers"});
+  ASSERT_EQ(table.exit_code, 0) << Describe(table);
+  EXPECT_EQ(table.out, "no copies queued or running\n");
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace memd::memctl {
 
 enum class Command {
   kStats, kList, kInspect, kSessions, kUsage, kPut, kGet, kUnlink, kPing, kTrim,
-  kDevices, kCopy, kAdvise, kPrefetch, kDrop, kLeaks
+  kDevices, kCopy, kAdvise, kPrefetch, kDrop, kLeaks, kTransfers
 };
 
 // What the command line asked for.

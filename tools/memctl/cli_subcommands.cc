@@ -166,6 +166,20 @@ CLI::App* DeclareSessions(CLI::App& app, Invocation& invocation, OptionTexts&) {
       invocation.json);
 }
 
+CLI::App* DeclareTransfers(CLI::App& app, Invocation& invocation, OptionTexts&) {
+  return AddSubcommand(
+      app, "transfers", "List the copies queued or running in the daemon",
+      "Yours, or everyone's as root, oldest first: each copy's id, state and\n"
+      "priority, the buffers it reads and writes (NAME@LOCATION, +OFFSET when\n"
+      "the range does not start at the first byte), its direction and GPU,\n"
+      "the bytes moved so far, how long ago it was asked for, and the session\n"
+      "that started it. A copy that ended is gone from the list. At most 1000\n"
+      "are shown; the last line says how many more there are.",
+      "  memctl transfers\n"
+      "  memctl transfers --json | jq '.transfers[] | select(.progress.state == \"queued\")'\n",
+      invocation.json);
+}
+
 CLI::App* DeclareUsage(CLI::App& app, Invocation& invocation, OptionTexts&) {
   return AddSubcommand(
       app, "usage",
@@ -561,6 +575,7 @@ constexpr Subcommand kSubcommands[] = {
     {DeclareInspect, Command::kInspect},   {DeclareSessions, Command::kSessions},
     {DeclareUsage, Command::kUsage},       {DeclareAdvise, Command::kAdvise},
     {DeclareLeaks, Command::kLeaks},
+    {DeclareTransfers, Command::kTransfers},
     {DeclarePut, Command::kPut},
     {DeclareGet, Command::kGet},           {DeclareCopy, Command::kCopy},
     {DeclareUnlink, Command::kUnlink},

@@ -156,6 +156,8 @@ absl::Status RunUsage(Client& client, const Output& output);
 absl::Status RunAdvise(Client& client, const std::string& prefix, const Output& output);
 // The leak report (PrintLeaks, or LeakReportJson with --json).
 absl::Status RunLeaks(Client& client, const LeaksOptions& options, const Output& output);
+// The copies queued or running now (TransferListJson with --json).
+absl::Status RunTransfers(Client& client, const Output& output);
 absl::Status RunPing(Client& client, const Output& output);
 // The GPUs the daemon serves.
 absl::Status RunDevices(Client& client, const Output& output);

@@ -1,4 +1,5 @@
-// stats, sessions, usage, advise, leaks, ping: what the daemon as a whole is doing.
+// stats, sessions, transfers, usage, advise, leaks, ping: what the daemon as a
+// whole is doing.
 
 #include <algorithm>
 
@@ -13,7 +14,19 @@
 
 namespace memd::memctl {
 
+using internal::PriorityName;       // "critical", "normal", "background"
+using internal::TransferListJson;
+using internal::TransferStateName;  // "queued", "running", ...
+
 namespace {
+
+// NAME@LOCATION, and +OFFSET when the range starts past the first byte.
+std::string CopyEnd(const std::string& name, const std::string& location,
+                    std::uint64_t offset) {
+  std::string end = absl::StrCat(name, "@", location);
+  if (offset != 0) absl::StrAppend(&end, "+", offset);
+  return end;
+}
 
 // memd's share of a GPU beside everything else the driver counts used.
 std::string DeviceMemoryLine(const DeviceInfo& device) {
@@ -292,6 +305,53 @@ absl::Status RunLeaks(Client& client, const LeaksOptions& options, const Output&
     return absl::OkStatus();
   }
   PrintLeaks(output.out, *report, options);
+  return absl::OkStatus();
+}
+
+absl::Status RunTransfers(Client& client, const Output& output) {
+  absl::StatusOr<TransferList> list = client.Transfers();
+  if (!list.ok()) return Failed("transfers", list.status());
+  if (output.json) {
+    PrintJson(output.out, TransferListJson(*list));
+    return absl::OkStatus();
+  }
+  if (list->transfers.empty() && list->omitted == 0) {
+    output.out << "no copies queued or running\n";
+    return absl::OkStatus();
+  }
+  Table table({{"ID", true},
+               {"STATE"},
+               {"PRIORITY"},
+               {"SOURCE"},
+               {"DESTINATION"},
+               {"DIRECTION"},
+               {"DONE", true},
+               {"AGE", true},
+               {"USER"},
+               {"PID", true},
+               {"COMMAND"}});
+  for (const TransferInfo& transfer : list->transfers) {
+    const TransferProgress& progress = transfer.progress;
+    const std::string done = absl::StrCat(
+        FormatBytes(progress.bytes_done), " of ", FormatBytes(progress.bytes_total),
+        progress.bytes_total == 0
+            ? ""
+            : absl::StrFormat(" (%.0f%%)", 100.0 * static_cast<double>(progress.bytes_done) /
+                                                static_cast<double>(progress.bytes_total)));
+    table.AddRow(
+        {absl::StrCat(progress.id), TransferStateName(progress.state),
+         PriorityName(transfer.priority),
+         CopyEnd(transfer.source_name, transfer.source_location, transfer.source_offset),
+         CopyEnd(transfer.destination_name, transfer.destination_location,
+                 transfer.destination_offset),
+         progress.device < 0 ? progress.direction
+                             : absl::StrCat(progress.direction, " on device:", progress.device),
+         done, FormatAge(transfer.age), UserName(transfer.uid),
+         transfer.pid == 0 ? "-" : absl::StrCat(transfer.pid),
+         transfer.command.empty() ? "-" : transfer.command});
+  }
+  table.Print(output.out);
+  if (list->omitted > 0) output.out << list->omitted << " more not shown\n";
   return absl::OkStatus();
 }
 

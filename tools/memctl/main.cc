@@ -33,6 +33,7 @@ absl::Status Dispatch(Client& client, const Invocation& invocation,
     case Command::kUsage: return RunUsage(client, output);
     case Command::kAdvise: return RunAdvise(client, invocation.prefix, output);
     case Command::kLeaks: return RunLeaks(client, invocation.leaks, output);
+    case Command::kTransfers: return RunTransfers(client, output);
     case Command::kPut: return RunPut(client, invocation.put, output);
     case Command::kGet: return RunGet(client, invocation.get, output);
     case Command::kUnlink: return RunUnlink(client, invocation.unlink, output);

@@ -281,6 +281,9 @@ class Client {
                                                const ListOptions& options);
   absl::StatusOr<DaemonStats> Stats();
   absl::StatusOr<std::vector<SessionInfo>> Sessions();
+  // Copies queued or running now, this user's (every user's for root),
+  // with their progress, buffers and sessions.
+  absl::StatusOr<TransferList> Transfers();
   // Bytes and buffers per uid and location, against the uid quota: this
   // user's (every user's for root), by uid then location. Bytes are what
   // the buffers take in the pools (each at least a page, or a GPU granule),

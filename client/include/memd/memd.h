@@ -182,6 +182,14 @@ memd_code memd_stats_json(memd_client* client, char** json, memd_error** error);
  * command, lease_count, started_unix_ns, created_bytes; this user's
  * sessions (every one for root). */
 memd_code memd_sessions_json(memd_client* client, char** json, memd_error** error);
+/* An object, as `memctl transfers --json`: transfers[] (objects of
+ * progress (as memd_transfer_progress_json), priority ("critical",
+ * "normal", "background"), source_name, source_location, source_offset,
+ * destination_name, destination_location, destination_offset, age_ns,
+ * session_id, pid, uid, command; oldest first; at most 1000) and omitted
+ * (how many more there were). The copies queued or running now: this
+ * user's (every user's for root). */
+memd_code memd_transfers_json(memd_client* client, char** json, memd_error** error);
 /* An array, as `memctl usage --json`: objects of uid, location, bytes,
  * buffers, quota_bytes (0: none), by uid then location; this user's
  * (every user's for root). */

@@ -352,4 +352,32 @@ struct TransferProgress {
   }
 };
 
+// A copy queued or running now, and whose it is (Client::Transfers).
+struct TransferInfo {
+  TransferProgress progress;  // state kQueued or kRunning.
+  Priority priority = Priority::kNormal;
+  // The buffers it reads and writes, by name as they were when it started,
+  // the location of the copy of each ("host", "pinned", "device:N"; a
+  // replica fill reads and writes one name), and where its range starts.
+  std::string source_name;
+  std::string source_location;
+  std::uint64_t source_offset = 0;
+  std::string destination_name;
+  std::string destination_location;
+  std::uint64_t destination_offset = 0;
+  absl::Duration age;  // Since it was asked for.
+  // The session that started it, and its process (pid 0 and no command
+  // once the session has ended).
+  std::uint64_t session_id = 0;
+  pid_t pid = 0;
+  uid_t uid = 0;
+  std::string command;
+};
+
+struct TransferList {
+  // This user's (every user's for root), oldest first; at most 1000.
+  std::vector<TransferInfo> transfers;
+  std::uint64_t omitted = 0;  // How many more the daemon did not send.
+};
+
 }  // namespace memd

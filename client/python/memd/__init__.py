@@ -27,7 +27,9 @@ from ._errors import (  # noqa: F401  (re-exported)
 )
 from ._types import (  # noqa: F401
     BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, Leak, LeakReport, LeaseHolder,
-    LeaseHolders, MemoryWaits, PoolStats, Recommendation, ReplicaInfo, SessionInfo, SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage,
+    LeaseHolders, MemoryWaits, PoolStats, Recommendation, ReplicaInfo, SessionInfo,
+    SizeClassStats, TransferInfo, TransferList, TransferProgress, TransferStats, TrimmedPool,
+    UidUsage,
 )
 from ._buffer import Buffer  # noqa: F401
 from ._client import Client, Transfer, connect  # noqa: F401
@@ -38,7 +40,8 @@ __all__ = [
     "connect", "Client", "Buffer", "Transfer", "reopen", "default_client",
     "BufferInfo", "DaemonStats", "DeviceInfo", "DurabilityStats", "Leak", "LeakReport",
     "LeaseHolder", "LeaseHolders", "MemoryWaits", "PoolStats", "Recommendation",
-    "ReplicaInfo", "SessionInfo", "SizeClassStats", "TransferProgress", "TransferStats", "TrimmedPool", "UidUsage",
+    "ReplicaInfo", "SessionInfo", "SizeClassStats", "TransferInfo", "TransferList",
+    "TransferProgress", "TransferStats", "TrimmedPool", "UidUsage",
     "Error", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError",
     "InvalidArgumentError", "NotFoundError", "OutOfRangeError", "PermissionDeniedError",

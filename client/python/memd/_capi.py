@@ -191,6 +191,7 @@ _SIGNATURES = {
     "memd_buffer_list_free": (None, [POINTER(BufferList)]),
     "memd_stats_json": (c_int, [ClientP, POINTER(c_void_p), _E]),
     "memd_sessions_json": (c_int, [ClientP, POINTER(c_void_p), _E]),
+    "memd_transfers_json": (c_int, [ClientP, POINTER(c_void_p), _E]),
     "memd_usage_json": (c_int, [ClientP, POINTER(c_void_p), _E]),
     "memd_trim_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_advise_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),

@@ -11,7 +11,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 from . import _capi, _records
 from ._buffer import Buffer
 from ._types import (BufferInfo, DaemonStats, LeakReport, Recommendation, SessionInfo,
-                     TransferProgress, TrimmedPool, UidUsage)
+                     TransferList, TransferProgress, TrimmedPool, UidUsage)
 
 _lib = _capi.lib
 
@@ -343,6 +343,12 @@ class Client:
     def sessions(self) -> List[SessionInfo]:
         """SessionInfo of the daemon's sessions."""
         return _records.sessions(self._json(_lib.memd_sessions_json))
+
+    def transfers(self) -> TransferList:
+        """The copies queued or running now, this user's (every user's for
+        root), oldest first: a TransferList of TransferInfo (progress,
+        buffers, session) and how many more were omitted (past 1000)."""
+        return _records.transfer_list(self._json(_lib.memd_transfers_json))
 
     def usage(self) -> List[UidUsage]:
         """UidUsage per uid and location, against the uid quota."""

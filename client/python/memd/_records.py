@@ -1,6 +1,6 @@
 """libmemd's answers as memd's dataclasses (memd/_types.py): BufferInfo from
-the C struct, the reports (stats, sessions, usage, trim, advice, leaks, transfer progress)
-from the JSON documents the C API returns (memctl --json's fields)."""
+the C struct, the reports (stats, sessions, usage, trim, advice, leaks, transfer progress,
+listed transfers) from the JSON documents the C API returns (memctl --json's fields)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from . import _capi
 from ._errors import error_for_code
 from ._types import (BufferInfo, DaemonStats, DeviceInfo, DurabilityStats, Leak, LeakReport,
                      LeaseHolder, LeaseHolders, MemoryWaits, PoolStats, Recommendation,
-                     ReplicaInfo, SessionInfo,
-                     SizeClassStats, TransferProgress, TransferStats, TrimmedPool, UidUsage)
+                     ReplicaInfo, SessionInfo, SizeClassStats, TransferInfo, TransferList,
+                     TransferProgress, TransferStats, TrimmedPool, UidUsage)
 
 
 def _make(cls: Any, fields: Dict[str, Any]) -> Any:
@@ -158,3 +158,13 @@ def progress(json: Dict[str, Any]) -> TransferProgress:
         device=json["device"], retries=json["retries"],
         error=error_for_code(code, json["error_message"]) if code else None,
         elapsed=seconds(json["elapsed_ns"]))
+
+
+def transfer_list(json: Dict[str, Any]) -> TransferList:
+    transfers = []
+    for transfer in json["transfers"]:
+        fields = dict(transfer)
+        fields["progress"] = progress(fields["progress"])
+        fields["age"] = seconds(fields.pop("age_ns"))
+        transfers.append(_make(TransferInfo, fields))
+    return TransferList(transfers=tuple(transfers), omitted=json["omitted"])

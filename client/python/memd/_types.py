@@ -281,3 +281,29 @@ class TransferProgress:
     @property
     def finished(self) -> bool:
         return self.state in ("done", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class TransferInfo:
+    """A copy queued or running now, and whose it is (Client.transfers())."""
+    progress: TransferProgress  # state "queued" or "running".
+    priority: str               # "critical", "normal", "background".
+    # The buffers by name (as when the copy started), the location of the
+    # copy of each it reads or writes, and where its range starts.
+    source_name: str
+    source_location: str
+    source_offset: int
+    destination_name: str
+    destination_location: str
+    destination_offset: int
+    age: float                  # Seconds since it was asked for.
+    session_id: int
+    pid: int                    # 0 (and no command) once its session ended.
+    uid: int
+    command: str
+
+
+@dataclass(frozen=True)
+class TransferList:
+    transfers: Tuple[TransferInfo, ...]  # This user's (every user's for root), oldest first.
+    omitted: int                         # How many more the daemon did not send (past 1000).

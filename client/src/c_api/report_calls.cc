@@ -88,6 +88,15 @@ memd_code memd_sessions_json(memd_client* client, char** json, memd_error** erro
   });
 }
 
+memd_code memd_transfers_json(memd_client* client, char** json, memd_error** error) {
+  return Guarded(error, [&]() -> absl::Status {
+    MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));
+    MEMD_ASSIGN_OR_RETURN(memd::TransferList transfers, client->client->Transfers());
+    *json = NewString(DumpJson(memd::internal::TransferListJson(transfers)));
+    return absl::OkStatus();
+  });
+}
+
 memd_code memd_usage_json(memd_client* client, char** json, memd_error** error) {
   return Guarded(error, [&]() -> absl::Status {
     MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));

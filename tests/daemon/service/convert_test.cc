@@ -147,6 +147,15 @@ struct Fields<transfer::TransferProgress> {
   }
 };
 template <>
+struct Fields<transfer::ListedTransfer> {
+  static auto Of(auto& s) {
+    auto& [progress, session, uid, source_name, source_location, source_offset,
+           destination_name, destination_location, destination_offset, age] = s;
+    return std::tie(progress, session, uid, source_name, source_location, source_offset,
+                    destination_name, destination_location, destination_offset, age);
+  }
+};
+template <>
 struct Fields<durable::RecoveryReport> {
   static auto Of(auto& s) {
     auto& [generation, recovered, when, took, segments, buffers, bytes, lost_buffers,
@@ -500,6 +509,27 @@ TEST(ConvertTest, EveryTransferProgressFieldIsSent) {
         }
         ToProto(finished, now, out);
       });
+}
+
+TEST(ConvertTest, EveryListedTransferFieldIsSent) {
+  // pid and command are the session's: ListTransfers adds them.
+  ExpectEveryFieldCrosses<v1::TransferInfo, transfer::ListedTransfer>(
+      nullptr,
+      [](const transfer::ListedTransfer& listed, v1::TransferInfo* out) {
+        ToProto(listed, absl::FromUnixSeconds(1000000), out);
+      },
+      {"pid", "command"});
+}
+
+TEST(ConvertTest, ListedTransfersSendTheirPriority) {
+  transfer::ListedTransfer listed;
+  listed.progress.priority = transfer::Priority::kBackground;
+  v1::TransferInfo sent;
+  ToProto(listed, absl::Now(), &sent);
+  EXPECT_EQ(sent.priority(), v1::PRIORITY_BACKGROUND);
+  listed.progress.priority = transfer::Priority::kCritical;
+  ToProto(listed, absl::Now(), &sent);
+  EXPECT_EQ(sent.priority(), v1::PRIORITY_CRITICAL);
 }
 
 TEST(ConvertTest, ARunningTransferHasRunUntilNow) {

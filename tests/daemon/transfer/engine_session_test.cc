@@ -213,6 +213,91 @@ TEST_F(EngineFailureTest, EndSessionCancelsDrainsAndForgetsItsTransfers) {
   EXPECT_EQ(stats.failures.at(FailureReason::kSessionEnded), 2u);
 }
 
+// What ListTransfers shows (issue 29): the unfinished transfers of a uid,
+// or of every uid, oldest first, with the names, locations and offsets
+// they were submitted with and their age in the engine's clock; at most as
+// many as asked for, the rest counted; none once they ended.
+TEST_F(EngineFailureTest, ListShowsAUidsUnfinishedTransfersOldestFirstAndBounded) {
+  FakeClock clock;
+  FakeDevices devices(1);
+  auto engine = StartEngine(devices, SmallOptions(), clock);
+  devices.states[0]->Hang();
+  // A failed assertion must not leave the engine's lane hung.
+  absl::Cleanup release = [&] { devices.states[0]->Release(); };
+  TestBuffer& host = Buffer(4 * kMiB);
+  TestBuffer& device = Buffer(4 * kMiB);
+  TestBuffer& other = Buffer(kMiB);
+  const auto named = [](transfer::Endpoint end, const char* name, const char* location) {
+    end.name = name;
+    end.location = location;
+    return end;
+  };
+  const auto submit = [&](transfer::SessionId session, uid_t uid, transfer::Endpoint from,
+                          transfer::Endpoint to) {
+    transfer::TransferSpec spec = Spec(session, std::move(from), std::move(to));
+    spec.uid = uid;
+    auto id = engine->Submit(std::move(spec));
+    EXPECT_TRUE(id.ok()) << id.status();
+    clock.Advance(absl::Milliseconds(1));
+    return id.value_or(0);
+  };
+  const transfer::TransferId running = submit(
+      5, 1000, named(Host(host), "a/src", "host"), named(Device(0, device), "a/dst", "device:0"));
+  // The next two write what the first writes: queued behind it.
+  const transfer::TransferId queued =
+      submit(5, 1000, named(HostAt(host, kMiB, kMiB), "b/src", "host"),
+             named(DeviceAt(0, device, 2 * kMiB, kMiB), "b/dst", "device:0"));
+  const transfer::TransferId theirs =
+      submit(6, 2000, named(Host(other), "c/src", "pinned"),
+             named(DeviceAt(0, device, 0, kMiB), "c/dst", "device:0"));
+  ASSERT_TRUE(PollUntil(
+      [&] { return engine->Progress(5, running)->state == TransferState::kRunning; }));
+
+  const transfer::TransferListing mine = engine->List(1000, 10);
+  ASSERT_EQ(mine.transfers.size(), 2u);
+  EXPECT_EQ(mine.omitted, 0u);
+  const transfer::ListedTransfer& first = mine.transfers[0];
+  EXPECT_EQ(first.progress.id, running);
+  EXPECT_EQ(first.progress.state, TransferState::kRunning);
+  EXPECT_EQ(first.progress.bytes_total, 4 * kMiB);
+  EXPECT_EQ(first.source_name, "a/src");
+  EXPECT_EQ(first.destination_location, "device:0");
+  EXPECT_EQ(first.session, 5u);
+  EXPECT_EQ(first.uid, 1000u);
+  EXPECT_EQ(first.age, absl::Milliseconds(3)) << "submitted three advances ago";
+  const transfer::ListedTransfer& second = mine.transfers[1];
+  EXPECT_EQ(second.progress.id, queued);
+  EXPECT_EQ(second.progress.state, TransferState::kQueued);
+  EXPECT_EQ(second.progress.bytes_done, 0u);
+  EXPECT_EQ(second.source_name, "b/src");
+  EXPECT_EQ(second.source_location, "host");
+  EXPECT_EQ(second.source_offset, kMiB);
+  EXPECT_EQ(second.destination_name, "b/dst");
+  EXPECT_EQ(second.destination_offset, 2 * kMiB);
+  EXPECT_EQ(second.age, absl::Milliseconds(2));
+
+  const transfer::TransferListing others = engine->List(2000, 10);
+  ASSERT_EQ(others.transfers.size(), 1u);
+  EXPECT_EQ(others.transfers[0].progress.id, theirs);
+  EXPECT_EQ(others.transfers[0].source_location, "pinned");
+  EXPECT_TRUE(engine->List(3000, 10).transfers.empty()) << "a uid with no copies";
+
+  const transfer::TransferListing all = engine->List(std::nullopt, 10);
+  ASSERT_EQ(all.transfers.size(), 3u);
+  EXPECT_EQ(all.transfers[2].progress.id, theirs);
+  const transfer::TransferListing bounded = engine->List(std::nullopt, 2);
+  ASSERT_EQ(bounded.transfers.size(), 2u);
+  EXPECT_EQ(bounded.transfers[0].progress.id, running) << "the oldest are kept";
+  EXPECT_EQ(bounded.transfers[1].progress.id, queued);
+  EXPECT_EQ(bounded.omitted, 1u);
+
+  std::move(release).Invoke();
+  EXPECT_EQ(WaitEnd(*engine, 5, running).state, TransferState::kDone);
+  EXPECT_EQ(WaitEnd(*engine, 5, queued).state, TransferState::kDone);
+  EXPECT_EQ(WaitEnd(*engine, 6, theirs).state, TransferState::kDone);
+  EXPECT_TRUE(engine->List(std::nullopt, 10).transfers.empty()) << "ended: not listed";
+}
+
 TEST_F(EngineFailureTest, DestroyingTheEngineCancelsRunningTransfers) {
   // A link slow enough (1 MiB in ~2 ms) that the copies are still running
   // when the engine goes; either end is counted, so how slow is no matter.
