@@ -464,7 +464,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
         }
       });
   if (!config.metrics_address.empty()) {
-    parts->rpc_metrics = std::make_unique<metrics::RpcMetrics>();
+    parts->rpc_metrics =
+        std::make_unique<metrics::RpcMetrics>(service::MemdService::MethodNames());
     MEMD_ASSIGN_OR_RETURN(parts->metrics,
                           StartMetrics(config.metrics_address, parts->pools,
                                        *parts->broker, *parts->engine, *parts->backend,

@@ -13,21 +13,16 @@ const prometheus::Histogram::BucketBoundaries& Buckets() {
   return buckets;
 }
 
-constexpr const char* kMethods[] = {
-    "Create", "Open", "OpenOrCreate", "Seal", "Release", "Unlink", "List",
-    "Stat",   "Stats", "ListSessions", "Usage", "Trim", "Ping", "Copy",
-    "WaitTransfer", "CancelTransfer", "Reclaim", "ListTransfers"};
-
 }  // namespace
 
-RpcMetrics::RpcMetrics()
+RpcMetrics::RpcMetrics(const std::vector<std::string>& methods)
     : registry_(std::make_shared<prometheus::Registry>()),
       family_(prometheus::BuildHistogram()
                   .Name("memd_rpc_duration_seconds")
                   .Help("Time to finish a call, by method and status code "
                         "(waiting opens included).")
                   .Register(*registry_)) {
-  for (const char* method : kMethods) {
+  for (const std::string& method : methods) {
     auto series = std::make_unique<Series>();
     for (auto& histogram : *series) histogram.store(nullptr);
     methods_.emplace(method, std::move(series));

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -23,7 +24,10 @@ namespace memd::metrics {
 /// Thread-safe.
 class RpcMetrics : public service::CallObserver {
  public:
-  RpcMetrics();
+  // A series per code for each of `methods` (service::MemdService::
+  // MethodNames(): every rpc of memd.v1.Memd); a call of another name is
+  // not recorded.
+  explicit RpcMetrics(const std::vector<std::string>& methods);
 
   void Observe(std::string_view method, absl::StatusCode code,
                absl::Duration elapsed) override;
@@ -38,7 +42,7 @@ class RpcMetrics : public service::CallObserver {
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>& family_;
-  // Every method of memd.v1.Memd, made at construction: read without a lock.
+  // Every method given, made at construction: read without a lock.
   absl::flat_hash_map<std::string, std::unique_ptr<Series>> methods_;
   absl::Mutex mu_;  // Serialises creating series.
 };

@@ -13,6 +13,7 @@
 #include "daemon/service/convert.h"
 #include "daemon/service/waiting_reactor.h"
 #include "daemon/session/token_digest.h"
+#include "google/protobuf/descriptor.h"
 #include "spdlog/spdlog.h"
 
 namespace memd::service {
@@ -152,6 +153,17 @@ void MemdService::FillLease(const broker::Grant& grant, std::uint64_t fd_seq,
       handle->set_device_uuid(device_uuids_[device]);
     }
   }
+}
+
+std::vector<std::string> MemdService::MethodNames() {
+  std::vector<std::string> names;
+  const google::protobuf::ServiceDescriptor* memd =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          v1::Memd::service_full_name());
+  for (int i = 0; memd != nullptr && i < memd->method_count(); ++i) {
+    names.push_back(memd->method(i)->name());
+  }
+  return names;
 }
 
 grpc::ServerUnaryReactor* MemdService::Respond(

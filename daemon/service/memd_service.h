@@ -66,6 +66,11 @@ class MemdService final : public v1::Memd::CallbackService {
               const backend::Backend* backend = nullptr,
               CallObserver* observer = nullptr, transfer::Engine* engine = nullptr);
 
+  // Every method of memd.v1.Memd by its proto name, as calls report
+  // themselves to the CallObserver: from the service's descriptor, so a new
+  // rpc is never missing from a list kept by hand.
+  static std::vector<std::string> MethodNames();
+
   // A session ended (its client hung up or died): CopyDesk::EndSession.
   // Blocks up to `drain`: call it off threads that serve other clients.
   void EndSession(broker::SessionId session, absl::Duration drain) {

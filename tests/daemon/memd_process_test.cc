@@ -219,6 +219,10 @@ TEST(MemdProcessTest, MetricsEndpointServesLiveState) {
   }
   auto kept = (*client)->Create("kept", 8192);
   ASSERT_TRUE(kept.ok());
+  // Calls of the rpcs a hand-kept list of methods once missed.
+  ASSERT_TRUE((*client)->Advise().ok());
+  ASSERT_TRUE((*client)->Leaks().ok());
+  ASSERT_TRUE((*client)->Transfers().ok());
   std::string body = Scrape((*client)->Stats()->metrics_address);
   // The first 4 KiB buffer reserved a small segment; the second came from
   // the 4 KiB class cache and the 8 KiB one was carved from the segment.
@@ -237,8 +241,13 @@ TEST(MemdProcessTest, MetricsEndpointServesLiveState) {
   EXPECT_THAT(body,
               HasSubstr("memd_quota_rejections_total{limit=\"max_sessions_per_uid\"} 0"));
   EXPECT_THAT(body, HasSubstr("memd_quota_rejections_total{limit=\"max_waits\"} 0"));
-  // Every call so far is in the histogram: the Creates, the Stats above.
+  // Every call so far is in the histogram: the Creates, the reports, the
+  // Stats above.
   EXPECT_THAT(body, HasSubstr("memd_rpc_duration_seconds_count{code=\"OK\",method=\"Create\"} 3"));
+  for (const char* method : {"Advise", "Leaks", "ListTransfers"}) {
+    EXPECT_THAT(body, HasSubstr(absl::StrCat("memd_rpc_duration_seconds_count{code=\"OK\",method=\"",
+                                             method, "\"} 1")));
+  }
   EXPECT_THAT(body, HasSubstr(absl::StrCat("memd_build_info{version=\"", kVersion,
                                            "\",backend=\"host\"} 1")));
 }
