@@ -28,12 +28,16 @@ from ._types import (
     DurabilityStats as DurabilityStats,
     Leak as Leak,
     LeakReport as LeakReport,
+    LeaseHolder as LeaseHolder,
+    LeaseHolders as LeaseHolders,
     MemoryWaits as MemoryWaits,
     PoolStats as PoolStats,
     Recommendation as Recommendation,
     ReplicaInfo as ReplicaInfo,
     SessionInfo as SessionInfo,
     SizeClassStats as SizeClassStats,
+    TransferInfo as TransferInfo,
+    TransferList as TransferList,
     TransferProgress as TransferProgress,
     TransferStats as TransferStats,
     TrimmedPool as TrimmedPool,
@@ -142,6 +146,7 @@ class Client:
     def list(self, prefix: str = "") -> List[BufferInfo]: ...
     def stats(self) -> DaemonStats: ...
     def sessions(self) -> List[SessionInfo]: ...
+    def transfers(self) -> TransferList: ...
     def usage(self) -> List[UidUsage]: ...
     def advise(self, prefix: str = "") -> List[Recommendation]: ...
     def leaks(self, older_than: float = 3600, many_leases: int = 1024) -> LeakReport: ...
