@@ -51,8 +51,9 @@ echo "image: user $uid:$gid, runs: $args, $(du -sm "$rootfs" | cut -f1) MiB unpa
   { echo "FAILED: memd and memctl are not in the image's /usr/bin"; exit 1; }
 
 # What the DaemonSet runs: its pod's user and group, its init container
-# (command, mount point, capabilities) and memd's capabilities.
-read -r pod_uid pod_gid init_caps memd_caps memd_nnp init_mount init_command < <(python3 -c '
+# (command, mount point, capabilities) and memd's capabilities. Debian's
+# python3, which has python3-yaml (tools/dev installs it).
+read -r pod_uid pod_gid init_caps memd_caps memd_nnp init_mount init_command < <(/usr/bin/python3 -c '
 import shlex, sys, yaml
 spec = yaml.safe_load(open(sys.argv[1]))["spec"]["template"]["spec"]
 init = next(c for c in spec["initContainers"] if c["name"] == "socket-dir")
