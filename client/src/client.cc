@@ -342,9 +342,12 @@ absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,
                       {.populate = options.populate, .keep_descriptor = options.keep_descriptor});
 }
 
-absl::Status Client::Unlink(std::string_view name) {
+absl::Status Client::Unlink(std::string_view name) { return Unlink(name, 0); }
+
+absl::Status Client::Unlink(std::string_view name, std::uint64_t expected_id) {
   v1::UnlinkRequest request;
   request.set_name(std::string(name));
+  request.set_expected_id(expected_id);
   v1::UnlinkReply reply;
   return Call(*core_, &v1::Memd::Stub::Unlink, request, &reply);
 }

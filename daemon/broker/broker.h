@@ -261,7 +261,10 @@ class Broker {
 
   // Removes a name (owner or root). Leased memory lives on until the last
   // lease ends.
-  absl::Status Unlink(SessionId session, const std::string& name);
+  // With `expected_id` nonzero, only the buffer of that id (a name
+  // re-created since the caller looked is FAILED_PRECONDITION, untouched).
+  absl::Status Unlink(SessionId session, const std::string& name,
+                      std::uint64_t expected_id = 0);
 
   // Buffers whose names start with `prefix` that the session may read,
   // ordered by name. With `include_unlinked`, also the buffers of such

@@ -139,7 +139,8 @@ void Broker::CopiesLetGo(BufferId id) {
   WithLock([&](AfterUnlock& after) { FreeIfUnusedLocked(id, after); });
 }
 
-absl::Status Broker::Unlink(SessionId session, const std::string& name) {
+absl::Status Broker::Unlink(SessionId session, const std::string& name,
+                            std::uint64_t expected_id) {
   MEMD_RETURN_IF_ERROR(ValidateBufferName(name));
   return WithLock([&](AfterUnlock& after) -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(Session * caller, FindSessionLocked(session));
@@ -150,6 +151,11 @@ absl::Status Broker::Unlink(SessionId session, const std::string& name) {
     if (caller->peer.uid != 0 && caller->peer.uid != buffer->info.owner_uid) {
       return PermissionDenied(caller->peer, buffer->info,
                               "unlink", "only its owner and root may");
+    }
+    if (expected_id != 0 && buffer->info.id != expected_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Quoted(name), " now names buffer ", buffer->info.id, ", not buffer ", expected_id,
+          " that was asked for (it was re-created since): not unlinked"));
     }
     UnlinkLocked(*buffer, after);
     return absl::OkStatus();

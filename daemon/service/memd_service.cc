@@ -407,7 +407,7 @@ grpc::ServerUnaryReactor* MemdService::Unlink(grpc::CallbackServerContext* conte
                                               v1::UnlinkReply* reply) {
   return Respond(context, "Unlink", [&]() -> absl::Status {
     MEMD_ASSIGN_OR_RETURN(auto session, Authenticate(context));
-    return broker_.Unlink(session->id(), request->name());
+    return broker_.Unlink(session->id(), request->name(), request->expected_id());
   });
 }
 

@@ -379,6 +379,27 @@ TEST_F(ClientTest, CallsAfterUnlink) {
   EXPECT_EQ(client_->Stats()->buffers, 0u);
 }
 
+// An unlink that names the buffer it means (memctl unlink -r: the ids it
+// listed and had confirmed) leaves alone a buffer re-created under the name.
+TEST_F(ClientTest, UnlinkOfAnExpectedIdLeavesABufferReCreatedUnderTheName) {
+  auto first = client_->Create("again", 4096);
+  ASSERT_TRUE(first.ok());
+  const std::uint64_t listed = client_->Stat("again")->id;
+  ASSERT_TRUE(client_->Unlink("again").ok());
+  ASSERT_TRUE(first->Release().ok());
+  auto second = client_->Create("again", 4096);
+  ASSERT_TRUE(second.ok());
+  const std::uint64_t now = client_->Stat("again")->id;
+  ASSERT_NE(now, listed);
+  absl::Status stale = client_->Unlink("again", listed);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition) << stale;
+  EXPECT_THAT(std::string(stale.message()), HasSubstr("re-created"));
+  EXPECT_TRUE(client_->Stat("again").ok()) << "the new buffer was unlinked";
+  EXPECT_TRUE(client_->Unlink("again", now).ok());
+  EXPECT_EQ(client_->Stat("again").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(second->Release().ok());
+}
+
 TEST_F(ClientTest, OpenWaitsForTheSeal) {
   auto writer = client_->Create("slow", 64);
   ASSERT_TRUE(writer.ok());

@@ -159,6 +159,9 @@ Json UnlinkJson(const std::string& name, const absl::Status& status) {
 // met on the way: a prefix that matched nothing is one.
 struct UnlinkPlan {
   std::vector<std::string> names;
+  // For -r, each name's buffer as listed and confirmed (0: any, for names
+  // given as they are): one re-created since is refused, not unlinked.
+  std::vector<std::uint64_t> ids;
   std::size_t unmatched = 0;  // -r prefixes that matched nothing.
   std::size_t failures = 0;
   absl::Status first_failure;
@@ -197,6 +200,7 @@ absl::StatusOr<UnlinkPlan> PlanUnlink(Client& client, const UnlinkOptions& optio
   UnlinkPlan plan;
   if (!options.recursive) {
     plan.names = options.names;
+    plan.ids.assign(plan.names.size(), 0);
     return plan;
   }
   std::vector<std::string> unmatched;
@@ -206,7 +210,10 @@ absl::StatusOr<UnlinkPlan> PlanUnlink(Client& client, const UnlinkOptions& optio
     if (!listed.ok()) return Failed(absl::StrCat("unlink -r ", prefix), listed.status());
     if (listed->empty()) unmatched.push_back(prefix);
     for (const BufferInfo& info : *listed) {
-      if (seen.insert(info.name).second) plan.names.push_back(info.name);
+      if (seen.insert(info.name).second) {
+        plan.names.push_back(info.name);
+        plan.ids.push_back(info.id);
+      }
     }
   }
   auto nothing_under = [](const std::string& prefix) {
@@ -377,8 +384,10 @@ absl::Status RunUnlink(Client& client, const UnlinkOptions& options, const Outpu
   // Each name is the daemon's to allow (its owner and root): one refusal
   // stops none of the others.
   Json json = Json::array();
-  for (const std::string& name : plan->names) {
-    absl::Status status = Failed(absl::StrCat("unlink ", name), client.Unlink(name));
+  for (std::size_t i = 0; i < plan->names.size(); ++i) {
+    const std::string& name = plan->names[i];
+    absl::Status status =
+        Failed(absl::StrCat("unlink ", name), client.Unlink(name, plan->ids[i]));
     json.push_back(UnlinkJson(name, status));
     if (status.ok()) {
       if (!output.json) output.out << "unlinked " << name << '\n';

@@ -489,7 +489,8 @@ CLI::App* DeclareUnlink(CLI::App& app, Invocation& invocation, OptionTexts&) {
       ->required()
       ->type_name("");
   unlink->add_flag("-r,--recursive", invocation.unlink.recursive,
-                   "Each NAME is a prefix: unlink every buffer whose name starts with it");
+                   "Each NAME is a prefix: unlink every buffer whose name starts with it, "
+                   "as listed (one re-created under a listed name meanwhile is refused)");
   unlink->add_flag("-y,--yes", invocation.yes,
                    "With -r: unlink without asking (needed where stdin is no terminal)");
   return unlink;

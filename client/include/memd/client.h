@@ -260,6 +260,10 @@ class Client {
 
   // Removes the name; leased memory lives until its last lease ends.
   absl::Status Unlink(std::string_view name);
+  // Only if `name` still names the buffer `expected_id` (BufferInfo::id, as
+  // List or Stat said): FAILED_PRECONDITION, and nothing unlinked, when it
+  // was re-created since. Since 0.4.
+  absl::Status Unlink(std::string_view name, std::uint64_t expected_id);
 
   // Replicas. Prefetch makes (or refreshes) the buffer's copy at
   // `location` without a lease; DropReplica removes one nobody holds (its
