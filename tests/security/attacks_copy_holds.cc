@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tests/security/attack_steps.h"
 #include "tests/security/attacks.h"
@@ -284,6 +285,23 @@ MEMD_ATTACK(list_unlinked,
     std::printf("%s %s leases %u\n", entry.name().c_str(),
                 entry.unlinked() ? "unlinked" : "named", entry.lease_count());
   }
+  return 0;
+}
+
+MEMD_ATTACK(unlink_expecting,
+            "NAME ID: unlinks NAME only if it is buffer ID (UnlinkRequest.expected_id); "
+            "prints 'OK' or the refusal") {
+  if (args.size() != 2) return 2;
+  std::uint64_t expected = 0;
+  if (!absl::SimpleAtoi(args[1], &expected)) return 2;
+  auto session = StepSession();
+  if (!session) return 1;
+  v1::UnlinkRequest unlink;
+  unlink.set_name(args[0]);
+  unlink.set_expected_id(expected);
+  v1::UnlinkReply unlinked;
+  const grpc::Status status = session->Call(&v1::Memd::Stub::Unlink, unlink, &unlinked);
+  std::printf("%s\n", status.ok() ? "OK" : Refusal(status).c_str());
   return 0;
 }
 

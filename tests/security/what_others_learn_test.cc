@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,33 @@ TEST_F(WhatOthersLearnTest, UnlinkedBuffersListOnlyToThoseWhoCouldReadThem) {
   }
   EXPECT_THAT(AsMallory({"list_unlinked", "owner/"}),
               ElementsAre("owner/public unlinked leases 1"));
+}
+
+// Issue 29: an unlink that names the buffer it expects (memctl unlink -r)
+// tells another uid nothing either: her refusal is the owner's rule, the
+// same whether she guessed the buffer's id or not, and never says which
+// buffer the name holds now; an absurd id is a plain mismatch.
+TEST_F(WhatOthersLearnTest, AnUnlinkExpectingAnIdTellsAnotherUidNothingOfTheBuffer) {
+  StartSlowDaemon();
+  RawSession owner = Session();
+  const std::uint64_t id = Create(owner, "owner/readable", 4096, "host", 0644).buffer().id();
+  const std::string guess = absl::StrCat(id + 1);
+  for (const std::string& expected : {absl::StrCat(id), guess}) {
+    const std::vector<std::string> lines = AsMallory({"unlink_expecting", "owner/readable", expected});
+    ASSERT_EQ(lines.size(), 1u) << expected;
+    EXPECT_THAT(lines[0], ::testing::StartsWith("PERMISSION_DENIED")) << expected;
+    EXPECT_THAT(lines[0], Not(HasSubstr("now names"))) << expected;
+  }
+  v1::UnlinkRequest absurd;
+  absurd.set_name("owner/readable");
+  absurd.set_expected_id(std::numeric_limits<std::uint64_t>::max());
+  v1::UnlinkReply unlinked;
+  EXPECT_EQ(owner.Call(&v1::Memd::Stub::Unlink, absurd, &unlinked).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  v1::StatRequest stat;
+  stat.set_name("owner/readable");
+  v1::BufferInfo info;
+  EXPECT_TRUE(owner.Call(&v1::Memd::Stub::Stat, stat, &info).ok()) << "still there";
 }
 
 // Issue 29: ListTransfers shows a uid its own copies only, with their
