@@ -6,11 +6,15 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/status_macros.h"
 
 // Debian 12's headers predate the option; the number is the kernel's ABI.
 #ifndef SO_PASSRIGHTS
@@ -136,31 +140,23 @@ absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
   }
 }
 
-absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
-    int socket_fd, std::size_t max_bytes, int flags) {
+namespace {
+
+// Room for a few descriptors per packet, so that a peer sending too many
+// cannot leave any of them open in this process (MSG_CTRUNC would drop them
+// unclosed).
+constexpr int kMaxFdsPerPacket = 8;
+using PacketControl = std::array<char, CMSG_SPACE(kMaxFdsPerPacket * sizeof(int))>;
+
+// The packet `message` received (`received` bytes of `bytes`): its first
+// descriptor kept, any others closed. Errors: DATA_LOSS for more than one
+// descriptor or a truncated packet, UNAVAILABLE for the end of the stream.
+absl::StatusOr<ReceivedPacket> TakePacket(const msghdr& message, std::size_t received,
+                                          const char* bytes) {
   ReceivedPacket packet;
-  packet.bytes.resize(max_bytes);
-  iovec iov{packet.bytes.data(), packet.bytes.size()};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  // Room for a few descriptors so that a peer sending too many cannot leave
-  // any of them open in this process (MSG_CTRUNC would drop them unclosed).
-  constexpr int kMaxFds = 8;
-  alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))];
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  ssize_t received;
-  do {
-    received = ::recvmsg(socket_fd, &message, flags | MSG_CMSG_CLOEXEC);
-  } while (received < 0 && errno == EINTR);
-  if (received < 0) {
-    if (errno == EAGAIN) return std::nullopt;
-    return ErrnoStatus("recvmsg", errno);
-  }
   int fd_count = 0;
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
-       header = CMSG_NXTHDR(&message, header)) {
+       header = CMSG_NXTHDR(const_cast<msghdr*>(&message), header)) {
     if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
       continue;
     }
@@ -183,8 +179,81 @@ absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
   if (received == 0 && fd_count == 0) {
     return absl::UnavailableError("the peer closed the session socket");
   }
-  packet.bytes.resize(static_cast<std::size_t>(received));
+  packet.bytes.assign(bytes, received);
+  return packet;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
+    int socket_fd, std::size_t max_bytes, int flags) {
+  // Read into scratch and copied out at its length: a string of max_bytes
+  // would be zeroed whole for every packet.
+  constexpr std::size_t kOnStack = 16 * 1024;
+  char on_stack[kOnStack];
+  std::unique_ptr<char[]> on_heap;
+  char* into = on_stack;
+  if (max_bytes > kOnStack) {
+    on_heap = std::make_unique_for_overwrite<char[]>(max_bytes);
+    into = on_heap.get();
+  }
+  iovec iov{into, max_bytes};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) PacketControl control;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  ssize_t received;
+  do {
+    received = ::recvmsg(socket_fd, &message, flags | MSG_CMSG_CLOEXEC);
+  } while (received < 0 && errno == EINTR);
+  if (received < 0) {
+    if (errno == EAGAIN) return std::nullopt;
+    return ErrnoStatus("recvmsg", errno);
+  }
+  MEMD_ASSIGN_OR_RETURN(ReceivedPacket packet,
+                        TakePacket(message, static_cast<std::size_t>(received), into));
   return std::optional<ReceivedPacket>(std::move(packet));
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<ReceivedPacket>>> ReceiveWaitingPackets(
+    int socket_fd, std::span<char> scratch, std::size_t max_bytes) {
+  constexpr std::size_t kMaxBatch = 64;
+  const std::size_t batch = std::min(kMaxBatch, max_bytes == 0 ? 0 : scratch.size() / max_bytes);
+  if (batch == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no room for one packet of ", max_bytes, " bytes in ", scratch.size()));
+  }
+  std::array<iovec, kMaxBatch> iovs;
+  std::array<mmsghdr, kMaxBatch> messages{};
+  std::array<PacketControl, kMaxBatch> controls;
+  for (std::size_t i = 0; i < batch; ++i) {
+    iovs[i] = iovec{scratch.data() + i * max_bytes, max_bytes};
+    msghdr& header = messages[i].msg_hdr;
+    header.msg_iov = &iovs[i];
+    header.msg_iovlen = 1;
+    header.msg_control = controls[i].data();
+    header.msg_controllen = controls[i].size();
+  }
+  int received;
+  do {
+    received = ::recvmmsg(socket_fd, messages.data(), static_cast<unsigned>(batch),
+                          MSG_DONTWAIT | MSG_CMSG_CLOEXEC, nullptr);
+  } while (received < 0 && errno == EINTR);
+  std::vector<absl::StatusOr<ReceivedPacket>> packets;
+  if (received < 0) {
+    if (errno == EAGAIN) return packets;
+    return ErrnoStatus("recvmmsg", errno);
+  }
+  packets.reserve(static_cast<std::size_t>(received));
+  for (int i = 0; i < received; ++i) {
+    packets.push_back(TakePacket(messages[i].msg_hdr, messages[i].msg_len,
+                                 scratch.data() + static_cast<std::size_t>(i) * max_bytes));
+    // At the end of the stream every further slot reads the end again.
+    if (absl::IsUnavailable(packets.back().status())) break;
+  }
+  return packets;
 }
 
 absl::Status RefuseDescriptors(int listener) {

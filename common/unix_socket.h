@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,10 +63,22 @@ absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
 
 // Receives one packet of at most `max_bytes` and at most one descriptor;
 // extra or truncated descriptors are closed and reported as DATA_LOSS.
-// Returns std::nullopt when no packet is waiting on a non-blocking read.
+// Returns std::nullopt when no packet is waiting on a non-blocking read, or
+// none came within the socket's receive timeout (SO_RCVTIMEO).
 // Errors: UNAVAILABLE when the peer hung up, the errno mapping otherwise.
 absl::StatusOr<std::optional<ReceivedPacket>> ReceivePacket(
     int socket_fd, std::size_t max_bytes, int flags = 0);
+
+// Receives the packets waiting on `socket_fd` without waiting, in one system
+// call (recvmmsg): as many as `scratch` holds at `max_bytes` each (64 at
+// most), each checked as ReceivePacket checks one. A server woken for a
+// socket takes what is there at once instead of a read, and another wake-up
+// and read, per packet. Empty when none waits. The end of the stream is the
+// last entry, UNAVAILABLE; a malformed packet is its entry's DATA_LOSS, and
+// the packets after it still come. Errors: INVALID_ARGUMENT when `scratch`
+// holds no packet of `max_bytes`, else the errno mapping of recvmmsg.
+absl::StatusOr<std::vector<absl::StatusOr<ReceivedPacket>>> ReceiveWaitingPackets(
+    int socket_fd, std::span<char> scratch, std::size_t max_bytes);
 
 // Makes `listener` (and so every socket it accepts: the kernel copies the
 // setting at connect time) refuse descriptors: a peer's SCM_RIGHTS send

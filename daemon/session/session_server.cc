@@ -279,25 +279,25 @@ void SessionServer::ReadCalls(int fd, absl::Time now) {
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return;
   const std::shared_ptr<Session> session = it->second;
-  // kCallsPerTurn packets: level-triggered epoll comes back for the rest, so
-  // that one busy client takes turns with every other socket.
-  for (int read = 0; read < kCallsPerTurn; ++read) {
-    auto packet = ReceivePacket(fd, kMaxCallBytes, MSG_DONTWAIT);
+  auto packets = ReceiveWaitingPackets(fd, calls_read_, kMaxCallBytes);
+  if (!packets.ok()) return;
+  for (absl::StatusOr<ReceivedPacket>& packet : *packets) {
     if (!packet.ok()) {
-      if (absl::IsUnavailable(packet.status())) Hangup(fd);
+      // The end of the stream comes last; a malformed packet is dropped.
+      if (!absl::IsUnavailable(packet.status())) continue;
+      Hangup(fd);
       return;
     }
-    if (!packet->has_value()) return;
-    if ((*packet)->fd) {
+    if (packet->fd) {
       // Refused by the listener where the kernel can (SO_PASSRIGHTS); a
       // descriptor that came anyway is closed off this thread, since its
       // close may block.
-      shared_->closer.Close(std::move((*packet)->fd));
+      shared_->closer.Close(std::move(packet->fd));
       refusals_.Warn(now, absl::StrCat("session ", session->id(), " (pid ", session->peer().pid,
                                        ") sent a descriptor: dropped"));
       continue;
     }
-    absl::StatusOr<SessionMessage> message = DecodeSessionMessage((*packet)->bytes);
+    absl::StatusOr<SessionMessage> message = DecodeSessionMessage(packet->bytes);
     const SessionCall* call = message.ok() ? std::get_if<SessionCall>(&*message) : nullptr;
     if (call == nullptr || !hooks_.call) {
       refusals_.Warn(now, absl::StrCat("session ", session->id(), " (pid ", session->peer().pid,

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"
 
@@ -60,9 +63,9 @@ TEST(UnixSocketTest, HangUpIsUnavailable) {
             absl::StatusCode::kUnavailable);
 }
 
-TEST(UnixSocketTest, ExtraDescriptorsAreClosedAndReportedAsDataLoss) {
-  SocketPair pair = MakePair();
-  // Two descriptors in one message: raw sendmsg, as a misbehaving peer would.
+// Two descriptors in one message of one byte: raw sendmsg, as a
+// misbehaving peer would.
+void SendTwoDescriptors(int socket) {
   int fds[2] = {::dup(0), ::dup(1)};
   char byte = 'x';
   iovec iov{&byte, 1};
@@ -77,18 +80,103 @@ TEST(UnixSocketTest, ExtraDescriptorsAreClosedAndReportedAsDataLoss) {
   header->cmsg_type = SCM_RIGHTS;
   header->cmsg_len = CMSG_LEN(sizeof(fds));
   std::memcpy(CMSG_DATA(header), fds, sizeof(fds));
-  ASSERT_EQ(::sendmsg(pair.a.get(), &message, 0), 1);
+  ASSERT_EQ(::sendmsg(socket, &message, 0), 1);
   ::close(fds[0]);
   ::close(fds[1]);
+}
 
-  // The lowest free descriptor number tells whether any received one leaked.
-  int probe = ::dup(0);
+// The lowest free descriptor number: the same before and after a receive
+// when no received descriptor leaked.
+int LowestFreeDescriptor() {
+  const int probe = ::dup(0);
   ::close(probe);
+  return probe;
+}
+
+TEST(UnixSocketTest, ExtraDescriptorsAreClosedAndReportedAsDataLoss) {
+  SocketPair pair = MakePair();
+  SendTwoDescriptors(pair.a.get());
+
+  const int lowest = LowestFreeDescriptor();
   EXPECT_EQ(ReceivePacket(pair.b.get(), 64).status().code(),
             absl::StatusCode::kDataLoss);
-  int after = ::dup(0);
-  ::close(after);
-  EXPECT_EQ(after, probe);
+  EXPECT_EQ(LowestFreeDescriptor(), lowest);
+}
+
+// The bytes of each entry, "<CODE>" for an entry that is an error.
+std::vector<std::string> Contents(
+    const std::vector<absl::StatusOr<ReceivedPacket>>& packets) {
+  std::vector<std::string> contents;
+  for (const auto& packet : packets) {
+    contents.push_back(packet.ok() ? packet->bytes
+                                   : absl::StrCat("<", absl::StatusCodeToString(
+                                                           packet.status().code()), ">"));
+  }
+  return contents;
+}
+
+TEST(UnixSocketTest, WaitingPacketsComeInOrderWithTheirDescriptorsAtMostAsManyAsFit) {
+  SocketPair pair = MakePair();
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  for (const char* text : {"one", "two", "three", "four", "five"}) {
+    ASSERT_TRUE(SendPacket(pair.a.get(), text,
+                           std::string_view(text) == "two" ? write_end.get() : -1)
+                    .ok());
+  }
+  std::vector<char> scratch(3 * 64 + 63);  // Room for 3 of 64 bytes.
+  auto first = ReceiveWaitingPackets(pair.b.get(), scratch, 64);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(Contents(*first), (std::vector<std::string>{"one", "two", "three"}));
+  ASSERT_EQ(first->size(), 3u);
+  EXPECT_FALSE((*first)[0]->fd.valid());
+  ASSERT_TRUE((*first)[1]->fd.valid());
+  EXPECT_TRUE(::fcntl((*first)[1]->fd.get(), F_GETFD) & FD_CLOEXEC);
+  ASSERT_EQ(::write((*first)[1]->fd.get(), "x", 1), 1);
+  char got = 0;
+  ASSERT_EQ(::read(read_end.get(), &got, 1), 1);
+  EXPECT_EQ(got, 'x');
+
+  auto rest = ReceiveWaitingPackets(pair.b.get(), scratch, 64);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(Contents(*rest), (std::vector<std::string>{"four", "five"}));
+  // Nothing waits: nothing, at once.
+  auto none = ReceiveWaitingPackets(pair.b.get(), scratch, 64);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(UnixSocketTest, AMalformedWaitingPacketIsItsOwnDataLossAndTheNextStillComes) {
+  SocketPair pair = MakePair();
+  SendTwoDescriptors(pair.a.get());
+  ASSERT_TRUE(SendPacket(pair.a.get(), std::string(100, 'l'), -1).ok());  // Over 64.
+  ASSERT_TRUE(SendPacket(pair.a.get(), "after", -1).ok());
+  const int lowest = LowestFreeDescriptor();
+  std::vector<char> scratch(8 * 64);
+  auto packets = ReceiveWaitingPackets(pair.b.get(), scratch, 64);
+  ASSERT_TRUE(packets.ok()) << packets.status();
+  EXPECT_EQ(Contents(*packets),
+            (std::vector<std::string>{"<DATA_LOSS>", "<DATA_LOSS>", "after"}));
+  EXPECT_EQ(LowestFreeDescriptor(), lowest);
+}
+
+TEST(UnixSocketTest, TheEndOfTheStreamIsTheLastWaitingEntry) {
+  SocketPair pair = MakePair();
+  ASSERT_TRUE(SendPacket(pair.a.get(), "last", -1).ok());
+  pair.a.reset();
+  std::vector<char> scratch(8 * 64);
+  auto packets = ReceiveWaitingPackets(pair.b.get(), scratch, 64);
+  ASSERT_TRUE(packets.ok()) << packets.status();
+  EXPECT_EQ(Contents(*packets), (std::vector<std::string>{"last", "<UNAVAILABLE>"}));
+}
+
+TEST(UnixSocketTest, WaitingPacketsNeedRoomForOne) {
+  SocketPair pair = MakePair();
+  std::vector<char> scratch(63);
+  auto packets = ReceiveWaitingPackets(pair.b.get(), scratch, 64);
+  EXPECT_EQ(packets.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(packets.status().message().find("64"), std::string::npos);
 }
 
 TEST(UnixSocketTest, ReportsPeerCredentials) {
