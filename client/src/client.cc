@@ -31,7 +31,7 @@ Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    (void)Release();
+    if (core_ != nullptr) (void)Release();
     core_ = std::move(other.core_);
     mapping_ = std::move(other.mapping_);
     device_import_ = std::move(other.device_import_);
@@ -46,7 +46,11 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
-Buffer::~Buffer() { (void)Release(); }
+// Only a Buffer that holds a lease: Release of one that does not builds an
+// error (its message allocated) for nothing.
+Buffer::~Buffer() {
+  if (core_ != nullptr) (void)Release();
+}
 
 std::span<const std::byte> Buffer::data() const {
   if (mapping_ == nullptr) return {};
@@ -263,10 +267,21 @@ absl::StatusOr<Buffer> Client::Create(std::string_view name, std::uint64_t size,
                       {.populate = options.populate, .keep_descriptor = options.keep_descriptor});
 }
 
-absl::StatusOr<Buffer> Client::Open(std::string_view name,
-                                    const OpenOptions& options) {
-  auto connection = core_->Current();
-  if (!connection.ok()) return connection.status();
+namespace {
+
+// Whether an open waits (for its name, a copy to its location, or memory),
+// and so goes over gRPC; one that does not goes over the session socket
+// when memd takes calls there, else over gRPC too.
+bool OpenWaits(const OpenOptions& options) {
+  return WaitMillis(options.wait) > 0 || !options.location.empty() ||
+         WaitMillis(options.wait_for_memory) > 0;
+}
+
+// Client::Open on `connection`. `unsent` (when given) is set when the open
+// went to the session socket and the socket took no call.
+absl::StatusOr<Buffer> OpenOn(internal::ClientCore& core, const Connection& connection,
+                              std::string_view name, const OpenOptions& options,
+                              bool* unsent) {
   v1::OpenRequest request;
   request.set_name(std::string(name));
   request.set_access(options.access == Access::kReadWrite ? v1::READ_WRITE
@@ -286,13 +301,13 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
   // and no import call; memd says when it frees the buffer.
   std::optional<internal::DeviceImports::Kept> kept;
   if (options.access == Access::kRead) {
-    mapped = core_->mappings().FindReadOnly((*connection)->generation, cached_as);
-    internal::DeviceImports& devices = core_->device_imports();
+    mapped = core.mappings().FindReadOnly(connection.generation, cached_as);
+    internal::DeviceImports& devices = core.device_imports();
     if (mapped != nullptr) {
       request.set_mapped_buffer_id(mapped->buffer_id);
     } else if (devices.keep_bytes() > 0) {
-      core_->ForgetFreed(**connection);
-      kept = devices.FindKept((*connection)->generation, cached_as);
+      core.ForgetFreed(connection);
+      kept = devices.FindKept(connection.generation, cached_as);
       if (kept.has_value()) request.set_mapped_buffer_id(kept->buffer_id);
     }
     request.set_notify_freed(devices.keep_bytes() > 0);
@@ -301,22 +316,37 @@ absl::StatusOr<Buffer> Client::Open(std::string_view name,
   internal::ClientCore::AdoptHints hints{options.populate, options.keep_descriptor,
                                          std::move(mapped), cached_as, std::move(kept), {}};
   v1::Lease lease;
-  // An open that waits for nothing goes over the session socket when memd
-  // takes calls there; the rest, and everything when it does not, over
-  // gRPC. Without a wait, an open at a location still waits for its copy.
-  const bool waits = request.wait_timeout_ms() > 0 || !request.location().empty() ||
-                     request.wait_for_memory_ms() > 0;
-  if (!waits && (*connection)->session->takes_calls()) {
-    MEMD_ASSIGN_OR_RETURN(hints.attached,
-                          core_->CallSession(**connection, SessionCallKind::kOpen, request,
-                                             &lease));
+  // Without a wait, an open at a location still waits for its copy.
+  if (!OpenWaits(options) && connection.session->takes_calls()) {
+    MEMD_ASSIGN_OR_RETURN(hints.attached, core.CallSession(connection, SessionCallKind::kOpen,
+                                                           request, &lease, unsent));
   } else {
     absl::Status status =
-        CallOn(*core_, **connection, &v1::Memd::Stub::Open, request, &lease,
+        CallOn(core, connection, &v1::Memd::Stub::Open, request, &lease,
                CallWait(options.wait, options.wait_for_memory, !options.location.empty()));
     if (!status.ok()) return status;
   }
-  return core_->Adopt(**connection, lease, std::move(hints));
+  return core.Adopt(connection, lease, std::move(hints));
+}
+
+}  // namespace
+
+absl::StatusOr<Buffer> Client::Open(std::string_view name,
+                                    const OpenOptions& options) {
+  // Over the session socket on the connection last made, without the poll
+  // that asks whether memd hung up since (a system call an open: issue 28,
+  // target 4). A hang-up shows when the socket takes no call; the open then
+  // goes on the connection Current() makes, which reconnects.
+  if (!OpenWaits(options)) {
+    std::shared_ptr<Connection> last = core_->Last();
+    if (last != nullptr && last->session->takes_calls()) {
+      bool unsent = false;
+      absl::StatusOr<Buffer> opened = OpenOn(*core_, *last, name, options, &unsent);
+      if (!unsent) return opened;
+    }
+  }
+  MEMD_ASSIGN_OR_RETURN(std::shared_ptr<Connection> connection, core_->Current());
+  return OpenOn(*core_, *connection, name, options, nullptr);
 }
 
 absl::StatusOr<Buffer> Client::OpenOrCreate(std::string_view name,

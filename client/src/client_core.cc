@@ -38,7 +38,7 @@ ClientCore::~ClientCore() {
   std::thread watcher;
   pid_t started_in = -1;
   {
-    absl::MutexLock lock(&tickets_mu_);
+    PlainMutexLock lock(&tickets_mu_);
     watcher = std::move(watcher_);
     started_in = watcher_pid_;
   }
@@ -65,11 +65,16 @@ absl::Status ClientCore::FromGrpc(const grpc::Status& status) const {
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> ClientCore::Current() {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   if (connection_ != nullptr && !connection_->session->HungUp()) {
     return connection_;
   }
   return ConnectLocked();
+}
+
+std::shared_ptr<Connection> ClientCore::Last() {
+  PlainMutexLock lock(&mu_);
+  return connection_;
 }
 
 absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
@@ -86,7 +91,7 @@ absl::StatusOr<std::shared_ptr<Connection>> ClientCore::ConnectLocked() {
 }
 
 void ClientCore::Adopt(std::unique_ptr<SessionChannel> session) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   UseLocked(std::move(session));
 }
 
@@ -123,7 +128,7 @@ void ClientCore::ReclaimLocked(const EndedSession& ended,
   // duplicate would make the daemon refuse the whole call).
   std::vector<std::shared_ptr<LeaseTicket>> held;
   {
-    absl::MutexLock lock(&tickets_mu_);
+    PlainMutexLock lock(&tickets_mu_);
     absl::flat_hash_set<std::uint64_t> ids;
     for (const auto& [key, weak] : tickets_) {
       std::shared_ptr<LeaseTicket> ticket = weak.lock();
@@ -154,7 +159,7 @@ void ClientCore::ReclaimLocked(const EndedSession& ended,
     // them now, and nobody else will release them.
     std::vector<std::uint64_t> orphans;
     {
-      absl::MutexLock lock(&tickets_mu_);
+      PlainMutexLock lock(&tickets_mu_);
       for (std::uint64_t id : reply.reclaimed()) {
         auto found = batch.find(id);
         if (found == batch.end()) continue;  // Not asked for: not ours to keep.
@@ -181,7 +186,7 @@ void ClientCore::ReclaimLocked(const EndedSession& ended,
 std::shared_ptr<LeaseTicket> ClientCore::Register(std::uint64_t lease,
                                                   std::uint64_t generation) {
   auto ticket = std::make_shared<LeaseTicket>(lease, generation);
-  absl::MutexLock lock(&tickets_mu_);
+  PlainMutexLock lock(&tickets_mu_);
   tickets_.emplace(ticket.get(), ticket);
   if (!watcher_.joinable()) {
     // Without an eventfd or a thread, the client reconnects at its next
@@ -202,7 +207,7 @@ std::shared_ptr<LeaseTicket> ClientCore::Register(std::uint64_t lease,
 }
 
 bool ClientCore::HoldsLeases() {
-  absl::MutexLock lock(&tickets_mu_);
+  PlainMutexLock lock(&tickets_mu_);
   absl::erase_if(tickets_, [](const auto& entry) { return entry.second.expired(); });
   return !tickets_.empty();
 }
@@ -234,7 +239,7 @@ void ClientCore::Watch() {
   while (!stopping_.load()) {
     std::shared_ptr<Connection> connection;
     {
-      absl::MutexLock lock(&mu_);
+      PlainMutexLock lock(&mu_);
       connection = connection_;
     }
     if (connection != nullptr && !connection->session->HungUp()) {
@@ -281,10 +286,11 @@ void ClientCore::Watch() {
 absl::StatusOr<UniqueFd> ClientCore::CallSession(const Connection& connection,
                                                  SessionCallKind kind,
                                                  const google::protobuf::MessageLite& request,
-                                                 google::protobuf::MessageLite* reply) {
+                                                 google::protobuf::MessageLite* reply,
+                                                 bool* unsent) {
   MEMD_ASSIGN_OR_RETURN(
       SessionChannel::Answer answer,
-      connection.session->Call(kind, request.SerializeAsString(), call_timeout_));
+      connection.session->Call(kind, request.SerializeAsString(), call_timeout_, unsent));
   if (answer.answer.code != 0) {
     return absl::Status(static_cast<absl::StatusCode>(answer.answer.code),
                         answer.answer.message);
@@ -465,19 +471,18 @@ absl::Status ClientCore::Release(const std::shared_ptr<LeaseTicket>& ticket) {
     // Once the ticket is gone from tickets_, a reclaim in flight gives its
     // lease back itself; until then, it moves the ticket first, and this
     // reads the generation it moved to.
-    absl::MutexLock lock(&tickets_mu_);
+    PlainMutexLock lock(&tickets_mu_);
     tickets_.erase(ticket.get());
     generation = ticket->generation.load();
   }
   const std::uint64_t lease = ticket->lease_id;
   std::shared_ptr<Connection> connection;
   {
-    absl::MutexLock lock(&mu_);
+    PlainMutexLock lock(&mu_);
     connection = connection_;
   }
   // A lease of an older session ended with it: nothing to tell the daemon.
-  if (connection == nullptr || connection->generation != generation ||
-      connection->session->HungUp()) {
+  if (connection == nullptr || connection->generation != generation) {
     return absl::OkStatus();
   }
   v1::ReleaseRequest request;
@@ -489,6 +494,9 @@ absl::Status ClientCore::Release(const std::shared_ptr<LeaseTicket>& ticket) {
       connection->session->SendRelease(request.SerializeAsString()).ok()) {
     return absl::OkStatus();
   }
+  // Asked only now, since a Release that went needs no poll: a session that
+  // hung up ended its leases with it.
+  if (connection->session->HungUp()) return absl::OkStatus();
   grpc::ClientContext context;
   Prepare(*connection, context);
   v1::ReleaseReply reply;

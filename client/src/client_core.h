@@ -12,12 +12,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "client/src/daemon_trust.h"
 #include "client/src/device_imports.h"
-#include "client/src/ze_imports.h"
 #include "client/src/mapping_cache.h"
 #include "client/src/session_channel.h"
+#include "client/src/ze_imports.h"
+#include "common/plain_mutex.h"
 #include "common/unique_fd.h"
 #include "grpcpp/grpcpp.h"
 #include "memd/client.h"
@@ -84,6 +84,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Errors: as SessionChannel::Connect.
   absl::StatusOr<std::shared_ptr<Connection>> Current();
 
+  // The connection last made (nullptr before any), without asking the
+  // kernel whether memd hung up since, which Current() does with a poll: for
+  // a call over the session socket, which finds a hang-up when the socket
+  // takes no call, and then goes on the connection Current() makes.
+  std::shared_ptr<Connection> Last();
+
   // Makes `session` (a session in this core's socket directory, which its
   // maker connected: SessionChannel::ConnectFirst) the first connection.
   void Adopt(std::unique_ptr<SessionChannel> session);
@@ -119,11 +125,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // One call of the fast control path on `connection`'s session socket:
   // `reply` parsed from the answer, and the descriptor that came with it
   // (else an empty one). Errors: the daemon's verdict, as gRPC would have
-  // returned it; SessionChannel::Call's; DATA_LOSS (an answer that is no
-  // `reply`).
+  // returned it; SessionChannel::Call's (`unsent` as there); DATA_LOSS (an
+  // answer that is no `reply`).
   absl::StatusOr<UniqueFd> CallSession(const Connection& connection, SessionCallKind kind,
                                        const google::protobuf::MessageLite& request,
-                                       google::protobuf::MessageLite* reply);
+                                       google::protobuf::MessageLite* reply,
+                                       bool* unsent = nullptr);
 
   // Lets go of the device imports kept of buffers memd said it freed (the
   // notices `connection`'s session read so far).
@@ -216,14 +223,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const absl::Duration call_timeout_;
   const DaemonTrust trust_;
 
-  absl::Mutex mu_;
+  PlainMutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
   // The last session that hung up, until a new connection reclaimed its
   // leases.
   std::optional<EndedSession> ended_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex tickets_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  PlainMutex tickets_mu_ ABSL_ACQUIRED_AFTER(mu_);
   // Every lease a Buffer of this core holds, by ticket.
   absl::flat_hash_map<const LeaseTicket*, std::weak_ptr<LeaseTicket>> tickets_
       ABSL_GUARDED_BY(tickets_mu_);

@@ -180,12 +180,12 @@ absl::StatusOr<int> DeviceImports::OrdinalOfLocked(const std::string& uuid) {
 }
 
 absl::StatusOr<int> DeviceImports::OrdinalOf(const std::string& uuid) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   return OrdinalOfLocked(uuid);
 }
 
 absl::StatusOr<std::string> DeviceImports::UuidOf(int ordinal) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   MEMD_ASSIGN_OR_RETURN(const std::vector<std::string>* uuids, UuidsLocked());
   if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= uuids->size()) {
     return absl::NotFoundError(absl::StrCat("this process has no CUDA device ", ordinal,
@@ -203,7 +203,7 @@ absl::StatusOr<std::shared_ptr<DeviceImport>> DeviceImports::Import(
                         absl::StrCat("cannot open the buffer on ", Where(memd_device, ordinal),
                                      ": ", status.message()));
   };
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   absl::StatusOr<std::shared_ptr<const cuda::Driver>> loaded = DriverLocked();
   if (!loaded.ok()) return cannot(loaded.status(), -1);
   const std::shared_ptr<const cuda::Driver> driver = *std::move(loaded);

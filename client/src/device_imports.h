@@ -11,8 +11,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "common/cuda/driver.h"
+#include "common/plain_mutex.h"
 #include "common/unique_fd.h"
 
 namespace memd::internal {
@@ -145,7 +145,7 @@ class DeviceImports {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(kept_mu_);
 
   const std::uint64_t keep_bytes_;
-  mutable absl::Mutex kept_mu_;
+  mutable PlainMutex kept_mu_;
   KeptList kept_ ABSL_GUARDED_BY(kept_mu_);
   std::uint64_t kept_total_ ABSL_GUARDED_BY(kept_mu_) = 0;
   // (generation, buffer id) -> entry, and name -> entry of its latest.
@@ -154,7 +154,7 @@ class DeviceImports {
   absl::flat_hash_map<std::string, KeptList::iterator> kept_by_name_
       ABSL_GUARDED_BY(kept_mu_);
 
-  absl::Mutex mu_;
+  PlainMutex mu_;
   std::shared_ptr<const cuda::Driver> driver_ ABSL_GUARDED_BY(mu_);
   std::optional<std::vector<std::string>> uuids_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<std::uint64_t, std::uint64_t>,

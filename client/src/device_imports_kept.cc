@@ -9,7 +9,7 @@ namespace memd::internal {
 
 std::optional<DeviceImports::Kept> DeviceImports::FindKept(std::uint64_t generation,
                                                            const std::string& name) {
-  absl::MutexLock lock(&kept_mu_);
+  PlainMutexLock lock(&kept_mu_);
   auto found = kept_by_name_.find(name);
   if (found == kept_by_name_.end() || found->second->generation != generation) {
     return std::nullopt;
@@ -22,7 +22,7 @@ void DeviceImports::Keep(std::uint64_t generation, const std::string& name,
                          std::shared_ptr<DeviceImport> import) {
   std::vector<std::shared_ptr<DeviceImport>> dropped;  // As in Forget.
   {
-    absl::MutexLock lock(&kept_mu_);
+    PlainMutexLock lock(&kept_mu_);
     if (bytes > keep_bytes_) return;
     auto known = kept_by_id_.find({generation, buffer_id});
     if (known != kept_by_id_.end()) {
@@ -52,7 +52,7 @@ void DeviceImports::Forget(std::uint64_t generation,
   // Declared first, so that the imports go after the lock: unmaps call
   // the driver.
   std::vector<std::shared_ptr<DeviceImport>> dropped;
-  absl::MutexLock lock(&kept_mu_);
+  PlainMutexLock lock(&kept_mu_);
   for (std::uint64_t id : buffer_ids) {
     auto found = kept_by_id_.find({generation, id});
     if (found != kept_by_id_.end()) EraseKeptLocked(found->second, dropped);
@@ -61,7 +61,7 @@ void DeviceImports::Forget(std::uint64_t generation,
 
 void DeviceImports::ForgetAll() {
   KeptList dropped;  // As in Forget: released after the lock.
-  absl::MutexLock lock(&kept_mu_);
+  PlainMutexLock lock(&kept_mu_);
   dropped.swap(kept_);
   kept_by_id_.clear();
   kept_by_name_.clear();
@@ -69,7 +69,7 @@ void DeviceImports::ForgetAll() {
 }
 
 std::uint64_t DeviceImports::kept_bytes() const {
-  absl::MutexLock lock(&kept_mu_);
+  PlainMutexLock lock(&kept_mu_);
   return kept_total_;
 }
 

@@ -18,7 +18,7 @@ Mapping::~Mapping() { ::munmap(base, length); }
 
 std::shared_ptr<Mapping> MappingCache::FindReadOnly(std::uint64_t generation,
                                                     const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   auto named = by_name_.find(name);
   if (named == by_name_.end() || named->second.generation != generation) {
     return nullptr;
@@ -30,7 +30,7 @@ std::shared_ptr<Mapping> MappingCache::FindReadOnly(std::uint64_t generation,
 absl::StatusOr<std::shared_ptr<Mapping>> MappingCache::MapOrShare(
     const Key& key, const std::string& name, int fd, std::uint64_t offset,
     std::uint64_t length, bool populate) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   std::weak_ptr<Mapping>& slot = live_[key];
   std::shared_ptr<Mapping> mapping = slot.lock();
   if (mapping == nullptr) {
@@ -68,7 +68,7 @@ absl::StatusOr<std::shared_ptr<Mapping>> MappingCache::MapOrShare(
 
 void MappingCache::Touch(const Key& key, const std::string& name,
                          const std::shared_ptr<Mapping>& mapping) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   TouchLocked(key, name, mapping);
 }
 
@@ -93,7 +93,7 @@ void MappingCache::TouchLocked(const Key& key, const std::string& name,
 }
 
 std::uint64_t MappingCache::retained_bytes() const {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   return retained_total_;
 }
 

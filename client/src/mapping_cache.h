@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/plain_mutex.h"
 
 namespace memd::internal {
 
@@ -83,7 +83,7 @@ class MappingCache {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::uint64_t retain_bytes_;
-  mutable absl::Mutex mu_;
+  mutable PlainMutex mu_;
   // Every mapping alive (held by a Buffer or retained).
   absl::flat_hash_map<Key, std::weak_ptr<Mapping>> live_ ABSL_GUARDED_BY(mu_);
   // Read-only mappings kept alive by the cache, most recently used first.

@@ -45,18 +45,32 @@ absl::Status WaitReadable(int fd, absl::Time deadline) {
   }
 }
 
-// Reads one packet, waiting until `deadline`. `wait_first`: poll before
-// the first read (a call just sent: its answer cannot be there yet, so a
-// read first would only fail).
-absl::StatusOr<ReceivedPacket> Receive(int fd, absl::Time deadline, bool wait_first = false) {
-  if (wait_first) {
-    if (auto ready = WaitReadable(fd, deadline); !ready.ok()) return ready;
+// The session socket's receive timeout (SO_RCVTIMEO, set at connect): a
+// read that blocks wakes at least this often to look at its deadline.
+constexpr absl::Duration kReadTick = absl::Milliseconds(50);
+
+absl::Status SetReadTick(int fd) {
+  const timeval tick{0, static_cast<suseconds_t>(absl::ToInt64Microseconds(kReadTick))};
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick)) != 0) {
+    return ErrnoStatus("setsockopt SO_RCVTIMEO on the session socket", errno);
   }
+  return absl::OkStatus();
+}
+
+// Reads one packet, waiting until `deadline`. A read that blocks (woken by
+// the packet, or after kReadTick) is one system call where a poll and then
+// a read were two: an answer to a call comes in microseconds (issue 28,
+// target 4). Within kReadTick of the deadline it waits by poll, which ends
+// on time.
+absl::StatusOr<ReceivedPacket> Receive(int fd, absl::Time deadline) {
   for (;;) {
-    auto packet = ReceivePacket(fd, kMaxPacket, MSG_DONTWAIT);
+    const bool block = deadline - absl::Now() > kReadTick;
+    if (!block) {
+      if (auto ready = WaitReadable(fd, deadline); !ready.ok()) return ready;
+    }
+    auto packet = ReceivePacket(fd, kMaxPacket, block ? 0 : MSG_DONTWAIT);
     if (!packet.ok()) return packet.status();
     if (packet->has_value()) return std::move(**packet);
-    if (auto ready = WaitReadable(fd, deadline); !ready.ok()) return ready;
   }
 }
 
@@ -104,6 +118,7 @@ absl::StatusOr<std::unique_ptr<SessionChannel>> SessionChannel::Connect(
         [&](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
     return named;
   }
+  MEMD_RETURN_IF_ERROR(SetReadTick(socket->get()));
   auto peer = GetPeerCredentials(socket->get());
   if (!peer.ok()) return peer.status();
   if (auto trusted = CheckDaemonPeer(socket_dir, *owner, peer->uid, trust);
@@ -153,8 +168,7 @@ absl::StatusOr<SessionChannel::First> SessionChannel::ConnectFirst(
 
 template <typename Value>
 absl::StatusOr<Value> SessionChannel::AwaitLocked(std::map<std::uint64_t, Value>& slots,
-                                                  std::uint64_t key, absl::Time deadline,
-                                                  bool wait_first) {
+                                                  std::uint64_t key, absl::Time deadline) {
   for (;;) {
     auto found = slots.find(key);
     if (found != slots.end()) {
@@ -162,7 +176,7 @@ absl::StatusOr<Value> SessionChannel::AwaitLocked(std::map<std::uint64_t, Value>
       slots.erase(found);
       return value;
     }
-    auto packet = Receive(socket_.get(), deadline, std::exchange(wait_first, false));
+    auto packet = Receive(socket_.get(), deadline);
     if (!packet.ok()) return packet.status();
     MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
   }
@@ -171,7 +185,7 @@ absl::StatusOr<Value> SessionChannel::AwaitLocked(std::map<std::uint64_t, Value>
 absl::StatusOr<UniqueFd> SessionChannel::TakeFd(std::uint64_t seq,
                                                 absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   return AwaitLocked(waiting_, seq, deadline);
 }
 
@@ -199,7 +213,7 @@ absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
   if (message.ok()) {
     if (const auto* freed = std::get_if<SessionFreed>(&*message);
         freed != nullptr && !packet.fd) {
-      absl::MutexLock freed_lock(&freed_mu_);
+      PlainMutexLock freed_lock(&freed_mu_);
       freed_.insert(freed_.end(), freed->buffer_ids.begin(), freed->buffer_ids.end());
       // Unclaimed for long (nobody keeps imports): the oldest go.
       if (freed_.size() > kMaxFreed) freed_.erase(freed_.begin(), freed_.end() - kMaxFreed);
@@ -231,15 +245,19 @@ absl::Status SessionChannel::SendCall(const SessionCall& call) {
 
 absl::StatusOr<SessionChannel::Answer> SessionChannel::Call(SessionCallKind kind,
                                                             std::string request,
-                                                            absl::Duration timeout) {
+                                                            absl::Duration timeout,
+                                                            bool* unsent) {
   const std::uint64_t call_id = next_call_id_.fetch_add(1);
   // memd takes a socket's calls in order: once this one is answered, so
   // were the Releases sent before it.
   const std::uint64_t covers = releases_sent_.load();
-  MEMD_RETURN_IF_ERROR(SendCall(SessionCall{call_id, kind, std::move(request)}));
+  if (absl::Status sent = SendCall(SessionCall{call_id, kind, std::move(request)}); !sent.ok()) {
+    if (unsent != nullptr) *unsent = true;
+    return sent;
+  }
   const absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<Answer> answer = AwaitLocked(answers_, call_id, deadline, /*wait_first=*/true);
+  PlainMutexLock lock(&mu_);
+  absl::StatusOr<Answer> answer = AwaitLocked(answers_, call_id, deadline);
   if (answer.ok()) {
     std::uint64_t settled = releases_settled_.load();
     while (settled < covers && !releases_settled_.compare_exchange_weak(settled, covers)) {
@@ -263,7 +281,7 @@ absl::Status SessionChannel::SettleReleases(absl::Duration timeout) {
 std::vector<std::uint64_t> SessionChannel::TakeFreed() {
   // Not mu_: a call may hold that while it waits for its answer, and an
   // open asks for the notices before it sends its own call.
-  absl::MutexLock lock(&freed_mu_);
+  PlainMutexLock lock(&freed_mu_);
   return std::exchange(freed_, {});
 }
 

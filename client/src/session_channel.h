@@ -9,9 +9,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/src/daemon_trust.h"
+#include "common/plain_mutex.h"
 #include "common/session_codec.h"
 #include "common/unique_fd.h"
 #include "common/unix_socket.h"
@@ -85,8 +85,10 @@ class SessionChannel {
   // answer; packets for others that arrive first are kept for them.
   // Errors: UNAVAILABLE (the daemon hung up, or the socket is full: send
   // the call over gRPC instead), DEADLINE_EXCEEDED, DATA_LOSS. The answer's
-  // own code is the daemon's verdict.
-  absl::StatusOr<Answer> Call(SessionCallKind kind, std::string request, absl::Duration timeout);
+  // own code is the daemon's verdict. `unsent` (when given) is set when the
+  // call never left: the socket took no call.
+  absl::StatusOr<Answer> Call(SessionCallKind kind, std::string request, absl::Duration timeout,
+                              bool* unsent = nullptr);
 
   // Sends a Release that wants no answer (call_id 0): its outcome is not
   // reported. Errors: UNAVAILABLE (hung up or full: send it over gRPC
@@ -114,10 +116,10 @@ class SessionChannel {
         takes_calls_(takes_calls) {}
 
   // Reads packets until `slots` holds `key`, filing the others, and takes
-  // it out; `wait_first`: poll before the first read. Errors: as TakeFd.
+  // it out. Errors: as TakeFd.
   template <typename Value>
   absl::StatusOr<Value> AwaitLocked(std::map<std::uint64_t, Value>& slots, std::uint64_t key,
-                                    absl::Time deadline, bool wait_first = false)
+                                    absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Sends one call packet without blocking. Errors: UNAVAILABLE.
@@ -137,12 +139,12 @@ class SessionChannel {
   // since is known to come after.
   std::atomic<std::uint64_t> releases_sent_{0};
   std::atomic<std::uint64_t> releases_settled_{0};
-  absl::Mutex mu_;
+  PlainMutex mu_;
   // Descriptors that arrived for calls still on their way back. Capped: an
   // entry is orphaned only when its call's reply was lost.
   std::map<std::uint64_t, UniqueFd> waiting_ ABSL_GUARDED_BY(mu_);
   // Ids of the BuffersFreed notices not yet taken (TakeFreed). Capped.
-  absl::Mutex freed_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  PlainMutex freed_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<std::uint64_t> freed_ ABSL_GUARDED_BY(freed_mu_);
   // Answers that arrived for calls still waiting, by call id. Capped: an
   // entry is orphaned only when its call gave up waiting.

@@ -39,14 +39,14 @@ absl::StatusOr<std::pair<int, const ze::Gpu*>> ZeImports::FindLocked(const std::
 }
 
 absl::StatusOr<void*> ZeImports::Context(const std::string& device_uuid) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   MEMD_ASSIGN_OR_RETURN(auto found, FindLocked(device_uuid));
   return app_context_ != nullptr ? app_context_ : found.second->context;
 }
 
 absl::StatusOr<std::shared_ptr<ZeImport>> ZeImports::Import(std::uint64_t generation,
                                                            ZeHandle handle) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   ze_ipc_mem_handle_t ipc{};
   if (handle.ipc_handle.size() != sizeof(ipc.data)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -8,8 +8,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "client/src/device_imports.h"
+#include "common/plain_mutex.h"
 #include "common/unique_fd.h"
 #include "common/ze/driver.h"
 
@@ -63,7 +63,7 @@ class ZeImports {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ze_context_handle_t app_context_;
-  absl::Mutex mu_;
+  PlainMutex mu_;
   std::shared_ptr<const ze::Loader> loader_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<std::uint64_t, std::uint64_t>, std::weak_ptr<ZeImport>>
       imports_ ABSL_GUARDED_BY(mu_);

@@ -595,6 +595,29 @@ TEST_F(ClientTest, ClientSurvivesADaemonRestart) {
   EXPECT_TRUE(client_->Create("b", 10).ok());
 }
 
+// An open over the session socket goes on the connection it has without
+// asking first whether memd hung up (a poll an open). After a restart the
+// old socket takes no call, and the open goes on a new session.
+TEST_F(ClientTest, TheFirstOpenAfterARestartGoesOnANewSession) {
+  daemon_->Shutdown();
+  daemon_.reset();
+  StartDaemon(/*connect=*/false);
+  std::unique_ptr<Client> publisher = Connect();
+  ASSERT_NE(publisher, nullptr);
+  auto made = publisher->Create("after", 4096);
+  ASSERT_TRUE(made.ok()) << made.status();
+  test::FillPattern(made->mutable_data(), 5);
+  ASSERT_TRUE(made->Seal().ok());
+  ASSERT_TRUE(made->Release().ok());
+
+  auto opened = client_->Open("after");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_TRUE(test::MatchesPattern(opened->data(), 5));
+  auto stat = publisher->Stat("after");
+  ASSERT_TRUE(stat.ok()) << stat.status();
+  EXPECT_EQ(stat->lease_count, 1u) << "the open's lease, on the new session";
+}
+
 TEST_F(ClientTest, SessionsBeyondTheLimitAreRefusedWithTheNumbers) {
   daemon_.reset();
   client_.reset();
