@@ -5,16 +5,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <vector>
 
 namespace memd::test {
 
 std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  // By read(2) in large pieces: a character at a time through a stream
+  // took a minute for 300 MiB in the sanitizer build (Debug, nothing
+  // inlined).
+  std::string bytes;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return bytes;
+  struct stat info {};
+  if (::fstat(fd, &info) == 0 && info.st_size > 0) {
+    bytes.reserve(static_cast<std::size_t>(info.st_size));
+  }
+  constexpr std::size_t kPiece = std::size_t{1} << 20;
+  std::size_t length = 0;
+  for (;;) {
+    bytes.resize(length + kPiece);
+    const ssize_t got = ::read(fd, bytes.data() + length, kPiece);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    length += static_cast<std::size_t>(got);
+  }
+  bytes.resize(length);
+  ::close(fd);
+  return bytes;
 }
 
 void WriteWholeFile(const std::string& path, const std::string& bytes) {
@@ -29,7 +52,12 @@ bool PathExists(const std::string& path) {
 std::string RandomBytes(std::size_t size, unsigned seed) {
   std::mt19937 generator(seed);
   std::string bytes(size, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(generator() & 0xff);
+  // Four bytes a draw: a draw a byte cost seconds for the larger files in
+  // the sanitizer build.
+  for (std::size_t at = 0; at < size; at += sizeof(std::uint32_t)) {
+    const std::uint32_t word = generator();
+    std::memcpy(bytes.data() + at, &word, std::min(sizeof(word), size - at));
+  }
   return bytes;
 }
 
