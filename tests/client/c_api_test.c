@@ -472,6 +472,17 @@ static void location_auto(memd_client* client) {
   CHECK(json_has(json, "\"retention\":\"evictable\""));
   memd_string_free(json);
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "json is NULL", memd_list_json(client, name, NULL, &error));
+  /* Unlinked while leased: listed only with MEMD_LIST_UNLINKED. */
+  OK(memd_unlink(client, name, &error));
+  OK(memd_list_json(client, name, &json, &error));
+  CHECK(strcmp(json, "[]") == 0);
+  memd_string_free(json);
+  OK(memd_list_json_flags(client, name, MEMD_LIST_UNLINKED, &json, &error));
+  CHECK(json_has(json, "\"unlinked\":true"));
+  CHECK(json_has(json, "\"retention\":\"evictable\""));
+  memd_string_free(json);
+  EXPECT_CODE(MEMD_INVALID_ARGUMENT, "unknown list flags 0x6",
+              memd_list_json_flags(client, name, 7, &json, &error));
   OK(memd_buffer_release(buffer, &error));
   create.retention = "forever";
   EXPECT_CODE(MEMD_INVALID_ARGUMENT, "unknown retention 'forever'",

@@ -122,6 +122,18 @@ def test_stat_says_which_sessions_hold_the_leases(client, name):
         assert client.list(prefix=name)[0].holders == memd.LeaseHolders()
 
 
+def test_list_shows_an_unlinked_leased_buffer_only_when_asked(client, name):
+    """Issue 29: Client.list(include_unlinked=True), as memctl ls shows
+    buffers unlinked but still leased."""
+    with client.create(name, 4096) as buf:
+        buf.seal()
+        client.unlink(name)
+        assert client.list(prefix=name) == []
+        listed = client.list(prefix=name, include_unlinked=True)
+        assert [(i.name, i.unlinked, i.lease_count) for i in listed] == [(name, True, 1)]
+    assert client.list(prefix=name, include_unlinked=True) == []
+
+
 def test_open_or_create_creates_then_opens(client, name):
     with client.open_or_create(name, 4096) as first:
         assert first.created and first.writable

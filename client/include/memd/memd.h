@@ -575,6 +575,17 @@ void memd_buffer_list_free(memd_buffer_list* list); /* NULL: nothing */
  * (retention...) too. Errors: INVALID_ARGUMENT, UNAVAILABLE. Since 0.4. */
 memd_code memd_list_json(memd_client* client, const char* prefix, char** json,
                          memd_error** error);
+/* memd_list_json_flags' flags, or'ed. */
+/* Also buffers of matching names that were unlinked but still take memory
+ * (leased, or held by copies in flight), with "unlinked": true, each after
+ * the named buffer of its name: a name may then appear more than once. An
+ * older daemon lists none. */
+#define MEMD_LIST_UNLINKED 1u
+/* memd_list_json with `flags` (MEMD_LIST_*; 0 lists as memd_list_json).
+ * Errors: INVALID_ARGUMENT (a flag this library does not know, with its
+ * value), UNAVAILABLE. Since 0.4. */
+memd_code memd_list_json_flags(memd_client* client, const char* prefix, unsigned flags,
+                               char** json, memd_error** error);
 
 /* ---- DLPack ---- */
 

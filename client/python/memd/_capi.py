@@ -49,6 +49,9 @@ class Transfer_(Structure):
     """memd_transfer: opaque."""
 
 
+# memd_list_json_flags' flags (memd.h).
+MEMD_LIST_UNLINKED = 1
+
 ErrorP = POINTER(Error_)
 ClientP = POINTER(Client_)
 BufferP = POINTER(Buffer_)
@@ -178,6 +181,7 @@ _SIGNATURES = {
                                                 POINTER(c_void_p), _E]),
     "memd_stat_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
     "memd_list_json": (c_int, [ClientP, c_char_p, POINTER(c_void_p), _E]),
+    "memd_list_json_flags": (c_int, [ClientP, c_char_p, c_uint32, POINTER(c_void_p), _E]),
     "memd_stat": (c_int, [ClientP, c_char_p, POINTER(POINTER(BufferInfo)), _E]),
     "memd_buffer_info_free": (None, [POINTER(BufferInfo)]),
     "memd_prefetch": (c_int, [ClientP, c_char_p, c_char_p, c_int64,

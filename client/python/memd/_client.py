@@ -330,11 +330,15 @@ class Client:
         return _records.buffer_info_json(self._json(_lib.memd_stat_json,
                                                     _capi.encode(name, "name")))
 
-    def list(self, prefix: str = "") -> List[BufferInfo]:
+    def list(self, prefix: str = "", include_unlinked: bool = False) -> List[BufferInfo]:
         """BufferInfo of the buffers this user may read, by name (every field:
-        placement and retention too)."""
+        placement and retention too). include_unlinked: also those unlinked
+        but still taking memory (leased, or held by copies), unlinked=True,
+        each after the named buffer of its name."""
+        flags = _capi.MEMD_LIST_UNLINKED if include_unlinked else 0
         return [_records.buffer_info_json(b)
-                for b in self._json(_lib.memd_list_json, _capi.encode(prefix, "prefix"))]
+                for b in self._json(_lib.memd_list_json_flags,
+                                    _capi.encode(prefix, "prefix"), flags)]
 
     def stats(self) -> DaemonStats:
         """DaemonStats: pools, devices, transfers..."""

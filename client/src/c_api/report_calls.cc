@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/src/c_api/errors.h"
 #include "client/src/c_api/handles.h"
 #include "client/src/c_api/owned_string.h"
@@ -70,10 +71,22 @@ memd_code memd_stat_json(memd_client* client, const char* name, char** json,
 
 memd_code memd_list_json(memd_client* client, const char* prefix, char** json,
                          memd_error** error) {
+  return memd_list_json_flags(client, prefix, 0, json, error);
+}
+
+memd_code memd_list_json_flags(memd_client* client, const char* prefix, unsigned flags,
+                               char** json, memd_error** error) {
   return Guarded(error, [&]() -> absl::Status {
     MEMD_RETURN_IF_ERROR(ClientAndOut(client, json, "json"));
+    if ((flags & ~MEMD_LIST_UNLINKED) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown list flags 0x", absl::Hex(flags & ~MEMD_LIST_UNLINKED),
+          " (this library knows MEMD_LIST_UNLINKED, 0x", absl::Hex(MEMD_LIST_UNLINKED), ")"));
+    }
+    memd::ListOptions options;
+    options.include_unlinked = (flags & MEMD_LIST_UNLINKED) != 0;
     MEMD_ASSIGN_OR_RETURN(std::vector<memd::BufferInfo> buffers,
-                          client->client->List(prefix == nullptr ? "" : prefix));
+                          client->client->List(prefix == nullptr ? "" : prefix, options));
     *json = NewString(DumpJson(ArrayOf(buffers, &memd::internal::BufferJson)));
     return absl::OkStatus();
   });
