@@ -181,15 +181,18 @@ TEST_F(InstallTest, PutsProgramsLibraryPackageUnitAndConfigurationInThePrefix) {
   EXPECT_TRUE(PathExists(Installed(kDocDir, "README.md")));
   // The man pages and completions (tools/clidoc), where man, bash-completion
   // and zsh look for them; the pages gzip -9n, as Debian wants.
-  for (const char* page : {"man8/memd.8.gz", "man1/memctl.1.gz"}) {
+  for (const char* page : {"man8/memd.8.gz", "man1/memctl.1.gz", "man1/memd-replay.1.gz",
+                           "man1/memd-tracegen.1.gz"}) {
     ProgramResult man = RunProgram("/usr/bin/man", {"-l", Installed(kManDir, page)}, "",
                                    {{"MANPAGER", "cat"}, {"MANWIDTH", "80"}});
     EXPECT_EQ(man.exit_code, 0) << page << ": " << Describe(man);
     EXPECT_THAT(man.out, HasSubstr("SYNOPSIS")) << page;
   }
-  for (const char* program : {"memd", "memctl"}) {
+  for (const char* program : {"memd", "memctl", "memd-replay", "memd-tracegen"}) {
     std::string bash = Installed(kDataDir, absl::StrCat("bash-completion/completions/", program));
-    EXPECT_THAT(ReadWholeFile(bash), HasSubstr(absl::StrCat("complete -F _", program, " ",
+    // The function's name has '_' for '-' (clidoc::BashCompletion).
+    const std::string function = absl::StrReplaceAll(program, {{"-", "_"}});
+    EXPECT_THAT(ReadWholeFile(bash), HasSubstr(absl::StrCat("complete -F _", function, " ",
                                                             program, "\n")));
     std::string zsh = Installed(kDataDir, absl::StrCat("zsh/vendor-completions/_", program));
     EXPECT_THAT(ReadWholeFile(zsh), testing::StartsWith(absl::StrCat("#compdef ", program)));

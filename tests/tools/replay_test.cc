@@ -8,14 +8,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/cli_docs.h"
 #include "tests/support/files.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
+#include "tools/clidoc/pages.h"
 #include "tools/replay/exact_pool.h"
 #include "tools/replay/pow2_pool.h"
 #include "tools/replay/simulated_backend.h"
@@ -564,6 +567,31 @@ TEST(ExactPoolTest, ReservesEveryRequestAndGivesItBackOnFree) {
   EXPECT_EQ(stats.miss_count, 1u);
   EXPECT_EQ(stats.peak_used_bytes, 2 * kPage);
   EXPECT_EQ(pool.Allocate(0, kDomain).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The trace tools' man pages and completions (tools/clidoc), written from
+// the Apps they parse: every option in them, walked with CLI11's own
+// accessors (tests/support/cli_docs.h).
+TEST(TraceToolDocsTest, ManPagesAndCompletionsHaveEveryOptionAndRenderWithoutWarnings) {
+  const clidoc::Program programs[] = {clidoc::MemdReplay(), clidoc::MemdTracegen()};
+  for (const clidoc::Program& program : programs) {
+    const CLI::App& app = *program.app;
+    SCOPED_TRACE(app.get_name());
+    const std::string page = clidoc::ManPage(app, program.page);
+    EXPECT_THAT(test::ManPageProblems(app, page), IsEmpty());
+    for (const std::string& section :
+         {absl::StrCat(".SH NAME\n", absl::StrReplaceAll(app.get_name(), {{"-", "\\-"}}),
+                       " \\- "),
+          std::string(".SH OPTIONS"),
+          std::string(".SH \"EXIT STATUS\""), std::string(".SH \"SEE ALSO\"")}) {
+      EXPECT_THAT(page, HasSubstr(section));
+    }
+    EXPECT_THAT(test::BashCompletionProblems(app, clidoc::BashCompletion(app)), IsEmpty());
+    EXPECT_THAT(test::ZshCompletionProblems(app, clidoc::ZshCompletion(app)), IsEmpty());
+  }
+  // The options are the programs' own: a flag only memd-tracegen takes.
+  const clidoc::Program tracegen = clidoc::MemdTracegen();
+  EXPECT_THAT(clidoc::ManPage(*tracegen.app, tracegen.page), HasSubstr("\\-\\-workload"));
 }
 
 }  // namespace

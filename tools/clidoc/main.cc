@@ -1,7 +1,7 @@
-// memd-clidoc OUTPUT_DIR: writes memd's and memctl's manual pages and shell
-// completions, from the command lines the programs parse (pages.h), into
-// OUTPUT_DIR: man/memd.8, man/memctl.1, bash/{memd,memctl},
-// zsh/{_memd,_memctl}. Run by the build (tools/clidoc/CMakeLists.txt); not
+// memd-clidoc OUTPUT_DIR: writes the manual pages and shell completions of
+// memd, memctl, memd-replay and memd-tracegen, from the command lines the
+// programs parse (pages.h), into OUTPUT_DIR: man/memd.8, man/<tool>.1,
+// bash/<program>, zsh/_<program>. Run by the build (tools/clidoc/CMakeLists.txt); not
 // installed.
 
 #include <filesystem>
@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   std::vector<memd::clidoc::Program> programs;
   programs.push_back(memd::clidoc::Memd());
   programs.push_back(memd::clidoc::Memctl());
+  programs.push_back(memd::clidoc::MemdReplay());
+  programs.push_back(memd::clidoc::MemdTracegen());
   for (const memd::clidoc::Program& program : programs) {
     const CLI::App& app = *program.app;
     const std::string name = app.get_name();

@@ -1,6 +1,6 @@
 #pragma once
 
-// memd's and memctl's manual pages: the prose that is not in their command
+// memd's, memctl's and the trace tools' manual pages: the prose that is not in their command
 // lines (clidoc::Page), beside the App each program parses.
 
 #include <memory>
@@ -18,5 +18,9 @@ struct Program {
 
 Program Memd();    // memd(8): memd::MakeCommandLineApp (daemon/config.h).
 Program Memctl();  // memctl(1): memctl::MakeCommandLineApp (tools/memctl/cli.h).
+// memd-replay(1) and memd-tracegen(1): their MakeCommandLineApp
+// (tools/replay/cli.h, tools/tracegen/cli.h).
+Program MemdReplay();
+Program MemdTracegen();
 
 }  // namespace memd::clidoc

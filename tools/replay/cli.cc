@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -13,6 +14,9 @@
 
 namespace memd::replay {
 namespace {
+
+constexpr char kDescription[] =
+    "memd-replay: replay an allocation trace against a pool policy.";
 
 constexpr char kFooter[] = R"(Replays an allocation trace (op,id,bytes CSV; see tests/data/README.md)
 against one pool over a simulated device that holds no memory, and prints one
@@ -45,6 +49,8 @@ struct OptionTexts {
 };
 
 void Declare(CLI::App& app, Invocation& invocation, OptionTexts& texts) {
+  app.set_version_flag("--version", std::string("memd-replay ") + kVersion);
+  app.footer(kFooter);
   app.add_option("--trace", invocation.trace, "Trace file to replay")
       ->required()
       ->type_name("FILE");
@@ -144,10 +150,7 @@ std::string Convert(const OptionTexts& texts, Invocation& invocation) {
 std::optional<int> ParseCommandLine(int argc, const char* const* argv,
                                     Invocation& invocation, std::ostream& out,
                                     std::ostream& err) {
-  CLI::App app("memd-replay: replay an allocation trace against a pool policy.",
-               "memd-replay");
-  app.set_version_flag("--version", std::string("memd-replay ") + kVersion);
-  app.footer(kFooter);
+  CLI::App app(kDescription, "memd-replay");
   OptionTexts texts;
   Declare(app, invocation, texts);
 
@@ -163,6 +166,16 @@ std::optional<int> ParseCommandLine(int argc, const char* const* argv,
   err << "memd-replay: " << problem << "\n"
       << "Run 'memd-replay --help' for usage.\n";
   return kExitUsage;
+}
+
+std::unique_ptr<CLI::App> MakeCommandLineApp() {
+  // The App, and what its options fill (they hold references to it).
+  struct BoundApp : CLI::App {
+    BoundApp() : CLI::App(kDescription, "memd-replay") { Declare(*this, invocation, texts); }
+    Invocation invocation;
+    OptionTexts texts;
+  };
+  return std::make_unique<BoundApp>();
 }
 
 }  // namespace memd::replay

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 
+#include "CLI/CLI.hpp"
 #include "tools/replay/policy.h"
 
 namespace memd::replay {
@@ -36,5 +38,10 @@ struct Invocation {
 std::optional<int> ParseCommandLine(int argc, const char* const* argv,
                                     Invocation& invocation, std::ostream& out,
                                     std::ostream& err);
+
+// memd-replay's command line as ParseCommandLine declares it, with what its
+// options fill, never parsed: what tools/clidoc walks for its man page and
+// shell completions.
+std::unique_ptr<CLI::App> MakeCommandLineApp();
 
 }  // namespace memd::replay
