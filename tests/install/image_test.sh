@@ -24,8 +24,20 @@ timeout 10 bash -c 'exec 3<>/dev/tcp/deb.debian.org/80' 2>/dev/null ||
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/memd-image-test.XXXXXX")
 unshare_pid=
+# Ends memd's container: memd, unshare's child, is its PID namespace's
+# first process, so killing it kills everything in it. unshare
+# --kill-child alone let memd outlive every run: the parent-death signal
+# it sets is cleared when setpriv changes the user, and again by the exec
+# of a program with file capabilities.
+end_container() {
+  [ -n "$unshare_pid" ] || return 0
+  pkill -KILL -P "$unshare_pid" 2>/dev/null || true
+  kill -KILL "$unshare_pid" 2>/dev/null || true
+  wait "$unshare_pid" 2>/dev/null || true
+  unshare_pid=
+}
 cleanup() {
-  if [ -n "$unshare_pid" ]; then kill -KILL "$unshare_pid" 2>/dev/null || true; wait "$unshare_pid" 2>/dev/null || true; fi
+  end_container
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -151,4 +163,19 @@ head -c 1048576 /dev/urandom >"$work/one-mib"
 step "1 MiB pinned beyond the 64 KiB memlock limit, as uid $uid with $memd_caps"
 grep -q "serving with the host backend" "$work/memd.log" ||
   { echo "FAILED: memd's log:"; cat "$work/memd.log"; exit 1; }
+
+# Nothing of the container outlives the test (a zombie waiting for the
+# host's init to reap it counts as gone).
+end_container
+alive() {
+  local state
+  state=$(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+for _ in $(seq 50); do alive "$memd_pid" || break; sleep 0.1; done
+if alive "$memd_pid"; then
+  echo "FAILED: memd (pid $memd_pid) outlived its container"
+  exit 1
+fi
+step "memd gone with its container"
 echo "PASSED"
