@@ -28,13 +28,17 @@
 // 10000 buffers and times the restart until it serves them again.
 
 #include <dirent.h>
+#include <linux/sockios.h>
 #include <sched.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -173,6 +177,8 @@ std::unique_ptr<Setup> g_setup;
 double g_echo_p50[2] = {0, 0};
 // The same for BM_SeqpacketEcho: the floor of any call over a socket.
 double g_seqpacket_p50[2] = {0, 0};
+// The same for BM_SeqpacketServerEcho: an Open's system calls, no work.
+double g_server_echo_p50[2] = {0, 0};
 
 void EndSetup() {
   if (g_setup == nullptr) return;
@@ -409,6 +415,100 @@ void BM_SeqpacketEcho(benchmark::State& state, bool pinned) {
   g_seqpacket_p50[pinned] = Percentile(echo, 50);
 }
 
+// What an Open over the session socket costs with no work on either side
+// (issue 28, target 4): BM_SeqpacketEcho's child replaced by a server that
+// does what memd's session thread does at the system-call level and
+// nothing else (epoll_wait on the socket, one recvmmsg of what waits, and
+// per call the in-flight count, ioctl SIOCOUTQ, and the answer's send), and
+// a client that does what libmemd does around BM_Open's Open (a Release
+// packet it does not wait for, untimed, then the call and a read that
+// blocks for the answer, timed). The packets are BM_Open's sizes (strace of
+// BM_OpenRelease, 2026-11-27): the Open 40 bytes, the Release 15, the
+// answer 128. BM_Open's open_over_server_echo_p50 is then what memd's and
+// libmemd's own work multiplies this floor by.
+void BM_SeqpacketServerEcho(benchmark::State& state, bool pinned) {
+  std::string error;
+  if (Prepare(pinned, &error) == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  constexpr std::size_t kCallBytes = 40, kReleaseBytes = 15, kAnswerBytes = 128;
+  constexpr std::size_t kBatch = 8, kMaxCallBytes = 16 * 1024;  // memd's.
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    state.SkipWithError("socketpair failed");
+    return;
+  }
+  // Allocated before the fork: the child calls nothing but the kernel.
+  std::vector<char> scratch(kBatch * kMaxCallBytes);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pair[0]);
+    const int epoll = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event watched{};
+    watched.events = EPOLLIN;
+    watched.data.fd = pair[1];
+    if (epoll < 0 || ::epoll_ctl(epoll, EPOLL_CTL_ADD, pair[1], &watched) != 0) ::_exit(1);
+    std::array<iovec, kBatch> iovs;
+    std::array<mmsghdr, kBatch> messages;
+    char answer[kAnswerBytes] = {};
+    for (;;) {
+      epoll_event ready;
+      if (::epoll_wait(epoll, &ready, 1, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      for (std::size_t i = 0; i < kBatch; ++i) {
+        iovs[i] = iovec{scratch.data() + i * kMaxCallBytes, kMaxCallBytes};
+        messages[i] = mmsghdr{};
+        messages[i].msg_hdr.msg_iov = &iovs[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
+      }
+      const int got = ::recvmmsg(pair[1], messages.data(), kBatch, MSG_DONTWAIT, nullptr);
+      if (got < 0 && errno == EAGAIN) continue;
+      if (got <= 0) break;
+      bool ended = false;
+      for (int i = 0; i < got && !ended; ++i) {
+        if (messages[i].msg_len == 0) ended = true;  // The parent closed its end.
+        if (ended || messages[i].msg_len != kCallBytes) continue;  // A Release: no answer.
+        int unread = 0;
+        ::ioctl(pair[1], SIOCOUTQ, &unread);
+        ended = ::send(pair[1], answer, sizeof(answer), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+                static_cast<ssize_t>(sizeof(answer));
+      }
+      if (ended) break;
+    }
+    ::_exit(0);
+  }
+  ::close(pair[1]);
+  std::vector<double> echo;
+  echo.reserve(state.max_iterations);
+  char call[kCallBytes] = {}, release[kReleaseBytes] = {}, answer[4096];
+  for (auto _ : state) {
+    const bool released =
+        child > 0 && ::send(pair[0], release, sizeof(release), MSG_NOSIGNAL) ==
+                         static_cast<ssize_t>(sizeof(release));
+    Clock::time_point start = Clock::now();
+    const bool ok = released &&
+                    ::send(pair[0], call, sizeof(call), MSG_NOSIGNAL) ==
+                        static_cast<ssize_t>(sizeof(call)) &&
+                    ::recv(pair[0], answer, sizeof(answer), 0) ==
+                        static_cast<ssize_t>(kAnswerBytes);
+    Clock::time_point end = Clock::now();
+    if (!ok) {
+      state.SkipWithError("the server child did not answer");
+      break;
+    }
+    echo.push_back(MicrosSince(start, end));
+    state.SetIterationTime(echo.back() / 1e6);
+  }
+  ::close(pair[0]);
+  if (child > 0) ::waitpid(child, nullptr, 0);
+  if (echo.empty()) return;
+  Report(state, "", echo);
+  g_server_echo_p50[pinned] = Percentile(echo, 50);
+}
+
 // Open alone is the timed span; the Release after it is timed apart. The
 // baseline for the ratio is sampled in the same loop: before every
 // g_echo_block opens come g_echo_block Pings, each timed, so the echo and
@@ -484,6 +584,9 @@ void BM_Open(benchmark::State& state, bool pinned, bool cold) {
   // an Open+Release cycle <= 1.2x an Open (the Release does not wait).
   if (g_seqpacket_p50[pinned] > 0) {
     state.counters["open_over_seqpacket_p50"] = open_p50 / g_seqpacket_p50[pinned];
+  }
+  if (g_server_echo_p50[pinned] > 0) {
+    state.counters["open_over_server_echo_p50"] = open_p50 / g_server_echo_p50[pinned];
   }
   state.counters["cycle_over_open_p50"] = Percentile(cycle, 50) / open_p50;
   state.SetLabel(open_p50 <= 1.25 * echo_p50 ? "target met (<=1.25x echo)"
@@ -806,6 +909,8 @@ void Register() {
     add("BM_Echo", [pinned](benchmark::State& state) { BM_Echo(state, pinned); });
     add("BM_SeqpacketEcho",
         [pinned](benchmark::State& state) { BM_SeqpacketEcho(state, pinned); });
+    add("BM_SeqpacketServerEcho",
+        [pinned](benchmark::State& state) { BM_SeqpacketServerEcho(state, pinned); });
     add("BM_Open", [pinned](benchmark::State& state) { BM_Open(state, pinned, false); });
     add("BM_OpenCold",
         [pinned](benchmark::State& state) { BM_Open(state, pinned, true); });
