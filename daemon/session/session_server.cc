@@ -280,7 +280,11 @@ void SessionServer::ReadCalls(int fd, absl::Time now) {
   if (it == by_fd_.end()) return;
   const std::shared_ptr<Session> session = it->second;
   auto packets = ReceiveWaitingPackets(fd, calls_read_, kMaxCallBytes);
-  if (!packets.ok()) return;
+  if (!packets.ok()) {
+    // ECONNRESET: the client went with answers unread (as one read did).
+    if (absl::IsUnavailable(packets.status())) Hangup(fd);
+    return;
+  }
   for (absl::StatusOr<ReceivedPacket>& packet : *packets) {
     if (!packet.ok()) {
       // The end of the stream comes last; a malformed packet is dropped.
