@@ -367,6 +367,35 @@ void BM_Echo(benchmark::State& state, bool pinned) {
   g_echo_p50[pinned] = Percentile(echo, 50);
 }
 
+// The timed loop of the raw socket benchmarks, against a forked `child`
+// (< 0: the fork failed) on socket `ours`: per iteration `untimed` (when
+// given) and then `timed`, each false when `who` did not answer. Then
+// closes `ours`, reaps the child and reports the samples. Returns their p50,
+// 0 when none ran.
+double TimeRoundTrips(benchmark::State& state, int ours, pid_t child, const char* who,
+                      const std::function<bool()>& untimed,
+                      const std::function<bool()>& timed) {
+  std::vector<double> samples;
+  samples.reserve(state.max_iterations);
+  for (auto _ : state) {
+    bool ok = child > 0 && (!untimed || untimed());
+    Clock::time_point start = Clock::now();
+    ok = ok && timed();
+    Clock::time_point end = Clock::now();
+    if (!ok) {
+      state.SkipWithError(absl::StrCat(who, " did not answer").c_str());
+      break;
+    }
+    samples.push_back(MicrosSince(start, end));
+    state.SetIterationTime(samples.back() / 1e6);
+  }
+  ::close(ours);
+  if (child > 0) ::waitpid(child, nullptr, 0);
+  if (samples.empty()) return 0;
+  Report(state, "", samples);
+  return Percentile(samples, 50);
+}
+
 // The floor the fast control path is held to (issue 28, target 4): a raw
 // SOCK_SEQPACKET round trip of a 64-byte packet between this process and a
 // child that echoes it, in the same affinity as the daemon's.
@@ -393,26 +422,11 @@ void BM_SeqpacketEcho(benchmark::State& state, bool pinned) {
     ::_exit(0);
   }
   ::close(pair[1]);
-  std::vector<double> echo;
-  echo.reserve(state.max_iterations);
   char packet[64] = {};
-  for (auto _ : state) {
-    Clock::time_point start = Clock::now();
-    const bool ok = child > 0 && ::send(pair[0], packet, sizeof(packet), 0) == sizeof(packet) &&
-                    ::recv(pair[0], packet, sizeof(packet), 0) == sizeof(packet);
-    Clock::time_point end = Clock::now();
-    if (!ok) {
-      state.SkipWithError("the echo child did not answer");
-      break;
-    }
-    echo.push_back(MicrosSince(start, end));
-    state.SetIterationTime(echo.back() / 1e6);
-  }
-  ::close(pair[0]);
-  if (child > 0) ::waitpid(child, nullptr, 0);
-  if (echo.empty()) return;
-  Report(state, "", echo);
-  g_seqpacket_p50[pinned] = Percentile(echo, 50);
+  g_seqpacket_p50[pinned] = TimeRoundTrips(state, pair[0], child, "the echo child", nullptr, [&] {
+    return ::send(pair[0], packet, sizeof(packet), 0) == sizeof(packet) &&
+           ::recv(pair[0], packet, sizeof(packet), 0) == sizeof(packet);
+  });
 }
 
 // What an Open over the session socket costs with no work on either side
@@ -481,32 +495,18 @@ void BM_SeqpacketServerEcho(benchmark::State& state, bool pinned) {
     ::_exit(0);
   }
   ::close(pair[1]);
-  std::vector<double> echo;
-  echo.reserve(state.max_iterations);
   char call[kCallBytes] = {}, release[kReleaseBytes] = {}, answer[4096];
-  for (auto _ : state) {
-    const bool released =
-        child > 0 && ::send(pair[0], release, sizeof(release), MSG_NOSIGNAL) ==
-                         static_cast<ssize_t>(sizeof(release));
-    Clock::time_point start = Clock::now();
-    const bool ok = released &&
-                    ::send(pair[0], call, sizeof(call), MSG_NOSIGNAL) ==
-                        static_cast<ssize_t>(sizeof(call)) &&
-                    ::recv(pair[0], answer, sizeof(answer), 0) ==
-                        static_cast<ssize_t>(kAnswerBytes);
-    Clock::time_point end = Clock::now();
-    if (!ok) {
-      state.SkipWithError("the server child did not answer");
-      break;
-    }
-    echo.push_back(MicrosSince(start, end));
-    state.SetIterationTime(echo.back() / 1e6);
-  }
-  ::close(pair[0]);
-  if (child > 0) ::waitpid(child, nullptr, 0);
-  if (echo.empty()) return;
-  Report(state, "", echo);
-  g_server_echo_p50[pinned] = Percentile(echo, 50);
+  g_server_echo_p50[pinned] = TimeRoundTrips(
+      state, pair[0], child, "the server child",
+      [&] {
+        return ::send(pair[0], release, sizeof(release), MSG_NOSIGNAL) ==
+               static_cast<ssize_t>(sizeof(release));
+      },
+      [&] {
+        return ::send(pair[0], call, sizeof(call), MSG_NOSIGNAL) ==
+                   static_cast<ssize_t>(sizeof(call)) &&
+               ::recv(pair[0], answer, sizeof(answer), 0) == static_cast<ssize_t>(kAnswerBytes);
+      });
 }
 
 // Open alone is the timed span; the Release after it is timed apart. The
