@@ -44,11 +44,15 @@ absl::StatusOr<std::uint64_t> Session::FdsInFlight() const {
   return (*unread + charge - 1) / charge;
 }
 
-absl::Status Session::CheckInFlight() const {
+absl::Status Session::CheckInFlight() {
   const std::uint32_t limit =
       shared_->max_fds_in_flight.load(std::memory_order_relaxed);
+  if (counted_in_flight_ + sent_since_count_ < limit) return absl::OkStatus();
   absl::StatusOr<std::uint64_t> in_flight = FdsInFlight();
-  if (in_flight.ok() && *in_flight >= limit) {
+  if (!in_flight.ok()) return absl::OkStatus();
+  counted_in_flight_ = *in_flight;
+  sent_since_count_ = 0;
+  if (*in_flight >= limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "session ", id_, " (pid ", peer_.pid, ", uid ", peer_.uid, ") has ",
         *in_flight, " packets (descriptors, notices) it has not read from its session socket; at "
@@ -66,6 +70,7 @@ absl::Status Session::SendFreed(const std::vector<std::uint64_t>& buffer_ids) {
     SessionFreed freed{{buffer_ids.begin() + at, buffer_ids.begin() + end}};
     MEMD_RETURN_IF_ERROR(
         SendPacket(socket_.get(), EncodeSessionMessage(freed), -1, MSG_DONTWAIT));
+    Sent();
   }
   return absl::OkStatus();
 }
@@ -73,7 +78,10 @@ absl::Status Session::SendFreed(const std::vector<std::uint64_t>& buffer_ids) {
 absl::Status Session::SendAnswer(const SessionAnswer& answer, int fd) {
   absl::MutexLock lock(&send_mu_);
   MEMD_RETURN_IF_ERROR(CheckInFlight());
-  return SendPacket(socket_.get(), EncodeSessionMessage(answer), fd, MSG_DONTWAIT);
+  MEMD_RETURN_IF_ERROR(
+      SendPacket(socket_.get(), EncodeSessionMessage(answer), fd, MSG_DONTWAIT));
+  Sent();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::uint64_t> Session::SendFd(int fd) {
@@ -83,6 +91,7 @@ absl::StatusOr<std::uint64_t> Session::SendFd(int fd) {
   absl::Status sent = SendPacket(socket_.get(), EncodeSessionMessage(SessionFd{seq}),
                                 fd, MSG_DONTWAIT);
   if (!sent.ok()) return sent;
+  Sent();
   return next_seq_++;
 }
 

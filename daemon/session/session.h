@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,8 +72,13 @@ class Session {
   // accounting of the socket's queue (every packet of memd's costs the same).
   absl::StatusOr<std::uint64_t> FdsInFlight() const;
   // RESOURCE_EXHAUSTED, with the numbers, when max_fds_in_flight packets
-  // wait unread; OK when fewer do, or when the kernel cannot say.
-  absl::Status CheckInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  // wait unread; OK when fewer do, or when the kernel cannot say. Asks the
+  // kernel only when what was counted last plus what was sent since could
+  // reach the limit: only memd sends on the socket (under send_mu_), so its
+  // queue can only have shrunk since the count. Call Sent() after a packet
+  // went.
+  absl::Status CheckInFlight() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  void Sent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) { ++sent_since_count_; }
 
   const std::uint64_t id_;
   const std::string token_;
@@ -82,6 +88,12 @@ class Session {
   // Sends one at a time, so that the in-flight check holds exactly.
   absl::Mutex send_mu_;
   std::uint64_t next_seq_ ABSL_GUARDED_BY(send_mu_) = 1;
+  // Packets unread at the kernel's last count, and packets sent since: an
+  // upper bound of what waits unread now. Unknown (the most) before the
+  // first count: the server's hello went before the session was made.
+  std::uint64_t counted_in_flight_ ABSL_GUARDED_BY(send_mu_) =
+      std::numeric_limits<std::uint32_t>::max();
+  std::uint64_t sent_since_count_ ABSL_GUARDED_BY(send_mu_) = 0;
 };
 
 }  // namespace memd::session

@@ -158,6 +158,42 @@ TEST_F(SessionServerTest, ASessionMayLeaveOnlyItsBoundOfDescriptorsUnread) {
   EXPECT_TRUE(session->SendFd(1).ok());
 }
 
+// memd asks the kernel for the session's unread packets only when the last
+// count plus the packets sent since could reach the bound; the bound must
+// still hold exactly: with the greeting left unread (sent before the
+// session existed), and after the client read only some of the packets.
+TEST_F(SessionServerTest, TheBoundCountsTheUnreadGreetingAndPartialReads) {
+  std::unique_ptr<SessionServer> server = MakeServer(/*refuse=*/true, /*in_flight=*/4);
+  ASSERT_TRUE(server->Start().ok());
+  auto socket = ConnectUnix(path_, SOCK_SEQPACKET);
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  pollfd readable{socket->get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&readable, 1, 10000), 1);
+  char peeked[4096];
+  const ssize_t got = ::recv(socket->get(), peeked, sizeof(peeked), MSG_PEEK);
+  ASSERT_GT(got, 0);
+  auto message = DecodeSessionMessage(absl::string_view(peeked, static_cast<std::size_t>(got)));
+  ASSERT_TRUE(message.ok() && std::holds_alternative<SessionHello>(*message));
+  std::shared_ptr<Session> session = server->Find(std::get<SessionHello>(*message).token);
+  ASSERT_NE(session, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    auto sent = session->SendFd(1);
+    ASSERT_TRUE(sent.ok()) << i << ": " << sent.status();
+  }
+  auto refused = session->SendFd(1);
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("4 packets"), std::string::npos) << refused.status();
+  // Two read (the greeting and one descriptor): two more go, the third not.
+  for (int i = 0; i < 2; ++i) {
+    auto packet = ReceivePacket(socket->get(), 4096, MSG_DONTWAIT);
+    ASSERT_TRUE(packet.ok() && packet->has_value());
+  }
+  EXPECT_TRUE(session->SendFd(1).ok());
+  EXPECT_TRUE(session->SendFd(1).ok());
+  refused = session->SendFd(1);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+}
+
 // The answer to call `call_id` on `socket`, waiting at most a few seconds.
 absl::StatusOr<SessionAnswer> AnswerOf(int socket, std::uint64_t call_id) {
   for (;;) {
