@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/session_wire.h"
 #include "memd/v1/memd.pb.h"
 
 namespace memd {
@@ -40,6 +41,16 @@ struct ToProto {
 
 }  // namespace
 
+SessionCallKind SessionCallKindOf(int number) {
+  switch (number) {
+    case v1::SESSION_OPEN: return SessionCallKind::kOpen;
+    case v1::SESSION_RELEASE: return SessionCallKind::kRelease;
+    case v1::SESSION_SEAL: return SessionCallKind::kSeal;
+    case v1::SESSION_BARRIER: return SessionCallKind::kBarrier;
+    default: return SessionCallKind::kUnknown;
+  }
+}
+
 const char* SessionCallName(SessionCallKind kind) {
   switch (kind) {
     case SessionCallKind::kOpen: return "Open";
@@ -52,12 +63,19 @@ const char* SessionCallName(SessionCallKind kind) {
 }
 
 std::string EncodeSessionMessage(const SessionMessage& message) {
+  if (const auto* call = std::get_if<SessionCall>(&message)) return session_wire::EncodeCall(*call);
+  if (const auto* answer = std::get_if<SessionAnswer>(&message)) {
+    return session_wire::EncodeAnswer(*answer);
+  }
   v1::SessionMessage proto;
   std::visit(ToProto{&proto}, message);
   return proto.SerializeAsString();
 }
 
 absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes) {
+  if (std::optional<SessionMessage> fast = session_wire::DecodeCallOrAnswer(bytes)) {
+    return std::move(*fast);
+  }
   v1::SessionMessage proto;
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
       !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
@@ -72,15 +90,7 @@ absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes) {
       return SessionFd{proto.fd().seq()};
     case v1::SessionMessage::kCall: {
       const v1::SessionCall& call = proto.call();
-      SessionCallKind kind = SessionCallKind::kUnknown;
-      switch (call.kind()) {
-        case v1::SESSION_OPEN: kind = SessionCallKind::kOpen; break;
-        case v1::SESSION_RELEASE: kind = SessionCallKind::kRelease; break;
-        case v1::SESSION_SEAL: kind = SessionCallKind::kSeal; break;
-        case v1::SESSION_BARRIER: kind = SessionCallKind::kBarrier; break;
-        default: break;
-      }
-      return SessionCall{call.call_id(), kind, call.request()};
+      return SessionCall{call.call_id(), SessionCallKindOf(call.kind()), call.request()};
     }
     case v1::SessionMessage::kAnswer:
       return SessionAnswer{proto.answer().call_id(), proto.answer().code(),

@@ -65,6 +65,10 @@ struct SessionAnswer {
   std::string reply;
 };
 
+// The kind a SessionCallKind enum number stands for: kUnknown for a number
+// this build does not know.
+SessionCallKind SessionCallKindOf(int number);
+
 // The method name a call kind stands for ("Open"...), as metrics and logs
 // name it; "unknown" for others.
 const char* SessionCallName(SessionCallKind kind);
@@ -73,10 +77,12 @@ const char* SessionCallName(SessionCallKind kind);
 using SessionMessage =
     std::variant<SessionHello, SessionFd, SessionFreed, SessionCall, SessionAnswer>;
 
-// The bytes of one packet. Never fails.
+// The bytes of one packet. Never fails. Calls and answers, the fast control
+// path's packets, are written by hand (session_wire.h), the rest by protobuf.
 std::string EncodeSessionMessage(const SessionMessage& message);
 
-// The message in one packet. Errors: DATA_LOSS (not a session message, or
+// The message in one packet (calls and answers of the usual shape read by
+// hand, session_wire.h; anything else by protobuf). Errors: DATA_LOSS (not a session message, or
 // one of a kind this build does not know).
 absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes);
 
