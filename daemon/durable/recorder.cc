@@ -212,12 +212,12 @@ bool Recorder::recording() {
   return journal_ != nullptr;
 }
 
-void Recorder::Record(Change change, const std::function<bool(InState&)>& keep) {
+void Recorder::Record(const Change& change, absl::FunctionRef<bool(InState&)> keep) {
   absl::Status recorded;
   {
     absl::MutexLock lock(&mu_);
     if (journal_ == nullptr) return;
-    if (keep && !keep(in_state_)) return;
+    if (!keep(in_state_)) return;
     recorded = journal_->Record({&change, 1});
   }
   if (!recorded.ok()) Failed(recorded, "journaling a change");

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/broker/buffer_journal.h"
@@ -96,8 +97,9 @@ class Recorder : public pool::SegmentJournal, public broker::BufferJournal {
   SegmentEntry EntryOf(const pool::SegmentRecord& segment) const;
   bool recording();
   // Journals `change` if recording; `keep(in_state_)` says whether it
-  // belongs in the state (and notes it), under the same lock.
-  void Record(Change change, const std::function<bool(InState&)>& keep = nullptr);
+  // belongs in the state (and notes it), under the same lock. (A FunctionRef:
+  // a lease's capture would make a std::function allocate, on every open.)
+  void Record(const Change& change, absl::FunctionRef<bool(InState&)> keep);
   void Failed(const absl::Status& status, const char* what);
   // Takes one of `uid`'s segment slots; false when it has none left (and
   // logs it, now and then).

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/proto_wire.h"
 #include "memd/durable/v1/state.pb.h"
 
 namespace memd::durable {
@@ -167,9 +168,40 @@ bool Parse(std::string_view bytes, Message& message) {
          message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
 }
 
+// A batch of one lease put or dropped, as protobuf writes it, without its
+// message objects: the journal records one on every open and release over
+// the fast control path (issue 28, target 4). Batch{changes: [Change{put_lease
+// (8) | drop_lease (9)}]}. False for any other batch.
+bool EncodeLeaseBatch(std::span<const Change> batch, std::string& out) {
+  using namespace proto_wire;
+  if (batch.size() != 1) return false;
+  const auto* put = std::get_if<LeaseEntry>(&batch[0]);
+  const auto* drop = std::get_if<DropLease>(&batch[0]);
+  if (put == nullptr && drop == nullptr) return false;
+  const std::size_t lease =
+      put != nullptr ? VarintFieldSize(put->id) + VarintFieldSize(put->session_id) +
+                           VarintFieldSize(put->buffer_id) + VarintFieldSize(put->writable)
+                     : VarintFieldSize(drop->id);
+  const std::size_t change = MessageFieldSize(lease);
+  out.clear();
+  out.reserve(MessageFieldSize(change));
+  PutMessageHead(1, change, out);
+  PutMessageHead(put != nullptr ? 8 : 9, lease, out);
+  if (put != nullptr) {
+    PutVarintField(1, put->id, out);
+    PutVarintField(2, put->session_id, out);
+    PutVarintField(3, put->buffer_id, out);
+    PutVarintField(4, put->writable, out);
+  } else {
+    PutVarintField(1, drop->id, out);
+  }
+  return true;
+}
+
 }  // namespace
 
 void EncodeBatch(std::span<const Change> batch, std::string& out) {
+  if (EncodeLeaseBatch(batch, out)) return;
   pb::Batch proto;
   for (const Change& change : batch) std::visit(ChangeToProto{*proto.add_changes()}, change);
   proto.SerializeToString(&out);
