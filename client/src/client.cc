@@ -288,7 +288,7 @@ absl::StatusOr<Buffer> OpenOn(internal::ClientCore& core, const Connection& conn
                                                           : v1::READ);
   request.set_wait_timeout_ms(WaitMillis(options.wait));
   if (options.owner.has_value()) request.set_owner_uid(*options.owner);
-  request.set_location(options.location);
+  if (!options.location.empty()) request.set_location(options.location);
   // A read-only mapping this process still has for the name (at that
   // location: each copy is memory of its own) spares the descriptor and the
   // mmap if the name still means the same buffer; held here so that it

@@ -40,7 +40,8 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
     v1::Attr* attr = out->add_attrs();
     attr->set_key(key);
     attr->set_value(value);
-  }  for (const broker::ReplicaInfo& replica : info.replicas) {
+  }
+  for (const broker::ReplicaInfo& replica : info.replicas) {
     v1::Replica* copy = out->add_replicas();
     copy->set_location(replica.report.location.ToString());
     copy->set_state(std::string(broker::ReplicaStateName(replica.report.state)));
@@ -51,10 +52,12 @@ void ToProto(const broker::BufferInfo& info, v1::BufferInfo* out) {
     copy->set_charged_uid(replica.charged_uid);
   }
   ToProto(info.usage, out->mutable_usage());
-  out->set_sync_state(info.sync_state);
+  // Strings that are mostly empty are set only when not: setting even an
+  // empty one allocates, and every Open's lease carries them.
+  if (!info.sync_state.empty()) out->set_sync_state(info.sync_state);
   out->set_generation(info.generation);
-  out->set_fill_failure(info.fill_failure);
-  out->set_placement(info.placement);
+  if (!info.fill_failure.empty()) out->set_fill_failure(info.fill_failure);
+  if (!info.placement.empty()) out->set_placement(info.placement);
   out->set_retention(std::string(broker::RetentionName(info.retention)));
   out->set_numa_node(info.numa_node);
   // Stat's alone: a List or a Lease leaves the message unset.
