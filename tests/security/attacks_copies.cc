@@ -140,8 +140,10 @@ MEMD_ATTACK(fill_copies,
     std::deque<std::uint64_t> copies;  // Unfinished, in the order they run.
   };
   std::vector<Filled> held;
-  int copies = 0;
   std::string refusal;
+  // Every session and its buffers first, then the copies in one burst: a
+  // session made between two sessions' copies gave the earlier copies time
+  // to end on a slow machine, so that the uid never had them all unfinished.
   for (int s = 0; s < sessions; ++s) {
     auto raw = test::RawSession::Connect(SocketDir());
     if (!raw.ok()) {
@@ -159,6 +161,10 @@ MEMD_ATTACK(fill_copies,
       refusal = Refusal(made);
       break;
     }
+    held.push_back(std::move(filled));
+  }
+  int copies = 0;
+  for (Filled& filled : held) {
     // Copies into one destination run one after another: the later ones
     // stay unfinished behind the first. A bound, should they all finish
     // faster than they are asked for.
@@ -173,7 +179,6 @@ MEMD_ATTACK(fill_copies,
       filled.copies.push_back(id);
       ++copies;
     }
-    held.push_back(std::move(filled));
   }
   // What a client that means it does: each session waits for its running
   // copy and asks for the next at once, so that the budget it took is never

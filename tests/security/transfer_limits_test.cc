@@ -29,6 +29,10 @@ using ::testing::StartsWith;
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+// The attacker's copies: large enough that a chain of them is still running
+// when the attacker's last sessions ask (32 MiB ones, in the sanitizer build
+// beside other tests, once ended first and the uid's bound was never met).
+constexpr std::uint64_t kCopyBytes = 128 * kMiB;
 
 class TransferLimitsTest : public test::OpenDaemonTest {};
 
@@ -37,14 +41,15 @@ TEST_F(TransferLimitsTest, OneUidCannotFillTheDaemonsBytesInFlight) {
   config_.transfer_max_uid_bytes = 2 * kGiB;
   config_.transfer_max_total_bytes = 4 * kGiB;
   StartDaemon();
-  // Four sessions of 32 MiB copies: two fill the uid's share, the others
-  // are refused at once.
+  // Four sessions of 128 MiB copies: two fill the uid's share, the others
+  // are refused at once. (Copies this large stay unfinished while the
+  // attacker asks for the rest, however slow the machine.)
   HeldAttack attack(kMallory, config_.socket_dir,
-                    {"fill_copies", "4", std::to_string(32 * kMiB)}, Gate("gate"));
+                    {"fill_copies", "4", std::to_string(kCopyBytes)}, Gate("gate"));
   const std::string report = attack.Report();
   EXPECT_THAT(report, StartsWith("copies "));
   EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 2 GiB in flight; this "
-                                "copy of 32 MiB would exceed the limit of 2 GiB "
+                                "copy of 128 MiB would exceed the limit of 2 GiB "
                                 "(transfer_max_uid_bytes)"));
 
   // The daemon has room left for others, critical copies included.
@@ -61,7 +66,7 @@ TEST_F(TransferLimitsTest, OneUidCannotQueueCopiesBeyondItsShare) {
   StartDaemon();
   // Four sessions of 16: the third reaches the uid's 40.
   HeldAttack attack(kMallory, config_.socket_dir,
-                    {"fill_copies", "4", std::to_string(32 * kMiB)}, Gate("gate"));
+                    {"fill_copies", "4", std::to_string(kCopyBytes)}, Gate("gate"));
   const std::string report = attack.Report();
   EXPECT_THAT(report, HasSubstr("RESOURCE_EXHAUSTED: uid 61003 has 40 unfinished transfers; "
                                 "the limit is 40 (transfer_max_uid_transfers)"));
