@@ -112,31 +112,48 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd) {
   return peer;
 }
 
+namespace {
+
+// Why a packet did not go: a full socket (EAGAIN) says what it means.
+absl::Status SendFailed(int error) {
+  if (error == EAGAIN) {
+    return absl::UnavailableError("the session socket is full: the peer is not reading it");
+  }
+  return ErrnoStatus("sendmsg", error);
+}
+
+}  // namespace
+
 absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
                         int flags) {
+  if (fd < 0) {
+    // No descriptor: send(2), which spares the kernel copying in and
+    // checking a msghdr and its iovec array (a fast-path call and its
+    // answer are two such packets).
+    for (;;) {
+      ssize_t sent = ::send(socket_fd, bytes.data(), bytes.size(), flags | MSG_NOSIGNAL);
+      if (sent >= 0) return absl::OkStatus();
+      if (errno == EINTR) continue;
+      return SendFailed(errno);
+    }
+  }
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
   msghdr message{};
   message.msg_iov = &iov;
   message.msg_iovlen = 1;
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
-  }
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
   for (;;) {
     ssize_t sent = ::sendmsg(socket_fd, &message, flags | MSG_NOSIGNAL);
     if (sent >= 0) return absl::OkStatus();
     if (errno == EINTR) continue;
-    if (errno == EAGAIN) {
-      return absl::UnavailableError(
-          "the session socket is full: the peer is not reading it");
-    }
-    return ErrnoStatus("sendmsg", errno);
+    return SendFailed(errno);
   }
 }
 
