@@ -7,8 +7,9 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <string_view>
 #include <cstring>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -178,7 +179,14 @@ absl::StatusOr<Value> SessionChannel::AwaitLocked(std::map<std::uint64_t, Value>
     }
     auto packet = Receive(socket_.get(), deadline);
     if (!packet.ok()) return packet.status();
-    MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
+    if constexpr (std::is_same_v<Value, Answer>) {
+      // The usual case: the packet is the answer awaited, taken unfiled.
+      std::optional<Answer> taken;
+      MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet), key, &taken));
+      if (taken.has_value()) return std::move(*taken);
+    } else {
+      MEMD_RETURN_IF_ERROR(FileLocked(*std::move(packet)));
+    }
   }
 }
 
@@ -208,7 +216,8 @@ absl::Status SessionChannel::DrainIfIdle() {
   return status;
 }
 
-absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
+absl::Status SessionChannel::FileLocked(ReceivedPacket packet, std::uint64_t awaited,
+                                        std::optional<Answer>* taken) {
   absl::StatusOr<SessionMessage> message = DecodeSessionMessage(packet.bytes);
   if (message.ok()) {
     if (const auto* freed = std::get_if<SessionFreed>(&*message);
@@ -220,6 +229,10 @@ absl::Status SessionChannel::FileLocked(ReceivedPacket packet) {
       return absl::OkStatus();
     }
     if (auto* answer = std::get_if<SessionAnswer>(&*message)) {
+      if (awaited != 0 && answer->call_id == awaited) {
+        *taken = Answer{std::move(*answer), std::move(packet.fd)};
+        return absl::OkStatus();
+      }
       answers_[answer->call_id] = Answer{std::move(*answer), std::move(packet.fd)};
       if (answers_.size() > kMaxWaitingFds) answers_.erase(answers_.begin());
       return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -125,9 +126,13 @@ class SessionChannel {
   // Sends one call packet without blocking. Errors: UNAVAILABLE.
   absl::Status SendCall(const SessionCall& call);
 
-  // Keeps a descriptor for its call or a notice for TakeFreed. Errors:
-  // DATA_LOSS (a packet memd does not send).
-  absl::Status FileLocked(ReceivedPacket packet) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps a descriptor for its call or a notice for TakeFreed. The answer
+  // to call `awaited` (non-zero) goes to `*taken` instead of the map: the
+  // caller waiting for it takes it at once. Errors: DATA_LOSS (a packet
+  // memd does not send).
+  absl::Status FileLocked(ReceivedPacket packet, std::uint64_t awaited = 0,
+                          std::optional<Answer>* taken = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const UniqueFd socket_;
   const std::uint64_t id_;

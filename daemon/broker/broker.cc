@@ -318,6 +318,13 @@ absl::StatusOr<Grant> Broker::CreateWithAllocationLocked(
 
 absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
                                           Buffer& buffer, Access access) {
+  Grant grant;
+  MEMD_RETURN_IF_ERROR(GrantIntoLocked(session, holder, buffer, access, grant));
+  return grant;
+}
+
+absl::Status Broker::GrantIntoLocked(SessionId session, Session& holder, Buffer& buffer,
+                                     Access access, Grant& grant) {
   if (holder.leases.size() >= limits_.max_leases_per_session) {
     ++rejections_.leases_per_session;
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -338,12 +345,13 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   do {
     id = lease_ids_.Next();
   } while (leases_.contains(id) || reclaimable_.contains(id));
-  leases_.emplace(id, Lease{session, buffer.info.id, access, uid, clock_.Now()});
+  const absl::Time now = clock_.Now();
+  leases_.emplace(id, Lease{session, buffer.info.id, access, uid, now});
   uid_counts_.Add(uid, UidCounts::Kind::kLeases);
   holder.leases.insert(id);
   buffer.leases.insert(id);
   ++buffer.info.lease_count;
-  buffer.last_used = clock_.Now();
+  buffer.last_used = now;
   CountLeaseLocked(buffer, access, /*added=*/true);
   // Taken while the buffer lives, so that its segment, idle or not, never
   // gains a holder once idle (PoolSegment::HeldElsewhere).
@@ -351,7 +359,6 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
     holder.replayable.try_emplace(buffer.allocation.segment_id,
                                   buffer.allocation.Hold());
   }
-  Grant grant;
   grant.lease = id;
   grant.access = access;
   grant.buffer = buffer.info;
@@ -361,7 +368,7 @@ absl::StatusOr<Grant> Broker::GrantLocked(SessionId session, Session& holder,
   grant.mapped_bytes = buffer.allocation.bytes;
   grant.segment_id = buffer.allocation.segment_id;
   grant.segment_bytes = buffer.allocation.segment_bytes();
-  return grant;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Grant> Broker::Open(SessionId session, const OpenParams& params) {

@@ -629,6 +629,12 @@ class Broker {
   absl::StatusOr<Grant> GrantLocked(SessionId session, Session& holder,
                                     Buffer& buffer, Access access)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same into `grant`, where the caller keeps it: an open builds its
+  // grant in the result it returns, since every move of a grant moves the
+  // buffer's details field by field (issue 28, target 4). `grant` is
+  // unchanged on error. Errors: GrantLocked's.
+  absl::Status GrantIntoLocked(SessionId session, Session& holder, Buffer& buffer,
+                               Access access, Grant& grant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One side of a copy: the lease (NOT_FOUND), its buffer's bounds, its
   // memory and a hold on its segment.
   absl::StatusOr<CopyEnd> CopyEndLocked(SessionId session, const CopyRegion& region,

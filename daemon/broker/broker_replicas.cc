@@ -163,7 +163,10 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenAtLocked(
         made.buffer = ViewLocked(home);
         return std::optional<Grant>(std::move(made));
       }
-      MEMD_ASSIGN_OR_RETURN(Grant grant, GrantLocked(session, caller, record, params.access));
+      // Built where it is returned: the grant is moved once, not four times.
+      absl::StatusOr<std::optional<Grant>> served(absl::in_place, std::in_place);
+      Grant& grant = **served;
+      MEMD_RETURN_IF_ERROR(GrantIntoLocked(session, caller, record, params.access, grant));
       JournalLeaseLocked(grant, session);
       if (params.notify_freed && record.info.location.kind == Location::Kind::kDevice) {
         caller.notify_freed.insert(record.info.id);
@@ -174,7 +177,7 @@ absl::StatusOr<std::optional<Grant>> Broker::OpenAtLocked(
       const bool avoided = &record != &home && (watch == 0 || record.filled_for != watch);
       tracker_.Opened(home.info.id, at, caller.peer.uid, clock_.Now(), avoided);
       if (avoided) ++copies_avoided_;
-      return std::optional<Grant>(std::move(grant));
+      return served;
     }
     case OpenPlan::Action::kWait:
       if (!may_wait) {

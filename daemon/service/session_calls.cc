@@ -85,7 +85,7 @@ absl::Status MemdService::SessionOpen(session::Session& session, const SessionCa
   params.wait_for_seal = false;
   // As the gRPC Open without a wait: the broker answers at once.
   MEMD_ASSIGN_OR_RETURN(std::optional<broker::Grant> grant,
-                        AskBroker(broker_, session.id(), params, 0, nullptr));
+                        AskBroker(broker_, session.id(), std::move(params), 0, nullptr));
   if (!grant.has_value()) return absl::InternalError("the broker left an open waiting");
   v1::Lease lease;
   FillLease(*grant, 0, &lease);
