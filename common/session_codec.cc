@@ -62,6 +62,14 @@ const char* SessionCallName(SessionCallKind kind) {
   return "unknown";
 }
 
+std::string EncodeSessionMessage(const SessionCall& call) {
+  return session_wire::EncodeCall(call);
+}
+
+std::string EncodeSessionMessage(const SessionAnswer& answer) {
+  return session_wire::EncodeAnswer(answer);
+}
+
 std::string EncodeSessionMessage(const SessionMessage& message) {
   if (const auto* call = std::get_if<SessionCall>(&message)) return session_wire::EncodeCall(*call);
   if (const auto* answer = std::get_if<SessionAnswer>(&message)) {

@@ -80,6 +80,10 @@ using SessionMessage =
 // The bytes of one packet. Never fails. Calls and answers, the fast control
 // path's packets, are written by hand (session_wire.h), the rest by protobuf.
 std::string EncodeSessionMessage(const SessionMessage& message);
+// The same for a call or an answer, which would otherwise be copied (request
+// or reply bytes included) into a SessionMessage first.
+std::string EncodeSessionMessage(const SessionCall& call);
+std::string EncodeSessionMessage(const SessionAnswer& answer);
 
 // The message in one packet (calls and answers of the usual shape read by
 // hand, session_wire.h; anything else by protobuf). Errors: DATA_LOSS (not a session message, or
