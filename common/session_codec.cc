@@ -8,34 +8,33 @@
 namespace memd {
 namespace {
 
-// Fills the protobuf form of each alternative (std::visit's overload set).
-struct ToProto {
-  v1::SessionMessage* out;
-  void operator()(const SessionHello& hello) const {
-    v1::SessionHello* proto = out->mutable_hello();
-    proto->set_protocol_version(hello.protocol_version);
-    proto->set_session_id(hello.session_id);
-    proto->set_token(hello.token);
-    proto->set_error(hello.error);
-    proto->set_error_code(hello.error_code);
+// The bytes of each alternative (std::visit's overload set): calls and
+// answers, the fast control path's, by hand; the rest through protobuf.
+struct Encoder {
+  std::string operator()(const SessionCall& call) const { return session_wire::EncodeCall(call); }
+  std::string operator()(const SessionAnswer& answer) const {
+    return session_wire::EncodeAnswer(answer);
   }
-  void operator()(const SessionFd& fd) const { out->mutable_fd()->set_seq(fd.seq); }
-  void operator()(const SessionCall& call) const {
-    v1::SessionCall* proto = out->mutable_call();
-    proto->set_call_id(call.call_id);
-    proto->set_kind(static_cast<v1::SessionCallKind>(call.kind));
-    proto->set_request(call.request);
+  std::string operator()(const SessionHello& hello) const {
+    v1::SessionMessage proto;
+    v1::SessionHello* out = proto.mutable_hello();
+    out->set_protocol_version(hello.protocol_version);
+    out->set_session_id(hello.session_id);
+    out->set_token(hello.token);
+    out->set_error(hello.error);
+    out->set_error_code(hello.error_code);
+    return proto.SerializeAsString();
   }
-  void operator()(const SessionAnswer& answer) const {
-    v1::SessionAnswer* proto = out->mutable_answer();
-    proto->set_call_id(answer.call_id);
-    proto->set_code(answer.code);
-    proto->set_message(answer.message);
-    proto->set_reply(answer.reply);
+  std::string operator()(const SessionFd& fd) const {
+    v1::SessionMessage proto;
+    proto.mutable_fd()->set_seq(fd.seq);
+    return proto.SerializeAsString();
   }
-  void operator()(const SessionFreed& freed) const {
-    v1::BuffersFreed* proto = out->mutable_freed();
-    for (std::uint64_t id : freed.buffer_ids) proto->add_buffer_ids(id);
+  std::string operator()(const SessionFreed& freed) const {
+    v1::SessionMessage proto;
+    v1::BuffersFreed* out = proto.mutable_freed();
+    for (std::uint64_t id : freed.buffer_ids) out->add_buffer_ids(id);
+    return proto.SerializeAsString();
   }
 };
 
@@ -62,22 +61,12 @@ const char* SessionCallName(SessionCallKind kind) {
   return "unknown";
 }
 
-std::string EncodeSessionMessage(const SessionCall& call) {
-  return session_wire::EncodeCall(call);
-}
+std::string EncodeSessionMessage(const SessionCall& call) { return Encoder{}(call); }
 
-std::string EncodeSessionMessage(const SessionAnswer& answer) {
-  return session_wire::EncodeAnswer(answer);
-}
+std::string EncodeSessionMessage(const SessionAnswer& answer) { return Encoder{}(answer); }
 
 std::string EncodeSessionMessage(const SessionMessage& message) {
-  if (const auto* call = std::get_if<SessionCall>(&message)) return session_wire::EncodeCall(*call);
-  if (const auto* answer = std::get_if<SessionAnswer>(&message)) {
-    return session_wire::EncodeAnswer(*answer);
-  }
-  v1::SessionMessage proto;
-  std::visit(ToProto{&proto}, message);
-  return proto.SerializeAsString();
+  return std::visit(Encoder{}, message);
 }
 
 absl::StatusOr<SessionMessage> DecodeSessionMessage(absl::string_view bytes) {

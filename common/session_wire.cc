@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/proto_wire.h"
+#include "memd/v1/memd.pb.h"
 
 namespace memd::session_wire {
 namespace {
@@ -16,9 +17,21 @@ using proto_wire::PutBytesField;
 using proto_wire::PutVarintField;
 using proto_wire::VarintFieldSize;
 
-// SessionMessage's fields `call` and `answer`.
-constexpr int kCallField = 4;
-constexpr int kAnswerField = 5;
+// The field numbers, from the contract. SessionCall and SessionAnswer share
+// a layout ReadBody relies on: 1 the call id, 2 a varint (kind, code), then
+// the length-delimited fields (request; message and reply).
+constexpr int kCallField = v1::SessionMessage::kCallFieldNumber;
+constexpr int kAnswerField = v1::SessionMessage::kAnswerFieldNumber;
+constexpr int kCallIdField = v1::SessionCall::kCallIdFieldNumber;
+constexpr int kKindField = v1::SessionCall::kKindFieldNumber;
+constexpr int kRequestField = v1::SessionCall::kRequestFieldNumber;
+constexpr int kCodeField = v1::SessionAnswer::kCodeFieldNumber;
+constexpr int kMessageField = v1::SessionAnswer::kMessageFieldNumber;
+constexpr int kReplyField = v1::SessionAnswer::kReplyFieldNumber;
+static_assert(kCallIdField == 1 && v1::SessionAnswer::kCallIdFieldNumber == 1 &&
+              kKindField == 2 && kCodeField == 2 && kRequestField == 3 &&
+              kMessageField == 3 && kReplyField == 4);
+static_assert(kCallField < 16 && kAnswerField < 16);  // One-byte tags.
 
 // The packet: one SessionMessage field of `size` bytes, begun.
 std::string Begin(int field, std::size_t size) {
@@ -92,14 +105,15 @@ std::optional<SessionMessage> ReadBody(absl::string_view body, bool is_call) {
   while (!reader.done()) {
     int number = 0;
     std::uint8_t type = 0;
-    if (!reader.ReadTag(&number, &type) || number < 1 || number > (is_call ? 3 : 4) ||
+    if (!reader.ReadTag(&number, &type) || number < kCallIdField ||
+        number > (is_call ? kRequestField : kReplyField) ||
         (seen & (1u << number)) != 0) {
       return std::nullopt;
     }
     seen |= 1u << number;
     std::uint64_t value = 0;
     absl::string_view bytes;
-    const bool is_varint = number <= 2;
+    const bool is_varint = number <= kKindField;
     if (type != (is_varint ? kVarint : kLengthDelimited) ||
         !(is_varint ? reader.ReadVarint(&value) : reader.ReadBytes(&bytes))) {
       return std::nullopt;
@@ -107,14 +121,14 @@ std::optional<SessionMessage> ReadBody(absl::string_view body, bool is_call) {
     // int32 and enum fields keep the low 32 bits, as protobuf's parser does.
     const auto low32 = static_cast<std::int32_t>(static_cast<std::uint32_t>(value));
     switch (number) {
-      case 1:
+      case kCallIdField:
         call.call_id = answer.call_id = value;
         break;
-      case 2:
+      case kKindField:  // And kCodeField.
         call.kind = SessionCallKindOf(low32);
         answer.code = low32;
         break;
-      case 3:
+      case kRequestField:  // And kMessageField.
         // SessionAnswer.message is a proto3 string: protobuf checks its UTF-8.
         if (!is_call && !IsAscii(bytes)) return std::nullopt;
         (is_call ? call.request : answer.message) = std::string(bytes);
@@ -135,9 +149,9 @@ std::string EncodeCall(const SessionCall& call) {
   const std::size_t size =
       VarintFieldSize(call.call_id) + VarintFieldSize(kind) + BytesFieldSize(call.request.size());
   std::string out = Begin(kCallField, size);
-  PutVarintField(1, call.call_id, out);
-  PutVarintField(2, kind, out);
-  PutBytesField(3, call.request, out);
+  PutVarintField(kCallIdField, call.call_id, out);
+  PutVarintField(kKindField, kind, out);
+  PutBytesField(kRequestField, call.request, out);
   return out;
 }
 
@@ -147,10 +161,10 @@ std::string EncodeAnswer(const SessionAnswer& answer) {
                            BytesFieldSize(answer.message.size()) +
                            BytesFieldSize(answer.reply.size());
   std::string out = Begin(kAnswerField, size);
-  PutVarintField(1, answer.call_id, out);
-  PutVarintField(2, code, out);
-  PutBytesField(3, answer.message, out);
-  PutBytesField(4, answer.reply, out);
+  PutVarintField(kCallIdField, answer.call_id, out);
+  PutVarintField(kCodeField, code, out);
+  PutBytesField(kMessageField, answer.message, out);
+  PutBytesField(kReplyField, answer.reply, out);
   return out;
 }
 

@@ -114,12 +114,13 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int socket_fd) {
 
 namespace {
 
-// Why a packet did not go: a full socket (EAGAIN) says what it means.
-absl::Status SendFailed(int error) {
+// Why a packet did not go (`call` failed with `error`): a full socket
+// (EAGAIN) says what it means.
+absl::Status SendFailed(const char* call, int error) {
   if (error == EAGAIN) {
     return absl::UnavailableError("the session socket is full: the peer is not reading it");
   }
-  return ErrnoStatus("sendmsg", error);
+  return ErrnoStatus(call, error);
 }
 
 }  // namespace
@@ -134,7 +135,7 @@ absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
       ssize_t sent = ::send(socket_fd, bytes.data(), bytes.size(), flags | MSG_NOSIGNAL);
       if (sent >= 0) return absl::OkStatus();
       if (errno == EINTR) continue;
-      return SendFailed(errno);
+      return SendFailed("send", errno);
     }
   }
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
@@ -153,7 +154,7 @@ absl::Status SendPacket(int socket_fd, std::string_view bytes, int fd,
     ssize_t sent = ::sendmsg(socket_fd, &message, flags | MSG_NOSIGNAL);
     if (sent >= 0) return absl::OkStatus();
     if (errno == EINTR) continue;
-    return SendFailed(errno);
+    return SendFailed("sendmsg", errno);
   }
 }
 

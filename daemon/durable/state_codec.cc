@@ -171,9 +171,13 @@ bool Parse(std::string_view bytes, Message& message) {
 // A batch of one lease put or dropped, as protobuf writes it, without its
 // message objects: the journal records one on every open and release over
 // the fast control path (issue 28, target 4). Batch{changes: [Change{put_lease
-// (8) | drop_lease (9)}]}. False for any other batch.
+// | drop_lease}]}, field numbers from the contract. False for any other
+// batch.
 bool EncodeLeaseBatch(std::span<const Change> batch, std::string& out) {
-  using namespace proto_wire;
+  using proto_wire::MessageFieldSize;
+  using proto_wire::PutMessageHead;
+  using proto_wire::PutVarintField;
+  using proto_wire::VarintFieldSize;
   if (batch.size() != 1) return false;
   const auto* put = std::get_if<LeaseEntry>(&batch[0]);
   const auto* drop = std::get_if<DropLease>(&batch[0]);
@@ -185,15 +189,17 @@ bool EncodeLeaseBatch(std::span<const Change> batch, std::string& out) {
   const std::size_t change = MessageFieldSize(lease);
   out.clear();
   out.reserve(MessageFieldSize(change));
-  PutMessageHead(1, change, out);
-  PutMessageHead(put != nullptr ? 8 : 9, lease, out);
+  PutMessageHead(pb::Batch::kChangesFieldNumber, change, out);
+  PutMessageHead(put != nullptr ? pb::Change::kPutLeaseFieldNumber
+                                : pb::Change::kDropLeaseFieldNumber,
+                 lease, out);
   if (put != nullptr) {
-    PutVarintField(1, put->id, out);
-    PutVarintField(2, put->session_id, out);
-    PutVarintField(3, put->buffer_id, out);
-    PutVarintField(4, put->writable, out);
+    PutVarintField(pb::Lease::kIdFieldNumber, put->id, out);
+    PutVarintField(pb::Lease::kSessionIdFieldNumber, put->session_id, out);
+    PutVarintField(pb::Lease::kBufferIdFieldNumber, put->buffer_id, out);
+    PutVarintField(pb::Lease::kWritableFieldNumber, put->writable, out);
   } else {
-    PutVarintField(1, drop->id, out);
+    PutVarintField(pb::Drop::kIdFieldNumber, drop->id, out);
   }
   return true;
 }
